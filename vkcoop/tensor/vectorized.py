@@ -59,7 +59,9 @@ def _divmod_part(x: _Part, d: int) -> tuple[_Part, _Part]:
     if d & (d - 1) == 0:  # power of two: shift and mask are much cheaper than division
         shift = d.bit_length() - 1
         return _Part(x.a >> _U32(shift), x.hi >> shift), _Part(x.a & _U32(d - 1), d - 1)
-    q, r = np.divmod(x.a, _U32(d))
+    # numpy's floor_divide by a scalar uses libdivide; its remainder does not, so derive it.
+    q = x.a // _U32(d)
+    r = x.a - q * _U32(d)
     return _Part(q, x.hi // d), _Part(r, d - 1)
 
 
@@ -90,14 +92,14 @@ def _decompose(x: _Part, dims, order) -> list[_Part]:
     return coords
 
 
-def _matrix_linear_index(rows: int, cols: int, view: TensorView | None):
-    """matrixCoordToLinear for every element: (uint32 index part, skipped-by-clip mask or None)."""
-    r = np.arange(rows, dtype=np.int64)
+def _matrix_linear_index(row0: int, row1: int, cols: int, view: TensorView | None):
+    """matrixCoordToLinear for rows row0..row1-1: (uint32 index part, skipped-by-clip mask or None)."""
+    r = np.arange(row0, row1, dtype=np.int64)
     c = np.arange(cols, dtype=np.int64)
     if view is None:
         row_term = ((r * cols) & UINT32_MAX).astype(_U32)[:, None]
         col_term = c.astype(_U32)[None, :]
-        return _Part(row_term + col_term, min((rows - 1) * cols + cols - 1, UINT32_MAX)), None
+        return _Part(row_term + col_term, min((row1 - 1) * cols + cols - 1, UINT32_MAX)), None
     # Clip test without uint32 wraparound of offset + span (docs/spec-notes.md "clip overflow").
     row_in = (r >= view.clip_row_offset) & (r < view.clip_row_offset + view.clip_row_span)
     col_in = (c >= view.clip_col_offset) & (c < view.clip_col_offset + view.clip_col_span)
@@ -118,6 +120,10 @@ def _full(x, shape) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=_U32), shape)
 
 
+# Elements per chunk: small enough that the uint32 temporaries of one chunk stay in cache.
+_CHUNK_ELEMENTS = 1 << 15
+
+
 def index_map(layout: TensorLayout, rows: int, cols: int, view: TensorView | None = None,
               op: str = LOAD) -> IndexMap:
     """matrixCoordToTensorElement(WithView) for every element of a rows x cols matrix.
@@ -127,25 +133,36 @@ def index_map(layout: TensorLayout, rows: int, cols: int, view: TensorView | Non
     with :func:`vkcoop.tensor.spec.element_address`.
     """
     _check_op(op)
-    with np.errstate(over="ignore"):  # uint32 scalar wraparound is the spec's arithmetic
-        return _index_map(layout, rows, cols, view, op)
-
-
-def _index_map(layout, rows, cols, view, op) -> IndexMap:
     if not isinstance(layout, TensorLayout):
         raise TensorSpecError(f"layout must be a TensorLayout, got {type(layout).__name__}")
     for name, n in (("rows", rows), ("cols", cols)):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise TensorSpecError(f"{name} must be a positive int, got {n!r}")
     rows, cols = int(rows), int(cols)
-    shape = (rows, cols)
     _check_spans(layout)
     if view is not None:
         if not isinstance(view, TensorView):
             raise TensorSpecError(f"view must be a TensorView or None, got {type(view).__name__}")
         check_view_matches(layout, view)
 
-    index, skipped = _matrix_linear_index(rows, cols, view)
+    indices = np.empty((rows, cols), dtype=np.int64)
+    status = np.empty((rows, cols), dtype=np.uint8)
+    # Planar (LDim, M, N) storage, returned as (M, N, LDim) views.
+    block = np.empty((layout.dim, rows, cols), dtype=np.int64)
+    inblock = np.empty((layout.dim, rows, cols), dtype=np.int64)
+    chunk_rows = max(1, _CHUNK_ELEMENTS // cols)
+    with np.errstate(over="ignore"):  # uint32 scalar wraparound is the spec's arithmetic
+        for row0 in range(0, rows, chunk_rows):
+            row1 = min(rows, row0 + chunk_rows)
+            _index_map_rows(layout, row0, row1, cols, view, op, indices[row0:row1], status[row0:row1],
+                            block[:, row0:row1], inblock[:, row0:row1])
+    return IndexMap(indices, status, np.moveaxis(block, 0, -1), np.moveaxis(inblock, 0, -1))
+
+
+def _index_map_rows(layout, row0, row1, cols, view, op, indices, status, block, inblock) -> None:
+    """index_map for rows row0..row1-1, written into the given output slices."""
+    shape = (row1 - row0, cols)
+    index, skipped = _matrix_linear_index(row0, row1, cols, view)
 
     if view is not None:
         dims = view_dimensions(layout, view)
@@ -157,10 +174,11 @@ def _index_map(layout, rows, cols, view, op) -> IndexMap:
     span_coord = _decompose(index, layout.span, list(range(layout.dim - 1, -1, -1)))
 
     # spanCoordToTensorCoord, all dimensions at once.
-    out_of_bounds = None  # bool array: some dimension was out of bounds
-    undefined_remap = False  # a remapping mode met a zero layout dimension
     mode = layout.clamp_mode
     remap = op == LOAD and mode in (ClampMode.ClampToEdge, ClampMode.Repeat, ClampMode.RepeatMirrored)
+    # A remapping mode against a zero layout dimension is undefined (every c is out of bounds there).
+    undefined_remap = remap and 0 in layout.layout_dimension
+    out_of_bounds = None  # bool array: some dimension was out of bounds
     block_coord: list[_Part] = []
     coord_in_block: list[_Part] = []
     for d in range(layout.dim):
@@ -178,19 +196,17 @@ def _index_map(layout, rows, cols, view, op) -> IndexMap:
         if c.hi >= limit:
             oob_d = _full(c.a, shape) >= _U32(limit)
             out_of_bounds = oob_d if out_of_bounds is None else (out_of_bounds | oob_d)
-            if remap:
-                if L == 0:
-                    undefined_remap = True
-                else:
-                    c = _Part(_remap(mode, _full(c.a, shape), L), L - 1)
-        b = layout.block_size[d]
-        q, r = _divmod_part(c, b)
+            if remap and L != 0:
+                c = _Part(_remap(mode, _full(c.a, shape), L), L - 1)
+        q, r = _divmod_part(c, layout.block_size[d])
         block_coord.append(q)
         coord_in_block.append(r)
 
     index = _mul_add([(block_coord[d], layout.stride[d]) for d in range(layout.dim)])
 
-    status = np.zeros(shape, dtype=np.uint8)
+    # Status codes by arithmetic on boolean masks (much faster than masked assignment).
+    invalid = None
+    oob_status = None
     if out_of_bounds is not None:
         if mode == ClampMode.Undefined or undefined_remap:
             oob_status = ElementStatus.UNDEFINED
@@ -198,27 +214,29 @@ def _index_map(layout, rows, cols, view, op) -> IndexMap:
             oob_status = ElementStatus.DISCARDED
         elif mode == ClampMode.Constant:
             oob_status = ElementStatus.CLAMP_VALUE
-        else:
-            oob_status = None  # remapped: stays IN_BOUNDS
-        if oob_status is not None:
-            status[out_of_bounds] = oob_status
+        # else: remapped, stays IN_BOUNDS
+    if oob_status is not None:
+        invalid = out_of_bounds
+        np.multiply(out_of_bounds.view(np.uint8), np.uint8(oob_status), out=status)
+    else:
+        status.fill(ElementStatus.IN_BOUNDS)
     if skipped is not None:
-        status[skipped] = ElementStatus.SKIPPED_BY_CLIP
+        # SKIPPED_BY_CLIP wins: the clip test comes before any address calculation.
+        np.copyto(status, np.uint8(ElementStatus.SKIPPED_BY_CLIP), where=skipped)
+        invalid = skipped if invalid is None else (invalid | skipped)
 
-    valid = status == _IN_BOUNDS
-    all_valid = bool(valid.all())
-    indices = _full(index.a, shape).astype(np.int64)
-    if not all_valid:
-        indices[~valid] = -1
-    block = np.empty(shape + (layout.dim,), dtype=np.int64)
-    inblock = np.empty(shape + (layout.dim,), dtype=np.int64)
+    # int64 outputs, -1 where the element touches no memory: x | -1 sets all bits.
+    minus_invalid = None if invalid is None else np.negative(invalid.view(np.int8))
+
+    def finish(part: _Part, out: np.ndarray) -> None:
+        np.copyto(out, part.a, casting="unsafe")
+        if minus_invalid is not None:
+            np.bitwise_or(out, minus_invalid, out=out)
+
+    finish(index, indices)
     for d in range(layout.dim):
-        block[..., d] = block_coord[d].a
-        inblock[..., d] = coord_in_block[d].a
-    if not all_valid:
-        block[~valid] = -1
-        inblock[~valid] = -1
-    return IndexMap(indices, status, block, inblock)
+        finish(block_coord[d], block[d])
+        finish(coord_in_block[d], inblock[d])
 
 
 def _remap(mode: ClampMode, c_u32: np.ndarray, L: int) -> np.ndarray:
