@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gathers into .bundle/ (git-ignored) everything the offline GPU host needs to run vkcoop:
 #   .bundle/host-debs/       the amd64 Vulkan loader and glvnd libraries (Debian 12), unpacked into / there
-#   .bundle/toolchain-debs/  the Debian 13 shader toolchain and validation layers, unpacked into a private prefix there
+#   .bundle/toolchain-debs/  the shader toolchain and validation layers (spirv_tools.toolchain's package list),
+#                            unpacked into a private prefix there
 #   .bundle/wheels/          cp312 manylinux wheels of the pure-Python deps the host lacks
 # Carry `.bundle` with every device run and start the command with `source scripts/gpu_env.sh`.
 set -euo pipefail
@@ -22,15 +23,18 @@ apt_with_suite() {  # $1 = suite, rest = apt-get args
     -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" -o Debug::NoLocking=1 \
     -o APT::Architecture=amd64 -o APT::Architectures=amd64 -o APT::Sandbox::User=root "$@"
 }
-if ! apt_with_suite bookworm update >/dev/null || ! apt_with_suite trixie update >/dev/null; then
+if ! apt_with_suite bookworm update >/dev/null; then
   echo "gpu_bundle: cannot reach Debian's package registry; the bundle needs it once" >&2
   exit 1
 fi
 (cd "$bundle/host-debs" && apt_with_suite bookworm download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 >/dev/null)
-(cd "$bundle/toolchain-debs" && apt_with_suite trixie download \
-  glslc libshaderc1 glslang-tools spirv-tools spirv-headers vulkan-validationlayers libc6 libstdc++6 libgcc-s1 >/dev/null)
-
 py=${PYTHON:-python3}
+PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} "$py" -c '
+import sys
+from pathlib import Path
+from spirv_tools.toolchain import download_packages
+download_packages(Path(sys.argv[1]), Path(sys.argv[2]), log=lambda m: None)' "$bundle/toolchain-debs" "$apt_state/toolchain"
+
 "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$bundle/wheels" vulkan==1.3.275.1 cffi pycparser 2>&1 | grep -v '^WARNING: Location' || true

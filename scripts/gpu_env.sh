@@ -15,7 +15,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   "$_vkcoop_root"/.bundle/wheels/*.whl
 export PYTHONPATH="$_vkcoop_root:/tmp/vkcoop-site${PYTHONPATH:+:$PYTHONPATH}"
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-# The validation layer comes from the toolchain prefix (Debian 13 build; glibc 2.39 there runs it natively).
+# The validation layer comes from the toolchain prefix (a newer Debian build; glibc 2.39 there runs it natively).
 export VK_ADD_LAYER_PATH="$VKCOOP_TOOLCHAIN_DIR/usr/share/vulkan/explicit_layer.d"
 export PYTHONUNBUFFERED=1
 unset _vkcoop_root

@@ -2,7 +2,7 @@
 
 Two backends, both shaderc: the in-process cffi binding (:mod:`spirv_tools.shaderc`) when the
 toolchain's libshaderc loads and passes the coopmat2 probe, otherwise the toolchain's ``glslc``
-(which is how Debian 12 runs the Debian 13 build: through its private ``ld-linux``).
+(which is how Debian 12 runs a newer Debian build: through its private ``ld-linux``).
 """
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ GL_NV_cooperative_matrix2 needs glslang >= 15.1 and shaderc/SPIRV-Tools from 202
 
 1. ``$VULKAN_SDK/bin`` (a LunarG SDK),
 2. the tools on ``PATH``,
-3. a private prefix of Debian 13 (trixie) packages unpacked with ``dpkg -x`` (see :func:`install_private`).
-   Those binaries need glibc 2.38, so on older systems they run through the prefix's own
+3. a private prefix of Debian packages unpacked with ``dpkg -x`` (see :func:`install_private`). The suite
+   defaults to forky (Debian 14, testing): trixie's glslang 15.1 compiles coopmat2 but lacks GL_EXT_bfloat16,
+   which bf16 matrices need; ``VKCOOP_TOOLCHAIN_SUITE=trixie`` picks trixie. Those binaries need glibc >= 2.38, so on older systems they run through the prefix's own
    ``ld-linux-x86-64.so.2 --library-path``; nothing is installed system-wide.
 
 Each candidate must pass a capability probe: compile a tiny coopmat2 shader and validate it.
@@ -20,14 +21,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Debian 13 packages that make up the private prefix. libc6, libstdc++6 and libgcc-s1 come along
+#: Debian packages that make up the private prefix. libc6, libstdc++6 and libgcc-s1 come along
 #: because the tools need glibc 2.38 and GCC 14's runtime; they are only ever used through the
 #: prefix's own dynamic loader.
 PRIVATE_PACKAGES = (
     "glslc", "libshaderc1", "glslang-tools", "spirv-tools", "spirv-headers",
     "vulkan-validationlayers", "libc6", "libstdc++6", "libgcc-s1",
 )
-DEBIAN_SUITE = "trixie"
+DEBIAN_SUITE = os.environ.get("VKCOOP_TOOLCHAIN_SUITE", "forky")
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 _LIB_SUBDIR = "usr/lib/x86_64-linux-gnu"
 _GRAMMAR_SUBPATH = "include/spirv/unified1/spirv.core.grammar.json"
@@ -220,7 +221,7 @@ def find_toolchain() -> Toolchain:
     detail = "\n".join(rejected) if rejected else "  none found (no VULKAN_SDK, no glslc on PATH, no private prefix)"
     raise ToolchainError(
         "no shader toolchain can compile GL_NV_cooperative_matrix2.\n" + detail +
-        f"\nInstall the private Debian 13 toolchain with `vkcoop toolchain install` (into {default_private_dir()}).")
+        f"\nInstall the private Debian toolchain with `vkcoop toolchain install` (into {default_private_dir()}).")
 
 
 def grammar_path() -> Path | None:
@@ -249,9 +250,34 @@ def _apt(state: Path, *args: str, cwd: Path | None = None) -> subprocess.Complet
     return subprocess.run(["apt-get", "-q", *opts, *args], capture_output=True, text=True, cwd=cwd)
 
 
+def download_packages(debs_dir: Path, state: Path, *, log=print) -> Path:
+    """``apt-get download`` PRIVATE_PACKAGES from DEBIAN_SUITE into ``debs_dir`` through a private
+    apt configuration kept in ``state`` (its own sources list, lists and cache)."""
+    debs_dir, state = Path(debs_dir), Path(state)
+    debs_dir.mkdir(parents=True, exist_ok=True)
+    (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
+    (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+    signed = f"[signed-by={keyring}] " if Path(keyring).exists() else "[trusted=yes] "
+    (state / "sources.list").write_text(f"deb {signed}{DEBIAN_MIRROR} {DEBIAN_SUITE} main\n")
+    log(f"fetching the Debian {DEBIAN_SUITE} package index (private apt configuration in {state})")
+    upd = _apt(state, "update")
+    if upd.returncode != 0 or "Err:" in upd.stdout:
+        raise ToolchainError(
+            f"cannot reach Debian's package registry ({DEBIAN_MIRROR} {DEBIAN_SUITE}) to fetch the shader "
+            f"toolchain:\n{(upd.stderr or upd.stdout).strip()}")
+    for old in debs_dir.glob("*.deb"):
+        old.unlink()
+    log("downloading " + ", ".join(PRIVATE_PACKAGES))
+    dl = _apt(state, "download", *PRIVATE_PACKAGES, cwd=debs_dir)
+    if dl.returncode != 0:
+        raise ToolchainError(f"apt-get download failed:\n{dl.stderr.strip()}")
+    return debs_dir
+
+
 def install_private(dest: Path | None = None, *, debs_dir: Path | None = None, force: bool = False,
                     log=print) -> Toolchain:
-    """Download (or take from ``debs_dir``) the Debian 13 packages and unpack them into ``dest``.
+    """Download (or take from ``debs_dir``) the toolchain's Debian packages and unpack them into ``dest``.
 
     Idempotent: a completed prefix that passes the probe is left as it is unless ``force``.
     """
@@ -266,26 +292,7 @@ def install_private(dest: Path | None = None, *, debs_dir: Path | None = None, f
         raise ToolchainError("installing the private toolchain needs dpkg (Debian/Ubuntu)")
     dest.mkdir(parents=True, exist_ok=True)
     if debs_dir is None:
-        debs_dir = dest / "debs"
-        debs_dir.mkdir(exist_ok=True)
-        state = dest / "apt"
-        (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
-        (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
-        keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-        signed = f"[signed-by={keyring}] " if Path(keyring).exists() else "[trusted=yes] "
-        (state / "sources.list").write_text(f"deb {signed}{DEBIAN_MIRROR} {DEBIAN_SUITE} main\n")
-        log(f"fetching the {DEBIAN_SUITE} package index (private apt configuration in {state})")
-        upd = _apt(state, "update")
-        if upd.returncode != 0 or "Err:" in upd.stdout:
-            raise ToolchainError(
-                f"cannot reach Debian's package registry ({DEBIAN_MIRROR} {DEBIAN_SUITE}) to fetch the shader "
-                f"toolchain:\n{(upd.stderr or upd.stdout).strip()}")
-        for old in debs_dir.glob("*.deb"):
-            old.unlink()
-        log("downloading " + ", ".join(PRIVATE_PACKAGES))
-        dl = _apt(state, "download", *PRIVATE_PACKAGES, cwd=debs_dir)
-        if dl.returncode != 0:
-            raise ToolchainError(f"apt-get download failed:\n{dl.stderr.strip()}")
+        debs_dir = download_packages(dest / "debs", dest / "apt", log=log)
     debs = sorted(Path(debs_dir).glob("*.deb"))
     if not debs:
         raise ToolchainError(f"no .deb files in {debs_dir}")

@@ -10,6 +10,7 @@
 #extension GL_KHR_cooperative_matrix : enable
 #extension GL_NV_cooperative_matrix2 : enable
 #extension GL_EXT_shader_explicit_arithmetic_types : enable
+#extension GL_EXT_bfloat16 : enable
 
 #ifndef ELEMENT_TYPE
 #define ELEMENT_TYPE float16_t
