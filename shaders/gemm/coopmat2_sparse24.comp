@@ -1,0 +1,160 @@
+#version 450
+// @variants ELEMENT=F16|BF16
+// The Vulkan 2:4 path: C[M][N] (fp32) = decompress(A) * B, where A arrives in vkcoop's shared 2:4 format
+// (vkcoop/sparse.py): values [M][K/2] (the two kept entries of every 4 along K, ascending) and metadata
+// [M][K/32] uint32 (nibble j of word c covers columns 32c+4j..32c+4j+3 and equals idx0 | idx1 << 2).
+// Vulkan has no sparse tensor cores, so A is expanded while it is loaded: coopMatLoadTensorNV with a decode
+// function (GLSL_NV_cooperative_matrix2, "decodeFunc") on a layout whose block is 1 x 32 along K. One block
+// is the 16 kept values of 32 columns, 32 bytes, so block (r, c) sits at byte 32 * (r * K/32 + c) of the
+// values buffer, exactly where the format puts it; the decode function reads the matching metadata word.
+// A's memory traffic is K/2 values + K/32 words per row instead of K values. The math is dense.
+// K must be a multiple of 32 (the host checks); M and N are free (Constant clamp on edge tiles).
+//   defines:        ELEMENT = F16 | BF16 (A and B), accumulation and result fp32
+//   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (a multiple of 32), 4 B_COLUMN_MAJOR,
+//                   5 K_UNROLL, 6 GROUP_M
+//   push constants: M, N, K, row stride of B and of C (elements)
+//   bindings:       0 values, 1 metadata, 2 B (K x N, or N x K if B_COLUMN_MAJOR), 3 C (M x N fp32)
+#extension GL_KHR_memory_scope_semantics : enable
+#extension GL_KHR_cooperative_matrix : enable
+#extension GL_NV_cooperative_matrix2 : enable
+#extension GL_EXT_shader_explicit_arithmetic_types : enable
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_EXT_buffer_reference : enable
+
+#ifndef ELEMENT
+#define ELEMENT F16
+#endif
+#define F16 1
+#define BF16 2
+#if ELEMENT == F16
+#define A_TYPE float16_t
+#elif ELEMENT == BF16
+#extension GL_EXT_bfloat16 : require
+#define A_TYPE bfloat16_t
+#else
+#error "ELEMENT must be F16 or BF16"
+#endif
+
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 256;
+layout(constant_id = 1) const uint TILE_M = 128;
+layout(constant_id = 2) const uint TILE_N = 128;
+layout(constant_id = 3) const uint TILE_K = 32;
+layout(constant_id = 4) const bool B_COLUMN_MAJOR = false;
+layout(constant_id = 5) const uint K_UNROLL = 2;
+layout(constant_id = 6) const uint GROUP_M = 8;
+layout(local_size_x_id = 0) in;
+
+const uint SPARSE_BLOCK_K = 32;  // columns per metadata word = the layout's block size along K
+
+layout(set = 0, binding = 0) readonly buffer Values { uvec4 values[]; };
+layout(set = 0, binding = 1) readonly buffer Metadata { uint metadata[]; };
+layout(set = 0, binding = 2) readonly buffer MatrixB { A_TYPE b[]; };
+layout(set = 0, binding = 3) writeonly buffer MatrixC { float c[]; };
+
+layout(push_constant) uniform Shape {
+    uint M, N, K;
+    uint stride_b, stride_c;
+} shape;
+
+// The 16 kept values of one 32-column block: word w holds the pair of 4-chunk w (low half first).
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer SparseBlock { uint pairs[8]; };
+
+A_TYPE decode_2to4(const in SparseBlock block, const in uint block_coord[2], const in uint coord_in_block[2]) {
+    const uint chunk = coord_in_block[1] >> 2;
+    const uint position = coord_in_block[1] & 3u;
+    const uint nibble = (metadata[block_coord[0] * (shape.K / SPARSE_BLOCK_K) + block_coord[1]] >> (4u * chunk)) & 0xFu;
+    const uint pair = block.pairs[chunk];
+    uint bits = 0u;  // +0.0: a pruned position
+    if (position == (nibble & 3u)) {
+        bits = pair & 0xFFFFu;
+    } else if (position == (nibble >> 2)) {
+        bits = pair >> 16;
+    }
+#if ELEMENT == F16
+    return uint16BitsToHalf(uint16_t(bits));
+#else
+    return uintBitsToBFloat16EXT(uint16_t(bits));
+#endif
+}
+
+#define MAT_A coopmat<A_TYPE, gl_ScopeWorkgroup, TILE_M, TILE_K, gl_MatrixUseA>
+#define MAT_B coopmat<A_TYPE, gl_ScopeWorkgroup, TILE_K, TILE_N, gl_MatrixUseB>
+#define MAT_C coopmat<float, gl_ScopeWorkgroup, TILE_M, TILE_N, gl_MatrixUseAccumulator>
+#define CLAMPED gl_CooperativeMatrixClampModeConstantNV
+
+uvec2 tile_of_workgroup(uint linear, uint tiles_m, uint tiles_n) {
+    uint per_group = GROUP_M * tiles_n;
+    uint first_row = (linear / per_group) * GROUP_M;
+    uint rows_here = min(tiles_m - first_row, GROUP_M);
+    uint in_group = linear % per_group;
+    return uvec2(first_row + in_group % rows_here, in_group / rows_here);
+}
+
+void main() {
+    const uint tiles_m = (shape.M + TILE_M - 1) / TILE_M;
+    const uint tiles_n = (shape.N + TILE_N - 1) / TILE_N;
+    const uvec2 tile = tile_of_workgroup(gl_WorkGroupID.x, tiles_m, tiles_n);
+    if (tile.x >= tiles_m) {
+        return;
+    }
+    const uint row0 = tile.x * TILE_M;
+    const uint col0 = tile.y * TILE_N;
+    tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+    MAT_C sum = MAT_C(0.0);
+    uint k = 0;
+
+    if (row0 + TILE_M <= shape.M && col0 + TILE_N <= shape.N && shape.stride_b % 8 == 0) {
+        const uint stride_b = shape.stride_b & ~7u;
+        tensorLayoutNV<2> layout_a = createTensorLayoutNV(2);
+        layout_a = setTensorLayoutBlockSizeNV(layout_a, 1, SPARSE_BLOCK_K);
+        layout_a = setTensorLayoutDimensionNV(layout_a, shape.M, shape.K);
+        tensorLayoutNV<2> layout_b = createTensorLayoutNV(2);
+        if (B_COLUMN_MAJOR) {
+            layout_b = setTensorLayoutDimensionNV(layout_b, shape.N, shape.K);
+        } else {
+            layout_b = setTensorLayoutDimensionNV(layout_b, shape.K, shape.N);
+        }
+        layout_b = setTensorLayoutStrideNV(layout_b, stride_b, 1);
+        for (; k + K_UNROLL * TILE_K <= shape.K; ) {
+            [[unroll]] for (uint step = 0; step < K_UNROLL; ++step, k += TILE_K) {
+                MAT_A tile_a;
+                MAT_B tile_b;
+                coopMatLoadTensorNV(tile_a, values, 0, sliceTensorLayoutNV(layout_a, row0, TILE_M, k, TILE_K), decode_2to4);
+                if (B_COLUMN_MAJOR) {
+                    coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(layout_b, col0, TILE_N, k, TILE_K), transposed);
+                } else {
+                    coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(layout_b, k, TILE_K, col0, TILE_N));
+                }
+                sum = coopMatMulAdd(tile_a, tile_b, sum);
+            }
+        }
+    }
+
+    // Edge tiles, and what the unrolled loop left: clamp everything to 0 outside the matrices.
+    tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
+    clamped_a = setTensorLayoutBlockSizeNV(clamped_a, 1, SPARSE_BLOCK_K);
+    clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, shape.K);
+    tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
+    if (B_COLUMN_MAJOR) {
+        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, shape.K);
+    } else {
+        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.K, shape.N);
+    }
+    clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
+    for (; k < shape.K; k += TILE_K) {
+        MAT_A tile_a;
+        MAT_B tile_b;
+        coopMatLoadTensorNV(tile_a, values, 0, sliceTensorLayoutNV(clamped_a, row0, TILE_M, k, TILE_K), decode_2to4);
+        if (B_COLUMN_MAJOR) {
+            coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(clamped_b, col0, TILE_N, k, TILE_K), transposed);
+        } else {
+            coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(clamped_b, k, TILE_K, col0, TILE_N));
+        }
+        sum = coopMatMulAdd(tile_a, tile_b, sum);
+    }
+
+    tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);
+    layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
+    layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);
+    coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(layout_c, row0, TILE_M, col0, TILE_N));
+}

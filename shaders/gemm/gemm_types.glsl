@@ -1,0 +1,35 @@
+// Shared by the vkcoop GEMM shaders: maps the GEMM_TYPES define to element and accumulator types.
+//   GEMM_TYPES = F16_F16 | F16_F32 | BF16_F32 | S8_S32   (A/B type _ accumulator/result type)
+// Each value is one SPIR-V module; tile sizes arrive as specialization constants.
+#define F16_F16 1
+#define F16_F32 2
+#define BF16_F32 3
+#define S8_S32 4
+#ifndef GEMM_TYPES
+#define GEMM_TYPES F16_F32
+#endif
+
+#if GEMM_TYPES == F16_F16
+#define A_TYPE float16_t
+#define C_TYPE float16_t
+#define A_BYTES 2
+#elif GEMM_TYPES == F16_F32
+#define A_TYPE float16_t
+#define C_TYPE float
+#define A_BYTES 2
+#elif GEMM_TYPES == BF16_F32
+#extension GL_EXT_bfloat16 : require
+#define A_TYPE bfloat16_t
+#define C_TYPE float
+#define A_BYTES 2
+#elif GEMM_TYPES == S8_S32
+#define A_TYPE int8_t
+#define C_TYPE int32_t
+#define A_BYTES 1
+#else
+#error "GEMM_TYPES must be F16_F16, F16_F32, BF16_F32 or S8_S32"
+#endif
+
+// Elements per 16 bytes: the alignment unit of tensor loads (GLSL_NV_cooperative_matrix2, "elementOffset ...
+// must be a multiple of 16B") and of the uvec4 copies in the shared-memory kernel.
+const uint ELEMENTS_PER_16B = 16 / A_BYTES;
