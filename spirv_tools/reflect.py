@@ -19,12 +19,13 @@ MAGIC = 0x07230203
 OP_EXTENSION, OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_CAPABILITY = 10, 15, 16, 17
 OP_EXECUTION_MODE_ID = 331
 OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_POINTER = 20, 21, 22, 32
-OP_TYPE_STRUCT = 30
+OP_TYPE_STRUCT, OP_CONSTANT_COMPOSITE = 30, 44
 OP_CONSTANT_TRUE, OP_CONSTANT_FALSE, OP_CONSTANT = 41, 42, 43
 OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE, OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_COMPOSITE = 48, 49, 50, 51
 OP_VARIABLE, OP_DECORATE, OP_NAME = 59, 71, 5
 EXEC_MODE_LOCAL_SIZE, EXEC_MODE_LOCAL_SIZE_ID = 17, 38
-DECORATION_SPEC_ID, DECORATION_BINDING, DECORATION_DESCRIPTOR_SET = 1, 33, 34
+DECORATION_SPEC_ID, DECORATION_BUILTIN, DECORATION_BINDING, DECORATION_DESCRIPTOR_SET = 1, 11, 33, 34
+BUILTIN_WORKGROUP_SIZE = 25
 STORAGE_PUSH_CONSTANT = 9
 
 
@@ -138,7 +139,8 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
     names: dict[int, str] = {}
     types: dict[int, tuple] = {}
     constants: dict[int, object] = {}
-    spec_ops: dict[int, tuple[int, list[int]]] = {}  # id -> (opcode, operand words)
+    spec_ops: dict[int, tuple[int, list[int]]] = {}  # id -> (result type, operand words)
+    composites: dict[int, list[int]] = {}             # constant composite id -> constituent ids
     decorations: dict[int, dict[int, int]] = {}
     variables: dict[int, tuple[int, int]] = {}       # id -> (pointer type id, storage class)
     local_size_ids = None
@@ -181,8 +183,10 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
             constants[ops[1]] = opcode in (OP_CONSTANT_TRUE, OP_SPEC_CONSTANT_TRUE)
             if opcode in (OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE):
                 spec_ops[ops[1]] = (ops[0], [])
-        elif opcode == OP_SPEC_CONSTANT_COMPOSITE:
-            spec_ops[ops[1]] = (ops[0], ops[2:])
+        elif opcode in (OP_SPEC_CONSTANT_COMPOSITE, OP_CONSTANT_COMPOSITE):
+            composites[ops[1]] = ops[2:]
+            if opcode == OP_SPEC_CONSTANT_COMPOSITE:
+                spec_ops[ops[1]] = (ops[0], ops[2:])
         elif opcode == OP_VARIABLE:
             variables[ops[1]] = (ops[0], ops[2])
         i += count
@@ -193,7 +197,13 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
             out.spec_constants.append(SpecConstant(
                 decos[DECORATION_SPEC_ID], names.get(target, f"%{target}"),
                 types.get(type_id, ("composite",))[0], constants.get(target)))
-    out.spec_constants.sort(key=lambda s: s.spec_id)
+    # glslang may emit several constants with one SpecId (e.g. local_size_x_id plus the named constant);
+    # list each id once, preferring the named declaration.
+    by_id: dict[int, SpecConstant] = {}
+    for sc in out.spec_constants:
+        if sc.spec_id not in by_id or by_id[sc.spec_id].name.startswith("%"):
+            by_id[sc.spec_id] = sc
+    out.spec_constants = sorted(by_id.values(), key=lambda s: s.spec_id)
 
     for var, (ptr_type, storage) in variables.items():
         decos = decorations.get(var, {})
@@ -207,6 +217,10 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
             out.push_constant_blocks.append(display)
     out.bindings.sort(key=lambda b: (b.set, b.binding))
 
+    # A constant decorated BuiltIn WorkgroupSize overrides LocalSize (local_size_x_id in GLSL).
+    for target, decos in decorations.items():
+        if decos.get(DECORATION_BUILTIN) == BUILTIN_WORKGROUP_SIZE and target in composites:
+            local_size_ids = tuple(composites[target])
     if local_size_ids is not None:
         out.local_size = tuple(constants.get(c) for c in local_size_ids)
         out.local_size_spec_ids = tuple(decorations.get(c, {}).get(DECORATION_SPEC_ID) for c in local_size_ids)

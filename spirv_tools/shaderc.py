@@ -51,7 +51,7 @@ void shaderc_get_spv_version(unsigned int* version, unsigned int* revision);
 """
 
 # shaderc_shader_kind / shaderc_target_env / shaderc_env_version / shaderc_spirv_version values.
-SHADER_KINDS = {"comp": 5, "compute": 5, "vert": 0, "frag": 1}
+SHADER_KINDS = {"vert": 0, "frag": 1, "comp": 2, "compute": 2}  # shaderc_shader_kind
 TARGET_ENVS = {  # name -> (shaderc_target_env_vulkan, env version, default SPIR-V version)
     "vulkan1.0": (0, 1 << 22, 0x010000),
     "vulkan1.1": (0, (1 << 22) | (1 << 12), 0x010300),
