@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Every CUDA 2:4 path on the same inputs: check first, then time.
+
+    python benchmarks/bench_cuda_sparse.py                        # fp16+bf16, square 8192^3 and llm
+    python benchmarks/bench_cuda_sparse.py --dtype fp16 --shapes square --all-configs --json out.json
+
+For each (shape, dtype) one A [M][K] is drawn from {-1, -0.5, 0, 0.5, 1}, pruned
+and compressed with vkcoop.sparse (the shared format), and one B [K][N] likewise.
+Every path is first checked against an fp32 matmul of the pruned A; a path that
+fails the check is reported FAILED and never timed.  Timing: CUDA events, warm-up,
+median of --iters runs, optionally flushing L2 before each.  Throughput counts
+2*M*N*K (dense-equivalent) FLOPs; ratios are to cuBLAS and cuSPARSELt from the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+SHAPES = {
+    "square": (8192, 8192, 8192),
+    # Llama-3-8B MLP up/gate projection (14336 x 4096 weights) applied to 16 tokens:
+    # memory-bound, A is read once and N is tiny.
+    "llm": (14336, 16, 4096),
+}
+DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+
+
+def _gpu_facts() -> dict:
+    import torch
+    facts = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+             "cuda_runtime": torch.version.cuda}
+    try:
+        facts["cusparselt"] = torch.backends.cusparselt.version()
+    except Exception as exc:  # noqa: BLE001 - report, don't fail
+        facts["cusparselt"] = f"unavailable: {exc}"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem",
+             "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        facts["nvidia_smi"] = out.stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        facts["nvidia_smi"] = f"unavailable: {exc}"
+    return facts
+
+
+def _make_problem(m, n, k, dtype_name, seed):
+    import ml_dtypes
+    import torch
+    from vkcoop import sparse
+    from vkcoop.cuda import DeviceSparse
+    np_dtype = np.float16 if dtype_name == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(seed)
+    a = (rng.integers(-2, 3, size=(m, k), dtype=np.int8).astype(np.float32) * 0.5).astype(np_dtype)
+    t0 = time.perf_counter()
+    comp = sparse.compress_2to4(a)
+    prep_s = time.perf_counter() - t0
+    del a
+    dev = DeviceSparse.from_compressed(comp)
+    b_t = (rng.integers(-2, 3, size=(n, k), dtype=np.int8).astype(np.float32) * 0.5)
+    b = torch.from_numpy(b_t).to("cuda", getattr(torch, dtype_name)).t()  # [K][N], column-major
+    return dev, b, prep_s
+
+
+def _paths(all_configs: bool, selected: set[str]):
+    from vkcoop.cuda import CublasGemm, CuSparseLtGemm, MmaSpGemm, WgmmaSpGemm
+    out = []
+    if "cublas" in selected:
+        out.append(("cuBLAS", CublasGemm()))
+    if "cusparselt" in selected:
+        out.append(("cuSPARSELt", CuSparseLtGemm()))
+    for key, cls in (("mma", MmaSpGemm), ("wgmma", WgmmaSpGemm)):
+        if key not in selected:
+            continue
+        configs = list(cls.CONFIGS) if all_configs else ["auto"]
+        for cfg in configs:
+            out.append((f"{cls.name}[{cfg}]", cls(cfg)))
+    return out
+
+
+def run(args) -> dict:
+    import torch
+    from vkcoop.cuda import available, compare, passes, reference, time_cuda
+    ok, why = available()
+    if not ok:
+        print(f"CUDA paths unavailable: {why}", file=sys.stderr)
+        sys.exit(2)
+    report = {"facts": _gpu_facts(), "settings": vars(args).copy(), "results": []}
+    print(f"# {report['facts']}")
+    for shape_name in args.shapes.split(","):
+        m, n, k = SHAPES[shape_name]
+        for dtype_key in args.dtype.split(","):
+            dtype_name = DTYPES[dtype_key]
+            a, b, prep_s = _make_problem(m, n, k, dtype_name, seed=args.seed)
+            ref = reference(a, b)
+            print(f"\n## {shape_name} M={m} N={n} K={k} {dtype_key} (host prune+compress {prep_s:.1f} s)")
+            rows = []
+            for label, path in _paths(args.all_configs, set(args.paths.split(","))):
+                row = {"shape": shape_name, "M": m, "N": n, "K": k, "dtype": dtype_key, "path": label}
+                supported, reason = path.supports(m, n, k, a.dtype)
+                if not supported:
+                    row.update(status="skipped", reason=reason)
+                    rows.append(row)
+                    continue
+                try:
+                    op = path.bind(a, b)
+                    c = op()
+                    torch.cuda.synchronize()
+                    stats = compare(c, ref)
+                    del c
+                except Exception as exc:  # noqa: BLE001 - a path failing must not hide the others
+                    row.update(status="error", reason=f"{type(exc).__name__}: {exc}")
+                    rows.append(row)
+                    continue
+                row["check"] = stats
+                row["detail"] = getattr(op, "description", "")
+                if not passes(stats, a.dtype):
+                    row.update(status="FAILED")
+                    rows.append(row)
+                    continue
+                timing = time_cuda(op, warmup=args.warmup, iters=args.iters, flush_l2=args.flush_l2)
+                row.update(status="ok", median_ms=timing.median_ms, min_ms=timing.min_ms,
+                           tflops=timing.tflops(m, n, k))
+                rows.append(row)
+                del op
+            base = {r["path"]: r.get("tflops") for r in rows}
+            for r in rows:
+                if r.get("tflops"):
+                    for ref_name, key in (("cuBLAS", "vs_cublas"), ("cuSPARSELt", "vs_cusparselt")):
+                        if base.get(ref_name):
+                            r[key] = r["tflops"] / base[ref_name]
+            _print_rows(rows)
+            report["results"].extend(rows)
+            del a, b, ref
+            torch.cuda.empty_cache()
+    return report
+
+
+def _print_rows(rows) -> None:
+    print(f"{'path':24} {'status':8} {'ms':>9} {'TFLOP/s':>9} {'/cuBLAS':>8} {'/cuSPLt':>8}  check / detail")
+    for r in rows:
+        if r["status"] == "ok":
+            chk = r["check"]
+            print(f"{r['path']:24} {'ok':8} {r['median_ms']:9.4f} {r['tflops']:9.1f} "
+                  f"{r.get('vs_cublas', float('nan')):8.3f} {r.get('vs_cusparselt', float('nan')):8.3f}  "
+                  f"rel_err={chk['max_rel_err']:.2e} exact={chk['exact_fraction']:.4f} {r.get('detail', '')}")
+        else:
+            extra = r.get("reason") or r.get("check")
+            print(f"{r['path']:24} {r['status']:8} {'-':>9} {'-':>9} {'-':>8} {'-':>8}  {extra}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dtype", default="fp16,bf16", help="comma list of fp16, bf16")
+    parser.add_argument("--shapes", default="square,llm", help=f"comma list of {', '.join(SHAPES)}")
+    parser.add_argument("--paths", default="cublas,cusparselt,mma,wgmma",
+                        help="comma list of cublas, cusparselt, mma, wgmma")
+    parser.add_argument("--all-configs", action="store_true", help="time every tile config of the kernels")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--flush-l2", action="store_true", help="zero a 256 MiB buffer before every timed run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    for name in args.shapes.split(","):
+        if name not in SHAPES:
+            parser.error(f"unknown shape {name!r}; choose from {', '.join(SHAPES)}")
+    for name in args.dtype.split(","):
+        if name not in DTYPES:
+            parser.error(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}")
+    report = run(args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=2)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

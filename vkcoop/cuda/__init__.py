@@ -1,0 +1,80 @@
+"""vkcoop.cuda: the CUDA side of the 2:4 sparse comparison.
+
+All paths read the one shared 2:4 format of :mod:`vkcoop.sparse`.
+
+Python API
+----------
+``available() -> (bool, reason)``
+    Whether the CUDA paths can run here (torch with a CUDA device of compute
+    capability 9.0 for the sm_90a cubins, and nvcc or cuda.core/NVRTC to build
+    them).  ``reason`` says what is missing, or names the device.
+
+``DeviceSparse.from_compressed(compressed, device="cuda")``
+    Upload a :class:`vkcoop.sparse.Compressed2to4`: values, metadata, the
+    per-lane metadata reordering the kernels read (done here, once, outside any
+    timing; see :mod:`vkcoop.cuda.layout`) and the pruned dense copy the
+    baselines use.
+
+Paths (each: ``supports(M, N, K, dtype) -> (bool, reason)`` and
+``bind(a: DeviceSparse, b: torch.Tensor[K][N]) -> op``; ``op()`` runs only the
+GEMM and returns C [M][N] in the input dtype):
+
+* :class:`MmaSpGemm` (``config="auto"|"128x128"|"128x256"|"256x128"|"64x16"``):
+  ``mma.sp::ordered_metadata`` m16n8k32, cp.async multi-stage pipeline,
+  ldmatrix, selector alternated between the two k32 steps of a K slice.
+* :class:`WgmmaSpGemm` (``config="auto"|"128x256"|"128x128"|"64x16"``):
+  ``wgmma.mma_async.sp`` m64nNk32, TMA loads on an mbarrier ring, producer /
+  consumer warpgroups.
+* :class:`CuSparseLtGemm`: ``torch._cslt_compress`` + ``_cslt_sparse_mm`` after
+  ``torch._C._cusparselt.mm_search`` (algorithm and split-k), all in ``bind``.
+* :class:`CublasGemm`: ``torch.mm`` on the pruned dense A.
+
+Shapes: the hand-written kernels need ``K % 64 == 0`` and ``M``, ``N`` multiples
+of the tile (see ``supports``); fp16 and bf16 only.  Bad operands raise
+:class:`ShapeError` / ``TypeError`` before anything is launched.
+
+``reference(a, b)`` (fp32 matmul of the pruned A), ``compare(c, ref)`` and
+``passes(stats, dtype)`` check results; ``time_cuda(op, warmup=10, iters=50,
+flush_l2=False) -> Timing`` times with CUDA events (median of ``iters``).
+
+Example::
+
+    from vkcoop import sparse, cuda
+    comp = sparse.compress_2to4(a_fp16)                  # numpy, [M][K]
+    a = cuda.DeviceSparse.from_compressed(comp)
+    op = cuda.WgmmaSpGemm().bind(a, b)                   # b: torch [K][N] on the GPU
+    stats = cuda.compare(op(), cuda.reference(a, b))
+    t = cuda.time_cuda(op, flush_l2=True); print(t.tflops(M, N, K))
+"""
+from __future__ import annotations
+
+from .build import KernelBuildError, find_nvcc
+from .driver import CudaError
+from .gemm import (ALL_PATHS, CublasGemm, CuSparseLtGemm, DeviceSparse, MmaSpGemm, ShapeError,
+                   WgmmaSpGemm, compare, passes, reference)
+from .timing import Timing, time_cuda
+
+__all__ = [
+    "available", "DeviceSparse", "MmaSpGemm", "WgmmaSpGemm", "CuSparseLtGemm", "CublasGemm",
+    "ALL_PATHS", "ShapeError", "CudaError", "KernelBuildError", "reference", "compare", "passes",
+    "time_cuda", "Timing",
+]
+
+
+def available() -> tuple[bool, str]:
+    """``(True, device description)`` when the CUDA paths can run, else ``(False, why not)``."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed (pip install vkcoop[cuda])"
+    if not torch.cuda.is_available():
+        return False, "torch sees no CUDA device"
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) != (9, 0):
+        return False, (f"the kernels are built for sm_90a (Hopper); this GPU is sm_{major}{minor}")
+    if find_nvcc() is None:
+        try:
+            import cuda.core  # noqa: F401
+        except ImportError:
+            return False, "neither nvcc nor cuda.core (NVRTC) is available to build the kernels"
+    return True, f"{torch.cuda.get_device_name()} (sm_{major}{minor}, torch {torch.__version__})"

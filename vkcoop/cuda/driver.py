@@ -1,0 +1,125 @@
+"""A thin, checked ctypes binding of the few CUDA driver calls the launchers need.
+
+Why ctypes and not cuda.core / cuda.bindings for launching: the TMA kernels take
+128-byte ``CUtensorMap`` parameters by value, and the exact Python spelling for
+that differs between cuda-core / cuda-bindings releases; the driver ABI does not.
+Every call goes through :func:`check`, which raises :class:`CudaError` naming the
+call and the driver's error name.
+
+The launchers run inside torch's process: torch makes the primary context
+current, and the modules loaded here live in that context.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from typing import Sequence
+
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+# CUtensorMapDataType / swizzle enums (cuda.h)
+TENSOR_MAP_UINT16 = 1
+TENSOR_MAP_UINT32 = 2
+SWIZZLE_NONE, SWIZZLE_32B, SWIZZLE_64B, SWIZZLE_128B = 0, 1, 2, 3
+L2_PROMOTION_128B = 2
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+_lib = None
+
+
+def _libcuda():
+    global _lib
+    if _lib is None:
+        name = ctypes.util.find_library("cuda") or "libcuda.so.1"
+        try:
+            _lib = ctypes.CDLL(name)
+        except OSError as exc:
+            raise CudaError(f"cannot load the CUDA driver library ({name}): {exc}") from exc
+        check(_lib.cuInit(0), "cuInit")
+    return _lib
+
+
+def check(result: int, what: str) -> None:
+    """Raise :class:`CudaError` unless a driver call returned CUDA_SUCCESS."""
+    if result == 0:
+        return
+    name = ctypes.c_char_p()
+    text = ctypes.c_char_p()
+    lib = _lib
+    if lib is not None:
+        lib.cuGetErrorName(result, ctypes.byref(name))
+        lib.cuGetErrorString(result, ctypes.byref(text))
+    label = name.value.decode() if name.value else f"error {result}"
+    detail = f": {text.value.decode()}" if text.value else ""
+    raise CudaError(f"{what} failed with {label}{detail}")
+
+
+def driver_version() -> int:
+    version = ctypes.c_int()
+    check(_libcuda().cuDriverGetVersion(ctypes.byref(version)), "cuDriverGetVersion")
+    return version.value
+
+
+class Module:
+    """A loaded cubin; :meth:`function` returns kernel handles (cached)."""
+
+    def __init__(self, cubin: bytes, label: str = "module"):
+        lib = _libcuda()
+        self._image = ctypes.create_string_buffer(cubin, len(cubin))
+        self._handle = ctypes.c_void_p()
+        check(lib.cuModuleLoadData(ctypes.byref(self._handle), self._image),
+              f"cuModuleLoadData({label})")
+        self._functions: dict[str, ctypes.c_void_p] = {}
+        self.label = label
+
+    def function(self, name: str, dynamic_smem: int = 0) -> ctypes.c_void_p:
+        if name not in self._functions:
+            func = ctypes.c_void_p()
+            check(_libcuda().cuModuleGetFunction(ctypes.byref(func), self._handle, name.encode()),
+                  f"cuModuleGetFunction({self.label}:{name})")
+            if dynamic_smem > 48 * 1024:
+                check(_libcuda().cuFuncSetAttribute(
+                    func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem),
+                    f"cuFuncSetAttribute({name}, max dynamic smem = {dynamic_smem})")
+            self._functions[name] = func
+        return self._functions[name]
+
+
+def launch(func: ctypes.c_void_p, grid: Sequence[int], block: Sequence[int], smem: int,
+           stream: int, args: Sequence[ctypes._SimpleCData | ctypes.Array], name: str) -> None:
+    """cuLaunchKernel with ``args`` given as ctypes objects (their addresses become kernelParams)."""
+    params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in args])
+    gx, gy, gz = (list(grid) + [1, 1])[:3]
+    bx, by, bz = (list(block) + [1, 1])[:3]
+    check(_libcuda().cuLaunchKernel(func, gx, gy, gz, bx, by, bz, smem, ctypes.c_void_p(stream),
+                                    params, None), f"cuLaunchKernel({name})")
+
+
+def encode_tiled_2d(data_type: int, address: int, inner: int, outer: int, row_stride_bytes: int,
+                    box_inner: int, box_outer: int, swizzle: int) -> ctypes.Array:
+    """cuTensorMapEncodeTiled for a 2-D row-major array ``[outer][inner]``.
+
+    Returns a 64-byte aligned 128-byte buffer suitable as a by-value kernel parameter.
+    """
+    # ctypes does not honour 64-byte alignment for Structure; over-allocate and
+    # build the map in an aligned window, then copy into a fresh aligned view.
+    raw = (ctypes.c_uint8 * (128 + 64))()
+    offset = (-ctypes.addressof(raw)) % 64
+    view = (ctypes.c_uint8 * 128).from_buffer(raw, offset)
+    dims = (ctypes.c_uint64 * 2)(inner, outer)
+    strides = (ctypes.c_uint64 * 1)(row_stride_bytes)
+    box = (ctypes.c_uint32 * 2)(box_inner, box_outer)
+    elem_strides = (ctypes.c_uint32 * 2)(1, 1)
+    check(_libcuda().cuTensorMapEncodeTiled(
+        ctypes.byref(view), data_type, 2, ctypes.c_void_p(address), dims, strides, box,
+        elem_strides, 0, swizzle, L2_PROMOTION_128B, 0),
+        f"cuTensorMapEncodeTiled(dims=({inner},{outer}), box=({box_inner},{box_outer}), "
+        f"swizzle={swizzle})")
+    view._keepalive = raw  # the view borrows raw's memory
+    return view

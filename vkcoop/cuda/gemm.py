@@ -1,0 +1,419 @@
+"""The CUDA 2:4 paths: hand-written mma.sp and wgmma.sp kernels, cuSPARSELt and cuBLAS.
+
+Every path has the same shape of API::
+
+    path = MmaSpGemm()                      # or WgmmaSpGemm(), CuSparseLtGemm(), CublasGemm()
+    path.supports(M, N, K, dtype)           # -> (bool, reason), no GPU work
+    op = path.bind(a, b)                    # one-time prep: layouts, tensor maps, algorithm search
+    c = op()                                # the timed work only; returns C [M][N] (input dtype)
+
+``a`` is a :class:`DeviceSparse` (the shared 2:4 format of :mod:`vkcoop.sparse`
+uploaded to the GPU, plus the pruned dense copy the dense/cuSPARSELt baselines
+need); ``b`` is a torch tensor ``[K][N]`` on the GPU.  The hand-written kernels
+read B column-major (``b.t()`` contiguous, i.e. ``[N][K]`` row-major, the usual
+layout of LLM activations); ``bind`` makes that copy once if ``b`` is not
+already a transposed view.  All paths accumulate in fp32 and return C in the
+input dtype.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from vkcoop.sparse import Compressed2to4, decompress_2to4, validate_compressed
+
+from . import build, driver
+from .layout import reorder_metadata_for_mma
+
+SUPPORTED = ("float16", "bfloat16")
+
+
+def _torch():
+    import torch  # imported lazily: vkcoop.cuda must import on machines without torch
+
+    return torch
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _to_torch(array: np.ndarray, device: str):
+    """numpy (incl. ml_dtypes bfloat16) -> torch tensor on ``device``, bits preserved."""
+    torch = _torch()
+    if array.dtype == np.uint32:
+        return torch.from_numpy(array.view(np.int32)).to(device)
+    if array.dtype.itemsize == 2:
+        target = torch.float16 if array.dtype == np.float16 else torch.bfloat16
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).to(device).view(target)
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+
+
+@dataclass
+class DeviceSparse:
+    """The shared 2:4 format on the GPU.
+
+    ``values`` [M][K/2] (fp16/bf16), ``metadata`` [M][K/32] (int32 holding the
+    uint32 words), ``mma_metadata`` [M/16][K/64][32] (the per-lane reordering of
+    :func:`vkcoop.cuda.layout.reorder_metadata_for_mma`, ``None`` when M or K
+    don't allow it) and ``dense`` [M][K], the pruned matrix for the baselines.
+    """
+
+    values: object
+    metadata: object
+    mma_metadata: object
+    dense: object
+    shape: tuple[int, int] = field(default=(0, 0))
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    @classmethod
+    def from_compressed(cls, compressed: Compressed2to4, device: str = "cuda") -> "DeviceSparse":
+        validate_compressed(compressed.values, compressed.metadata)
+        if compressed.values.dtype.itemsize != 2:
+            raise TypeError(f"the CUDA paths take fp16 or bf16; got {compressed.values.dtype}")
+        m, k = compressed.shape
+        reordered = None
+        if m % 16 == 0 and k % 64 == 0:
+            reordered = _to_torch(reorder_metadata_for_mma(compressed.metadata), device)
+        return cls(values=_to_torch(compressed.values, device),
+                   metadata=_to_torch(compressed.metadata, device),
+                   mma_metadata=reordered,
+                   dense=_to_torch(decompress_2to4(compressed), device),
+                   shape=(m, k))
+
+
+class ShapeError(ValueError):
+    """A problem shape or dtype a path cannot run (raised before any launch)."""
+
+
+def _check_operands(path: str, a: DeviceSparse, b) -> tuple[int, int, int]:
+    torch = _torch()
+    if not isinstance(a, DeviceSparse):
+        raise TypeError(f"{path}: a must be a vkcoop.cuda.DeviceSparse, got {type(a).__name__}")
+    if not isinstance(b, torch.Tensor):
+        raise TypeError(f"{path}: b must be a torch tensor [K][N], got {type(b).__name__}")
+    if b.dim() != 2:
+        raise ShapeError(f"{path}: b must be 2-D [K][N], got shape {tuple(b.shape)}")
+    if not b.is_cuda or not a.values.is_cuda:
+        raise ShapeError(f"{path}: a and b must be on a CUDA device")
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise ShapeError(f"{path}: b has K={b.shape[0]} rows but a has K={k} columns")
+    if b.dtype != a.dtype:
+        raise ShapeError(f"{path}: dtype mismatch, a is {_dtype_name(a.dtype)} and b is {_dtype_name(b.dtype)}")
+    return m, int(b.shape[1]), k
+
+
+def _b_column_major(b):
+    """[N][K] contiguous storage of b [K][N] (no copy when b is already a transposed view)."""
+    b_t = b.t()
+    return b_t if b_t.is_contiguous() else b_t.contiguous()
+
+
+_MODULES: dict[str, driver.Module] = {}
+
+
+def _module(name: str) -> driver.Module:
+    if name not in _MODULES:
+        cubin, _how = build.compile_kernel(name)
+        _MODULES[name] = driver.Module(cubin, label=f"{name}.cu")
+    return _MODULES[name]
+
+
+def _stream() -> int:
+    return _torch().cuda.current_stream().cuda_stream
+
+
+# --------------------------------------------------------------------------- mma.sp
+
+
+@dataclass(frozen=True)
+class MmaSpConfig:
+    bm: int
+    bn: int
+    warps_m: int
+    warps_n: int
+    stages: int
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * (self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128)
+
+    def kernel_name(self, dtype_name: str) -> str:
+        short = "f16" if dtype_name == "float16" else "bf16"
+        return (f"mma_sp_{short}_{self.bm}x{self.bn}_{self.warps_m}x{self.warps_n}_s{self.stages}")
+
+
+class MmaSpGemm:
+    """``mma.sp::ordered_metadata`` m16n8k32 kernel (kernels/mma_sp.cu).
+
+    Needs ``M % bm == 0``, ``N % bn == 0``, ``K % 64 == 0`` for the chosen tile.
+    """
+
+    name = "mma.sp"
+    CONFIGS = {
+        "128x128": MmaSpConfig(128, 128, 2, 2, 4),
+        "128x256": MmaSpConfig(128, 256, 2, 4, 3),
+        "256x128": MmaSpConfig(256, 128, 4, 2, 3),
+        "64x16": MmaSpConfig(64, 16, 4, 1, 6),
+    }
+
+    def __init__(self, config: str = "auto"):
+        if config != "auto" and config not in self.CONFIGS:
+            raise ValueError(f"unknown mma.sp config {config!r}; choose auto or {sorted(self.CONFIGS)}")
+        self.config = config
+
+    def _pick(self, m: int, n: int) -> MmaSpConfig:
+        if self.config != "auto":
+            return self.CONFIGS[self.config]
+        for key in ("128x256", "128x128", "64x16"):
+            cfg = self.CONFIGS[key]
+            if m % cfg.bm == 0 and n % cfg.bn == 0:
+                return cfg
+        return self.CONFIGS["64x16"]
+
+    def supports(self, m: int, n: int, k: int, dtype) -> tuple[bool, str]:
+        if _dtype_name(dtype) not in SUPPORTED:
+            return False, f"dtype {_dtype_name(dtype)} unsupported (fp16, bf16 only)"
+        cfg = self._pick(m, n)
+        problems = [f"{name}={v} is not a multiple of {req}"
+                    for name, v, req in (("M", m, cfg.bm), ("N", n, cfg.bn), ("K", k, 64)) if v % req]
+        if problems:
+            return False, f"{self.name} tile {cfg.bm}x{cfg.bn}: " + "; ".join(problems)
+        return True, f"tile {cfg.bm}x{cfg.bn}, {cfg.stages} stages"
+
+    def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
+        torch = _torch()
+        m, n, k = _check_operands(self.name, a, b)
+        ok, reason = self.supports(m, n, k, a.dtype)
+        if not ok:
+            raise ShapeError(reason)
+        cfg = self._pick(m, n)
+        b_t = _b_column_major(b)
+        c = torch.empty((m, n), dtype=a.dtype, device=b.device)
+        name = cfg.kernel_name(_dtype_name(a.dtype))
+        func = _module("mma_sp").function(name, cfg.smem_bytes)
+        grid = ((m // cfg.bm) * (n // cfg.bn),)
+        args = [ctypes.c_void_p(a.values.data_ptr()), ctypes.c_void_p(a.mma_metadata.data_ptr()),
+                ctypes.c_void_p(b_t.data_ptr()), ctypes.c_void_p(c.data_ptr()),
+                ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+        keep = (a, b_t)
+
+        def run():
+            driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name)
+            return c
+
+        run.keep = keep  # the tensors the raw pointers refer to stay alive with the op
+        run.description = f"{name} grid={grid[0]}"
+        return run
+
+
+# --------------------------------------------------------------------------- wgmma.sp
+
+
+@dataclass(frozen=True)
+class WgmmaSpConfig:
+    bn: int
+    consumers: int
+    stages: int
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def smem_bytes(self) -> int:
+        stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128
+        stage = (stage + 1023) // 1024 * 1024
+        return self.stages * stage + 1024 + self.stages * 16
+
+    def kernel_name(self, dtype_name: str) -> str:
+        short = "f16" if dtype_name == "float16" else "bf16"
+        return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}"
+
+
+class WgmmaSpGemm:
+    """Hopper ``wgmma.mma_async.sp`` m64nNk32 kernel with TMA + mbarrier pipeline (kernels/wgmma_sp.cu).
+
+    Needs sm_90a and ``M % bm == 0``, ``N % bn == 0``, ``K % 64 == 0``.
+    """
+
+    name = "wgmma.sp"
+    CONFIGS = {
+        "128x256": WgmmaSpConfig(256, 2, 4),
+        "128x128": WgmmaSpConfig(128, 2, 6),
+        "64x16": WgmmaSpConfig(16, 1, 8),
+    }
+
+    def __init__(self, config: str = "auto"):
+        if config != "auto" and config not in self.CONFIGS:
+            raise ValueError(f"unknown wgmma.sp config {config!r}; choose auto or {sorted(self.CONFIGS)}")
+        self.config = config
+
+    def _pick(self, m: int, n: int) -> WgmmaSpConfig:
+        if self.config != "auto":
+            return self.CONFIGS[self.config]
+        for key in ("128x256", "128x128", "64x16"):
+            cfg = self.CONFIGS[key]
+            if m % cfg.bm == 0 and n % cfg.bn == 0:
+                return cfg
+        return self.CONFIGS["64x16"]
+
+    supports = MmaSpGemm.supports
+
+    def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
+        torch = _torch()
+        m, n, k = _check_operands(self.name, a, b)
+        ok, reason = self.supports(m, n, k, a.dtype)
+        if not ok:
+            raise ShapeError(reason)
+        cfg = self._pick(m, n)
+        b_t = _b_column_major(b)
+        c = torch.empty((m, n), dtype=a.dtype, device=b.device)
+        for label, t in (("a.values", a.values), ("b", b_t), ("a.mma_metadata", a.mma_metadata)):
+            if t.data_ptr() % 16:
+                raise ShapeError(f"{self.name}: {label} is not 16-byte aligned (TMA needs it)")
+        tm_a = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, a.values.data_ptr(), k // 2, m,
+                                      k, 32, cfg.bm, driver.SWIZZLE_64B)
+        tm_b = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, b_t.data_ptr(), k, n, k * 2,
+                                      64, cfg.bn, driver.SWIZZLE_128B)
+        meta_cols = (k // 64) * 32
+        tm_meta = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT32, a.mma_metadata.data_ptr(),
+                                         meta_cols, m // 16, meta_cols * 4, 32, cfg.bm // 16,
+                                         driver.SWIZZLE_NONE)
+        name = cfg.kernel_name(_dtype_name(a.dtype))
+        func = _module("wgmma_sp").function(name, cfg.smem_bytes)
+        grid = ((m // cfg.bm) * (n // cfg.bn),)
+        args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c.data_ptr()),
+                ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+
+        def run():
+            driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name)
+            return c
+
+        run.keep = (a, b_t)
+        run.description = f"{name} grid={grid[0]}"
+        return run
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+class CuSparseLtGemm:
+    """cuSPARSELt through torch: ``_cslt_compress`` once, algorithm + split-k search once
+    (``torch._C._cusparselt.mm_search``), then ``_cslt_sparse_mm`` with the found settings."""
+
+    name = "cuSPARSELt"
+
+    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
+        torch = _torch()
+        if not torch.backends.cusparselt.is_available():
+            return False, "torch was built without cuSPARSELt"
+        if _dtype_name(dtype) not in SUPPORTED:
+            return False, f"dtype {_dtype_name(dtype)} unsupported here"
+        bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
+        if bad:
+            return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)
+        return True, f"cuSPARSELt {torch.backends.cusparselt.version()}"
+
+    def bind(self, a: DeviceSparse, b):
+        torch = _torch()
+        m, n, k = _check_operands(self.name, a, b)
+        ok, reason = self.supports(m, n, k, a.dtype)
+        if not ok:
+            raise ShapeError(reason)
+        compressed = torch._cslt_compress(a.dense)
+        settings: dict = {}
+        search = getattr(getattr(torch._C, "_cusparselt", None), "mm_search", None)
+        if search is not None:
+            alg_id, split_k, split_k_mode, _max_alg = search(compressed, b, None, None, None, False)
+            settings = {"alg_id": int(alg_id), "split_k": int(split_k), "split_k_mode": int(split_k_mode)}
+        elif hasattr(torch, "_cslt_sparse_mm_search"):
+            settings = {"alg_id": int(torch._cslt_sparse_mm_search(compressed, b))}
+        try:
+            torch._cslt_sparse_mm(compressed, b, **settings)
+        except TypeError:  # older spelling of the split-k mode argument
+            if "split_k_mode" in settings:
+                settings["split_k_one_kernel"] = bool(settings.pop("split_k_mode"))
+            torch._cslt_sparse_mm(compressed, b, **settings)
+
+        def run():
+            return torch._cslt_sparse_mm(compressed, b, **settings)
+
+        run.keep = (compressed, b)
+        run.description = f"_cslt_sparse_mm {settings}"
+        run.settings = settings
+        return run
+
+
+class CublasGemm:
+    """Dense cuBLAS through ``torch.mm`` on the pruned dense A (the zeros are multiplied)."""
+
+    name = "cuBLAS"
+
+    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
+        return (_dtype_name(dtype) in SUPPORTED), "torch.mm"
+
+    def bind(self, a: DeviceSparse, b):
+        torch = _torch()
+        _check_operands(self.name, a, b)
+        dense = a.dense
+        out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=b.device)
+
+        def run():
+            return torch.mm(dense, b, out=out)
+
+        run.keep = (dense, b)
+        run.description = "torch.mm"
+        return run
+
+
+ALL_PATHS = (MmaSpGemm, WgmmaSpGemm, CuSparseLtGemm, CublasGemm)
+
+
+def reference(a: DeviceSparse, b):
+    """fp32 matmul of the pruned dense A with B (TF32 off): the correctness yardstick."""
+    torch = _torch()
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return torch.mm(a.dense.float(), b.float())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+def compare(c, ref) -> dict:
+    """Error of C against the fp32 reference: max abs error, relative to max |ref|, exact fraction."""
+    torch = _torch()
+    c32 = c.float()
+    finite = bool(torch.isfinite(c32).all())
+    diff = (c32 - ref).abs()
+    scale = float(ref.abs().max()) or 1.0
+    rounded = ref.to(c.dtype).float()
+    return {
+        "finite": finite,
+        "max_abs_err": float(diff.max()),
+        "max_rel_err": float(diff.max()) / scale,
+        "exact_fraction": float((c32 == rounded).float().mean()),
+    }
+
+
+def passes(stats: dict, dtype) -> bool:
+    """Tolerance for fp32-accumulated results stored in fp16 (2^-10) or bf16 (2^-7)."""
+    tol = 2.0 ** -7 if _dtype_name(dtype) == "bfloat16" else 2.0 ** -9
+    return stats["finite"] and stats["max_rel_err"] <= tol and math.isfinite(stats["max_abs_err"])

@@ -1,0 +1,202 @@
+// 2:4 sparse GEMM with Hopper wgmma.mma_async.sp m64nNk32 (sm_90a only).
+//
+//   C[M][N] = A[M][K] * B[K][N],  A 2:4 sparse along K, fp32 accumulation,
+//   C stored in the input type (fp16 or bf16).
+//
+// Operands reach the kernel as three TMA tensor maps (built once on the host by
+// vkcoop/cuda/gemm.py) plus the output pointer:
+//   tm_a     over a_values [M][K/2] (u16),  box {32, BM},    64-byte swizzle
+//   tm_b     over b_t      [N][K]   (u16),  box {64, BN},    128-byte swizzle
+//   tm_meta  over the reordered metadata viewed as [M/16][(K/64)*32] (u32),
+//            box {32, BM/16}, no swizzle (vkcoop.cuda.layout)
+// Requirements (checked in Python): M % BM == 0, N % BN == 0, K % 64 == 0.
+//
+// Structure: warpgroup 0 is the producer (one thread issues
+// cp.async.bulk.tensor loads into a STAGES-deep ring, signalling `full`
+// mbarriers by transaction bytes); warpgroups 1..CONSUMERS each own 64 rows of
+// the tile and issue two wgmma.mma_async.sp per 64-wide K slice (sparsity
+// selector 0, then 1, sharing one metadata register, PTX ISA 9.7.15.6), fenced
+// with wgmma.fence, committed with wgmma.commit_group and retired with
+// wgmma.wait_group 1, after which the previous slice is released through its
+// `empty` mbarrier.
+#include "common.cuh"
+#include "wgmma_sp_ops.cuh"
+
+namespace wgsp {
+
+struct __align__(64) TmaDesc {
+  u64 opaque[16];  // CUtensorMap, 128 bytes
+};
+
+constexpr int BK = 64;
+
+VK_DEVICE void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+VK_DEVICE void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+VK_DEVICE void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+VK_DEVICE void mbar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+VK_DEVICE void tma_load_2d(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor (PTX ISA 9.7.15.5.1): start address, leading
+// byte offset (unused for swizzled K-major, set to 1), stride byte offset
+// (distance between 8-row core-matrix groups), swizzle mode in bits 62..63
+// (1 = 128B, 2 = 64B).
+VK_DEVICE u64 smem_desc(u32 addr, u32 stride_bytes, u32 swizzle_mode) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(stride_bytes >> 4) << 32) |
+         ((u64)swizzle_mode << 62);
+}
+
+VK_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+VK_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+VK_DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+
+template <int N>
+VK_DEVICE void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <bool kBf16, int BN, int CONSUMERS, int STAGES>
+struct Kernel {
+  static constexpr int BM = 64 * CONSUMERS;
+  static constexpr int THREADS = 128 * (CONSUMERS + 1);
+  static constexpr int A_BYTES = BM * 64;        // BM rows x 32 compressed halves
+  static constexpr int B_BYTES = BN * 128;       // BN rows x 64 halves
+  static constexpr int META_BYTES = (BM / 16) * 128;
+  static constexpr int STAGE_BYTES = (A_BYTES + B_BYTES + META_BYTES + 1023) / 1024 * 1024;
+  static constexpr int TX_BYTES = A_BYTES + B_BYTES + META_BYTES;
+  // +1024 for aligning the ring, +16 per stage for the two mbarriers
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + STAGES * 16;
+  static constexpr int ACC = BN / 2;
+
+  static VK_DEVICE void run(const TmaDesc* tm_a, const TmaDesc* tm_b, const TmaDesc* tm_meta,
+                            u16* __restrict__ c, int M, int N, int K) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 raw = smem_addr(smem);
+    const u32 ring = (raw + 1023) & ~1023u;
+    const u32 bars = ring + STAGES * STAGE_BYTES;  // full[s] at bars + 8s, empty[s] after
+    const unsigned char* ring_ptr = smem + (ring - raw);
+
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+    int tile_m, tile_n;
+    grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
+    const int m0 = tile_m * BM, n0 = tile_n * BN;
+    const int k_tiles = K / BK;
+
+    if (tid == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        mbar_init(bars + 8 * s, 1);
+        mbar_init(bars + 8 * (STAGES + s), CONSUMERS * 128);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      if (tid == 0) {
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          const int s = kt % STAGES;
+          if (kt >= STAGES) mbar_wait(bars + 8 * (STAGES + s), ((kt / STAGES) + 1) & 1);
+          const u32 full = bars + 8 * s;
+          const u32 stage = ring + s * STAGE_BYTES;
+          mbar_expect_tx(full, TX_BYTES);
+          tma_load_2d(stage, tm_a, kt * 32, m0, full);
+          tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
+          tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32, m0 / 16, full);
+        }
+      }
+      return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int consumer = warpgroup - 1;
+    const int warp = (tid / 32) & 3, lane = tid & 31;
+
+    float acc[ACC];
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
+
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % STAGES;
+      mbar_wait(bars + 8 * s, (kt / STAGES) & 1);
+      const u32 stage = ring + s * STAGE_BYTES;
+      const u32 a_base = stage + consumer * 64 * 64;  // this consumer's 64 rows
+      const u32 b_base = stage + A_BYTES;
+      const u32 meta = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES +
+                                                    B_BYTES)[(consumer * 4 + warp) * 32 + lane];
+      wgmma_fence();
+      fence_accumulators(acc);
+      // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
+      wgmma_sp<BN, kBf16, 0>(acc, smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1), meta, 1);
+      // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
+      wgmma_sp<BN, kBf16, 1>(acc, smem_desc(a_base + 32, 512, 2), smem_desc(b_base + 64, 1024, 1),
+                             meta, 1);
+      wgmma_commit();
+      fence_accumulators(acc);
+      wgmma_wait<1>();
+      if (kt > 0) mbar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+    fence_accumulators(acc);
+
+    // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
+    // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
+    // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).
+    const int g = lane >> 2, t = lane & 3;
+    const int row = m0 + consumer * 64 + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = n0 + j * 8 + 2 * t;
+      *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) =
+          pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+};
+
+}  // namespace wgsp
+
+// One extern "C" entry point per (dtype, BN, consumer warpgroups, stages); the
+// Python launcher (vkcoop/cuda/gemm.py, WgmmaSpGemm.CONFIGS) mirrors this table.
+#define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST)                                              \
+  extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
+      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                        \
+           const __grid_constant__ wgsp::TmaDesc tm_b,                                        \
+           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {      \
+    wgsp::Kernel<BF16, BN, CONS, ST>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                \
+  }
+
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s4, false, 256, 2, 4)
+VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn256_c2_s4, true, 256, 2, 4)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s6, false, 128, 2, 6)
+VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn128_c2_s6, true, 128, 2, 6)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn16_c1_s8, false, 16, 1, 8)
+VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn16_c1_s8, true, 16, 1, 8)

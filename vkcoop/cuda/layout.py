@@ -1,0 +1,71 @@
+"""Host-side (numpy) reordering of the shared 2:4 metadata into the per-lane layout the
+CUDA kernels load with one 32-bit read per lane.  Runs once, outside any timed region.
+
+PTX ISA background (section 9.7.14.6, "Sparse matrix storage" and the m16n8k32
+.f16/.bf16 metadata figure; section 9.7.15.6 for wgmma.mma_async.sp m64nNk32):
+for half-precision A with K=32 per instruction, a 16-row slab needs
+16 rows x 8 nibbles = 512 metadata bits, i.e. one 32-bit register from 16 of the 32
+lanes.  The sparsity selector ``s`` (0 or 1) picks which pair of each group of four
+lanes supplies it: lane ``4*g + t`` with ``t in {2s, 2s+1}`` holds
+
+    bits  0..15: row g,     the 16 K-columns ``16*(t & 1) .. +15`` of the k32 step
+    bits 16..31: row g + 8, the same 16 K-columns
+
+(groupID ``g = lane >> 2``).  ``wgmma.mma_async.sp`` m64nNk32 uses the same rule per
+warp of the warpgroup, warp ``w`` covering rows ``16w .. 16w+15`` of the 64-row tile.
+
+Alternating the selector between the two k32 steps of a 64-wide K slice lets one
+register serve both: lanes ``t = 0, 1`` describe k-step 0 (selector 0) and lanes
+``t = 2, 3`` k-step 1 (selector 1).  The reordered array therefore holds, for every
+16-row block ``mb`` and 64-column block ``kb``, the 32 lane words:
+
+    reordered[mb][kb][4*g + t] = half(meta[16*mb + g][2*kb + (t >> 1)], t & 1)
+                              | half(meta[16*mb + g + 8][2*kb + (t >> 1)], t & 1) << 16
+
+where ``half(w, h)`` is the low (h = 0) or high (h = 1) 16 bits of a shared-format
+metadata word.  A warp reads its 32 words with one coalesced 128-byte access.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: K columns covered by one reordered block of 32 lane words (two k32 MMA steps).
+K_BLOCK = 64
+#: Rows covered by one reordered block (one m16 MMA / one warp's slice of m64).
+M_BLOCK = 16
+
+
+def reorder_metadata_for_mma(metadata: np.ndarray) -> np.ndarray:
+    """Shared-format metadata ``[M][K/32]`` uint32 -> ``[M/16][K/64][32]`` uint32 (see module doc).
+
+    Requires ``M % 16 == 0`` and ``K % 64 == 0``.
+    """
+    if not isinstance(metadata, np.ndarray) or metadata.dtype != np.uint32 or metadata.ndim != 2:
+        raise TypeError("metadata must be a 2-D uint32 numpy array [M][K/32]")
+    m, words = metadata.shape
+    if m % M_BLOCK:
+        raise ValueError(f"metadata has M={m} rows; the CUDA kernels need M % {M_BLOCK} == 0")
+    if words % 2:
+        raise ValueError(f"metadata has K/32={words} words per row; the CUDA kernels need "
+                         f"K % {K_BLOCK} == 0")
+    # [mb][row-half r (g or g+8)][g][kb][step s][half h] of 16-bit values
+    halves = metadata.view(np.uint16).reshape(m // 16, 2, 8, words // 2, 2, 2)
+    # target [mb][kb][g][s][h][r]: lane = 4g + 2s + h, r picks the low/high 16 bits
+    lanes = halves.transpose(0, 3, 2, 4, 5, 1)
+    if not np.little_endian:  # pragma: no cover
+        raise RuntimeError("the 16-bit view assumes a little-endian host")
+    return np.ascontiguousarray(lanes).view(np.uint32).reshape(m // 16, words // 2, 32)
+
+
+def lane_metadata_reference(metadata: np.ndarray, mb: int, kb: int, lane: int) -> int:
+    """One lane word spelled out the slow way, straight from the PTX description (for tests)."""
+    g, t = lane >> 2, lane & 3
+    step, half = t >> 1, t & 1
+    word_col = 2 * kb + step
+    value = 0
+    for r, row in enumerate((16 * mb + g, 16 * mb + g + 8)):
+        for j in range(4):  # four chunks of 4 columns = the 16 columns of this half
+            chunk = 8 * word_col + 4 * half + j  # chunk index along K (4 columns each)
+            nibble = (int(metadata[row, chunk // 8]) >> (4 * (chunk % 8))) & 0xF
+            value |= nibble << (16 * r + 4 * j)
+    return value
