@@ -439,3 +439,35 @@ def test_large_matrix_uses_several_chunks_consistently():
         e = vt.element_address(t, int(r), int(c), 300, v)
         assert m.status[r, c] == e.status
         assert m.indices[r, c] == (-1 if e.index is None else e.index)
+
+
+# --------------------------------------------------------------------------- buffers
+
+def test_buffer_bytes_are_reinterpreted_as_the_component_type():
+    """The index is scaled by the matrix component size from &buf[elementOffset]."""
+    values = np.array([0.5, -1.0, 2.0, 0.25, 3.0, -0.5, 1.5, 4.0], dtype=np.float16)
+    raw = np.frombuffer(values.tobytes(), dtype=np.uint8).copy()  # a byte buffer
+    t = TensorLayout.create(2).set_dimension(2, 4)
+    np.testing.assert_array_equal(vt.load(raw, t, 2, 4, dtype=np.float16), values.reshape(2, 4))
+    # element_offset counts buffer elements (bytes here): 16 bytes = 8 fp16 further on
+    raw2 = np.concatenate([np.zeros(16, np.uint8), raw])
+    np.testing.assert_array_equal(vt.load(raw2, t, 2, 4, dtype=np.float16, element_offset=16),
+                                  values.reshape(2, 4))
+
+
+def test_bf16_load_and_multidimensional_buffers():
+    T = (np.arange(12, dtype=np.float32) - 6).astype(ml_dtypes.bfloat16).reshape(3, 4)
+    t = TensorLayout.create(2).set_dimension(3, 4).slice((1, 1), (2, 3))
+    np.testing.assert_array_equal(vt.load(T, t, 2, 3), T[1:3, 1:4])  # 2-D buffer is flat memory
+    out = np.zeros((3, 4), dtype=ml_dtypes.bfloat16)
+    vt.store(T[1:3, 1:4], out, t)
+    np.testing.assert_array_equal(out[1:3, 1:4], T[1:3, 1:4])
+    assert (out[0] == 0).all() and (out[:, 0] == 0).all()
+
+
+def test_buffer_must_be_contiguous_numpy():
+    t = TensorLayout.create(1).set_dimension(2)
+    with pytest.raises(TensorSpecError, match="C-contiguous"):
+        vt.load(np.zeros((4, 4), np.float32)[:, 1], t, 1, 2)
+    with pytest.raises(TensorSpecError, match="writeable numpy array"):
+        vt.store(np.zeros((1, 2), np.float32), [0.0, 0.0], t)

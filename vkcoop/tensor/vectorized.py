@@ -287,8 +287,9 @@ def clamp_value_bits(value, dtype) -> int:
 def _component_view(buffer: np.ndarray, element_offset: int, dtype: np.dtype, name: str) -> np.ndarray:
     """buffer's bytes from &buffer[element_offset] reinterpreted as an array of ``dtype``
     (the spec multiplies the index by the component size and adds it to that address)."""
-    if not isinstance(buffer, np.ndarray) or buffer.ndim != 1 or not buffer.flags.c_contiguous:
-        raise TensorSpecError(f"{name} must be a contiguous 1-D numpy array")
+    if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
+        raise TensorSpecError(f"{name} must be a C-contiguous numpy array (it is addressed as flat memory)")
+    buffer = buffer.reshape(-1)  # a view: stores through it reach the caller's array
     if isinstance(element_offset, bool) or not isinstance(element_offset, (int, np.integer)) \
             or element_offset < 0:
         raise TensorSpecError(f"element_offset must be a non-negative int, got {element_offset!r}")
@@ -385,8 +386,8 @@ def store(matrix: np.ndarray, buffer: np.ndarray, layout: TensorLayout,
     if any(b != 1 for b in layout.block_size):
         raise TensorSpecError(f"store needs block_size 1 in every dimension (SPV_NV_cooperative_matrix2: "
                               f"block sizes > 1 must not be used with stores), got {layout.block_size}")
-    if not buffer.flags.writeable:
-        raise TensorSpecError("buffer must be writeable")
+    if not isinstance(buffer, np.ndarray) or not buffer.flags.writeable:
+        raise TensorSpecError("buffer must be a writeable numpy array")
     rows, cols = matrix.shape
     m = index_map(layout, rows, cols, view, STORE)
     _raise_undefined(m, "store")
