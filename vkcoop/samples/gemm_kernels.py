@@ -1,0 +1,546 @@
+"""The GEMM kernels behind samples 6 and 7 and the Vulkan paths of ``vkcoop bench sparse``.
+
+Three shaders (``shaders/gemm/``), each one SPIR-V module per element type, tile sizes as specialization
+constants (the approach of NVIDIA's vk_cooperative_matrix_perf; the shaders are vkcoop's own):
+
+* :class:`CoopMat2Gemm` -- ``coopmat2_gemm.comp``: workgroup-scope VK_NV_cooperative_matrix2 matrices loaded
+  through tensor layouts; any M, N, K (Constant clamp on edge tiles); optional column-major B through a
+  transposing tensor view. Tile sizes are multiples of a flexible-dimensions granularity row
+  (vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) of matching types, scope and
+  workgroupInvocations: :func:`choose_workgroup_tile`.
+* :class:`KhrSharedMemoryGemm` -- ``khr_shmem_gemm.comp``: subgroup-scope VK_KHR_cooperative_matrix matrices
+  (a shape from vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) fed from explicit shared memory.
+* :class:`Sparse24Gemm` -- ``coopmat2_sparse24.comp``: A in vkcoop's 2:4 format (:mod:`vkcoop.sparse`) expanded
+  by a coopMatLoadTensorNV decode function; fp16/bf16 in, fp32 out.
+
+Each kernel object owns its pipeline; :meth:`run` does one checked GEMM from numpy arrays, :meth:`bind` +
+:meth:`time` keep inputs on the GPU and time repeated dispatches with GPU timestamps.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .. import sparse as sparse24
+from ..paths import shader_path
+
+try:
+    import ml_dtypes
+
+    BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+    BF16 = None
+
+# VkComponentTypeKHR (Vulkan spec, "VkComponentTypeKHR"); bf16 from VK_KHR_shader_bfloat16.
+COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8, COMPONENT_SINT32 = 0, 1, 3, 5
+COMPONENT_BFLOAT16 = 1000141000
+# VkScopeKHR
+SCOPE_WORKGROUP, SCOPE_SUBGROUP = 2, 3
+SUBGROUP_SIZE = 32
+
+
+class GemmInputError(ValueError):
+    """A GEMM was handed arrays, shapes or tile sizes it cannot take. Raised before anything is dispatched."""
+
+
+@dataclass(frozen=True)
+class GemmTypes:
+    """One element-type combination: A/B type -> accumulator/result type."""
+    key: str                    # "fp16->fp32"
+    define: str                 # GEMM_TYPES value in gemm_types.glsl
+    input_dtype: np.dtype
+    output_dtype: np.dtype
+    input_component: int        # VkComponentTypeKHR of A and B
+    output_component: int       # of C and Result
+    features: tuple = ()        # device features the element types need
+
+    @property
+    def bytes_per_input(self) -> int:
+        return self.input_dtype.itemsize
+
+    @property
+    def elements_per_16_bytes(self) -> int:
+        return 16 // self.input_dtype.itemsize
+
+
+_F16_FEATURES = ("shaderFloat16", "storageBuffer16BitAccess")
+GEMM_TYPES: dict[str, GemmTypes] = {t.key: t for t in (
+    GemmTypes("fp16->fp16", "F16_F16", np.dtype(np.float16), np.dtype(np.float16), COMPONENT_FLOAT16,
+              COMPONENT_FLOAT16, _F16_FEATURES),
+    GemmTypes("fp16->fp32", "F16_F32", np.dtype(np.float16), np.dtype(np.float32), COMPONENT_FLOAT16,
+              COMPONENT_FLOAT32, _F16_FEATURES),
+    GemmTypes("bf16->fp32", "BF16_F32", BF16, np.dtype(np.float32), COMPONENT_BFLOAT16, COMPONENT_FLOAT32,
+              ("shaderFloat16", "shaderBFloat16Type", "shaderBFloat16CooperativeMatrix")),
+    GemmTypes("s8->s32", "S8_S32", np.dtype(np.int8), np.dtype(np.int32), COMPONENT_SINT8, COMPONENT_SINT32,
+              ("shaderInt8", "storageBuffer8BitAccess")),
+)}
+
+#: Features every GEMM kernel here needs besides the element types'.
+COOPMAT2_GEMM_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope",
+                          "cooperativeMatrixFlexibleDimensions", "cooperativeMatrixTensorAddressing",
+                          "vulkanMemoryModel")
+SPARSE24_FEATURES = COOPMAT2_GEMM_FEATURES + ("cooperativeMatrixBlockLoads", "bufferDeviceAddress", "shaderInt16")
+KHR_GEMM_FEATURES = ("cooperativeMatrix", "vulkanMemoryModel", "subgroupSizeControl", "computeFullSubgroups")
+
+
+def gemm_types(key) -> GemmTypes:
+    """Look a type combination up by key ("fp16->fp32", ...) or pass a GemmTypes through."""
+    if isinstance(key, GemmTypes):
+        return key
+    try:
+        return GEMM_TYPES[key]
+    except KeyError:
+        raise GemmInputError(f"types={key!r} is not one of {', '.join(GEMM_TYPES)}") from None
+
+
+def features_for(kernel: str, types) -> list[str]:
+    """Device features a kernel ("coopmat2", "khr", "sparse24") needs for a type combination."""
+    base = {"coopmat2": COOPMAT2_GEMM_FEATURES, "khr": KHR_GEMM_FEATURES, "sparse24": SPARSE24_FEATURES}[kernel]
+    return list(dict.fromkeys(base + gemm_types(types).features))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# tile selection
+@dataclass(frozen=True)
+class WorkgroupTile:
+    """Launch parameters of the workgroup-scope kernels (spec constants 0..6 of coopmat2_gemm.comp)."""
+    workgroup_size: int
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    k_unroll: int = 2
+    group_m: int = 8
+
+    def label(self) -> str:
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}/{self.workgroup_size}u{self.k_unroll}"
+
+
+def granularity_rows(flexible_properties, types, scope: int = SCOPE_WORKGROUP) -> list[dict]:
+    """Rows of the flexible-dimensions table whose A/B/C/Result types and scope match ``types``."""
+    t = gemm_types(types)
+    return [row for row in flexible_properties
+            if row["AType"] == t.input_component and row["BType"] == t.input_component
+            and row["CType"] == t.output_component and row["ResultType"] == t.output_component
+            and row["scope"] == scope and not row.get("saturatingAccumulation", 0)]
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def choose_workgroup_tile(flexible_properties, types, *, invocations: int | None = None,
+                          target=(128, 128, 32), k_unroll: int = 2, group_m: int = 8,
+                          max_dimension: int | None = None) -> WorkgroupTile:
+    """Tile sizes for the workgroup-scope kernels from the driver's flexible-dimensions table.
+
+    Picks the granularity row with ``workgroupInvocations == invocations`` (default: the largest the driver
+    lists for these types) and rounds ``target`` (M, N, K) up to multiples of its M/N/K granularity. Raises
+    :class:`GemmInputError` when no row matches (the device cannot run these types at workgroup scope).
+    """
+    t = gemm_types(types)
+    rows = granularity_rows(flexible_properties, t)
+    if not rows:
+        raise GemmInputError(f"the device lists no workgroup-scope flexible-dimensions row for {t.key}")
+    if invocations is None:
+        invocations = max(row["workgroupInvocations"] for row in rows)
+    matching = [row for row in rows if row["workgroupInvocations"] == invocations]
+    if not matching:
+        listed = sorted({row["workgroupInvocations"] for row in rows})
+        raise GemmInputError(f"no flexible-dimensions row for {t.key} with workgroupInvocations={invocations} "
+                             f"(listed: {listed})")
+    row = matching[0]
+    tile = [_round_up(max(1, int(v)), int(g)) for v, g in
+            zip(target, (row["MGranularity"], row["NGranularity"], row["KGranularity"]))]
+    if max_dimension is not None and max(tile) > max_dimension:
+        raise GemmInputError(f"tile {tile} exceeds cooperativeMatrixFlexibleDimensionsMaxDimension "
+                             f"({max_dimension})")
+    return WorkgroupTile(invocations, tile[0], tile[1], tile[2], k_unroll=k_unroll, group_m=group_m)
+
+
+def check_workgroup_tile(flexible_properties, types, tile: WorkgroupTile) -> None:
+    """Raise GemmInputError unless ``tile`` is a multiple of a matching granularity row."""
+    for row in granularity_rows(flexible_properties, types):
+        if (row["workgroupInvocations"] == tile.workgroup_size and tile.tile_m % row["MGranularity"] == 0
+                and tile.tile_n % row["NGranularity"] == 0 and tile.tile_k % row["KGranularity"] == 0):
+            return
+    raise GemmInputError(f"tile {tile.label()} for {gemm_types(types).key} matches no flexible-dimensions row "
+                         "(sizes must be multiples of MGranularity/NGranularity/KGranularity of a row with "
+                         "workgroupInvocations == workgroup_size)")
+
+
+@dataclass(frozen=True)
+class SubgroupTile:
+    """Launch parameters of the KHR shared-memory kernel (spec constants 0..9 of khr_shmem_gemm.comp)."""
+    lm: int
+    ln: int
+    lk: int
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 32
+    subgroups_m: int = 2
+    subgroups_n: int = 4
+
+    @property
+    def workgroup_size(self) -> int:
+        return SUBGROUP_SIZE * self.subgroups_m * self.subgroups_n
+
+    def label(self) -> str:
+        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} of {self.lm}x{self.ln}x{self.lk} "
+                f"({self.subgroups_m}x{self.subgroups_n} subgroups)")
+
+
+def choose_subgroup_tile(khr_properties, types, *, tile=(128, 128, None), subgroups=(2, 4)) -> SubgroupTile:
+    """The largest subgroup-scope KHR shape for ``types`` and a shared-memory tile built from it."""
+    t = gemm_types(types)
+    shapes = [row for row in khr_properties
+              if row["AType"] == t.input_component and row["BType"] == t.input_component
+              and row["CType"] == t.output_component and row["ResultType"] == t.output_component
+              and row["scope"] == SCOPE_SUBGROUP and not row.get("saturatingAccumulation", 0)]
+    # The shared tiles are copied 16 bytes at a time: N and K of a shape must be 16-byte multiples.
+    shapes = [s for s in shapes if s["NSize"] % t.elements_per_16_bytes == 0
+              and s["KSize"] % t.elements_per_16_bytes == 0]
+    if not shapes:
+        raise GemmInputError(f"the device lists no subgroup-scope KHR cooperative matrix shape for {t.key}")
+    best = max(shapes, key=lambda s: (s["MSize"] * s["NSize"] * s["KSize"], s["NSize"]))
+    tile_k = tile[2] if tile[2] else max(best["KSize"], 2 * best["KSize"] if t.bytes_per_input == 2 else best["KSize"])
+    result = SubgroupTile(best["MSize"], best["NSize"], best["KSize"], tile[0], tile[1], tile_k, *subgroups)
+    check_subgroup_tile(result, t)
+    return result
+
+
+def check_subgroup_tile(tile: SubgroupTile, types) -> None:
+    t = gemm_types(types)
+    e = t.elements_per_16_bytes
+    problems = []
+    if tile.tile_m % (tile.subgroups_m * tile.lm) or tile.tile_n % (tile.subgroups_n * tile.ln):
+        problems.append("tile_m/tile_n must be multiples of subgroups_m*lm / subgroups_n*ln")
+    if tile.tile_k % tile.lk or tile.tile_k % e:
+        problems.append(f"tile_k must be a multiple of lk and of {e}")
+    if (tile.tile_m * tile.tile_k // e) % tile.workgroup_size or (tile.tile_k * tile.tile_n // e) % tile.workgroup_size:
+        problems.append("each invocation must copy a whole number of 16-byte vectors of the A and B tiles")
+    if problems:
+        raise GemmInputError(f"KHR tile {tile.label()} for {t.key}: " + "; ".join(problems))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# inputs and reference
+def exact_inputs(types, m: int, n: int, k: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A [M][K] and B [K][N] whose product every kernel computes exactly, in any summation order.
+
+    Floats come from {-0.5, 0, 0.5, 1}: products are multiples of 1/4, and while every partial sum stays below
+    2048 quarter-steps (|sum| <= K < 512 for fp16 results), fp16 and fp32 hold them exactly. Integers come from
+    [-3, 3]. Raises GemmInputError if K is too large for that guarantee.
+    """
+    t = gemm_types(types)
+    rng = np.random.default_rng(seed)
+    if t.input_dtype.kind == "i":
+        a = rng.integers(-3, 4, size=(m, k)).astype(t.input_dtype)
+        b = rng.integers(-3, 4, size=(k, n)).astype(t.input_dtype)
+        return a, b
+    limit = 512 if t.output_dtype == np.float16 else 1 << 21
+    if k >= limit:
+        raise GemmInputError(f"K={k} is too large for exact {t.key} results (|sum| must stay below {limit})")
+    grid = np.array([-0.5, 0.0, 0.5, 1.0], dtype=np.float32)
+    a = rng.choice(grid, size=(m, k)).astype(t.input_dtype)
+    b = rng.choice(grid, size=(k, n)).astype(t.input_dtype)
+    return a, b
+
+
+def reference_gemm(a: np.ndarray, b: np.ndarray, output_dtype) -> np.ndarray:
+    """A @ B computed exactly (float64 / int64) and converted to the result type."""
+    if a.dtype.kind == "i":
+        return (a.astype(np.int64) @ b.astype(np.int64)).astype(output_dtype)
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(output_dtype)
+
+
+def first_mismatches(result: np.ndarray, expected: np.ndarray, limit: int = 5) -> list[dict]:
+    """Up to ``limit`` differing elements (bitwise for floats: -0.0 vs 0.0 counts as equal)."""
+    differ = np.argwhere(result != expected) if result.dtype.kind != "f" else np.argwhere(
+        ~((result == expected) | (np.isnan(result.astype(np.float32)) & np.isnan(expected.astype(np.float32)))))
+    return [{"index": tuple(int(i) for i in idx), "got": float(result[tuple(idx)]),
+             "expected": float(expected[tuple(idx)])} for idx in differ[:limit]]
+
+
+def _check_matrix(name: str, array, dtype, ndim: int = 2) -> np.ndarray:
+    if not isinstance(array, np.ndarray):
+        raise GemmInputError(f"{name} must be a numpy array, got {type(array).__name__}")
+    if array.dtype != dtype:
+        raise GemmInputError(f"{name} has dtype {array.dtype}; this kernel takes {dtype}")
+    if array.ndim != ndim or 0 in array.shape:
+        raise GemmInputError(f"{name} must be a non-empty {ndim}-D array, got shape {array.shape}")
+    return np.ascontiguousarray(array)
+
+
+def _spirv(relative: str, defines: dict) -> bytes:
+    import spirv_tools
+
+    from ..shaders import include_dirs
+    return spirv_tools.compile(path=shader_path(relative), defines=defines, include_dirs=include_dirs())
+
+
+def _time_dispatches(device, pipeline, buffers, groups, push, iterations: int, warmup: int,
+                     flush=None) -> list[float]:
+    """GPU seconds of ``iterations`` dispatches after ``warmup`` untimed ones (timestamps around each).
+
+    ``flush`` = (pipeline, buffers, groups, push) of a dispatch run before every timed one (L2 flush); its own
+    time is left out.
+    """
+    per_iteration = 2 if flush else 1
+    times = []
+    batch = max(1, min(iterations, 64 // per_iteration))
+    with device.command_buffer(timestamps=True, max_dispatches=batch * per_iteration,
+                               name=f"{pipeline.name} timing") as commands:
+        with commands.recording():
+            for _ in range(batch):
+                if flush:
+                    commands.dispatch(*flush, label="l2 flush")
+                commands.dispatch(pipeline, buffers, groups, push, label=pipeline.name)
+        for _ in range(-(-warmup // batch)):
+            commands.submit()
+        while len(times) < iterations:
+            commands.submit()
+            ns = commands.dispatch_times_ns()
+            times.extend(t * 1e-9 for t in ns[per_iteration - 1::per_iteration])
+    return times[:iterations]
+
+
+class L2Flush:
+    """A compute dispatch that writes a buffer larger than the L2 cache, run before each timed GEMM."""
+
+    def __init__(self, device, megabytes: int = 256):
+        words = megabytes * (1 << 20) // 4
+        self.buffer = device.empty((words,), np.uint32, name="l2 flush")
+        self.pipeline = device.pipeline(_spirv("gemm/l2_flush.comp", {}), name="l2_flush")
+        self.groups = (min(words // 256, 65535), 1, 1)
+        self.push = (words,)
+
+    def dispatch_args(self):
+        return (self.pipeline, [self.buffer], self.groups, self.push)
+
+    def close(self):
+        self.pipeline.close()
+        self.buffer.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# kernels
+@dataclass
+class _Bound:
+    buffers: list
+    groups: tuple
+    push: tuple
+    shape: tuple
+    output: object = None
+    owned: list = field(default_factory=list)
+
+
+class _Kernel:
+    name = "gemm"
+    pipeline = None
+    _bound: _Bound | None = None
+
+    def time(self, iterations: int = 10, warmup: int = 3, flush: L2Flush | None = None) -> list[float]:
+        """GPU seconds of each of ``iterations`` dispatches on the bound inputs."""
+        if self._bound is None:
+            raise GemmInputError(f"{self.name}: bind() inputs before timing")
+        bound = self._bound
+        return _time_dispatches(self.device, self.pipeline, bound.buffers, bound.groups, bound.push,
+                                iterations, warmup, flush.dispatch_args() if flush else None)
+
+    def result(self) -> np.ndarray:
+        """Run the bound GEMM once and read C back."""
+        if self._bound is None:
+            raise GemmInputError(f"{self.name}: bind() inputs first")
+        b = self._bound
+        self.device.run(self.pipeline, b.buffers, b.groups, b.push)
+        return b.output.read()
+
+    def release(self):
+        if self._bound is not None:
+            for buffer in self._bound.owned:
+                buffer.close()
+        self._bound = None
+
+    def close(self):
+        self.release()
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class CoopMat2Gemm(_Kernel):
+    """Workgroup-scope coopmat2 GEMM (sample 6's kernel): C = A @ B, any M, N, K."""
+
+    def __init__(self, device, types, tile: WorkgroupTile, *, b_column_major: bool = False,
+                 flexible_properties=None):
+        self.device, self.types, self.tile = device, gemm_types(types), tile
+        self.b_column_major = bool(b_column_major)
+        if flexible_properties is None:
+            flexible_properties = device.physical.flexible_dimensions_properties()
+        check_workgroup_tile(flexible_properties, self.types, tile)
+        self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if b_column_major else ''}"
+        spirv = _spirv("gemm/coopmat2_gemm.comp", {"GEMM_TYPES": self.types.define})
+        self.pipeline = device.pipeline(spirv, name=self.name, specialization={
+            0: tile.workgroup_size, 1: tile.tile_m, 2: tile.tile_n, 3: tile.tile_k, 4: self.b_column_major,
+            5: tile.k_unroll, 6: tile.group_m})
+
+    def bind(self, a, b, *, b_is_transposed: bool | None = None):
+        """Upload A [M][K] and B ([K][N], or [N][K] for a column-major-B kernel) and allocate C [M][N]."""
+        t = self.types
+        a = _check_matrix("A", a, t.input_dtype)
+        b = _check_matrix("B", b, t.input_dtype)
+        m, k = a.shape
+        if self.b_column_major:
+            n, kb = b.shape
+        else:
+            kb, n = b.shape
+        if kb != k:
+            layout = "[N][K] (column-major B)" if self.b_column_major else "[K][N]"
+            raise GemmInputError(f"B has shape {b.shape}; with A {a.shape} it must be {layout} with K={k}")
+        self.release()
+        dev = self.device
+        a_buf, b_buf = dev.upload(a, name="A"), dev.upload(b, name="B")
+        c_buf = dev.empty((m, n), t.output_dtype, name="C")
+        tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
+        push = (np.uint32(m), np.uint32(n), np.uint32(k), np.uint32(k), np.uint32(b.shape[1]), np.uint32(n))
+        self._bound = _Bound([a_buf, b_buf, c_buf], (tiles, 1, 1), push, (m, n, k), c_buf, [a_buf, b_buf, c_buf])
+        return self
+
+    def run(self, a, b) -> np.ndarray:
+        """C = A @ B (B given as [K][N]; transposed here for a column-major-B kernel)."""
+        b = np.ascontiguousarray(b.T) if self.b_column_major and isinstance(b, np.ndarray) else b
+        self.bind(a, b)
+        try:
+            return self.result()
+        finally:
+            self.release()
+
+
+class KhrSharedMemoryGemm(_Kernel):
+    """Subgroup-scope KHR coopmat GEMM through shared memory (sample 7's kernel). K and N must be multiples
+    of 16 bytes of elements (8 fp16/bf16, 16 int8); M is free."""
+
+    def __init__(self, device, types, tile: SubgroupTile):
+        self.device, self.types, self.tile = device, gemm_types(types), tile
+        check_subgroup_tile(tile, self.types)
+        shared = ((tile.tile_m * (tile.tile_k + self.types.elements_per_16_bytes)
+                   + tile.tile_k * (tile.tile_n + self.types.elements_per_16_bytes)) * self.types.bytes_per_input
+                  + tile.subgroups_m * tile.subgroups_n * tile.lm * tile.ln * self.types.output_dtype.itemsize)
+        limit = int(device.physical.limits.maxComputeSharedMemorySize)
+        if shared > limit:
+            raise GemmInputError(f"KHR tile {tile.label()} needs {shared} bytes of shared memory, above "
+                                 f"maxComputeSharedMemorySize ({limit})")
+        self.name = f"khr {self.types.key} {tile.label()}"
+        spirv = _spirv("gemm/khr_shmem_gemm.comp", {"GEMM_TYPES": self.types.define})
+        self.pipeline = device.pipeline(spirv, name=self.name, required_subgroup_size=SUBGROUP_SIZE,
+                                        full_subgroups=True, specialization={
+            0: tile.workgroup_size, 1: tile.lm, 2: tile.ln, 3: tile.lk, 4: tile.tile_m, 5: tile.tile_n,
+            6: tile.tile_k, 7: tile.subgroups_m, 8: tile.subgroups_n, 9: SUBGROUP_SIZE})
+
+    def bind(self, a, b):
+        t = self.types
+        a = _check_matrix("A", a, t.input_dtype)
+        b = _check_matrix("B", b, t.input_dtype)
+        (m, k), (kb, n) = a.shape, b.shape
+        if kb != k:
+            raise GemmInputError(f"B has shape {b.shape}; with A {a.shape} it must be [K][N] with K={k}")
+        e = t.elements_per_16_bytes
+        if k % e or n % e:
+            raise GemmInputError(f"the KHR shared-memory GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be "
+                                 f"multiples of {e} for {t.key}")
+        self.release()
+        dev = self.device
+        a_buf, b_buf = dev.upload(a, name="A"), dev.upload(b, name="B")
+        c_buf = dev.empty((m, n), t.output_dtype, name="C")
+        groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
+        push = (np.uint32(m), np.uint32(n), np.uint32(k), np.uint32(k), np.uint32(n), np.uint32(n))
+        self._bound = _Bound([a_buf, b_buf, c_buf], groups, push, (m, n, k), c_buf, [a_buf, b_buf, c_buf])
+        return self
+
+    def run(self, a, b) -> np.ndarray:
+        self.bind(a, b)
+        try:
+            return self.result()
+        finally:
+            self.release()
+
+
+SPARSE24_TYPES = {"fp16": ("F16", np.dtype(np.float16), "fp16->fp32"),
+                  "bf16": ("BF16", BF16, "bf16->fp32")}
+
+
+class Sparse24Gemm(_Kernel):
+    """The Vulkan 2:4 path: C (fp32) = decompress(values, metadata) @ B with a decode-function tensor load.
+
+    ``dtype``: "fp16" or "bf16". K must be a multiple of 32 and TILE_K a multiple of 32 (one metadata word).
+    """
+
+    def __init__(self, device, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False,
+                 flexible_properties=None):
+        if dtype not in SPARSE24_TYPES:
+            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        define, self.input_dtype, types_key = SPARSE24_TYPES[dtype]
+        self.device, self.dtype, self.tile = device, dtype, tile
+        self.types = gemm_types(types_key)
+        self.b_column_major = bool(b_column_major)
+        if tile.tile_k % sparse24.K_ALIGNMENT:
+            raise GemmInputError(f"tile_k={tile.tile_k}: the 2:4 path needs a multiple of {sparse24.K_ALIGNMENT} "
+                                 "(the decode block is one metadata word, 32 columns)")
+        if flexible_properties is None:
+            flexible_properties = device.physical.flexible_dimensions_properties()
+        check_workgroup_tile(flexible_properties, self.types, tile)
+        self.name = f"coopmat2 2:4 {dtype} {tile.label()}{' Bcol' if b_column_major else ''}"
+        spirv = _spirv("gemm/coopmat2_sparse24.comp", {"ELEMENT": define})
+        self.pipeline = device.pipeline(spirv, name=self.name, specialization={
+            0: tile.workgroup_size, 1: tile.tile_m, 2: tile.tile_n, 3: tile.tile_k, 4: self.b_column_major,
+            5: tile.k_unroll, 6: tile.group_m})
+
+    def bind(self, values, metadata, b):
+        """values [M][K/2] and metadata [M][K/32] uint32 (vkcoop.sparse format), B [K][N] or [N][K]."""
+        values = _check_matrix("values", values, self.input_dtype)
+        metadata = _check_matrix("metadata", metadata, np.dtype(np.uint32))
+        b = _check_matrix("B", b, self.input_dtype)
+        m, half_k = values.shape
+        k = 2 * half_k
+        if k % sparse24.K_ALIGNMENT:
+            raise GemmInputError(f"K={k} (values have {half_k} columns): the 2:4 path needs K to be a multiple of "
+                                 f"{sparse24.K_ALIGNMENT}")
+        if metadata.shape != (m, k // sparse24.K_ALIGNMENT):
+            raise GemmInputError(f"metadata has shape {metadata.shape}; for values {values.shape} it must be "
+                                 f"{(m, k // sparse24.K_ALIGNMENT)}")
+        n, kb = (b.shape if self.b_column_major else b.shape[::-1])
+        if kb != k:
+            raise GemmInputError(f"B has shape {b.shape}; it must be {'[N][K]' if self.b_column_major else '[K][N]'} "
+                                 f"with K={k}")
+        self.release()
+        dev = self.device
+        buffers = [dev.upload(values, name="values"), dev.upload(metadata, name="metadata"), dev.upload(b, name="B")]
+        c_buf = dev.empty((m, n), np.float32, name="C")
+        buffers.append(c_buf)
+        tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
+        push = (np.uint32(m), np.uint32(n), np.uint32(k), np.uint32(b.shape[1]), np.uint32(n))
+        self._bound = _Bound(buffers, (tiles, 1, 1), push, (m, n, k), c_buf, list(buffers))
+        return self
+
+    def run(self, values, metadata, b) -> np.ndarray:
+        """C = decompress(values, metadata) @ B; B is given as [K][N]."""
+        b = np.ascontiguousarray(b.T) if self.b_column_major and isinstance(b, np.ndarray) else b
+        self.bind(values, metadata, b)
+        try:
+            return self.result()
+        finally:
+            self.release()
+
+
+def sparse24_reference(values: np.ndarray, metadata: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fp32 matmul of the decompressed (pruned) A with B: what the 2:4 path must produce."""
+    dense = sparse24.decompress_2to4(sparse24.Compressed2to4(values, metadata))
+    return dense.astype(np.float32) @ b.astype(np.float32)
