@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -97,7 +98,6 @@ def _as_int(value, name: str) -> int:
     if isinstance(value, bool):
         raise TensorSpecError(f"{name} must be an integer, got bool {value!r}")
     try:
-        import operator
         return operator.index(value)
     except TypeError:
         raise TensorSpecError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
