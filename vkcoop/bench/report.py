@@ -66,6 +66,7 @@ def _fmt(value, spec: str, empty: str = "-") -> str:
 
 def print_table(outcome, console=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     if console is None:
@@ -95,7 +96,7 @@ def print_table(outcome, console=None) -> None:
         previous = r.case
     console.print(table)
     for reason, number in skip_reasons.items():
-        console.print(f"[dim]note {number}: skipped because {reason}[/]")
+        console.print(f"[dim]note {number}: skipped because {escape(reason)}[/]")
     if outcome.failed:
         console.print(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
 
