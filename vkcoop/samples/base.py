@@ -402,6 +402,17 @@ def require_array(value, name: str, dtype=None, shape=None, ndim=None) -> np.nda
     return value
 
 
+def check_unique_store_targets(layout: TensorLayout, rows: int, cols: int, view: TensorView | None = None) -> None:
+    """SampleInputError when two matrix elements would be stored to one address: which write wins is
+    unspecified on a GPU, so such a store cannot be compared bit for bit."""
+    from ..tensor import ElementStatus, index_map
+    m = index_map(layout, rows, cols, view, op="store")
+    targets = m.indices[m.status == ElementStatus.IN_BOUNDS]
+    if np.unique(targets).size != targets.size:
+        raise SampleInputError(f"{targets.size - np.unique(targets).size} matrix elements share a store address "
+                               f"with another; the surviving value would be unspecified")
+
+
 # --------------------------------------------------------------------------- comparison and results
 
 

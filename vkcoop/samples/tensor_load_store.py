@@ -22,7 +22,7 @@ import numpy as np
 from .. import tensor
 from ..tensor import ClampMode
 from .base import (BFLOAT16, COOPMAT2_BASE, INT8, ELEMENT_TYPES, Binding, Case, DeviceCaps, LayoutRecipe, Sample,
-                   SampleInputError, element_type, index_pattern, records, register, require_array)
+                   SampleInputError, check_unique_store_targets, element_type, index_pattern, records, register, require_array)
 
 SHADER_DIR = "samples/tensor_load_store/"
 CLAMP_MODE_NAMES = {
@@ -112,9 +112,10 @@ def store_case(name: str, element: str, layout: LayoutRecipe, matrix: np.ndarray
         raise SampleInputError(f"{layout.dim}-D stores are sampled with F16 and Constant clamp only (store_dims.comp)")
     else:
         defines = {"LDIM": str(layout.dim)}
+    rows, cols = matrix.shape
+    check_unique_store_targets(layout.layout(), rows, cols)
     expected = prefill.copy()
     tensor.store(matrix, expected, layout.layout())
-    rows, cols = matrix.shape
     return Case(name, shader, defines,
                 [Binding("records", records(layout)), Binding("source", np.ascontiguousarray(matrix).reshape(-1)),
                  Binding("destination", prefill, expected=expected)],
