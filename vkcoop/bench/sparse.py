@@ -203,7 +203,7 @@ class VulkanPaths:
             types = "fp16->fp32" if case.dtype == "fp16" else "bf16->fp32"
             tile = kernels.choose_subgroup_tile(self.khr, types)
             if case.shape_class == "llm":  # few columns: a narrow tile wastes less
-                tile = kernels.choose_subgroup_tile(self.khr, types, tile=(128, 32, None), subgroups=(4, 2))
+                tile = kernels.choose_subgroup_tile(self.khr, types, tile=(128, 32, None), subgroups=(4, 1))
             return [(tile, False)]
         tiles = (DENSE_TILES if path == "vk-coopmat2-dense" else SPARSE_TILES)[case.shape_class]
         layouts = B_COLUMN_MAJOR[case.shape_class]

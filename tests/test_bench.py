@@ -1,0 +1,109 @@
+"""vkcoop.bench sparse: argument checks, inputs, the result check, skipping, table/JSON/plot output."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vkcoop import sparse as sparse24
+from vkcoop.bench import sparse as bench
+
+
+def test_cases_cover_dtypes_sizes_and_shapes():
+    cases = bench.make_cases(["fp16", "bf16"], [4096, 8192], ["square", "llm"], llm_tokens=32)
+    assert len(cases) == 8
+    square = [c for c in cases if c.shape_class == "square"]
+    assert all(c.m == c.n == c.k for c in square)
+    llm = [c for c in cases if c.shape_class == "llm"]
+    assert all(c.n == 32 and c.m == c.k for c in llm)
+    assert cases[0].flops == 2.0 * cases[0].m * cases[0].n * cases[0].k
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dtypes": ["fp8"]}, "--dtype"), ({"shapes": ["tall"]}, "--shapes"), ({"sizes": [1000]}, "multiples of 64")])
+def test_bad_arguments_name_the_option(kwargs, message):
+    args = {"dtypes": ["fp16"], "sizes": [4096], "shapes": ["square"]}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        bench.make_cases(args["dtypes"], args["sizes"], args["shapes"])
+
+
+def test_run_rejects_unknown_paths_and_iterations_before_any_gpu_work():
+    with pytest.raises(ValueError, match="unknown path"):
+        bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], paths=["cuda-magic"], progress=False)
+    with pytest.raises(ValueError, match="--iters"):
+        bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=0, progress=False)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_inputs_are_pruned_2to4_and_the_compressed_form_round_trips(dtype):
+    case = bench.Case(dtype, "llm", 64, 32, 128)
+    pruned, compressed, b = bench.make_inputs(case)
+    assert pruned.shape == (64, 128) and b.shape == (128, 32)
+    assert np.array_equal(sparse24.decompress_2to4(compressed).view(np.uint16), pruned.view(np.uint16))
+    assert np.all(np.count_nonzero(pruned.astype(np.float32).reshape(64, 32, 4), axis=-1) <= 2)
+    # multiples of 1/8 in [-1, 1]: the exactness argument of the module docstring
+    assert np.all(np.abs(pruned.astype(np.float32)) <= 1) and np.all((pruned.astype(np.float32) * 8) % 1 == 0)
+
+
+def test_check_rows_include_both_edges():
+    rows = bench.check_rows(1000)
+    assert rows[0] == 0 and rows[-1] == 999 and len(np.unique(rows)) == len(rows)
+
+
+def test_output_check_is_exact_for_fp32_and_one_ulp_for_half():
+    ref = np.array([[1.0, -3.0, 1000.25]], dtype=np.float32)
+    assert bench.check_output(ref.copy(), ref)[0]
+    off = ref.copy()
+    off[0, 2] = np.nextafter(np.float32(1000.25), np.float32(2000))
+    ok, max_abs, why = bench.check_output(off, ref)
+    assert not ok and "column 2" in why and max_abs > 0
+    half = ref.astype(np.float16)  # 1000.25 rounds to 1000.0 in fp16: within the final rounding
+    assert bench.check_output(half, ref)[0]
+    wrong = half.copy()
+    wrong[0, 0] = np.float16(1.5)
+    assert not bench.check_output(wrong, ref)[0]
+    nan = ref.copy()
+    nan[0, 1] = np.nan
+    assert "non-finite" in bench.check_output(nan, ref)[2]
+
+
+def test_ratios_use_the_same_case_only():
+    case = bench.Case("fp16", "square", 64, 64, 64)
+    other = bench.Case("fp16", "square", 128, 128, 128)
+    rows = [bench._result("cuBLAS", case, "ok"), bench._result("vk-coopmat2-dense", case, "ok"),
+            bench._result("cuSPARSELt", case, "ok"), bench._result("vk-coopmat2-dense", other, "ok")]
+    rows[0].tflops, rows[1].tflops, rows[2].tflops, rows[3].tflops = 400.0, 200.0, 800.0, 100.0
+    bench._add_ratios(rows)
+    assert rows[1].ratio_cublas == pytest.approx(0.5) and rows[1].ratio_cusparselt == pytest.approx(0.25)
+    assert rows[3].ratio_cublas is None
+
+
+def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
+    outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0,
+                                     json_path=tmp_path / "bench.json", plot_path=tmp_path / "bench.png",
+                                     progress=False)
+    statuses = {r.path: r.status for r in outcome.results}
+    assert set(statuses) == set(bench.PATH_NAMES)
+    for r in outcome.results:
+        if r.status == "skipped":
+            assert r.reason and r.tflops is None
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["settings"]["sizes"] == [64] and len(data["results"]) == len(bench.PATH_NAMES)
+    assert "nvidia_smi" in data["environment"]
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.gpu
+@pytest.mark.cuda
+def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
+    outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[256], shapes=["square"], iters=3, warmup=1,
+                                     progress=False)
+    if all(r.status == "skipped" for r in outcome.results):
+        pytest.skip("neither a coopmat2 Vulkan device nor the CUDA paths are available: "
+                    + "; ".join(sorted({r.reason for r in outcome.results}))[:300])
+    assert not outcome.failed, [(r.path, r.reason) for r in outcome.failed]
+    for r in outcome.results:
+        if r.status == "ok":
+            assert r.tflops and r.tflops > 0

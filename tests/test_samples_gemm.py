@@ -1,0 +1,294 @@
+"""Samples 6/7 and the Vulkan 2:4 path: shader variants, tile selection, case generation, references, bad
+input, and (marked gpu) the dispatches themselves on a coopmat2 device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vkcoop import sparse as sparse24
+from vkcoop.samples import SampleInputError, get_sample
+from vkcoop.samples import gemm as gemm_samples
+from vkcoop.samples import gemm_kernels as kernels
+from vkcoop.samples.fixtures import H200_CAPS
+
+FLEX = gemm_samples.flexible_rows(H200_CAPS)
+KHR = gemm_samples.khr_rows(H200_CAPS)
+GEMM_SHADERS = ["gemm/coopmat2_gemm.comp", "gemm/khr_shmem_gemm.comp", "gemm/coopmat2_sparse24.comp",
+                "gemm/l2_flush.comp"]
+
+
+# --------------------------------------------------------------------------- shaders
+def _toolchain_or_skip():
+    spirv_tools = pytest.importorskip("spirv_tools")
+    try:
+        spirv_tools.find_toolchain()
+    except Exception as error:  # noqa: BLE001
+        pytest.skip(f"no coopmat2-capable shader toolchain: {error}")
+    return spirv_tools
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("shader", GEMM_SHADERS)
+def test_every_declared_variant_compiles_and_validates(shader):
+    spirv_tools = _toolchain_or_skip()
+    from vkcoop import shaders
+    variants = shaders.declared_variants(shader)
+    assert variants
+    for variant in variants:
+        spirv = shaders.compile_variant(variant)
+        spirv_tools.validate(spirv)
+
+
+@pytest.mark.toolchain
+def test_sparse_shader_uses_a_decode_function_on_block_loads():
+    spirv_tools = _toolchain_or_skip()
+    from vkcoop import shaders
+    spirv = shaders.compile_variant(shaders.declared_variants("gemm/coopmat2_sparse24.comp")[0])
+    info = spirv_tools.reflect(spirv)
+    assert "CooperativeMatrixBlockLoadsNV" in info.capabilities
+    assert "OpTensorLayoutSetBlockSizeNV" in info.opcodes
+    assert "PhysicalStorageBufferAddresses" in info.capabilities
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("name", ["coopmat2-gemm", "khr-shmem-gemm", "sparse24-gemm"])
+def test_requirements_cover_the_shader_capabilities(name):
+    _toolchain_or_skip()
+    from vkcoop import shaders
+    sample = get_sample(name)
+    seen = set()
+    for case in sample.prepared_cases(H200_CAPS):
+        if case.variant() not in seen:
+            seen.add(case.variant())
+            sample.check_capabilities(shaders.compile_variant(case.variant()), case)
+    assert seen
+
+
+# --------------------------------------------------------------------------- tile selection
+def test_workgroup_tile_is_a_multiple_of_the_matching_granularity_row():
+    for types in kernels.GEMM_TYPES.values():
+        for invocations in (64, 128, 256):
+            tile = kernels.choose_workgroup_tile(FLEX, types, invocations=invocations, target=(100, 70, 20))
+            row = [r for r in kernels.granularity_rows(FLEX, types) if r["workgroupInvocations"] == invocations][0]
+            assert tile.workgroup_size == invocations
+            assert tile.tile_m % row["MGranularity"] == 0 and tile.tile_m >= 100
+            assert tile.tile_n % row["NGranularity"] == 0 and tile.tile_n >= 70
+            assert tile.tile_k % row["KGranularity"] == 0 and tile.tile_k >= 20
+            kernels.check_workgroup_tile(FLEX, types, tile)
+
+
+def test_int8_tiles_follow_the_int8_k_granularity():
+    tile = kernels.choose_workgroup_tile(FLEX, "s8->s32", target=(128, 128, 16))
+    assert tile.tile_k == 32  # the H200 lists K granularity 32 for int8
+
+
+def test_default_invocations_is_the_largest_listed():
+    assert kernels.choose_workgroup_tile(FLEX, "fp16->fp32").workgroup_size == 256
+
+
+def test_tile_not_matching_any_row_is_rejected():
+    with pytest.raises(kernels.GemmInputError, match="granularity|MGranularity"):
+        kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 48, 128, 32))
+    with pytest.raises(kernels.GemmInputError, match="workgroupInvocations=96"):
+        kernels.choose_workgroup_tile(FLEX, "fp16->fp32", invocations=96)
+
+
+def test_no_flexible_rows_means_a_clear_error():
+    with pytest.raises(kernels.GemmInputError, match="no workgroup-scope"):
+        kernels.choose_workgroup_tile([], "bf16->fp32")
+
+
+def test_khr_tile_picks_the_largest_table_shape():
+    tile = kernels.choose_subgroup_tile(KHR, "fp16->fp32")
+    assert (tile.lm, tile.ln, tile.lk) == (16, 16, 16)
+    assert kernels.choose_subgroup_tile(KHR, "s8->s32").lk == 32
+    with pytest.raises(kernels.GemmInputError, match="subgroup-scope KHR"):
+        kernels.choose_subgroup_tile([], "fp16->fp16")
+
+
+def test_khr_tile_that_cannot_be_copied_evenly_is_rejected():
+    bad = kernels.SubgroupTile(16, 16, 16, tile_m=128, tile_n=32, tile_k=32, subgroups_m=4, subgroups_n=2)
+    with pytest.raises(kernels.GemmInputError, match="whole number of 16-byte vectors"):
+        kernels.check_subgroup_tile(bad, "fp16->fp32")
+
+
+def test_unknown_types_key_names_the_choices():
+    with pytest.raises(kernels.GemmInputError, match="fp16->fp32"):
+        kernels.gemm_types("fp8->fp32")
+
+
+# --------------------------------------------------------------------------- inputs and references
+@pytest.mark.parametrize("key", list(kernels.GEMM_TYPES))
+def test_exact_inputs_give_an_order_independent_product(key):
+    types = kernels.GEMM_TYPES[key]
+    a, b = kernels.exact_inputs(types, 33, 17, 300, seed=3)
+    assert a.dtype == types.input_dtype and b.dtype == types.input_dtype
+    forward = kernels.reference_gemm(a, b, types.output_dtype)
+    # Summing in reverse K order in the result type must give the same bits (the exactness argument).
+    if types.input_dtype.kind == "i":
+        backward = (a[:, ::-1].astype(np.int64) @ b[::-1].astype(np.int64)).astype(types.output_dtype)
+    else:
+        acc = np.zeros((33, 17), dtype=types.output_dtype)
+        for kk in range(299, -1, -1):
+            acc = (acc + np.outer(a[:, kk].astype(np.float32), b[kk].astype(np.float32)).astype(
+                types.output_dtype)).astype(types.output_dtype)
+        backward = acc
+    assert np.array_equal(forward.view(np.uint8), backward.view(np.uint8))
+
+
+def test_exact_inputs_refuse_a_k_that_would_round_fp16():
+    with pytest.raises(kernels.GemmInputError, match="too large"):
+        kernels.exact_inputs("fp16->fp16", 4, 4, 512)
+
+
+def test_sparse_reference_is_the_product_of_the_pruned_matrix():
+    rng = np.random.default_rng(0)
+    a = rng.choice([-1.0, -0.5, 0.5, 1.0], size=(8, 64)).astype(np.float16)
+    b = rng.choice([-1.0, 0.5, 1.0], size=(64, 5)).astype(np.float16)
+    compressed = sparse24.compress_2to4(a)
+    got = kernels.sparse24_reference(compressed.values, compressed.metadata, b)
+    pruned = sparse24.prune_2to4(a)
+    # every chunk of 4 along K keeps exactly 2 entries, the rest are zero
+    assert np.all(np.count_nonzero(pruned.reshape(8, 16, 4), axis=-1) <= 2)
+    assert np.array_equal(got, pruned.astype(np.float32) @ b.astype(np.float32))
+    assert not np.array_equal(got, a.astype(np.float32) @ b.astype(np.float32))
+
+
+# --------------------------------------------------------------------------- cases
+def test_coopmat2_cases_cover_types_ragged_shapes_and_column_major_b():
+    cases = get_sample("coopmat2-gemm").prepared_cases(H200_CAPS)
+    defines = {c.defines["GEMM_TYPES"] for c in cases}
+    assert defines == {"F16_F16", "F16_F32", "BF16_F32", "S8_S32"}
+    column_major = [c for c in cases if c.specialization[4] is True]
+    assert len(column_major) == 4
+    ragged = 0
+    for case in cases:
+        spec = case.specialization
+        m, n, k = (int(v) for v in case.push[:3])
+        if m % spec[1] or n % spec[2] or k % spec[3]:
+            ragged += 1
+        out = case.bindings[-1]
+        assert out.expected.shape == (m, n)
+        tiles = -(-m // spec[1]) * -(-n // spec[2])
+        assert case.groups == (tiles, 1, 1)
+    assert ragged >= 8
+
+
+def test_column_major_case_stores_b_transposed_and_keeps_the_same_expected():
+    cases = get_sample("coopmat2-gemm").prepared_cases(H200_CAPS)
+    pairs = {}
+    for c in cases:
+        if "mixed" in c.name and c.defines["GEMM_TYPES"] == "F16_F32":
+            pairs[c.specialization[4]] = c
+    row, col = pairs[False], pairs[True]
+    assert np.array_equal(col.bindings[1].data, row.bindings[1].data.T)
+    assert np.array_equal(col.bindings[2].expected, row.bindings[2].expected)
+    assert int(col.push[4]) == row.bindings[0].data.shape[1]  # B's row stride is K when B is [N][K]
+
+
+def test_khr_cases_respect_the_copy_alignment():
+    for case in get_sample("khr-shmem-gemm").prepared_cases(H200_CAPS):
+        m, n, k = (int(v) for v in case.push[:3])
+        e = 16 // case.bindings[0].data.dtype.itemsize
+        assert n % e == 0 and k % e == 0
+
+
+def test_sparse_cases_ship_the_compressed_format():
+    cases = get_sample("sparse24-gemm").prepared_cases(H200_CAPS)
+    assert {c.defines["ELEMENT"] for c in cases} == {"F16", "BF16"}
+    for case in cases:
+        values, metadata = case.bindings[0].data, case.bindings[1].data
+        m, n, k = (int(v) for v in case.push[:3])
+        assert values.shape == (m, k // 2) and metadata.shape == (m, k // 32) and metadata.dtype == np.uint32
+        sparse24.validate_compressed(values, metadata)
+        assert case.specialization[3] % 32 == 0
+
+
+def test_bad_inputs_are_refused_before_dispatch():
+    tile = kernels.WorkgroupTile(256, 128, 128, 32)
+    a16 = np.zeros((64, 64), np.float16)
+    with pytest.raises(SampleInputError, match="dtype float32"):
+        gemm_samples.coopmat2_gemm_case("x", "fp16->fp32", tile, a16.astype(np.float32), a16)
+    with pytest.raises(SampleInputError, match="B must be"):
+        gemm_samples.coopmat2_gemm_case("x", "fp16->fp32", tile, a16, np.zeros((32, 8), np.float16))
+    with pytest.raises(SampleInputError, match="multiple of 32"):
+        gemm_samples.sparse24_case("x", "fp16", kernels.WorkgroupTile(256, 128, 128, 64),
+                                   np.zeros((16, 48), np.float16), np.zeros((48, 16), np.float16))
+    with pytest.raises(SampleInputError, match="dtype 'fp32'"):
+        gemm_samples.sparse24_case("x", "fp32", tile, a16, a16)
+    with pytest.raises(SampleInputError, match="tile_k=16"):
+        gemm_samples.sparse24_case("x", "fp16", kernels.WorkgroupTile(256, 128, 128, 16), a16, a16)
+    khr_tile = kernels.choose_subgroup_tile(KHR, "fp16->fp32")
+    with pytest.raises(SampleInputError, match="multiples of 8"):
+        gemm_samples.khr_gemm_case("x", "fp16->fp32", khr_tile, np.zeros((16, 20), np.float16),
+                                   np.zeros((20, 16), np.float16))
+
+
+def test_kernel_classes_refuse_wrong_operands_without_a_device():
+    class NoDevice:  # the checks run before anything touches the device
+        pass
+
+    kernel = object.__new__(kernels.Sparse24Gemm)
+    kernel.device, kernel.dtype, kernel.input_dtype, kernel.b_column_major = NoDevice(), "fp16", np.dtype(
+        np.float16), False
+    kernel.tile, kernel._bound = kernels.WorkgroupTile(256, 128, 128, 64), None
+    with pytest.raises(kernels.GemmInputError, match="multiple of 32"):
+        kernel.bind(np.zeros((4, 24), np.float16), np.zeros((4, 1), np.uint32), np.zeros((48, 8), np.float16))
+    with pytest.raises(kernels.GemmInputError, match="dtype float32"):
+        kernel.bind(np.zeros((4, 16), np.float32), np.zeros((4, 1), np.uint32), np.zeros((32, 8), np.float16))
+    with pytest.raises(kernels.GemmInputError, match="metadata has shape"):
+        kernel.bind(np.zeros((4, 16), np.float16), np.zeros((4, 2), np.uint32), np.zeros((32, 8), np.float16))
+    with pytest.raises(kernels.GemmInputError, match=r"dtype='fp32'"):
+        kernels.Sparse24Gemm(NoDevice(), "fp32", kernels.WorkgroupTile(256, 128, 128, 64))
+
+
+# --------------------------------------------------------------------------- on the GPU
+def _coopmat2_device_or_reason():
+    try:
+        from vkcoop import vk
+        with vk.Instance() as instance:
+            for physical in instance.physical_devices():
+                if physical.has_extension("VK_NV_cooperative_matrix2"):
+                    return None
+        return "no Vulkan device lists VK_NV_cooperative_matrix2"
+    except Exception as error:  # noqa: BLE001 - no loader, no driver...
+        return f"no usable Vulkan: {error}"
+
+
+_NO_GPU = _coopmat2_device_or_reason()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@pytest.mark.parametrize("name", ["coopmat2-gemm", "khr-shmem-gemm", "sparse24-gemm"])
+def test_sample_passes_bit_exact_on_the_gpu(name):
+    import os
+    validate = os.environ.get("VKCOOP_VALIDATE", "") == "1"
+    result = get_sample(name).run(validate=validate)
+    assert result.status == "pass", (result.reason, [m.to_dict() for m in result.mismatches],
+                                     result.validation_messages[:5])
+    assert result.cases > 0
+    assert not result.validation_messages
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+def test_kernel_objects_match_the_reference_and_time():
+    from vkcoop import vk
+    features = kernels.features_for("sparse24", "fp16->fp32") + kernels.features_for("khr", "fp16->fp32")
+    with vk.Device(features=list(dict.fromkeys(features))) as device:
+        flex = device.physical.flexible_dimensions_properties()
+        tile = kernels.choose_workgroup_tile(flex, "fp16->fp32", target=(128, 128, 64))
+        a, b = kernels.exact_inputs("fp16->fp32", 300, 200, 256, seed=9)
+        with kernels.CoopMat2Gemm(device, "fp16->fp32", tile, b_column_major=True) as dense:
+            assert np.array_equal(dense.run(a, b), kernels.reference_gemm(a, b, np.float32))
+            dense.bind(a, np.ascontiguousarray(b.T))
+            times = dense.time(iterations=3, warmup=1, flush=kernels.L2Flush(device, megabytes=16))
+            assert len(times) == 3 and all(t > 0 for t in times)
+        compressed = sparse24.compress_2to4(a)
+        with kernels.Sparse24Gemm(device, "fp16", tile) as sparse_kernel:
+            got = sparse_kernel.run(compressed.values, compressed.metadata, b)
+        assert np.array_equal(got, kernels.sparse24_reference(compressed.values, compressed.metadata, b))
+        khr_tile = kernels.choose_subgroup_tile(device.physical.cooperative_matrix_properties(), "fp16->fp32")
+        with kernels.KhrSharedMemoryGemm(device, "fp16->fp32", khr_tile) as khr:
+            assert np.array_equal(khr.run(a, b), kernels.reference_gemm(a, b, np.float32))
