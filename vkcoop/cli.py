@@ -159,6 +159,169 @@ def _print_reflection(label: str, info: dict) -> None:
     console.print(table)
 
 
+# --- info ----------------------------------------------------------------------------------------
+
+def cmd_info(args) -> int:
+    from . import vk
+
+    try:
+        report = vk.capabilities(args.device, all_devices=args.all, validate=args.validate)
+    except vk.VulkanError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        return 1
+    if args.json:
+        _emit_json(report, None)
+        return 0
+    for dev in (report if isinstance(report, list) else [report]):
+        _print_device(dev)
+    return 0
+
+
+def _yes(flag) -> str:
+    return "[green]yes[/green]" if flag else "[red]no[/red]"
+
+
+def _print_device(dev: dict) -> None:
+    head = Table(title=f"[bold]{dev['name']}[/bold]", show_header=False)
+    head.add_column("what")
+    head.add_column("value")
+    for key in ("device_type", "api_version", "driver_name", "driver_info", "driver_version"):
+        head.add_row(key.replace("_", " "), str(dev.get(key)))
+    limits = dev.get("limits", {})
+    head.add_row("shared memory", f"{limits.get('maxComputeSharedMemorySize')} bytes")
+    head.add_row("timestamps", f"period {limits.get('timestampPeriod')} ns, {dev.get('timestamp_valid_bits')} valid bits")
+    sub = dev.get("subgroup", {})
+    head.add_row("subgroup size", f"{sub.get('subgroupSize')} (min {sub.get('minSubgroupSize')}, max {sub.get('maxSubgroupSize')})")
+    console.print(head)
+
+    ext = Table(title="cooperative-matrix extensions and features")
+    ext.add_column("name")
+    ext.add_column("supported")
+    for name, ok in dev.get("extensions", {}).items():
+        if "cooperative" in name or "bfloat16" in name or "float8" in name:
+            ext.add_row(name, _yes(ok))
+    cm2 = dev.get("cooperative_matrix2", {})
+    for name, ok in cm2.get("features", {}).items():
+        ext.add_row(f"  coopmat2 {name}", _yes(ok))
+    for name, ok in dev.get("bfloat16", {}).get("features", {}).items():
+        ext.add_row(f"  bf16 {name}", _yes(ok))
+    console.print(ext)
+    if cm2.get("properties"):
+        props = Table(title="VkPhysicalDeviceCooperativeMatrix2PropertiesNV", show_header=False)
+        props.add_column("property")
+        props.add_column("value")
+        for name, value in cm2["properties"].items():
+            props.add_row(name, str(value))
+        console.print(props)
+    khr = dev.get("cooperative_matrix_khr", {}).get("properties", [])
+    if khr:
+        console.print(_shape_table("VkCooperativeMatrixPropertiesKHR", khr))
+    flex = cm2.get("flexible_dimensions", [])
+    if flex:
+        console.print(_shape_table("VkCooperativeMatrixFlexibleDimensionsPropertiesNV", flex))
+    if not cm2.get("supported"):
+        console.print("[yellow]this device has no VK_NV_cooperative_matrix2: the coopmat2 samples will be skipped[/yellow]")
+
+
+def _shape_table(title: str, rows: list[dict]) -> Table:
+    table = Table(title=title)
+    columns = [c for c in rows[0].keys()]
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    return table
+
+
+# --- samples -------------------------------------------------------------------------------------
+
+def cmd_list(args) -> int:
+    from . import samples
+
+    items = samples.all_samples()
+    if args.json:
+        _emit_json([{"name": s.name, "description": s.description, "requires": s.requires.to_dict()} for s in items],
+                   None)
+        return 0
+    table = Table(title="vkcoop samples")
+    for col in ("sample", "what it shows", "needs"):
+        table.add_column(col)
+    for s in items:
+        req = s.requires.to_dict()
+        needs = ", ".join(list(req.get("extensions", [])) + list(req.get("features", [])))
+        table.add_row(s.name, s.description, needs)
+    console.print(table)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from . import samples, vk
+
+    if args.all == bool(args.samples):
+        err_console.print("[red]error:[/red] name samples to run, or --all")
+        return 2
+    try:
+        chosen = samples.all_samples() if args.all else [samples.get_sample(n) for n in args.samples]
+    except KeyError as exc:
+        err_console.print(f"[red]error:[/red] {exc.args[0]}")
+        return 2
+    results = []
+    try:
+        instance = vk.Instance(validate=args.validate)
+    except vk.VulkanError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        return 1
+    with instance, _progress() as progress:
+        task = progress.add_task("samples", total=len(chosen))
+        for sample in chosen:
+            progress.update(task, description=sample.name)
+            results.append(sample.run(args.device, validate=args.validate, instance=instance))
+            progress.advance(task)
+    failed = [r for r in results if r.status == "fail"]
+    if args.json:
+        _emit_json([r.to_dict() for r in results], args.json)
+    if not args.json or args.json != "-":
+        _print_results(results)
+    return 1 if failed else 0
+
+
+def _print_results(results) -> None:
+    table = Table(title="vkcoop run")
+    for col in ("sample", "result", "cases", "GPU ms", "validation msgs", "note"):
+        table.add_column(col)
+    colors = {"pass": "green", "fail": "red", "skip": "yellow"}
+    for r in results:
+        gpu = f"{r.gpu_time_ms:.3f}" if r.gpu_time_ms else "-"
+        table.add_row(r.name, f"[{colors[r.status]}]{r.status}[/{colors[r.status]}]", str(r.cases), gpu,
+                      str(len(r.validation_messages or [])), r.reason or "")
+    console.print(table)
+    for r in results:
+        for m in (r.mismatches or [])[:5]:
+            console.print(f"[red]{r.name}[/red] {m}")
+    counts = {k: sum(r.status == k for r in results) for k in ("pass", "fail", "skip")}
+    console.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+
+
+# --- bench, fuzz, demo -----------------------------------------------------------------------------
+
+def cmd_bench(args) -> int:
+    from .bench.__main__ import main as bench_main
+
+    return bench_main(args.rest)
+
+
+def cmd_fuzz(args) -> int:
+    from .fuzz.__main__ import main as fuzz_main
+
+    return fuzz_main(args.rest)
+
+
+def cmd_demo(args) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(args)
+
+
 # --- entry point ---------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,6 +342,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first", action="store_true", help="dis/reflect: take the first matching variant silently")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_shaders)
+
+    p = sub.add_parser("info", help="the Vulkan device(s): coopmat extensions, coopmat2 features and properties")
+    p.add_argument("--device", help="index or name (default: $VKCOOP_DEVICE, else the first GPU)")
+    p.add_argument("--all", action="store_true", help="every device")
+    p.add_argument("--validate", action="store_true", help="enable VK_LAYER_KHRONOS_validation")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("list", help="the samples and what each needs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="dispatch samples and check them against the Python reference")
+    p.add_argument("samples", nargs="*")
+    p.add_argument("--all", action="store_true")
+    p.add_argument("--validate", action="store_true", help="VK_LAYER_KHRONOS_validation; any message fails")
+    p.add_argument("--device", help="index or name")
+    p.add_argument("--json", nargs="?", const="-", help="write results as JSON (to a file, or - for stdout)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="benchmarks (vkcoop bench sparse --help)", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("fuzz", help="differential tensor-addressing fuzzer (vkcoop fuzz --help)", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_fuzz)
+
+    p = sub.add_parser("demo", help="compile every shader, then dispatch what this machine's Vulkan can run")
+    p.add_argument("--device", help="index or name")
+    p.add_argument("--validate", action="store_true")
+    p.set_defaults(func=cmd_demo)
     return parser
 
 
