@@ -223,11 +223,16 @@ def _print_device(dev: dict) -> None:
         console.print("[yellow]this device has no VK_NV_cooperative_matrix2: the coopmat2 samples will be skipped[/yellow]")
 
 
+_SHAPE_COLUMNS = {"MSize": "M", "NSize": "N", "KSize": "K", "MGranularity": "M gran.", "NGranularity": "N gran.",
+                  "KGranularity": "K gran.", "AType": "A", "BType": "B", "CType": "C", "ResultType": "result",
+                  "saturatingAccumulation": "sat.", "scope": "scope", "workgroupInvocations": "invocations"}
+
+
 def _shape_table(title: str, rows: list[dict]) -> Table:
     table = Table(title=title)
-    columns = [c for c in rows[0].keys()]
+    columns = list(rows[0].keys())
     for col in columns:
-        table.add_column(col)
+        table.add_column(_SHAPE_COLUMNS.get(col, col), no_wrap=True)
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     return table
