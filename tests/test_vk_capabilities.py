@@ -217,3 +217,14 @@ def test_device_with_every_coopmat2_feature():
                    pipeline_cache=False) as device:
         assert device.enabled_extensions == ["VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"]
     assert device.validation_messages == []
+
+
+def test_only_the_known_loader_message_is_suppressed():
+    from vkcoop.vk.instance import is_known_environment_message
+
+    loader_text = ("vkGetDeviceProcAddr(): pName is trying to grab vkGetPhysicalDeviceVideoEncodeQualityLevelPropertiesKHR "
+                   "which is an instance level function")
+    assert is_known_environment_message("WARNING-vkGetDeviceProcAddr-device", loader_text)
+    assert not is_known_environment_message("WARNING-vkGetDeviceProcAddr-device",
+                                            "pName is trying to grab vkGetPhysicalDeviceFeatures2")
+    assert not is_known_environment_message("VUID-VkBufferCreateInfo-size-00912", loader_text)

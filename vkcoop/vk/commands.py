@@ -206,9 +206,12 @@ class CommandBuffer:
         device = self.device.handle
         kinds = list(pipeline.bindings.values())
         sizes = [{"type": kind, "descriptorCount": kinds.count(kind)} for kind in sorted(set(kinds))]
+        # A named local: cffi frees an array as soon as nothing references it, and a struct field pointing at it
+        # does not count (the validation layer saw freed pool sizes when this array was created inline).
+        pool_sizes = vk.ffi.new("VkDescriptorPoolSize[]", sizes)
         pool_info = vk.ffi.new("VkDescriptorPoolCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": 1,
-            "poolSizeCount": len(sizes), "pPoolSizes": vk.ffi.new("VkDescriptorPoolSize[]", sizes)})
+            "poolSizeCount": len(sizes), "pPoolSizes": pool_sizes})
         pool = vk.ffi.new("VkDescriptorPool*")
         check(vk.lib.vkCreateDescriptorPool(device, pool_info, vk.ffi.NULL, pool), "vkCreateDescriptorPool")
         self._descriptor_pools.append(pool[0])

@@ -18,6 +18,19 @@ DEVICE_ENV = "VKCOOP_DEVICE"
 _SEVERITY_NAMES = {0x1: "verbose", 0x10: "info", 0x100: "warning", 0x1000: "error"}
 _COLLECTED_SEVERITIES = 0x100 | 0x1000  # warnings and errors; info/verbose are chatter
 _MESSAGE_TYPES = 0x1 | 0x2 | 0x4  # general, validation, performance
+# Messages that come from the environment, not from vkcoop: the Debian 12 loader (1.3.239) fills its device
+# dispatch table by asking vkGetDeviceProcAddr for vkGetPhysicalDeviceVideoEncodeQualityLevelPropertiesKHR, an
+# instance-level function, and newer validation layers (1.4.x) warn about that on every vkCreateDevice. They are
+# kept in Instance.suppressed_messages, not in Instance.messages. (message id, text fragment)
+KNOWN_ENVIRONMENT_MESSAGES = (
+    ("WARNING-vkGetDeviceProcAddr-device", "vkGetPhysicalDeviceVideoEncodeQualityLevelPropertiesKHR"),
+)
+
+
+def is_known_environment_message(message_id: str, text: str) -> bool:
+    return any(message_id == known_id and fragment in text for known_id, fragment in KNOWN_ENVIRONMENT_MESSAGES)
+
+
 _DEVICE_TYPE_NAMES = {0: "other", 1: "integrated-gpu", 2: "discrete-gpu", 3: "virtual-gpu", 4: "cpu"}
 _DEVICE_TYPE_PREFERENCE = {2: 0, 1: 1, 3: 2, 0: 3, 4: 4}
 
@@ -65,6 +78,7 @@ class Instance:
     def __init__(self, validate: bool = False, application_name: str = "vkcoop"):
         self.validate = validate
         self.messages: list[ValidationMessage] = []
+        self.suppressed_messages: list[ValidationMessage] = []  # see KNOWN_ENVIRONMENT_MESSAGES
         self._handle = None
         self._messenger = None
         self._keep = []  # cffi objects the loader/layer keep pointers to (callback, names)
@@ -122,8 +136,11 @@ class Instance:
                 data = callback_data[0]
                 message_id = _string(data.pMessageIdName) if data.pMessageIdName else str(data.messageIdNumber)
                 text = _string(data.pMessage) if data.pMessage else ""
-                self.messages.append(ValidationMessage(_SEVERITY_NAMES.get(int(severity), str(severity)), kinds,
-                                                       message_id, text))
+                message = ValidationMessage(_SEVERITY_NAMES.get(int(severity), str(severity)), kinds, message_id, text)
+                if is_known_environment_message(message_id, text):
+                    self.suppressed_messages.append(message)
+                else:
+                    self.messages.append(message)
             except Exception:  # never unwind through the driver
                 pass
             return 0  # VK_FALSE: do not abort the call
