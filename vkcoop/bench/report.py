@@ -92,7 +92,7 @@ def print_table(outcome, console=None) -> None:
             note = f"see note {number}"
         table.add_row(r.case if r.case != previous else "", r.path, r.status, _fmt(r.median_ms, ".3f"),
                       _fmt(r.tflops, ".1f"), _fmt(r.ratio_cublas, ".2f"), _fmt(r.ratio_cusparselt, ".2f"),
-                      note[:90], style=style, end_section=False)
+                      note[:160], style=style, end_section=False)
         previous = r.case
     console.print(table)
     for reason, number in skip_reasons.items():

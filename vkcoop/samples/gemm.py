@@ -24,12 +24,15 @@ KHR_SHADER = "gemm/khr_shmem_gemm.comp"
 SPARSE_SHADER = "gemm/coopmat2_sparse24.comp"
 
 _FP16 = Requirements(features=("shaderFloat16", "storageBuffer16BitAccess"))
+#: local_size_x_id (ExecutionMode LocalSizeId) needs maintenance4 (Vulkan 1.3 core feature).
+_LOCAL_SIZE_ID = Requirements(features=("maintenance4",))
 COOPMAT2_GEMM_REQUIRES = (Requirements(
     extensions=("VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"),
     features=("cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
-              "cooperativeMatrixTensorAddressing", "vulkanMemoryModel")) + _FP16 + INT8 + BFLOAT16)
+              "cooperativeMatrixTensorAddressing", "vulkanMemoryModel")) + _FP16 + INT8 + BFLOAT16 + _LOCAL_SIZE_ID)
 KHR_GEMM_REQUIRES = (Requirements(extensions=("VK_KHR_cooperative_matrix",),
-                                  features=("cooperativeMatrix", "vulkanMemoryModel")) + _FP16 + INT8 + BFLOAT16)
+                                  features=("cooperativeMatrix", "vulkanMemoryModel")) + _FP16 + INT8 + BFLOAT16
+                     + _LOCAL_SIZE_ID)
 SPARSE_GEMM_REQUIRES = COOPMAT2_GEMM_REQUIRES + Requirements(
     features=("cooperativeMatrixBlockLoads", "bufferDeviceAddress", "shaderInt16"))
 

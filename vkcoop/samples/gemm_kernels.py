@@ -80,9 +80,11 @@ GEMM_TYPES: dict[str, GemmTypes] = {t.key: t for t in (
 #: Features every GEMM kernel here needs besides the element types'.
 COOPMAT2_GEMM_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope",
                           "cooperativeMatrixFlexibleDimensions", "cooperativeMatrixTensorAddressing",
-                          "vulkanMemoryModel")
+                          "vulkanMemoryModel", "maintenance4")
 SPARSE24_FEATURES = COOPMAT2_GEMM_FEATURES + ("cooperativeMatrixBlockLoads", "bufferDeviceAddress", "shaderInt16")
-KHR_GEMM_FEATURES = ("cooperativeMatrix", "vulkanMemoryModel", "subgroupSizeControl", "computeFullSubgroups")
+KHR_GEMM_FEATURES = ("cooperativeMatrix", "vulkanMemoryModel", "subgroupSizeControl", "computeFullSubgroups",
+                     "maintenance4")
+# maintenance4: the shaders size their workgroups with local_size_x_id (ExecutionMode LocalSizeId).
 
 
 def gemm_types(key) -> GemmTypes:
