@@ -1,0 +1,296 @@
+"""vkcoop.portable: the tensor addressing of cooperative_matrix2 on any Vulkan device (no coopmat needed).
+
+``shaders/portable/tensor_addressing.comp`` is a scalar GLSL port of the spec's addressing
+pseudo-code (SPV_NV_cooperative_matrix2 3.X, matrixCoordToTensorElement(WithView)) that needs only
+Vulkan 1.2 compute and 32-bit integer arithmetic. It reads layout and view *state* (the values the
+builders produce, computed here with :mod:`vkcoop.tensor`) from a buffer, one record per case, and
+writes each matrix element's index, :class:`~vkcoop.tensor.ElementStatus`, blockCoord and
+coordInBlock. One workgroup per case, any number of cases per dispatch. In CI it runs on lavapipe and
+is cross-checked against :func:`vkcoop.tensor.index_map`; ``vkcoop demo`` dispatches it on machines
+without a coopmat2 GPU.
+
+Public API
+----------
+``AddressingCase(layout, rows, cols, view=None, op="load", explicit_stride=False, explicit_view_stride=False)``
+    one matrix access (any object with these attributes is accepted, e.g. ``vkcoop.fuzz.FuzzCase``).
+``encode_records(cases) -> np.ndarray`` uint32 (n, RECORD_WORDS): the shader's input records.
+``PortableRunner(device)`` (context manager; ``device`` a :class:`vkcoop.vk.Device` or None to open
+    the default one): ``run(cases) -> AddressingResult`` dispatches them (chunked) and reads back.
+``AddressingResult``: ``indices`` int64 (n, E), ``status`` uint8 (n, E), ``block_coord`` and
+    ``coord_in_block`` int64 (n, E, 5), E = the largest rows*cols; element (r, c) of case k is
+    ``[k, r * cols + c]``; -1 wherever the status is not IN_BOUNDS, 0 for coordinates >= LDim.
+    ``case(k, rows, cols) -> IndexMap`` gives one case in :func:`vkcoop.tensor.index_map`'s form.
+``reference_arrays(case) -> (indices, status, block_coord, coord_in_block)`` the reference in the same
+    padded form (for vectorized comparison).
+``demo(device=None, *, cases=2000, seed=0, progress=False) -> dict``: the showcase cases of
+    :data:`SHOWCASE` plus ``cases`` random fuzz cases (``vkcoop.fuzz.generate``), dispatched and compared with
+    the reference; returns ``{"device", "cases", "mismatches", "seconds", "cases_per_s", "showcase":
+    [{"name", "ok"}...], "first_mismatch"}``. ``vkcoop demo`` (the CLI) calls it.
+"""
+from __future__ import annotations
+
+import time
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from .tensor import ClampMode, ElementStatus, IndexMap, TensorLayout, TensorView, index_map
+
+SHADER = "portable/tensor_addressing.comp"
+RECORD_WORDS = 64
+OUT_WORDS = 12
+MAX_DIM = 5
+# Record word offsets (mirrored by the shader's R_* defines).
+R_LDIM, R_MODE, R_OP, R_ROWS, R_COLS, R_CLAMP_VALUE, R_FLAGS, R_VDIM = range(8)
+R_BLOCK, R_DIM, R_STRIDE, R_OFFSET, R_SPAN = 8, 13, 18, 23, 28
+R_PERM, R_VIEW_DIM, R_VIEW_STRIDE, R_CLIP = 33, 38, 43, 48
+FLAG_VIEW, FLAG_HAS_DIMENSIONS, FLAG_EXPLICIT_STRIDE, FLAG_EXPLICIT_VIEW_STRIDE = 1, 2, 4, 8
+# Keep one dispatch's output below this many bytes (lavapipe and readback friendly).
+_MAX_OUTPUT_BYTES = 192 << 20
+_MAX_GROUPS = 65535
+
+
+class AddressingCase(NamedTuple):
+    """One matrix access: ``rows x cols`` elements through ``layout`` (and ``view``), a load or a store.
+    ``explicit_stride`` / ``explicit_view_stride`` say whether the GLSL calls setTensorLayoutStrideNV /
+    setTensorViewStrideNV (the state is the same either way; hardware shaders use the flags)."""
+    layout: TensorLayout
+    rows: int
+    cols: int
+    view: TensorView | None = None
+    op: str = "load"
+    explicit_stride: bool = False
+    explicit_view_stride: bool = False
+
+
+class PortableInputError(ValueError):
+    """A case the portable shader cannot take (names the case and the parameter)."""
+
+
+def _check_case(k: int, case) -> None:
+    if case.op not in ("load", "store"):
+        raise PortableInputError(f"case {k}: op must be 'load' or 'store', got {case.op!r}")
+    for name in ("rows", "cols"):
+        value = getattr(case, name)
+        if not isinstance(value, (int, np.integer)) or not 1 <= value <= 1 << 16:
+            raise PortableInputError(f"case {k}: {name} must be an int in 1..65536, got {value!r}")
+    if case.rows * case.cols > 1 << 20:
+        raise PortableInputError(f"case {k}: rows * cols = {case.rows * case.cols} exceeds 2^20 elements")
+    if not isinstance(case.layout, TensorLayout):
+        raise PortableInputError(f"case {k}: layout must be a vkcoop.tensor.TensorLayout")
+    if any(s == 0 for s in case.layout.span):
+        raise PortableInputError(f"case {k}: layout span {case.layout.span} has a zero (set_dimension/slice first)")
+    view = case.view
+    if view is not None:
+        if not isinstance(view, TensorView):
+            raise PortableInputError(f"case {k}: view must be a vkcoop.tensor.TensorView or None")
+        if not view.has_dimensions and view.dim != case.layout.dim:
+            raise PortableInputError(f"case {k}: view dim {view.dim} must equal layout dim {case.layout.dim} "
+                                     f"when has_dimensions is False")
+        if view.has_dimensions and any(d == 0 for d in view.view_dimension):
+            raise PortableInputError(f"case {k}: view_dimension {view.view_dimension} has a zero")
+
+
+def encode_records(cases: Sequence) -> np.ndarray:
+    """The shader's input: one uint32 record of RECORD_WORDS words per case (layout shown in the shader)."""
+    records = np.zeros((len(cases), RECORD_WORDS), dtype=np.uint32)
+    for k, case in enumerate(cases):
+        _check_case(k, case)
+        t, v = case.layout, case.view
+        w = records[k]
+        n = t.dim
+        w[R_LDIM], w[R_MODE], w[R_OP] = n, int(t.clamp_mode), int(case.op == "store")
+        w[R_ROWS], w[R_COLS], w[R_CLAMP_VALUE] = case.rows, case.cols, t.clamp_value
+        flags = FLAG_EXPLICIT_STRIDE if getattr(case, "explicit_stride", False) else 0
+        w[R_BLOCK:R_BLOCK + n] = t.block_size
+        w[R_DIM:R_DIM + n] = t.layout_dimension
+        w[R_STRIDE:R_STRIDE + n] = t.stride
+        w[R_OFFSET:R_OFFSET + n] = [o & 0xFFFFFFFF for o in t.offset]
+        w[R_SPAN:R_SPAN + n] = t.span
+        if v is not None:
+            flags |= FLAG_VIEW | (FLAG_HAS_DIMENSIONS if v.has_dimensions else 0)
+            if getattr(case, "explicit_view_stride", False):
+                flags |= FLAG_EXPLICIT_VIEW_STRIDE
+            w[R_VDIM] = v.dim
+            w[R_PERM:R_PERM + v.dim] = v.permutation
+            w[R_VIEW_DIM:R_VIEW_DIM + v.dim] = v.view_dimension
+            w[R_VIEW_STRIDE:R_VIEW_STRIDE + v.dim] = v.view_stride
+            w[R_CLIP:R_CLIP + 4] = (v.clip_row_offset, v.clip_row_span, v.clip_col_offset, v.clip_col_span)
+        w[R_FLAGS] = flags
+    return records
+
+
+class AddressingResult(NamedTuple):
+    """Per-case, per-element results, padded to the largest matrix (see the module docstring)."""
+    indices: np.ndarray
+    status: np.ndarray
+    block_coord: np.ndarray
+    coord_in_block: np.ndarray
+
+    def case(self, k: int, rows: int, cols: int, ldim: int) -> IndexMap:
+        """Case k as an :class:`vkcoop.tensor.IndexMap` (shape rows x cols, LDim coordinates)."""
+        e = rows * cols
+        return IndexMap(self.indices[k, :e].reshape(rows, cols), self.status[k, :e].reshape(rows, cols),
+                        self.block_coord[k, :e, :ldim].reshape(rows, cols, ldim),
+                        self.coord_in_block[k, :e, :ldim].reshape(rows, cols, ldim))
+
+
+def reference_arrays(case, elements: int | None = None):
+    """vkcoop.tensor.index_map of ``case`` flattened and padded like :class:`AddressingResult`'s rows:
+    (indices int64 (E,), status uint8 (E,), block_coord int64 (E, 5), coord_in_block int64 (E, 5));
+    padding elements get status 255."""
+    e = case.rows * case.cols
+    elements = e if elements is None else elements
+    m = index_map(case.layout, case.rows, case.cols, case.view, case.op)
+    indices = np.full(elements, -1, dtype=np.int64)
+    status = np.full(elements, 255, dtype=np.uint8)
+    block = np.full((elements, MAX_DIM), -1, dtype=np.int64)
+    inblock = np.full((elements, MAX_DIM), -1, dtype=np.int64)
+    indices[:e] = m.indices.reshape(-1)
+    status[:e] = m.status.reshape(-1)
+    n = case.layout.dim
+    valid = status[:e] == ElementStatus.IN_BOUNDS
+    block[:e, :n] = m.block_coord.reshape(e, n)
+    inblock[:e, :n] = m.coord_in_block.reshape(e, n)
+    block[:e, n:] = np.where(valid, 0, -1)[:, None]
+    inblock[:e, n:] = np.where(valid, 0, -1)[:, None]
+    return indices, status, block, inblock
+
+
+class PortableRunner:
+    """Dispatches cases through the portable shader on one Vulkan device (opened here if ``device`` is None)."""
+
+    def __init__(self, device=None):
+        import spirv_tools
+
+        from . import vk
+        from .paths import shader_path
+        self._owns_device = device is None or not isinstance(device, vk.Device)
+        # maintenance4: vkcoop.vk asks for it whenever reflection reports local_size_spec_ids, which it
+        # does (all None) even for a literal local_size; every Vulkan 1.3 device has the feature.
+        self.device = vk.Device(device, features=["maintenance4"]) if self._owns_device else device
+        try:
+            spirv = spirv_tools.compile(path=shader_path(SHADER), target_env="vulkan1.2")
+            self.pipeline = self.device.pipeline(spirv, name="portable-tensor-addressing")
+        except BaseException:
+            self.close()
+            raise
+        self.gpu_ns = 0.0
+
+    def run(self, cases: Sequence) -> AddressingResult:
+        """Dispatch ``cases`` (a workgroup each; chunked to bound memory) and read the results back."""
+        if not cases:
+            raise PortableInputError("cases is empty")
+        records = encode_records(cases)
+        elements = int(max(c.rows * c.cols for c in cases))
+        per_case = elements * OUT_WORDS * 4
+        chunk = max(1, min(_MAX_GROUPS, _MAX_OUTPUT_BYTES // per_case))
+        n = len(cases)
+        indices = np.empty((n, elements), dtype=np.int64)
+        status = np.empty((n, elements), dtype=np.uint8)
+        block = np.empty((n, elements, MAX_DIM), dtype=np.int64)
+        inblock = np.empty((n, elements, MAX_DIM), dtype=np.int64)
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
+            raw = self._dispatch(records[start:stop], elements).reshape(stop - start, elements, OUT_WORDS)
+            st = raw[:, :, 1]
+            valid = st == ElementStatus.IN_BOUNDS
+            # Padding elements (beyond a case's rows*cols) were never written: mark them 255.
+            counts = (records[start:stop, R_ROWS].astype(np.int64) * records[start:stop, R_COLS])
+            pad = np.arange(elements)[None, :] >= counts[:, None]
+            status[start:stop] = np.where(pad, 255, st).astype(np.uint8)
+            indices[start:stop] = np.where(valid & ~pad, raw[:, :, 0].astype(np.int64), -1)
+            keep = (valid & ~pad)[:, :, None]
+            block[start:stop] = np.where(keep, raw[:, :, 2:7].astype(np.int64), -1)
+            inblock[start:stop] = np.where(keep, raw[:, :, 7:12].astype(np.int64), -1)
+        return AddressingResult(indices, status, block, inblock)
+
+    def _dispatch(self, records: np.ndarray, elements: int) -> np.ndarray:
+        count = len(records)
+        with self.device.upload(np.ascontiguousarray(records), name="portable-records") as record_buffer, \
+                self.device.empty(count * elements * OUT_WORDS, np.uint32, name="portable-results") as out:
+            self.gpu_ns += self.device.run(self.pipeline, [record_buffer, out], (count, 1, 1),
+                                           push=(count, elements))
+            return out.read()
+
+    def close(self):
+        pipeline = getattr(self, "pipeline", None)
+        if pipeline is not None and not self._owns_device:
+            pipeline.close()
+        self.pipeline = None
+        if self._owns_device and getattr(self, "device", None) is not None:
+            self.device.close()
+        self.device = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# --------------------------------------------------------------------------- demo
+
+def _showcase() -> list[tuple[str, AddressingCase]]:
+    """Hand-picked cases that exercise each part of the addressing (names say what)."""
+    L = TensorLayout.create
+    V = TensorView.create
+    shows = [
+        ("row-major 2-D slice", AddressingCase(L(2, ClampMode.Constant).set_dimension(40, 30).slice((3, 5), (16, 16)),
+                                               16, 16)),
+        ("transposed view (column-major source)",
+         AddressingCase(L(2, ClampMode.Constant).set_dimension(16, 16), 16, 16, V(2, False, (1, 0)))),
+        ("negative offset, ClampToEdge", AddressingCase(L(2, ClampMode.ClampToEdge).set_dimension(9, 7)
+                                                        .slice((-4, -3), (16, 16)), 16, 16)),
+        ("Repeat far out of bounds", AddressingCase(L(2, ClampMode.Repeat).set_dimension(5, 3)
+                                                    .slice((-1000, 7), (16, 16)), 16, 16)),
+        ("MirrorRepeat, L = 1 and L = 4", AddressingCase(L(2, ClampMode.MirrorRepeat).set_dimension(1, 4)
+                                                         .slice((-2, -6), (16, 16)), 16, 16)),
+        ("store discards out of bounds", AddressingCase(L(2, ClampMode.Constant).set_dimension(10, 10)
+                                                        .slice((-3, 4), (16, 16)), 16, 16, op="store")),
+        ("blocks of 2x4 (decode coordinates)", AddressingCase(L(2, ClampMode.Constant).set_block_size(2, 4)
+                                                              .set_dimension(16, 32), 16, 16)),
+        ("3-D permuted view", AddressingCase(L(3, ClampMode.Constant).set_dimension(4, 4, 16), 16, 16,
+                                             V(3, False, (2, 0, 1)))),
+        ("4-D tile swizzle of a 2-D layout", AddressingCase(L(2, ClampMode.Constant).set_dimension(16, 16), 16, 16,
+                                                            V(4, True, (0, 2, 1, 3)).set_dimensions(4, 4, 4, 4))),
+        ("clip with default span and an offset", AddressingCase(L(2, ClampMode.Constant).set_dimension(16, 16), 16, 16,
+                                                                V(2, False).set_clip(3, 0xFFFFFFFF, 2, 0xFFFFFFFF))),
+        ("5-D layout, uint32 stride wraparound",
+         AddressingCase(L(5, ClampMode.Repeat).set_dimension(2, 3, 2, 3, 4).set_stride(0xFFFFFFFF, 7, 1, 100, 1)
+                        .slice((-1, 0, 1, -2, 3), (2, 3, 2, 3, 4)), 16, 16)),
+    ]
+    return shows
+
+
+SHOWCASE = [name for name, _ in _showcase()]
+
+
+def _case_matches(result: AddressingResult, k: int, case) -> bool:
+    indices, status, block, inblock = reference_arrays(case, result.indices.shape[1])
+    return bool(np.array_equal(indices, result.indices[k]) and np.array_equal(status, result.status[k])
+                and np.array_equal(block, result.block_coord[k]) and np.array_equal(inblock, result.coord_in_block[k]))
+
+
+def demo(device=None, *, cases: int = 2000, seed: int = 0, progress: bool = False) -> dict:
+    """Dispatch the showcase and ``cases`` random fuzz cases through the portable shader on ``device``
+    (a vkcoop.vk.Device, an index/name, or None for the default) and compare with vkcoop.tensor."""
+    from .fuzz import run as fuzz_run
+    started = time.perf_counter()
+    named = _showcase()
+    with PortableRunner(device) as runner:
+        result = runner.run([case for _, case in named])
+        showcase = [{"name": name, "ok": _case_matches(result, k, case)} for k, (name, case) in enumerate(named)]
+        report = None
+        if cases:
+            report = fuzz_run(cases=cases, seed=seed, target="portable", progress=progress,
+                              device=runner.device, shrink=True)
+        device_name = runner.device.physical.name
+    mismatches = sum(not s["ok"] for s in showcase) + (report.mismatch_count if report else 0)
+    total = len(named) + (cases or 0)
+    seconds = time.perf_counter() - started
+    first = None
+    if report and report.mismatches:
+        first = report.mismatches[0].to_json()
+    return {"device": device_name, "cases": total, "mismatches": mismatches, "seconds": round(seconds, 3),
+            "cases_per_s": round(total / seconds, 1), "showcase": showcase, "first_mismatch": first}
