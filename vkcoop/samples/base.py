@@ -506,6 +506,12 @@ CAPABILITY_FEATURES = {
     "CooperativeMatrixConversionsNV": "cooperativeMatrixConversions",
     "CooperativeMatrixPerElementOperationsNV": "cooperativeMatrixPerElementOperations",
     "CooperativeMatrixBlockLoadsNV": "cooperativeMatrixBlockLoads",
+    # Newer SPIR-V grammars name some of these by their EXT aliases (same enumerant values).
+    "CooperativeMatrixReductionsEXT": "cooperativeMatrixReductions",
+    "CooperativeMatrixConversionsEXT": "cooperativeMatrixConversions",
+    "CooperativeMatrixPerElementOperationsEXT": "cooperativeMatrixPerElementOperations",
+    "CooperativeMatrixTensorAddressingEXT": "cooperativeMatrixTensorAddressing",
+    "CooperativeMatrixBlockLoadsEXT": "cooperativeMatrixBlockLoads",
     "BFloat16TypeKHR": "shaderBFloat16Type", "BFloat16CooperativeMatrixKHR": "shaderBFloat16CooperativeMatrix",
     "BFloat16DotProductKHR": "shaderBFloat16DotProduct",
 }

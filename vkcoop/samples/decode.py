@@ -225,7 +225,8 @@ class DecodeFunctions(Sample):
     name = "decode"
     description = ("decode functions: Q8_0- and Q4_0-like blocks, int4 nibbles, fp8 E4M3/E5M2 to fp16, "
                    "blockCoord/coordInBlock for 2-D and 3-D blocks, Constant clamp around block loads")
-    requires = COOPMAT2_BASE + INT8 + Requirements(features=("cooperativeMatrixBlockLoads", "bufferDeviceAddress"))
+    requires = COOPMAT2_BASE + INT8 + Requirements(features=("cooperativeMatrixBlockLoads", "bufferDeviceAddress",
+                                                             "shaderInt16"))
     order = 30
 
     def cases(self, caps: DeviceCaps) -> list[Case]:

@@ -141,9 +141,11 @@ def layouts_2d(mode: ClampMode, rows: int, cols: int, element: str) -> dict[str,
                                            spans=(rows, cols)),
         }
     height, width = max(rows - 5, 3), max(cols - 6, 3)
-    # Far enough out that Repeat/MirrorRepeat wrap more than one period (remainders of negative c too).
+    # The remapping modes start far enough out to wrap more than one period (remainders of negative c);
+    # Constant starts just outside so the slice still overlaps the tensor.
+    first_row = -2 if mode == ClampMode.Constant else -2 * height - 1
     return {
-        "negative-offsets": LayoutRecipe((height, width), mode, offsets=(-2 * height - 1, -3), spans=(rows, cols),
+        "negative-offsets": LayoutRecipe((height, width), mode, offsets=(first_row, -3), spans=(rows, cols),
                                          clamp_value=clamp),
         "strided-far-edge": LayoutRecipe((height, width), mode, stride=(width + 9, 1), offsets=(2, width // 2),
                                          spans=(rows, cols), clamp_value=clamp),
