@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up vkcoop on a fresh Debian 12 machine (or anything with apt, python3 >= 3.10 and dpkg):
-#   1. system packages: the Vulkan loader and lavapipe (Mesa's CPU Vulkan) for the portable samples and tests;
+#   1. system packages: the Vulkan loader, lavapipe (Mesa's CPU Vulkan) and the validation layers, for the
+#      portable port and the runtime tests;
 #   2. a virtual environment in .venv with vkcoop installed (editable) with its dev and plot extras;
 #   3. the shader toolchain: a VULKAN_SDK or capable tools on PATH are used as they are; otherwise a private
 #      prefix of newer Debian packages is unpacked into .toolchain/ (nothing system-wide; the system libc is untouched).
@@ -11,6 +12,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 dpkg -s libvulkan1 >/dev/null 2>&1 || need_apt+=(libvulkan1)
 dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
+dpkg -s vulkan-validationlayers >/dev/null 2>&1 || need_apt+=(vulkan-validationlayers)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
