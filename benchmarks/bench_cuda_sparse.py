@@ -77,8 +77,11 @@ def _paths(all_configs: bool, selected: set[str]):
         if key not in selected:
             continue
         configs = list(cls.CONFIGS) if all_configs else ["auto"]
+        if all_configs:
+            configs += list(getattr(cls, "DIAGNOSTIC_CONFIGS", ()))
         for cfg in configs:
-            out.append((f"{cls.name}[{cfg}]", cls(cfg)))
+            label = cfg if isinstance(cfg, str) else cfg.kernel_name("float16").replace("_f16", "")
+            out.append((f"{cls.name}[{label}]", cls(cfg)))
     return out
 
 

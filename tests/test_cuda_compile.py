@@ -36,8 +36,8 @@ def test_launcher_kernel_names_exist_in_cubins(tmp_path):
         out = tmp_path / f"{stem}.cubin"
         build.nvcc_compile(build.KERNEL_DIR / f"{stem}.cu", out)
         data = out.read_bytes()
-        for cfg in path_cls.CONFIGS.values():
-            for dtype in ("float16", "bfloat16"):
+        for cfg in [*path_cls.CONFIGS.values(), *getattr(path_cls, "DIAGNOSTIC_CONFIGS", ())]:
+            for dtype in ("float16",) if getattr(cfg, "fp16_only", False) else ("float16", "bfloat16"):
                 assert cfg.kernel_name(dtype).encode() in data, (stem, cfg)
 
 

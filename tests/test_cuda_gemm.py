@@ -57,6 +57,9 @@ def _problem(m, n, k, dtype_name, seed=0):
     (MmaSpGemm, "128x256", (128, 512, 512)),
     (MmaSpGemm, "256x128", (512, 128, 256)),
     (MmaSpGemm, "64x16", (128, 32, 1024)),
+    (MmaSpGemm, "128x128k128", (256, 128, 1024)),
+    (MmaSpGemm, "128x256k128", (128, 256, 640)),
+    (MmaSpGemm, "256x128k128", (256, 256, 512)),
     (WgmmaSpGemm, "128x256", (256, 512, 1024)),
     (WgmmaSpGemm, "128x128", (128, 256, 768)),
     (WgmmaSpGemm, "64x16", (192, 16, 1024)),
@@ -105,3 +108,30 @@ def test_bad_operands_raise_before_launch():
         WgmmaSpGemm("128x128").bind(a, b[:, :48])
     with pytest.raises(TypeError, match="DeviceSparse"):
         path.bind(a.dense, b)
+
+
+def _error_locality(c, ref, bm, bn) -> str:
+    """Where wrong results sit inside a CTA tile: fraction wrong per 16-row slab and per 8-column slab."""
+    wrong = (c.float() != ref.to(c.dtype).float()).cpu().numpy()
+    m, n = wrong.shape
+    tiles = wrong.reshape(m // bm, bm, n // bn, bn)
+    rows = tiles.mean(axis=(0, 2, 3)).reshape(bm // 16, 16).mean(axis=1)
+    cols = tiles.mean(axis=(0, 1, 2)).reshape(bn // 8, 8).mean(axis=1)
+    return (f"wrong per 16-row slab: {np.round(rows, 2).tolist()}; "
+            f"per 8-col slab: {np.round(cols, 2).tolist()}")
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("config", WgmmaSpGemm.DIAGNOSTIC_CONFIGS, ids=lambda c: c.kernel_name("float16"))
+def test_wgmma_variants_bit_exact(config):
+    """Extra wgmma.sp instantiations (BN x consumer warpgroups x setmaxnreg) that localise layout bugs."""
+    import torch
+    from vkcoop.cuda import compare, reference
+    m, n, k = 2 * config.bm, 2 * config.bn, 512
+    a, b = _problem(m, n, k, "float16", seed=11)
+    c = WgmmaSpGemm(config).bind(a, b)()
+    torch.cuda.synchronize()
+    ref = reference(a, b)
+    stats = compare(c, ref)
+    assert stats["exact_fraction"] == 1.0, (stats, _error_locality(c, ref, config.bm, config.bn))

@@ -141,6 +141,7 @@ class MmaSpConfig:
     warps_m: int
     warps_n: int
     stages: int
+    bk: int = 64  # dense K per pipeline stage (64 or 128)
 
     @property
     def threads(self) -> int:
@@ -148,17 +149,20 @@ class MmaSpConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * (self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128)
+        return self.stages * (self.bm * self.bk + self.bn * self.bk * 2
+                              + (self.bm // 16) * (self.bk // 64) * 128)
 
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
-        return (f"mma_sp_{short}_{self.bm}x{self.bn}_{self.warps_m}x{self.warps_n}_s{self.stages}")
+        return (f"mma_sp_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}"
+                f"_s{self.stages}")
 
 
 class MmaSpGemm:
     """``mma.sp::ordered_metadata`` m16n8k32 kernel (kernels/mma_sp.cu).
 
-    Needs ``M % bm == 0``, ``N % bn == 0``, ``K % 64 == 0`` for the chosen tile.
+    Needs ``M % bm == 0``, ``N % bn == 0``, ``K % bk == 0`` for the chosen tile
+    (``bk`` = 64 or 128, the dense K of one pipeline stage).
     """
 
     name = "mma.sp"
@@ -166,18 +170,25 @@ class MmaSpGemm:
         "128x128": MmaSpConfig(128, 128, 2, 2, 4),
         "128x256": MmaSpConfig(128, 256, 2, 4, 3),
         "256x128": MmaSpConfig(256, 128, 4, 2, 3),
+        "128x128k128": MmaSpConfig(128, 128, 2, 2, 3, bk=128),
+        "128x256k128": MmaSpConfig(128, 256, 2, 4, 2, bk=128),
+        "256x128k128": MmaSpConfig(256, 128, 4, 2, 3, bk=128),
         "64x16": MmaSpConfig(64, 16, 4, 1, 6),
     }
+    AUTO_ORDER = ("128x128", "64x16")
 
-    def __init__(self, config: str = "auto"):
-        if config != "auto" and config not in self.CONFIGS:
-            raise ValueError(f"unknown mma.sp config {config!r}; choose auto or {sorted(self.CONFIGS)}")
+    def __init__(self, config="auto"):
+        if not (config == "auto" or config in self.CONFIGS
+                or type(config).__name__.endswith("Config")):
+            raise ValueError(f"unknown {self.name} config {config!r}; choose auto or {sorted(self.CONFIGS)}")
         self.config = config
 
-    def _pick(self, m: int, n: int) -> MmaSpConfig:
+    def _pick(self, m: int, n: int):
+        if not isinstance(self.config, str):
+            return self.config
         if self.config != "auto":
             return self.CONFIGS[self.config]
-        for key in ("128x256", "128x128", "64x16"):
+        for key in self.AUTO_ORDER:
             cfg = self.CONFIGS[key]
             if m % cfg.bm == 0 and n % cfg.bn == 0:
                 return cfg
@@ -187,8 +198,11 @@ class MmaSpGemm:
         if _dtype_name(dtype) not in SUPPORTED:
             return False, f"dtype {_dtype_name(dtype)} unsupported (fp16, bf16 only)"
         cfg = self._pick(m, n)
+        if getattr(cfg, "fp16_only", False) and _dtype_name(dtype) != "float16":
+            return False, f"{cfg.kernel_name('float16')} is instantiated for fp16 only"
+        bk = getattr(cfg, "bk", 64)
         problems = [f"{name}={v} is not a multiple of {req}"
-                    for name, v, req in (("M", m, cfg.bm), ("N", n, cfg.bn), ("K", k, 64)) if v % req]
+                    for name, v, req in (("M", m, cfg.bm), ("N", n, cfg.bn), ("K", k, bk)) if v % req]
         if problems:
             return False, f"{self.name} tile {cfg.bm}x{cfg.bn}: " + "; ".join(problems)
         return True, f"tile {cfg.bm}x{cfg.bn}, {cfg.stages} stages"
@@ -227,6 +241,8 @@ class WgmmaSpConfig:
     bn: int
     consumers: int
     stages: int
+    setmaxnreg: bool = True  # rebalance registers from producer to consumer warpgroups
+    fp16_only: bool = False  # diagnostic instantiations exist for fp16 only
 
     @property
     def bm(self) -> int:
@@ -244,7 +260,8 @@ class WgmmaSpConfig:
 
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
-        return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}"
+        suffix = "" if self.setmaxnreg else "_nr"
+        return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
 
 class WgmmaSpGemm:
@@ -259,21 +276,16 @@ class WgmmaSpGemm:
         "128x128": WgmmaSpConfig(128, 2, 6),
         "64x16": WgmmaSpConfig(16, 1, 8),
     }
+    AUTO_ORDER = ("128x256", "128x128", "64x16")
+    #: extra instantiations in wgmma_sp.cu (fp16 only) used to localise problems
+    DIAGNOSTIC_CONFIGS = tuple(
+        WgmmaSpConfig(bn, cons, st, setmaxnreg=nreg, fp16_only=True)
+        for bn, cons, st, nreg in ((16, 2, 8, True), (64, 1, 8, True), (128, 1, 6, True),
+                                   (256, 1, 4, True), (64, 2, 8, True), (128, 2, 6, False),
+                                   (256, 2, 4, False)))
 
-    def __init__(self, config: str = "auto"):
-        if config != "auto" and config not in self.CONFIGS:
-            raise ValueError(f"unknown wgmma.sp config {config!r}; choose auto or {sorted(self.CONFIGS)}")
-        self.config = config
-
-    def _pick(self, m: int, n: int) -> WgmmaSpConfig:
-        if self.config != "auto":
-            return self.CONFIGS[self.config]
-        for key in ("128x256", "128x128", "64x16"):
-            cfg = self.CONFIGS[key]
-            if m % cfg.bm == 0 and n % cfg.bn == 0:
-                return cfg
-        return self.CONFIGS["64x16"]
-
+    __init__ = MmaSpGemm.__init__
+    _pick = MmaSpGemm._pick
     supports = MmaSpGemm.supports
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:

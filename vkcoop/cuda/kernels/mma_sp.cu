@@ -20,12 +20,8 @@
 
 namespace mma_sp {
 
-constexpr int BK = 64;            // dense K per pipeline stage
-constexpr int A_ROW_BYTES = 64;   // BK/2 compressed halves
-constexpr int B_ROW_BYTES = 128;  // BK halves
-
 VK_DEVICE void cp_async16(u32 dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 VK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -36,19 +32,17 @@ VK_DEVICE void ldmatrix_x4(u32 (&r)[4], u32 addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
-VK_DEVICE void ldmatrix_x2(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
-}
 
-// Swizzled byte offsets: 16-byte chunk index XOR a few row bits, so the eight
-// row addresses of one ldmatrix phase hit eight different bank groups.
-VK_DEVICE u32 a_offset(int row, int chunk) {  // 4 chunks per 64-byte row
-  return row * A_ROW_BYTES + ((chunk ^ ((row >> 1) & 3)) << 4);
-}
-VK_DEVICE u32 b_offset(int row, int chunk) {  // 8 chunks per 128-byte row
-  return row * B_ROW_BYTES + ((chunk ^ (row & 7)) << 4);
+// Swizzled byte offset of 16-byte chunk `chunk` in row `row` of a tile whose rows
+// are CHUNKS x 16 bytes: the chunk index is XORed with row bits so the eight row
+// addresses of one ldmatrix phase land in eight different 16-byte bank groups.
+template <int CHUNKS>
+VK_DEVICE u32 swizzled(int row, int chunk) {
+  if constexpr (CHUNKS == 4) {
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);  // two 64-byte rows per 128 bytes
+  } else {
+    return row * (CHUNKS * 16) + ((chunk ^ (row & 7)) << 4);
+  }
 }
 
 template <bool kBf16, int SEL>
@@ -70,42 +64,46 @@ VK_DEVICE void mma_sp_16832(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4],
   }
 }
 
-template <bool kBf16, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+// BK: dense K per pipeline stage (64 or 128) = BK/32 k32 MMA steps sharing
+// BK/64 metadata registers (selector 0 then 1 on each).
+template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 struct Kernel {
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   static constexpr int MT = WM / 16, NT = WN / 8;
-  static constexpr int A_STAGE = BM * A_ROW_BYTES;
-  static constexpr int B_STAGE = BN * B_ROW_BYTES;
-  static constexpr int M_STAGE = (BM / 16) * 32 * 4;  // one 32-lane word block per 16 rows
+  static constexpr int KSTEPS = BK / 32, KBLOCKS = BK / 64;
+  static constexpr int A_CHUNKS = BK / 16;  // 16-byte chunks per compressed A row (BK/2 halves)
+  static constexpr int B_CHUNKS = BK / 8;   // per B^T row (BK halves)
+  static constexpr int A_STAGE = BM * A_CHUNKS * 16;
+  static constexpr int B_STAGE = BN * B_CHUNKS * 16;
+  static constexpr int M_STAGE = (BM / 16) * KBLOCKS * 32 * 4;
   static constexpr int STAGE_BYTES = A_STAGE + B_STAGE + M_STAGE;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
+  static_assert(BK == 64 || BK == 128, "BK must be 64 or 128");
   static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tile must be a multiple of m16n8");
-  static_assert((BM * 4) % THREADS == 0 || BM * 4 < THREADS, "A copy split");
 
   static VK_DEVICE void load_stage(u32 stage_base, const u16* a_values, const u32* a_meta,
                                    const u16* b_t, int m0, int n0, int kt, int K, int tid) {
     const int half_k = K / 2;
-    // A: BM rows x 4 chunks of 16 bytes
-    for (int i = tid; i < BM * 4; i += THREADS) {
-      const int row = i >> 2, chunk = i & 3;
-      cp_async16(stage_base + a_offset(row, chunk),
+    for (int i = tid; i < BM * A_CHUNKS; i += THREADS) {
+      const int row = i / A_CHUNKS, chunk = i % A_CHUNKS;
+      cp_async16(stage_base + swizzled<A_CHUNKS>(row, chunk),
                  a_values + (size_t)(m0 + row) * half_k + kt * (BK / 2) + chunk * 8);
     }
-    // B^T: BN rows x 8 chunks
     const u32 b_base = stage_base + A_STAGE;
-    for (int i = tid; i < BN * 8; i += THREADS) {
-      const int row = i >> 3, chunk = i & 7;
-      cp_async16(b_base + b_offset(row, chunk),
+    for (int i = tid; i < BN * B_CHUNKS; i += THREADS) {
+      const int row = i / B_CHUNKS, chunk = i % B_CHUNKS;
+      cp_async16(b_base + swizzled<B_CHUNKS>(row, chunk),
                  b_t + (size_t)(n0 + row) * K + kt * BK + chunk * 8);
     }
-    // metadata: BM/16 blocks of 32 words (128 bytes = 8 chunks) each
+    // metadata: per 16-row block, KBLOCKS consecutive 32-word lane blocks (contiguous in global)
     const u32 m_base = b_base + B_STAGE;
-    const int k_blocks = K / BK;
-    for (int i = tid; i < (BM / 16) * 8; i += THREADS) {
-      const int block = i >> 3, chunk = i & 7;
-      cp_async16(m_base + block * 128 + chunk * 16,
-                 a_meta + ((size_t)(m0 / 16 + block) * k_blocks + kt) * 32 + chunk * 4);
+    const int k_blocks = K / 64;
+    constexpr int CHUNKS_PER_BLOCK = KBLOCKS * 8;
+    for (int i = tid; i < (BM / 16) * CHUNKS_PER_BLOCK; i += THREADS) {
+      const int block = i / CHUNKS_PER_BLOCK, chunk = i % CHUNKS_PER_BLOCK;
+      cp_async16(m_base + block * CHUNKS_PER_BLOCK * 16 + chunk * 16,
+                 a_meta + ((size_t)(m0 / 16 + block) * k_blocks + kt * KBLOCKS) * 32 + chunk * 4);
     }
   }
 
@@ -130,7 +128,6 @@ struct Kernel {
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-    // Prologue: fill STAGES-1 slices.
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < k_tiles) load_stage(smem_base + s * STAGE_BYTES, a_values, a_meta, b_t, m0, n0, s, K, tid);
@@ -151,32 +148,35 @@ struct Kernel {
       const u32* meta_stage =
           reinterpret_cast<const u32*>(smem + (kt % STAGES) * STAGE_BYTES + A_STAGE + B_STAGE);
 
-      u32 meta[MT];
+      u32 meta[MT][KBLOCKS];
 #pragma unroll
-      for (int i = 0; i < MT; ++i) meta[i] = meta_stage[(warp_m * MT + i) * 32 + lane];
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int kb = 0; kb < KBLOCKS; ++kb)
+          meta[i][kb] = meta_stage[((warp_m * MT + i) * KBLOCKS + kb) * 32 + lane];
 
 #pragma unroll
-      for (int ks = 0; ks < 2; ++ks) {
+      for (int ks = 0; ks < KSTEPS; ++ks) {
         u32 a_frag[MT][4];
         u32 b_frag[NT][4];
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
           const int row = warp_m * WM + i * 16 + (lane & 15);
-          ldmatrix_x4(a_frag[i], stage + a_offset(row, ks * 2 + (lane >> 4)));
+          ldmatrix_x4(a_frag[i], stage + swizzled<A_CHUNKS>(row, ks * 2 + (lane >> 4)));
         }
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           const int row = warp_n * WN + j * 8 + (lane & 7);
-          ldmatrix_x4(b_frag[j], b_stage + b_offset(row, ks * 4 + (lane >> 3)));
+          ldmatrix_x4(b_frag[j], b_stage + swizzled<B_CHUNKS>(row, ks * 4 + (lane >> 3)));
         }
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
-            if (ks == 0)
-              mma_sp_16832<kBf16, 0>(acc[i][j], a_frag[i], b_frag[j], meta[i]);
+            if ((ks & 1) == 0)
+              mma_sp_16832<kBf16, 0>(acc[i][j], a_frag[i], b_frag[j], meta[i][ks >> 1]);
             else
-              mma_sp_16832<kBf16, 1>(acc[i][j], a_frag[i], b_frag[j], meta[i]);
+              mma_sp_16832<kBf16, 1>(acc[i][j], a_frag[i], b_frag[j], meta[i][ks >> 1]);
           }
       }
     }
@@ -200,17 +200,19 @@ struct Kernel {
 
 // One extern "C" entry point per (dtype, tile config).  The Python launcher
 // (vkcoop/cuda/gemm.py, MmaSpGemm.CONFIGS) knows these names and their shared-memory sizes.
-#define VK_MMA_SP_KERNEL(NAME, BF16, BM, BN, WM_, WN_, ST)                                     \
+#define VK_MMA_SP_KERNEL(NAME, BF16, BM, BN, BK, WM_, WN_, ST)                                 \
   extern "C" __global__ void __launch_bounds__(32 * WM_ * WN_)                                  \
       NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, int M, int N, int K) { \
-    mma_sp::Kernel<BF16, BM, BN, WM_, WN_, ST>::run(a_values, a_meta, b_t, c, M, N, K);         \
+    mma_sp::Kernel<BF16, BM, BN, BK, WM_, WN_, ST>::run(a_values, a_meta, b_t, c, M, N, K);     \
   }
+#define VK_MMA_SP_BOTH(BM, BN, BK, WM_, WN_, ST)                                                 \
+  VK_MMA_SP_KERNEL(mma_sp_f16_##BM##x##BN##_k##BK##_##WM_##x##WN_##_s##ST, false, BM, BN, BK, WM_, WN_, ST) \
+  VK_MMA_SP_KERNEL(mma_sp_bf16_##BM##x##BN##_k##BK##_##WM_##x##WN_##_s##ST, true, BM, BN, BK, WM_, WN_, ST)
 
-VK_MMA_SP_KERNEL(mma_sp_f16_128x128_2x2_s4, false, 128, 128, 2, 2, 4)
-VK_MMA_SP_KERNEL(mma_sp_bf16_128x128_2x2_s4, true, 128, 128, 2, 2, 4)
-VK_MMA_SP_KERNEL(mma_sp_f16_128x256_2x4_s3, false, 128, 256, 2, 4, 3)
-VK_MMA_SP_KERNEL(mma_sp_bf16_128x256_2x4_s3, true, 128, 256, 2, 4, 3)
-VK_MMA_SP_KERNEL(mma_sp_f16_256x128_4x2_s3, false, 256, 128, 4, 2, 3)
-VK_MMA_SP_KERNEL(mma_sp_bf16_256x128_4x2_s3, true, 256, 128, 4, 2, 3)
-VK_MMA_SP_KERNEL(mma_sp_f16_64x16_4x1_s6, false, 64, 16, 4, 1, 6)
-VK_MMA_SP_KERNEL(mma_sp_bf16_64x16_4x1_s6, true, 64, 16, 4, 1, 6)
+VK_MMA_SP_BOTH(128, 128, 64, 2, 2, 4)
+VK_MMA_SP_BOTH(128, 256, 64, 2, 4, 3)
+VK_MMA_SP_BOTH(256, 128, 64, 4, 2, 3)
+VK_MMA_SP_BOTH(128, 128, 128, 2, 2, 3)
+VK_MMA_SP_BOTH(128, 256, 128, 2, 4, 2)
+VK_MMA_SP_BOTH(256, 128, 128, 4, 2, 3)
+VK_MMA_SP_BOTH(64, 16, 64, 4, 1, 6)

@@ -81,7 +81,7 @@ VK_DEVICE void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <bool kBf16, int BN, int CONSUMERS, int STAGES>
+template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg>
 struct Kernel {
   static constexpr int BM = 64 * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -120,7 +120,7 @@ struct Kernel {
     __syncthreads();
 
     if (warpgroup == 0) {
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (tid == 0) {
         for (int kt = 0; kt < k_tiles; ++kt) {
           const int s = kt % STAGES;
@@ -136,7 +136,7 @@ struct Kernel {
       return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int consumer = warpgroup - 1;
     const int warp = (tid / 32) & 3, lane = tid & 31;
 
@@ -186,17 +186,26 @@ struct Kernel {
 
 // One extern "C" entry point per (dtype, BN, consumer warpgroups, stages); the
 // Python launcher (vkcoop/cuda/gemm.py, WgmmaSpGemm.CONFIGS) mirrors this table.
-#define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST)                                              \
+#define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST, NREG)                                        \
   extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
-      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                        \
-           const __grid_constant__ wgsp::TmaDesc tm_b,                                        \
-           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {      \
-    wgsp::Kernel<BF16, BN, CONS, ST>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                \
+      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
+           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
+           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
+    wgsp::Kernel<BF16, BN, CONS, ST, NREG>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);              \
   }
+#define VK_WGMMA_SP_BOTH(BN, CONS, ST)                                                           \
+  VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn##BN##_c##CONS##_s##ST, false, BN, CONS, ST, true)            \
+  VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn##BN##_c##CONS##_s##ST, true, BN, CONS, ST, true)
 
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s4, false, 256, 2, 4)
-VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn256_c2_s4, true, 256, 2, 4)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s6, false, 128, 2, 6)
-VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn128_c2_s6, true, 128, 2, 6)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn16_c1_s8, false, 16, 1, 8)
-VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn16_c1_s8, true, 16, 1, 8)
+VK_WGMMA_SP_BOTH(256, 2, 4)
+VK_WGMMA_SP_BOTH(128, 2, 6)
+VK_WGMMA_SP_BOTH(16, 1, 8)
+
+// Diagnostic variants (fp16 only), see WgmmaSpGemm.DIAGNOSTIC_CONFIGS.
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn16_c2_s8, false, 16, 2, 8, true)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c1_s8, false, 64, 1, 8, true)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c1_s6, false, 128, 1, 6, true)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s4, false, 256, 1, 4, true)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c2_s8, false, 64, 2, 8, true)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s6_nr, false, 128, 2, 6, false)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s4_nr, false, 256, 2, 4, false)
