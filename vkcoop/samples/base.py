@@ -599,6 +599,11 @@ class Sample:
                             validate=validate, instance=instance)
         except (vk.MissingFeatureError, vk.NoDeviceError, vk.LayerNotFoundError) as error:
             result.status, result.reason = "skip", str(error)
+            result.wall_time_s = time.perf_counter() - started
+            return result
+        except vk.VulkanError as error:  # e.g. the validation layer is listed but does not load
+            result.status, result.reason = "fail", f"device creation failed: {error}"
+            result.wall_time_s = time.perf_counter() - started
             return result
         with gpu:
             result.device = gpu.physical.name
