@@ -38,6 +38,9 @@ def main(argv=None) -> int:
               f"wall={result.wall_time_s:6.1f} s  {result.reason}", flush=True)
         for m in result.mismatches:
             print(f"      mismatch {m.case} {m.binding}{list(m.index)}: got {m.got!r}, expected {m.expected!r}")
+        for issue in result.known_issues:
+            state = f"reproduced ({issue['mismatches']} elements differ)" if issue["reproduced"] else "not reproduced"
+            print(f"      known issue {issue['case']}: {state}: {issue['issue'][:160]}")
         for message in result.validation_messages[:5]:
             print(f"      validation: {message[:400]}")
     counts = {status: sum(r.status == status for r in results) for status in ("pass", "fail", "skip")}

@@ -146,7 +146,7 @@ def as_upload_bytes(blocks: np.ndarray) -> np.ndarray:
 
 
 def decode_case(name: str, fmt: str, layout: LayoutRecipe, rows: int, cols: int,
-                blocks: np.ndarray | None = None) -> Case:
+                blocks: np.ndarray | None = None, known_issue: str | None = None) -> Case:
     """Load a rows x cols matrix through ``layout`` (which must carry the format's block size) with the
     format's decode function(s); expected from :func:`vkcoop.tensor.load` with the numpy decoders."""
     if fmt not in FORMATS:
@@ -170,7 +170,13 @@ def decode_case(name: str, fmt: str, layout: LayoutRecipe, rows: int, cols: int,
                 [Binding("records", records(layout)), Binding("blocks", as_upload_bytes(blocks)),
                  Binding("decoded", np.zeros_like(expected), expected=expected,
                          nan_equal=matrix_dtype.kind == "f")],
-                specialization={"ROWS": rows, "COLS": cols, "EXPLICIT_STRIDE": layout.explicit_stride})
+                specialization={"ROWS": rows, "COLS": cols, "EXPLICIT_STRIDE": layout.explicit_stride},
+                known_issue=known_issue)
+
+
+def packed_block_strides(layout: LayoutRecipe) -> tuple[int, ...]:
+    """The strides setTensorLayoutDimensionNV computes: stride[i] = prod ceil(dim[j] / blockSize[j]), j > i."""
+    return layout.layout().stride
 
 
 def decode_layouts(caps: DeviceCaps) -> list[tuple[str, str, LayoutRecipe, tuple[int, int]]]:
@@ -217,7 +223,29 @@ def decode_layouts(caps: DeviceCaps) -> list[tuple[str, str, LayoutRecipe, tuple
     found.append(("blocks-2x1x4", "FORMAT_COORDS3",
                   LayoutRecipe((spans3[0] + 1, spans3[1] + 2, spans3[2] + 6), block_size=(2, 1, 4),
                                offsets=(-1, 1, 3), spans=spans3, clamp_value=clamp32), s32))
+    # The same two layouts with the packed strides set explicitly (setTensorLayoutStrideNV).
+    for label, fmt, layout, shape in list(found[-3:]):
+        if layout.stride is None:
+            explicit = LayoutRecipe(layout.dimension, layout.clamp_mode, stride=packed_block_strides(layout),
+                                    offsets=layout.offsets, spans=layout.spans, clamp_value=layout.clamp_value,
+                                    block_size=layout.block_size)
+            found.append((label + "-explicit-stride", fmt, explicit, shape))
     return found
+
+
+#: Block sizes that do not divide the layout dimension, strides left to setTensorLayoutDimensionNV.
+CEIL_STRIDE_ISSUE = (
+    "setTensorLayoutDimensionNV with a block size that does not divide a dimension: the spec's packed "
+    "stride is stride[i] = stride[i+1] * ceil(dim[i+1] / blockSize[i+1]); the H200 (driver 580.159) "
+    "addressed blocks one stride step short, as if it used floor(). The -explicit-stride cases set the "
+    "same ceil strides with setTensorLayoutStrideNV and must pass.")
+
+
+def ceil_stride_issue(layout: LayoutRecipe) -> str | None:
+    if layout.stride is None and layout.block_size is not None and any(
+            d % b for d, b in zip(layout.dimension[1:], layout.block_size[1:])):
+        return CEIL_STRIDE_ISSUE
+    return None
 
 
 @register
@@ -230,5 +258,6 @@ class DecodeFunctions(Sample):
     order = 30
 
     def cases(self, caps: DeviceCaps) -> list[Case]:
-        return [decode_case(f"{fmt.removeprefix('FORMAT_').lower()}/{label}", fmt, layout, *shape)
+        return [decode_case(f"{fmt.removeprefix('FORMAT_').lower()}/{label}", fmt, layout, *shape,
+                            known_issue=ceil_stride_issue(layout))
                 for label, fmt, layout, shape in decode_layouts(caps)]

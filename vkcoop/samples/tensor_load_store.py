@@ -72,7 +72,7 @@ def split_extent(total: int, parts: int) -> tuple[int, ...]:
 
 
 def load_case(name: str, element: str, layout: LayoutRecipe, rows: int, cols: int,
-              source: np.ndarray | None = None) -> Case:
+              source: np.ndarray | None = None, known_issue: str | None = None) -> Case:
     """A tensor-load case: ``source`` (default: the index pattern) read through ``layout`` into a
     rows x cols matrix of ``element``; expected output from :func:`vkcoop.tensor.load`."""
     et = element_type(element)
@@ -91,7 +91,8 @@ def load_case(name: str, element: str, layout: LayoutRecipe, rows: int, cols: in
     return Case(name, shader, defines,
                 [Binding("records", records(layout)), Binding("source", source),
                  Binding("destination", np.zeros_like(expected), expected=expected)],
-                specialization={"ROWS": rows, "COLS": cols, "EXPLICIT_STRIDE": layout.explicit_stride})
+                specialization={"ROWS": rows, "COLS": cols, "EXPLICIT_STRIDE": layout.explicit_stride},
+                known_issue=known_issue)
 
 
 def store_case(name: str, element: str, layout: LayoutRecipe, matrix: np.ndarray,
@@ -158,7 +159,8 @@ def layouts_nd(dim: int, mode: ClampMode, rows: int, cols: int) -> dict[str, Lay
     clamp = clamp_bits("F16") if mode == ClampMode.Constant else 0
     spans = split_extent(rows * cols, dim)
     offsets = tuple((-1 if d % 2 == 0 else 1) * (1 + d % 3) for d in range(dim))
-    dims = tuple(max(s - 1 + (d % 2) * 2, 1) for d, s in enumerate(spans))
+    # Every dimension >= 2: MirrorRepeat against a dimension of 1 divides by zero (see UNIT_MIRROR_ISSUE).
+    dims = tuple(max(s - 1 + (d % 2) * 2, 2) for d, s in enumerate(spans))
     packed_strides = tensor.TensorLayout.create(dim).set_dimension(*dims).stride
     padded = []
     s = 1
@@ -176,6 +178,12 @@ def layouts_nd(dim: int, mode: ClampMode, rows: int, cols: int) -> dict[str, Lay
         found["short-span"] = LayoutRecipe((rows * cols // 3,), mode, offsets=(-5,), spans=(rows * cols // 2 - 3,),
                                            clamp_value=clamp)
     return found
+
+
+UNIT_MIRROR_ISSUE = (
+    "MirrorRepeat against a layout dimension of 1: the period 2L-2 is 0 (OpSMod by zero, undefined in the "
+    "spec); vkcoop.tensor maps every coordinate to 0 (docs/spec-notes.md, 'MirrorRepeat with L = 1'). "
+    "On the H200 (driver 580.159) a 5-D load with one such dimension returned 0.0 for every element.")
 
 
 @register
@@ -198,6 +206,9 @@ class TensorLoadStore(Sample):
                     matrix = store_matrix_values(rows * cols, element).reshape(rows, cols)
                     cases.append(store_case(f"store/{element}/{MODE_LABELS[mode]}/{label}", element, layout, matrix))
         rows, cols = caps.pick_shape("F16")
+        unit = LayoutRecipe((1, cols - 3), ClampMode.RepeatMirrored, offsets=(-1, -2), spans=(rows, cols))
+        cases.append(load_case("load/F16/mirror-repeat/unit-dimension", "F16", unit, rows, cols,
+                               known_issue=UNIT_MIRROR_ISSUE))
         for dim in (1, 3, 4, 5):
             for mode in (ClampMode.Constant, ClampMode.ClampToEdge, ClampMode.Repeat, ClampMode.RepeatMirrored):
                 for label, layout in layouts_nd(dim, mode, rows, cols).items():
