@@ -36,6 +36,9 @@ Device(device=None, *, extensions=(), features=(), validate=None, instance=None,
     command_buffer(timestamps=False, max_dispatches=64), run(pipeline, buffers, groups, push=None) -> GPU ns,
     check_validation(), save_pipeline_cache(), wait_idle(), close().
 
+Lifetime: the Device holds every Buffer/ComputePipeline/CommandBuffer made through it until that object is
+    closed (``with`` or ``.close()``) or the Device closes; close big per-case buffers yourself to free memory early.
+
 Buffer (from Device.upload / Device.empty)
     shape, dtype, nbytes, name; write(array) (exact dtype and shape, else BufferDTypeError/BufferShapeError);
     read() -> new numpy array; fill_zero(); device_address (needs feature "bufferDeviceAddress"); close().
@@ -65,6 +68,8 @@ PhysicalDevice: name, api_version, driver_version, extensions, features (name ->
 Errors (all VulkanError): NoDeviceError, LayerNotFoundError, MissingFeatureError, FenceTimeoutError,
     DeviceLostError, ValidationError (.messages), LimitError, BufferDTypeError, BufferShapeError,
     PipelineInputError.
+Validation on the GPU host: the toolchain's layer manifest names its library without a path; see
+    docs/runtime.md ("Validation") for the two-line fix until scripts/gpu_env.sh does it.
 Environment: VKCOOP_DEVICE (device index or name), VKCOOP_VALIDATE=1 (validation when validate=None),
     VKCOOP_CACHE_DIR (pipeline cache location, via vkcoop.paths.cache_root()).
 """
