@@ -2,7 +2,7 @@
 
 Random layouts and views (:mod:`vkcoop.fuzz.cases`) run on a target and are compared element by
 element with the reference, :func:`vkcoop.tensor.index_map` (SPV_NV_cooperative_matrix2 3.X); a
-mismatch is shrunk (:mod:`vkcoop.fuzz.shrink`: fewer dimensions, smaller sizes, simpler views) and
+mismatch is shrunk (:mod:`vkcoop.fuzz.shrinking`: fewer dimensions, smaller sizes, simpler views) and
 printed as a GLSL snippet plus the reference's view of it (:mod:`vkcoop.fuzz.repro`).
 
 Targets
@@ -47,7 +47,7 @@ from .cases import (COMPONENTS, KINDS, FuzzCase, Variant, generate_case, hw_viol
 from .hw import HW_FEATURES
 from .repro import glsl_snippet, python_snippet, reference_view
 from .runner import FuzzInputError, Mismatch, Report, TargetStats, print_report, run
-from .shrink import ShrinkResult, candidates, shrink
+from .shrinking import ShrinkResult, candidates, shrink
 
 __all__ = ["run", "print_report", "main", "Report", "Mismatch", "TargetStats", "FuzzInputError", "FuzzCase",
            "Variant", "generate_case", "variant_pool", "random_variant", "hw_violation", "shrink", "candidates",

@@ -113,6 +113,7 @@ class HwRunner:
         self.compile_seconds = 0.0
         self.gpu_ns = 0.0
         self._sources: dict[tuple, object] = {}
+        self.source_data: dict[tuple, np.ndarray] = {}
         self.threads = threads
         self.prepare(variants)
 
@@ -154,9 +155,13 @@ class HwRunner:
             data = np.concatenate(parts)
         else:  # decode: contents unused, only addresses
             data = np.zeros(SOURCE_ELEMENTS, dtype=COMPONENT_DTYPES[component])
-        buffer = self.device.upload(data, name=f"fuzz-source-{kind}-{component}")
+        buffer = self._upload_source(data, f"fuzz-source-{kind}-{component}")
+        self.source_data[key] = data
         self._sources[key] = buffer
         return buffer
+
+    def _upload_source(self, data: np.ndarray, name: str):
+        return self.device.upload(data, name=name)
 
     # -- dispatch -------------------------------------------------------------------------------------------
     def run(self, variant: Variant, cases: list[FuzzCase]) -> HwObservation:
@@ -174,12 +179,7 @@ class HwRunner:
             per_case, dtype = (store_digits + 1) * STORE_REGION, COMPONENT_DTYPES[variant.component]
         else:
             per_case, dtype = (2 + 2 * variant.ldim) * elements, np.dtype(np.int32)
-        push = (np.uint64(source.device_address), n)
-        with self.device.upload(records, name="fuzz-records") as record_buffer, \
-                self.device.empty(n * per_case, dtype, name="fuzz-results") as out:
-            self.gpu_ns += self.device.run(self.pipelines[variant], [record_buffer, source, out], (n, 1, 1),
-                                           push=push)
-            raw = out.read()
+        raw = self._execute(variant, cases, records, source, n * per_case, dtype)
         clamp_values = np.array([c.layout.clamp_value for c in cases], dtype=np.int64)
         if variant.kind == "load":
             return self._decode_load(variant, raw.reshape(n, load_digits + 1, elements), clamp_values, base)
@@ -187,12 +187,22 @@ class HwRunner:
             return self._decode_store(variant, raw.reshape(n, store_digits + 1, STORE_REGION), base)
         return self._decode_decode(variant, raw.reshape(n, 2 + 2 * variant.ldim, elements), clamp_values)
 
+    def _execute(self, variant: Variant, cases, records: np.ndarray, source, count: int, dtype) -> np.ndarray:
+        """One dispatch of ``variant``'s pipeline over ``records``; returns the destination (``count`` of
+        ``dtype``). Tests replace it with an emulation built on vkcoop.tensor.load/store."""
+        push = (np.uint64(source.device_address), len(cases))
+        with self.device.upload(records, name="fuzz-records") as record_buffer, \
+                self.device.empty(count, dtype, name="fuzz-results") as out:
+            self.gpu_ns += self.device.run(self.pipelines[variant], [record_buffer, source, out], (len(cases), 1, 1),
+                                           push=push)
+            return out.read()
+
     @staticmethod
     def _status(marker_bits, others_bits, mark, previous, clamp):
         """Status from the marker load, with every other load agreeing for clipped / clamped elements."""
         status = np.full(marker_bits.shape, STATUS_GARBAGE, dtype=np.uint8)
         clipped = (marker_bits == previous) & (others_bits == previous).all(axis=1)
-        clamped = (marker_bits == clamp) & (others_bits == clamp).all(axis=1)
+        clamped = (marker_bits == clamp) & (others_bits == np.asarray(clamp)[:, None]).all(axis=1)
         status[clamped] = ElementStatus.CLAMP_VALUE
         status[clipped] = ElementStatus.SKIPPED_BY_CLIP
         status[marker_bits == mark] = ElementStatus.IN_BOUNDS

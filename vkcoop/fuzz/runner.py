@@ -14,7 +14,7 @@ from ..tensor import ElementStatus
 from . import compare
 from .cases import PORTABLE_MAX_SIDE, FuzzCase, generate_case, variant_pool
 from .repro import glsl_snippet, python_snippet, reference_view
-from .shrink import shrink as shrink_case
+from .shrinking import shrink as shrink_case
 
 TARGETS = ("hw", "portable", "both")
 DEFAULT_VARIANTS = 24
