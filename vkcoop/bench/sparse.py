@@ -49,16 +49,14 @@ LLM_TOKENS = 32
 # Workgroup-scope tiles: multiples of the H200's granularity rows (256 invocations: 32/32/16; 128: 32/16/16;
 # 64: 16/16/16); see docs/gemm-notes.md for what was measured.
 DENSE_TILES = {
-    "square": [kernels.WorkgroupTile(256, 128, 256, 32, k_unroll=2, group_m=8),
-               kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=2, group_m=8),
-               kernels.WorkgroupTile(256, 256, 128, 32, k_unroll=2, group_m=8),
-               kernels.WorkgroupTile(256, 128, 256, 64, k_unroll=1, group_m=8)],
-    "llm": [kernels.WorkgroupTile(64, 32, 32, 128, k_unroll=2, group_m=1),
-            kernels.WorkgroupTile(128, 64, 32, 64, k_unroll=4, group_m=1),
-            kernels.WorkgroupTile(64, 16, 32, 256, k_unroll=2, group_m=1)],
+    "square": [kernels.WorkgroupTile(256, 128, 256, 32, k_unroll=4, group_m=8),
+               kernels.WorkgroupTile(128, 128, 128, 32, k_unroll=4, group_m=8),
+               kernels.WorkgroupTile(256, 128, 256, 32, k_unroll=2, group_m=8)],
+    "llm": [kernels.WorkgroupTile(256, 64, 32, 128, k_unroll=2, group_m=1),
+            kernels.WorkgroupTile(64, 32, 32, 128, k_unroll=2, group_m=1)],
 }
 SPARSE_TILES = DENSE_TILES
-B_COLUMN_MAJOR = {"square": (True, False), "llm": (True,)}
+B_COLUMN_MAJOR = {"square": (False, True), "llm": (True,)}
 
 
 @dataclass
