@@ -238,6 +238,8 @@ def _showcase() -> list[tuple[str, AddressingCase]]:
     shows = [
         ("row-major 2-D slice", AddressingCase(L(2, ClampMode.Constant).set_dimension(40, 30).slice((3, 5), (16, 16)),
                                                16, 16)),
+        ("Constant clamp beyond the edges", AddressingCase(L(2, ClampMode.Constant).set_dimension(10, 12)
+                                                           .slice((4, 6), (16, 16)).set_clamp_value(0xB800), 16, 16)),
         ("transposed view (column-major source)",
          AddressingCase(L(2, ClampMode.Constant).set_dimension(16, 16), 16, 16, V(2, False, (1, 0)))),
         ("negative offset, ClampToEdge", AddressingCase(L(2, ClampMode.ClampToEdge).set_dimension(9, 7)
