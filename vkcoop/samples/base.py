@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Iterable, Sequence
+from typing import ClassVar
 
 import ml_dtypes
 import numpy as np

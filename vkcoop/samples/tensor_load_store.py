@@ -21,8 +21,9 @@ import numpy as np
 
 from .. import tensor
 from ..tensor import ClampMode
-from .base import (BFLOAT16, COOPMAT2_BASE, INT8, ELEMENT_TYPES, Binding, Case, DeviceCaps, LayoutRecipe, Sample,
-                   SampleInputError, check_unique_store_targets, element_type, index_pattern, records, register, require_array)
+from .base import (BFLOAT16, COOPMAT2_BASE, ELEMENT_TYPES, INT8, Binding, Case, DeviceCaps, LayoutRecipe, Sample,
+                   SampleInputError, check_unique_store_targets, element_type, index_pattern, records, register,
+                   require_array)
 
 SHADER_DIR = "samples/tensor_load_store/"
 CLAMP_MODE_NAMES = {

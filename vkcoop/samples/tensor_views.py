@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import tensor
 from ..tensor import ClampMode
-from .base import (COOPMAT2_BASE, Binding, check_unique_store_targets, Case, DeviceCaps, LayoutRecipe, Sample, SampleInputError, ViewRecipe,
-                   index_pattern, records, register, require_array)
+from .base import (COOPMAT2_BASE, Binding, Case, DeviceCaps, LayoutRecipe, Sample, SampleInputError, ViewRecipe,
+                   check_unique_store_targets, index_pattern, records, register)
 from .tensor_load_store import split_extent
 
 SHADER = "samples/tensor_views/view.comp"
