@@ -16,6 +16,12 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH="$_vkcoop_root:/tmp/vkcoop-site${PYTHONPATH:+:$PYTHONPATH}"
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 # The validation layer comes from the toolchain prefix (a newer Debian build; glibc 2.39 there runs it natively).
-export VK_ADD_LAYER_PATH="$VKCOOP_TOOLCHAIN_DIR/usr/share/vulkan/explicit_layer.d"
+# Its manifest names the library without a path, and LD_LIBRARY_PATH can't point into the prefix (it holds a
+# newer glibc), so a copy of the manifest names it absolutely.
+mkdir -p /tmp/vkcoop-layer
+sed "s#\"libVkLayer_khronos_validation.so\"#\"$VKCOOP_TOOLCHAIN_DIR/usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so\"#" \
+  "$VKCOOP_TOOLCHAIN_DIR/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json" \
+  >/tmp/vkcoop-layer/VkLayer_khronos_validation.json
+export VK_ADD_LAYER_PATH=/tmp/vkcoop-layer
 export PYTHONUNBUFFERED=1
 unset _vkcoop_root
