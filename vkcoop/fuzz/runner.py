@@ -12,13 +12,14 @@ import numpy as np
 
 from ..tensor import ElementStatus
 from . import compare
+from .models import explain
 from .cases import PORTABLE_MAX_SIDE, FuzzCase, generate_case, variant_pool
 from .repro import glsl_snippet, python_snippet, reference_view
 from .shrinking import shrink as shrink_case
 
 TARGETS = ("hw", "portable", "both")
 DEFAULT_VARIANTS = 24
-MAX_SHRINKS_PER_TARGET = 3
+MAX_SHRINKS_PER_TARGET = 6
 _TASK_CASES = 256
 
 
@@ -81,6 +82,8 @@ class Report:
     run_seconds: float = 0.0            # wall time of the whole loop, pipeline compiles excluded
     total_seconds: float = 0.0          # everything, compiles and shrinking included
     variants: list = dataclasses.field(default_factory=list)
+    mismatch_variants: dict = dataclasses.field(default_factory=dict)   # {target: {variant label: count}}
+    explanations: dict = dataclasses.field(default_factory=dict)        # {target: {model name: count}}
 
     @property
     def mismatch_count(self) -> int:
@@ -101,6 +104,7 @@ class Report:
                 "run_seconds": round(self.run_seconds, 3), "total_seconds": round(self.total_seconds, 3),
                 "targets": {k: v.to_json() for k, v in self.targets.items()},
                 "variants": [v.to_json() for v in self.variants],
+                "mismatch_variants": self.mismatch_variants, "explanations": self.explanations,
                 "mismatches": [m.to_json() for m in self.mismatches]}
 
 
@@ -296,6 +300,8 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
     results = process_pool.imap(_generate_task, tasks) if process_pool else map(_generate_task, tasks)
     opened, owned = {}, []
     mismatches_found: dict[str, list] = {name: [] for name in names}
+    by_variant: dict[str, dict] = {name: {} for name in names}
+    explained: dict[str, dict] = {name: {} for name in names}
     counts = {name: 0 for name in names}
     generation_seconds = 0.0
     try:
@@ -326,9 +332,16 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
                     stats[name].cases += len(chunk_cases)
                     counts[name] += int(bad.sum())
                     for k, (obs, element_bad) in details.items():
-                        if len(mismatches_found[name]) < 50:
+                        case = chunk_cases[k]
+                        label = case.variant.label
+                        first_of_variant = label not in by_variant[name]
+                        by_variant[name][label] = by_variant[name].get(label, 0) + 1
+                        if name == "hw":
+                            model = explain(case, case.variant.kind, obs, case.rows * case.cols) or "unexplained"
+                            explained[name][model] = explained[name].get(model, 0) + 1
+                        if first_of_variant or len(mismatches_found[name]) < 8:
                             ref_k = tuple(a[k] for a in ref)
-                            mismatches_found[name].append((chunk_cases[k], ref_k, obs, element_bad))
+                            mismatches_found[name].append((case, ref_k, obs, element_bad))
                     progress_bar.update(task_ids[name], advance=len(chunk_cases),
                                         description=f"{name} ({counts[name]} mismatches)")
         compile_during = sum(t.compile_seconds for t in opened.values()) - compile_before
@@ -337,9 +350,12 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
         reported = []
         for name, found in mismatches_found.items():
             t = opened.get(name)
-            for index, (case, ref_k, obs, element_bad) in enumerate(found):
-                if t is None or index >= max_shrinks:
-                    break
+            # The first mismatch of each variant first, then the rest, up to max_shrinks.
+            seen, ordered, rest = set(), [], []
+            for item in found:
+                (ordered if item[0].variant not in seen else rest).append(item)
+                seen.add(item[0].variant)
+            for case, ref_k, obs, element_bad in (ordered + rest)[:max_shrinks if t is not None else 0]:
                 reported.append(_report_mismatch(t, seed, case, ref_k, obs, element_bad, shrink))
         for name, t in opened.items():
             stats[name].mismatches = counts[name]
@@ -354,7 +370,7 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
         for d in owned:
             d.close()
     report = Report(seed, cases, target, stats, reported, {n: counts[n] for n in names},
-                    generation_seconds, run_seconds, time.perf_counter() - started, pool)
+                    generation_seconds, run_seconds, time.perf_counter() - started, pool, by_variant, explained)
     if json_path is not None:
         Path(json_path).write_text(json.dumps(report.to_json(), indent=2))
     return report
@@ -400,5 +416,11 @@ def print_report(report: Report, console=None) -> None:
     console.print(f"{report.cases} cases in {report.run_seconds:.2f} s without pipeline compiles "
                   f"({report.cases_per_s} cases/s; generation + reference {report.generation_seconds:.2f} s); "
                   f"total {report.total_seconds:.2f} s")
+    for name, variants in report.mismatch_variants.items():
+        for label, count in sorted(variants.items(), key=lambda item: -item[1]):
+            console.print(f"  {name}: {count} mismatching cases in variant {label}", markup=False, highlight=False)
+    for name, models in report.explanations.items():
+        for model, count in models.items():
+            console.print(f"  {name}: {count} mismatching cases explained by: {model}", markup=False, highlight=False)
     for m in report.mismatches:
         console.print(m.describe(), markup=False, highlight=False)
