@@ -168,10 +168,29 @@ def test_coopmat2_cases_cover_types_ragged_shapes_and_column_major_b():
         if m % spec[1] or n % spec[2] or k % spec[3]:
             ragged += 1
         out = case.bindings[-1]
-        assert out.expected.shape == (m, n)
+        split = spec[7]
+        assert out.expected.shape == ((m, n) if split == 1 else (split, m, n))
         tiles = -(-m // spec[1]) * -(-n // spec[2])
-        assert case.groups == (tiles, 1, 1)
+        assert case.groups == (tiles, split, 1)
     assert ragged >= 8
+    assert sum(1 for c in cases if c.specialization[7] > 1) == 2  # split-K for the two fp32-result types
+
+
+def test_split_k_partials_cover_k_once_in_whole_tile_steps():
+    tile = kernels.WorkgroupTile(256, 128, 128, 32, split_k=3)
+    a, b = kernels.exact_inputs("fp16->fp32", 5, 4, 229, seed=2)
+    planes = gemm_samples.split_k_partials(a, b, tile)
+    assert planes.shape == (3, 5, 4)
+    assert np.array_equal(planes.astype(np.float64).sum(axis=0), kernels.reference_gemm(a, b, np.float64))
+    # slice 0 is exactly the first 96 columns (ceil(ceil(229/3)/32)*32)
+    assert np.array_equal(planes[0], (a[:, :96].astype(np.float32) @ b[:96].astype(np.float32)))
+
+
+def test_split_k_needs_fp32_results():
+    tile = kernels.WorkgroupTile(256, 128, 128, 32, split_k=2)
+    a, b = kernels.exact_inputs("fp16->fp16", 8, 8, 64)
+    with pytest.raises(SampleInputError, match="fp32"):
+        gemm_samples.coopmat2_split_k_case("x", "fp16->fp16", tile, a, b)
 
 
 def test_column_major_case_stores_b_transposed_and_keeps_the_same_expected():
@@ -288,6 +307,12 @@ def test_kernel_objects_match_the_reference_and_time():
         compressed = sparse24.compress_2to4(a)
         with kernels.Sparse24Gemm(device, "fp16", tile) as sparse_kernel:
             got = sparse_kernel.run(compressed.values, compressed.metadata, b)
+        assert np.array_equal(got, kernels.sparse24_reference(compressed.values, compressed.metadata, b))
+        split = kernels.WorkgroupTile(tile.workgroup_size, tile.tile_m, tile.tile_n, tile.tile_k, split_k=3)
+        with kernels.CoopMat2Gemm(device, "fp16->fp32", split) as dense_split:
+            assert np.array_equal(dense_split.run(a, b), kernels.reference_gemm(a, b, np.float32))
+        with kernels.Sparse24Gemm(device, "fp16", split, b_column_major=True) as sparse_split:
+            got = sparse_split.run(compressed.values, compressed.metadata, b)
         assert np.array_equal(got, kernels.sparse24_reference(compressed.values, compressed.metadata, b))
         khr_tile = kernels.choose_subgroup_tile(device.physical.cooperative_matrix_properties(), "fp16->fp32")
         with kernels.KhrSharedMemoryGemm(device, "fp16->fp32", khr_tile) as khr:

@@ -9,7 +9,8 @@
 //   defines:        GEMM_TYPES (gemm_types.glsl)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (multiples of a flexible-dimensions
 //                   granularity row whose workgroupInvocations == WORKGROUP_SIZE), 4 B_COLUMN_MAJOR,
-//                   5 K_UNROLL, 6 GROUP_M (tile rows per raster group, for L2 reuse)
+//                   5 K_UNROLL, 6 GROUP_M (tile rows per raster group, for L2 reuse), 7 SPLIT_K (K slices;
+//                   > 1 writes fp32 partial sums [SPLIT_K][M][N] that splitk_reduce.comp adds up)
 //   push constants: M, N, K and the row strides (in elements) of A, B and C
 //   bindings:       0 A (row-major M x K), 1 B (K x N row-major, or N x K if B_COLUMN_MAJOR), 2 C (M x N)
 #extension GL_KHR_memory_scope_semantics : enable
@@ -26,6 +27,7 @@ layout(constant_id = 3) const uint TILE_K = 32;
 layout(constant_id = 4) const bool B_COLUMN_MAJOR = false;
 layout(constant_id = 5) const uint K_UNROLL = 2;
 layout(constant_id = 6) const uint GROUP_M = 8;
+layout(constant_id = 7) const uint SPLIT_K = 1;
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer MatrixA { A_TYPE a[]; };
@@ -66,8 +68,13 @@ void main() {
     tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
     MAT_C sum = MAT_C(0);
-    uint k = 0;
-    const uint k_full = shape.K - shape.K % TILE_K;
+    // K slice of this workgroup (the whole of K unless SPLIT_K > 1), in whole TILE_K steps.
+    const uint split = gl_WorkGroupID.y;
+    const uint k_chunk = ((shape.K + SPLIT_K - 1) / SPLIT_K + TILE_K - 1) / TILE_K * TILE_K;
+    const uint k_begin = min(shape.K, split * k_chunk);
+    const uint k_end = min(shape.K, k_begin + k_chunk);
+    uint k = k_begin;
+    const uint k_full = k_end - (k_end - k_begin) % TILE_K;
 
     const bool interior = row0 + TILE_M <= shape.M && col0 + TILE_N <= shape.N &&
                           shape.stride_a % ELEMENTS_PER_16B == 0 && shape.stride_b % ELEMENTS_PER_16B == 0;
@@ -114,16 +121,16 @@ void main() {
 
     // Edge tiles (all of K) and the K tail of interior tiles: Constant clamp with clampValue 0 (the default).
     tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
-    clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, shape.K);
+    clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, k_end);  // K clamps at the slice end
     clamped_a = setTensorLayoutStrideNV(clamped_a, shape.stride_a, 1);
     tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
     if (B_COLUMN_MAJOR) {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, shape.K);
+        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, k_end);
     } else {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.K, shape.N);
+        clamped_b = setTensorLayoutDimensionNV(clamped_b, k_end, shape.N);
     }
     clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
-    for (; k < shape.K; k += TILE_K) {
+    for (; k < k_end; k += TILE_K) {
         MAT_A tile_a;
         MAT_B tile_b;
         coopMatLoadTensorNV(tile_a, a, 0, sliceTensorLayoutNV(clamped_a, row0, TILE_M, k, TILE_K));
@@ -135,8 +142,16 @@ void main() {
         sum = coopMatMulAdd(tile_a, tile_b, sum);
     }
 
-    tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);
-    layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
-    layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);
-    coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(layout_c, row0, TILE_M, col0, TILE_N));
+    if (SPLIT_K == 1) {
+        tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);
+        layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
+        layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(layout_c, row0, TILE_M, col0, TILE_N));
+    } else {
+        // Partial sums of this K slice: plane `split` of [SPLIT_K][M][N] (a span of 1 in the outer dimension).
+        tensorLayoutNV<3, CLAMPED> partial = createTensorLayoutNV(3, CLAMPED);
+        partial = setTensorLayoutDimensionNV(partial, SPLIT_K, shape.M, shape.N);
+        partial = setTensorLayoutStrideNV(partial, shape.M * shape.stride_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(partial, split, 1, row0, TILE_M, col0, TILE_N));
+    }
 }

@@ -11,7 +11,7 @@
 // K must be a multiple of 32 (the host checks); M and N are free (Constant clamp on edge tiles).
 //   defines:        ELEMENT = F16 | BF16 (A and B), accumulation and result fp32
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (a multiple of 32), 4 B_COLUMN_MAJOR,
-//                   5 K_UNROLL, 6 GROUP_M
+//                   5 K_UNROLL, 6 GROUP_M, 7 SPLIT_K (> 1: partial sums [SPLIT_K][M][N], see coopmat2_gemm.comp)
 //   push constants: M, N, K, row stride of B and of C (elements)
 //   bindings:       0 values, 1 metadata, 2 B (K x N, or N x K if B_COLUMN_MAJOR), 3 C (M x N fp32)
 #extension GL_KHR_memory_scope_semantics : enable
@@ -42,6 +42,7 @@ layout(constant_id = 3) const uint TILE_K = 32;
 layout(constant_id = 4) const bool B_COLUMN_MAJOR = false;
 layout(constant_id = 5) const uint K_UNROLL = 2;
 layout(constant_id = 6) const uint GROUP_M = 8;
+layout(constant_id = 7) const uint SPLIT_K = 1;
 layout(local_size_x_id = 0) in;
 
 const uint SPARSE_BLOCK_K = 32;  // columns per metadata word = the layout's block size along K
@@ -101,7 +102,11 @@ void main() {
     const uint col0 = tile.y * TILE_N;
     tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
     MAT_C sum = MAT_C(0.0);
-    uint k = 0;
+    const uint split = gl_WorkGroupID.y;
+    const uint k_chunk = ((shape.K + SPLIT_K - 1) / SPLIT_K + TILE_K - 1) / TILE_K * TILE_K;
+    const uint k_begin = min(shape.K, split * k_chunk);
+    const uint k_end = min(shape.K, k_begin + k_chunk);
+    uint k = k_begin;
 
     if (row0 + TILE_M <= shape.M && col0 + TILE_N <= shape.N && shape.stride_b % 8 == 0) {
         const uint stride_b = shape.stride_b & ~7u;
@@ -115,7 +120,7 @@ void main() {
             layout_b = setTensorLayoutDimensionNV(layout_b, shape.K, shape.N);
         }
         layout_b = setTensorLayoutStrideNV(layout_b, stride_b, 1);
-        for (; k + K_UNROLL * TILE_K <= shape.K; ) {
+        for (; k + K_UNROLL * TILE_K <= k_end; ) {
             [[unroll]] for (uint step = 0; step < K_UNROLL; ++step, k += TILE_K) {
                 MAT_A tile_a;
                 MAT_B tile_b;
@@ -133,15 +138,16 @@ void main() {
     // Edge tiles, and what the unrolled loop left: clamp everything to 0 outside the matrices.
     tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
     clamped_a = setTensorLayoutBlockSizeNV(clamped_a, 1, SPARSE_BLOCK_K);
-    clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, shape.K);
+    clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, k_end);  // K clamps at the slice end
+    clamped_a = setTensorLayoutStrideNV(clamped_a, shape.K / SPARSE_BLOCK_K, 1);  // in blocks, of the full K
     tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
     if (B_COLUMN_MAJOR) {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, shape.K);
+        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, k_end);
     } else {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.K, shape.N);
+        clamped_b = setTensorLayoutDimensionNV(clamped_b, k_end, shape.N);
     }
     clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
-    for (; k < shape.K; k += TILE_K) {
+    for (; k < k_end; k += TILE_K) {
         MAT_A tile_a;
         MAT_B tile_b;
         coopMatLoadTensorNV(tile_a, values, 0, sliceTensorLayoutNV(clamped_a, row0, TILE_M, k, TILE_K), decode_2to4);
@@ -153,8 +159,16 @@ void main() {
         sum = coopMatMulAdd(tile_a, tile_b, sum);
     }
 
-    tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);
-    layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
-    layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);
-    coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(layout_c, row0, TILE_M, col0, TILE_N));
+    if (SPLIT_K == 1) {
+        tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);
+        layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
+        layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(layout_c, row0, TILE_M, col0, TILE_N));
+    } else {
+        // Partial sums of this K slice: plane `split` of [SPLIT_K][M][N] (a span of 1 in the outer dimension).
+        tensorLayoutNV<3, CLAMPED> partial = createTensorLayoutNV(3, CLAMPED);
+        partial = setTensorLayoutDimensionNV(partial, SPLIT_K, shape.M, shape.N);
+        partial = setTensorLayoutStrideNV(partial, shape.M * shape.stride_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(partial, split, 1, row0, TILE_M, col0, TILE_N));
+    }
 }

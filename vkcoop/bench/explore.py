@@ -1,7 +1,7 @@
 """Tile exploration for the Vulkan GEMM kernels (how docs/gemm-notes.md was measured).
 
 ``python -m vkcoop.bench.explore --kernel dense --dtype fp16 --shape 8192,8192,8192 --tiles 256:128x256x32u2,...``
-times each workgroup tile (``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][c]``, ``c`` = column-major B) on the same
+times each workgroup tile (``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][c]``, ``c`` = column-major B) on the same
 exact inputs after checking its result, and prints one line per configuration. ``--types fp16->fp16`` times
 the dense kernel with fp16 accumulation instead.
 """
@@ -16,16 +16,16 @@ import numpy as np
 from ..samples import gemm_kernels as kernels
 from . import sparse as bench
 
-_TILE = re.compile(r"^(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(c?)$")
+_TILE = re.compile(r"^(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(c?)$")
 
 
 def parse_tile(text: str) -> tuple[kernels.WorkgroupTile, bool]:
     match = _TILE.match(text.strip())
     if not match:
-        raise ValueError(f"tile {text!r} is not INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][c]")
-    inv, m, n, k, unroll, group, column = match.groups()
+        raise ValueError(f"tile {text!r} is not INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][c]")
+    inv, m, n, k, unroll, group, split, column = match.groups()
     tile = kernels.WorkgroupTile(int(inv), int(m), int(n), int(k), k_unroll=int(unroll or 2),
-                                 group_m=int(group or 8))
+                                 group_m=int(group or 8), split_k=int(split or 1))
     return tile, column == "c"
 
 

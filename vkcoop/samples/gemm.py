@@ -72,9 +72,34 @@ def coopmat2_gemm_case(name: str, types, tile: kernels.WorkgroupTile, a: np.ndar
     return Case(name, COOPMAT2_SHADER, {"GEMM_TYPES": t.define},
                 [Binding("A", a), Binding("B", stored_b),
                  Binding("C", np.zeros((m, n), t.output_dtype), expected=expected)],
-                specialization={0: tile.workgroup_size, 1: tile.tile_m, 2: tile.tile_n, 3: tile.tile_k,
-                                4: bool(b_column_major), 5: tile.k_unroll, 6: tile.group_m},
+                specialization=tile.specialization(b_column_major),
                 groups=(tiles, 1, 1), push=_u32(m, n, k, k, stored_b.shape[1], n))
+
+
+def split_k_partials(a: np.ndarray, b: np.ndarray, tile: kernels.WorkgroupTile) -> np.ndarray:
+    """[SPLIT_K][M][N] fp32: the product of each K slice, as the split-K kernels cut K (whole TILE_K steps)."""
+    k = a.shape[1]
+    chunk = -(-(-(-k // tile.split_k)) // tile.tile_k) * tile.tile_k
+    planes = []
+    for split in range(tile.split_k):
+        begin, end = min(k, split * chunk), min(k, split * chunk + chunk)
+        planes.append((a[:, begin:end].astype(np.float64) @ b[begin:end].astype(np.float64)).astype(np.float32))
+    return np.stack(planes)
+
+
+def coopmat2_split_k_case(name: str, types, tile: kernels.WorkgroupTile, a: np.ndarray, b: np.ndarray) -> Case:
+    """The split-K GEMM pass alone: its output is the [SPLIT_K][M][N] partial sums (written through a 3-D
+    tensor layout, one plane per slice), compared with each slice's exact product."""
+    t = kernels.gemm_types(types)
+    if t.output_dtype != np.float32 or tile.split_k < 2:
+        raise SampleInputError(f"case {name}: split-K needs fp32 results and split_k >= 2")
+    (m, k), n = a.shape, b.shape[1]
+    expected = split_k_partials(a, b, tile)
+    tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
+    return Case(name, COOPMAT2_SHADER, {"GEMM_TYPES": t.define},
+                [Binding("A", a), Binding("B", b), Binding("partial sums", np.zeros_like(expected), expected=expected)],
+                specialization=tile.specialization(False), groups=(tiles, tile.split_k, 1),
+                push=_u32(m, n, k, k, n, n))
 
 
 def edge_shapes(tile, elements_per_16_bytes: int) -> dict[str, tuple[int, int, int]]:
@@ -119,6 +144,12 @@ class CoopMat2GemmSample(Sample):
                 if shape_name == "mixed":
                     cases.append(coopmat2_gemm_case(f"{key} {shape_name} {m}x{n}x{k} column-major B",
                                                     types, tile, a, b, b_column_major=True))
+                if shape_name == "ragged" and types.output_dtype == np.float32:
+                    split = kernels.WorkgroupTile(tile.workgroup_size, tile.tile_m, tile.tile_n, tile.tile_k,
+                                                  tile.k_unroll, tile.group_m, split_k=3)
+                    a3, b3 = kernels.exact_inputs(types, m, n, 7 * tile.tile_k + 5, seed=m)
+                    cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 partial sums", types, split,
+                                                       a3, b3))
         return cases
 
 
@@ -192,8 +223,7 @@ def sparse24_case(name: str, dtype: str, tile: kernels.WorkgroupTile, a: np.ndar
     return Case(name, SPARSE_SHADER, {"ELEMENT": define},
                 [Binding("values", compressed.values), Binding("metadata", compressed.metadata),
                  Binding("B", stored_b), Binding("C", np.zeros((m, n), np.float32), expected=expected)],
-                specialization={0: tile.workgroup_size, 1: tile.tile_m, 2: tile.tile_n, 3: tile.tile_k,
-                                4: bool(b_column_major), 5: tile.k_unroll, 6: tile.group_m},
+                specialization=tile.specialization(b_column_major),
                 groups=(tiles, 1, 1), push=_u32(m, n, k, stored_b.shape[1], n))
 
 

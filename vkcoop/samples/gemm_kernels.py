@@ -114,9 +114,16 @@ class WorkgroupTile:
     tile_k: int
     k_unroll: int = 2
     group_m: int = 8
+    split_k: int = 1   # > 1: K is cut into slices whose fp32 partial sums a second dispatch adds up
 
     def label(self) -> str:
-        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}/{self.workgroup_size}u{self.k_unroll}"
+        split = f"s{self.split_k}" if self.split_k > 1 else ""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}/{self.workgroup_size}u{self.k_unroll}{split}"
+
+    def specialization(self, b_column_major: bool) -> dict:
+        """Specialization constants 0..7 of coopmat2_gemm.comp / coopmat2_sparse24.comp."""
+        return {0: self.workgroup_size, 1: self.tile_m, 2: self.tile_n, 3: self.tile_k, 4: bool(b_column_major),
+                5: self.k_unroll, 6: self.group_m, 7: self.split_k}
 
 
 def granularity_rows(flexible_properties, types, scope: int = SCOPE_WORKGROUP) -> list[dict]:
@@ -282,29 +289,33 @@ def _spirv(relative: str, defines: dict) -> bytes:
     return spirv_tools.compile(path=shader_path(relative), defines=defines, include_dirs=include_dirs())
 
 
-def _time_dispatches(device, pipeline, buffers, groups, push, iterations: int, warmup: int,
-                     flush=None) -> list[float]:
-    """GPU seconds of ``iterations`` dispatches after ``warmup`` untimed ones (timestamps around each).
+def _time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None, name: str = "gemm") -> list[float]:
+    """GPU seconds of ``iterations`` runs of ``dispatches`` (a list of (pipeline, buffers, groups, push)) after
+    ``warmup`` untimed ones; each run's time is the sum of its dispatches' timestamps.
 
-    ``flush`` = (pipeline, buffers, groups, push) of a dispatch run before every timed one (L2 flush); its own
+    ``flush`` = (pipeline, buffers, groups, push) of a dispatch run before every timed run (L2 flush); its own
     time is left out.
     """
-    per_iteration = 2 if flush else 1
+    per_iteration = len(dispatches) + (1 if flush else 0)
     times = []
     batch = max(1, min(iterations, 64 // per_iteration))
     with device.command_buffer(timestamps=True, max_dispatches=batch * per_iteration,
-                               name=f"{pipeline.name} timing") as commands:
+                               name=f"{name} timing") as commands:
         with commands.recording():
             for _ in range(batch):
                 if flush:
                     commands.dispatch(*flush, label="l2 flush")
-                commands.dispatch(pipeline, buffers, groups, push, label=pipeline.name)
+                for pipeline, buffers, groups, push in dispatches:
+                    commands.dispatch(pipeline, buffers, groups, push, label=pipeline.name)
         for _ in range(-(-warmup // batch)):
             commands.submit()
+        skip = 1 if flush else 0
         while len(times) < iterations:
             commands.submit()
             ns = commands.dispatch_times_ns()
-            times.extend(t * 1e-9 for t in ns[per_iteration - 1::per_iteration])
+            for i in range(batch):
+                run = ns[i * per_iteration + skip:(i + 1) * per_iteration]
+                times.append(sum(run) * 1e-9)
     return times[:iterations]
 
 
@@ -330,9 +341,7 @@ class L2Flush:
 # kernels
 @dataclass
 class _Bound:
-    buffers: list
-    groups: tuple
-    push: tuple
+    dispatches: list          # [(pipeline, buffers, groups, push)], run in order
     shape: tuple
     output: object = None
     owned: list = field(default_factory=list)
@@ -347,17 +356,19 @@ class _Kernel:
         """GPU seconds of each of ``iterations`` dispatches on the bound inputs."""
         if self._bound is None:
             raise GemmInputError(f"{self.name}: bind() inputs before timing")
-        bound = self._bound
-        return _time_dispatches(self.device, self.pipeline, bound.buffers, bound.groups, bound.push,
-                                iterations, warmup, flush.dispatch_args() if flush else None)
+        return _time_dispatches(self.device, self._bound.dispatches, iterations, warmup,
+                                flush.dispatch_args() if flush else None, name=self.name)
 
     def result(self) -> np.ndarray:
         """Run the bound GEMM once and read C back."""
         if self._bound is None:
             raise GemmInputError(f"{self.name}: bind() inputs first")
-        b = self._bound
-        self.device.run(self.pipeline, b.buffers, b.groups, b.push)
-        return b.output.read()
+        with self.device.command_buffer(max_dispatches=len(self._bound.dispatches), name=self.name) as commands:
+            with commands.recording():
+                for pipeline, buffers, groups, push in self._bound.dispatches:
+                    commands.dispatch(pipeline, buffers, groups, push, label=pipeline.name)
+            commands.submit()
+        return self._bound.output.read()
 
     def release(self):
         if self._bound is not None:
@@ -367,9 +378,35 @@ class _Kernel:
 
     def close(self):
         self.release()
-        if self.pipeline is not None:
-            self.pipeline.close()
-            self.pipeline = None
+        for attribute in ("pipeline", "reduce_pipeline"):
+            pipeline = getattr(self, attribute, None)
+            if pipeline is not None:
+                pipeline.close()
+                setattr(self, attribute, None)
+
+    def _split_k_setup(self, fp32_output: bool):
+        """The reduce pipeline for split-K tiles (fp32 results only)."""
+        self.reduce_pipeline = None
+        if self.tile.split_k < 1:
+            raise GemmInputError(f"split_k={self.tile.split_k} must be >= 1")
+        if self.tile.split_k > 1:
+            if not fp32_output:
+                raise GemmInputError(f"split_k={self.tile.split_k} needs fp32 results (the partial sums are added "
+                                     "in fp32)")
+            self.reduce_pipeline = self.device.pipeline(_spirv("gemm/splitk_reduce.comp", {}), name="splitk_reduce")
+
+    def _gemm_dispatches(self, inputs: list, m: int, n: int, tiles: int, push: tuple, output_dtype):
+        """(dispatches, output buffer, owned buffers) for one GEMM, with a reduce pass when split_k > 1."""
+        dev, split = self.device, self.tile.split_k
+        c_buf = dev.empty((m, n), output_dtype, name="C")
+        if split == 1:
+            return [(self.pipeline, inputs + [c_buf], (tiles, 1, 1), push)], c_buf, inputs + [c_buf]
+        partial = dev.empty((split, m, n), np.float32, name="partial sums")
+        count = m * n
+        reduce = (self.reduce_pipeline, [partial, c_buf], (min(-(-count // 256), 65535), 1, 1),
+                  (np.uint32(count), np.uint32(split)))
+        return ([(self.pipeline, inputs + [partial], (tiles, split, 1), push), reduce], c_buf,
+                inputs + [partial, c_buf])
 
     def __enter__(self):
         return self
@@ -389,10 +426,9 @@ class CoopMat2Gemm(_Kernel):
             flexible_properties = device.physical.flexible_dimensions_properties()
         check_workgroup_tile(flexible_properties, self.types, tile)
         self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if b_column_major else ''}"
+        self._split_k_setup(self.types.output_dtype == np.float32)
         spirv = _spirv("gemm/coopmat2_gemm.comp", {"GEMM_TYPES": self.types.define})
-        self.pipeline = device.pipeline(spirv, name=self.name, specialization={
-            0: tile.workgroup_size, 1: tile.tile_m, 2: tile.tile_n, 3: tile.tile_k, 4: self.b_column_major,
-            5: tile.k_unroll, 6: tile.group_m})
+        self.pipeline = device.pipeline(spirv, name=self.name, specialization=tile.specialization(b_column_major))
 
     def bind(self, a, b, *, b_is_transposed: bool | None = None):
         """Upload A [M][K] and B ([K][N], or [N][K] for a column-major-B kernel) and allocate C [M][N]."""
@@ -410,10 +446,10 @@ class CoopMat2Gemm(_Kernel):
         self.release()
         dev = self.device
         a_buf, b_buf = dev.upload(a, name="A"), dev.upload(b, name="B")
-        c_buf = dev.empty((m, n), t.output_dtype, name="C")
         tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
         push = (np.uint32(m), np.uint32(n), np.uint32(k), np.uint32(k), np.uint32(b.shape[1]), np.uint32(n))
-        self._bound = _Bound([a_buf, b_buf, c_buf], (tiles, 1, 1), push, (m, n, k), c_buf, [a_buf, b_buf, c_buf])
+        dispatches, c_buf, owned = self._gemm_dispatches([a_buf, b_buf], m, n, tiles, push, t.output_dtype)
+        self._bound = _Bound(dispatches, (m, n, k), c_buf, owned)
         return self
 
     def run(self, a, b) -> np.ndarray:
@@ -464,7 +500,8 @@ class KhrSharedMemoryGemm(_Kernel):
         c_buf = dev.empty((m, n), t.output_dtype, name="C")
         groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
         push = (np.uint32(m), np.uint32(n), np.uint32(k), np.uint32(k), np.uint32(n), np.uint32(n))
-        self._bound = _Bound([a_buf, b_buf, c_buf], groups, push, (m, n, k), c_buf, [a_buf, b_buf, c_buf])
+        self._bound = _Bound([(self.pipeline, [a_buf, b_buf, c_buf], groups, push)], (m, n, k), c_buf,
+                             [a_buf, b_buf, c_buf])
         return self
 
     def run(self, a, b) -> np.ndarray:
@@ -500,10 +537,9 @@ class Sparse24Gemm(_Kernel):
             flexible_properties = device.physical.flexible_dimensions_properties()
         check_workgroup_tile(flexible_properties, self.types, tile)
         self.name = f"coopmat2 2:4 {dtype} {tile.label()}{' Bcol' if b_column_major else ''}"
+        self._split_k_setup(True)
         spirv = _spirv("gemm/coopmat2_sparse24.comp", {"ELEMENT": define})
-        self.pipeline = device.pipeline(spirv, name=self.name, specialization={
-            0: tile.workgroup_size, 1: tile.tile_m, 2: tile.tile_n, 3: tile.tile_k, 4: self.b_column_major,
-            5: tile.k_unroll, 6: tile.group_m})
+        self.pipeline = device.pipeline(spirv, name=self.name, specialization=tile.specialization(b_column_major))
 
     def bind(self, values, metadata, b):
         """values [M][K/2] and metadata [M][K/32] uint32 (vkcoop.sparse format), B [K][N] or [N][K]."""
@@ -525,11 +561,10 @@ class Sparse24Gemm(_Kernel):
         self.release()
         dev = self.device
         buffers = [dev.upload(values, name="values"), dev.upload(metadata, name="metadata"), dev.upload(b, name="B")]
-        c_buf = dev.empty((m, n), np.float32, name="C")
-        buffers.append(c_buf)
         tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
         push = (np.uint32(m), np.uint32(n), np.uint32(k), np.uint32(b.shape[1]), np.uint32(n))
-        self._bound = _Bound(buffers, (tiles, 1, 1), push, (m, n, k), c_buf, list(buffers))
+        dispatches, c_buf, owned = self._gemm_dispatches(buffers, m, n, tiles, push, np.float32)
+        self._bound = _Bound(dispatches, (m, n, k), c_buf, owned)
         return self
 
     def run(self, values, metadata, b) -> np.ndarray:
