@@ -135,3 +135,21 @@ def test_wgmma_variants_bit_exact(config):
     ref = reference(a, b)
     stats = compare(c, ref)
     assert stats["exact_fraction"] == 1.0, (stats, _error_locality(c, ref, config.bm, config.bn))
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("k", [64, 128, 384, 1024])
+@pytest.mark.parametrize("config", ["128x128", "128x256"])
+def test_wgmma_two_consumers_k_sweep(config, k):
+    """Separates a layout error (wrong already at one K slice) from a pipeline one."""
+    import torch
+    from vkcoop.cuda import compare, reference
+    path = WgmmaSpGemm(config)
+    cfg = path._pick(256, 512)
+    a, b = _problem(256, 512, k, "float16", seed=k)
+    c = path.bind(a, b)()
+    torch.cuda.synchronize()
+    ref = reference(a, b)
+    stats = compare(c, ref)
+    assert stats["exact_fraction"] == 1.0, (stats, _error_locality(c, ref, cfg.bm, cfg.bn))

@@ -243,6 +243,7 @@ class WgmmaSpConfig:
     stages: int
     setmaxnreg: bool = True  # rebalance registers from producer to consumer warpgroups
     fp16_only: bool = False  # diagnostic instantiations exist for fp16 only
+    wait_depth: int = 1  # wgmma groups left in flight before releasing a slice
 
     @property
     def bm(self) -> int:
@@ -260,7 +261,7 @@ class WgmmaSpConfig:
 
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
-        suffix = "" if self.setmaxnreg else "_nr"
+        suffix = ("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
 
@@ -279,10 +280,11 @@ class WgmmaSpGemm:
     AUTO_ORDER = ("128x256", "128x128", "64x16")
     #: extra instantiations in wgmma_sp.cu (fp16 only) used to localise problems
     DIAGNOSTIC_CONFIGS = tuple(
-        WgmmaSpConfig(bn, cons, st, setmaxnreg=nreg, fp16_only=True)
-        for bn, cons, st, nreg in ((16, 2, 8, True), (64, 1, 8, True), (128, 1, 6, True),
-                                   (256, 1, 4, True), (64, 2, 8, True), (128, 2, 6, False),
-                                   (256, 2, 4, False)))
+        WgmmaSpConfig(bn, cons, st, setmaxnreg=nreg, fp16_only=True, wait_depth=wait)
+        for bn, cons, st, nreg, wait in (
+            (16, 2, 8, True, 1), (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
+            (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
+            (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0)))
 
     __init__ = MmaSpGemm.__init__
     _pick = MmaSpGemm._pick

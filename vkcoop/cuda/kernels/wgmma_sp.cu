@@ -81,7 +81,7 @@ VK_DEVICE void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg>
+template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1>
 struct Kernel {
   static constexpr int BM = 64 * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -161,8 +161,13 @@ struct Kernel {
                              meta, 1);
       wgmma_commit();
       fence_accumulators(acc);
-      wgmma_wait<1>();
-      if (kt > 0) mbar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
+      // kWaitDepth = 1 keeps one group in flight and releases the previous slice;
+      // 0 waits for this slice and releases it at once.
+      wgmma_wait<kWaitDepth>();
+      if (kWaitDepth == 0)
+        mbar_arrive(bars + 8 * (STAGES + s));
+      else if (kt > 0)
+        mbar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
     }
     wgmma_wait<0>();
     fence_accumulators(acc);
@@ -186,13 +191,15 @@ struct Kernel {
 
 // One extern "C" entry point per (dtype, BN, consumer warpgroups, stages); the
 // Python launcher (vkcoop/cuda/gemm.py, WgmmaSpGemm.CONFIGS) mirrors this table.
-#define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST, NREG)                                        \
+#define VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, WAIT)                                \
   extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
       NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
            const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
            const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
-    wgsp::Kernel<BF16, BN, CONS, ST, NREG>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);              \
+    wgsp::Kernel<BF16, BN, CONS, ST, NREG, WAIT>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);        \
   }
+#define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST, NREG) \
+  VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, 1)
 #define VK_WGMMA_SP_BOTH(BN, CONS, ST)                                                           \
   VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn##BN##_c##CONS##_s##ST, false, BN, CONS, ST, true)            \
   VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn##BN##_c##CONS##_s##ST, true, BN, CONS, ST, true)
@@ -209,3 +216,8 @@ VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s4, false, 256, 1, 4, true)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c2_s8, false, 64, 2, 8, true)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s6_nr, false, 128, 2, 6, false)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s4_nr, false, 256, 2, 4, false)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s4, false, 128, 2, 4, true)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s3, false, 256, 2, 3, true)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s5, false, 256, 1, 5, true)
+VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn128_c2_s6_w0, false, 128, 2, 6, true, 0)
+VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn256_c2_s4_w0, false, 256, 2, 4, true, 0)
