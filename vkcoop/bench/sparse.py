@@ -53,7 +53,8 @@ DENSE_TILES = {
                kernels.WorkgroupTile(128, 128, 128, 32, k_unroll=4, group_m=8),
                kernels.WorkgroupTile(256, 128, 256, 32, k_unroll=2, group_m=8)],
     "llm": [kernels.WorkgroupTile(256, 64, 32, 128, k_unroll=2, group_m=1),
-            kernels.WorkgroupTile(64, 32, 32, 128, k_unroll=2, group_m=1)],
+            kernels.WorkgroupTile(64, 32, 32, 128, k_unroll=2, group_m=1),
+            kernels.WorkgroupTile(256, 64, 32, 64, k_unroll=2, group_m=1, split_k=4)],
 }
 SPARSE_TILES = DENSE_TILES
 B_COLUMN_MAJOR = {"square": (False, True), "llm": (True,)}
