@@ -309,16 +309,20 @@ def _print_results(results) -> None:
 
 # --- bench, fuzz, demo -----------------------------------------------------------------------------
 
-def cmd_bench(args) -> int:
+# bench and fuzz own their options; main() hands them the rest of the command line.
+def _delegate_bench(argv) -> int:
     from .bench.__main__ import main as bench_main
 
-    return bench_main(args.rest)
+    return bench_main(argv, prog="vkcoop bench")
 
 
-def cmd_fuzz(args) -> int:
+def _delegate_fuzz(argv) -> int:
     from .fuzz.__main__ import main as fuzz_main
 
-    return fuzz_main(args.rest)
+    return fuzz_main(argv, prog="vkcoop fuzz")
+
+
+DELEGATED = {"bench": _delegate_bench, "fuzz": _delegate_fuzz}
 
 
 def cmd_demo(args) -> int:
@@ -367,13 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", nargs="?", const="-", help="write results as JSON (to a file, or - for stdout)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("bench", help="benchmarks (vkcoop bench sparse --help)", add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_bench)
-
-    p = sub.add_parser("fuzz", help="differential tensor-addressing fuzzer (vkcoop fuzz --help)", add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_fuzz)
+    sub.add_parser("bench", help="benchmarks (vkcoop bench sparse --help)")
+    sub.add_parser("fuzz", help="differential tensor-addressing fuzzer (vkcoop fuzz --help)")
 
     p = sub.add_parser("demo", help="compile every shader, then dispatch what this machine's Vulkan can run")
     p.add_argument("--device", help="index or name")
@@ -383,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DELEGATED:
+        return DELEGATED[argv[0]](argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -12,8 +12,8 @@ def _list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench")
+def build_parser(prog: str = "python -m vkcoop.bench") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog)
     sub = parser.add_subparsers(dest="bench", required=True)
     sparse = sub.add_parser("sparse", help="2:4 sparse and dense GEMM paths, Vulkan and CUDA, in one run")
     sparse.add_argument("--dtype", type=_list, default=list(DTYPES), help="fp16,bf16")
@@ -32,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv=None, prog: str = "python -m vkcoop.bench") -> int:
+    args = build_parser(prog).parse_args(argv)
     try:
         outcome = run_sparse_bench(dtypes=args.dtype, sizes=args.sizes, shapes=args.shapes, iters=args.iters,
                                    warmup=args.warmup, flush_l2=args.flush_l2, paths=args.paths, tune=args.tune,

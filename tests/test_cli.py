@@ -1,0 +1,103 @@
+"""The vkcoop command line, run as a user would (in-process through cli.main)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import spirv_tools
+from vkcoop import cli, samples, vk
+
+try:
+    spirv_tools.find_toolchain()
+    _NO_TOOLCHAIN = None
+except spirv_tools.ToolchainError as exc:
+    _NO_TOOLCHAIN = str(exc)
+needs_toolchain = pytest.mark.skipif(_NO_TOOLCHAIN is not None, reason=f"no coopmat2 toolchain: {_NO_TOOLCHAIN}")
+
+
+def _vulkan_caps():
+    try:
+        return vk.capabilities()
+    except Exception as exc:  # noqa: BLE001 - any failure means no usable device here
+        return exc
+
+
+_CAPS = _vulkan_caps()
+needs_vulkan = pytest.mark.skipif(isinstance(_CAPS, Exception), reason=f"no Vulkan device: {_CAPS}")
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@needs_toolchain
+def test_toolchain_json_names_the_chosen_toolchain(capsys):
+    code, out, _ = run_cli(capsys, "toolchain", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["chosen"] and data["backend"]["compile_backend"] in ("libshaderc", "glslc")
+    assert any(c["capable"] for c in data["candidates"])
+
+
+@needs_toolchain
+def test_shaders_check_and_reflect(capsys):
+    code, out, _ = run_cli(capsys, "shaders", "check", "tensor/load_store", "--json")
+    results = json.loads(out)
+    assert code == 0 and len(results) == 30 and all(r["ok"] for r in results)
+    code, out, _ = run_cli(capsys, "shaders", "reflect", "tensor/load_store", "--first", "--json")
+    info = json.loads(out)
+    assert code == 0 and "TensorAddressingNV" in info["capabilities"]
+
+
+def test_shaders_with_an_unknown_pattern_fail(capsys):
+    code, _, err = run_cli(capsys, "shaders", "check", "no-such-shader-anywhere")
+    assert code == 1 and "no shader matches" in err
+
+
+def test_list_names_every_sample_with_its_needs(capsys):
+    code, out, _ = run_cli(capsys, "list", "--json")
+    listed = json.loads(out)
+    assert code == 0
+    assert [s["name"] for s in listed] == [s.name for s in samples.all_samples()]
+    assert all(s["requires"]["extensions"] for s in listed)
+
+
+def test_run_needs_names_or_all(capsys):
+    code, _, err = run_cli(capsys, "run")
+    assert code == 2 and "--all" in err
+
+
+def test_run_unknown_sample_names_the_known_ones(capsys):
+    code, _, err = run_cli(capsys, "run", "no-such-sample")
+    assert code == 2
+    assert samples.all_samples()[0].name in err
+
+
+@needs_vulkan
+def test_run_all_never_claims_a_pass_without_coopmat2(capsys):
+    if _CAPS["cooperative_matrix2"]["supported"]:
+        pytest.skip("this device has coopmat2; the gpu tests cover real runs")
+    code, out, _ = run_cli(capsys, "run", "--all", "--json")
+    results = json.loads(out)
+    assert code == 0
+    assert {r["status"] for r in results} == {"skip"}
+    assert all("VK_NV_cooperative_matrix2" in r["reason"] or "lacks" in r["reason"] for r in results)
+
+
+@needs_vulkan
+def test_info_json_reports_the_device(capsys):
+    code, out, _ = run_cli(capsys, "info", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["name"] == _CAPS["name"]
+    assert set(data["cooperative_matrix2"]["features"]) >= {"cooperativeMatrixWorkgroupScope",
+                                                             "cooperativeMatrixTensorAddressing"}
+
+
+def test_bench_help_is_delegated(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", "sparse", "--help"])
+    assert exit_info.value.code == 0
+    assert "vkcoop bench sparse" in capsys.readouterr().out
