@@ -196,10 +196,28 @@ def test_hw_target_without_coopmat2_is_skipped_with_a_reason():
 @pytest.mark.gpu
 def test_hw_target_on_coopmat2_hardware_has_no_unexplained_mismatch():
     """Every hardware mismatch must be explained by a known alternative model (docs/spec-notes.md 25: the
-    H200 driver's packed strides use floor(dim / blockSize)); anything else is a new finding."""
+    H200 driver's packed strides use floor(dim / blockSize); 26: MirrorRepeat with a layout dimension of 1
+    addresses outside the tensor); anything else is a new finding."""
     if not _coopmat2_device():
         pytest.skip("no Vulkan device with VK_NV_cooperative_matrix2")
     from vkcoop import fuzz
     report = fuzz.run(cases=2000, seed=3, target="hw", progress=False, variants=12, workers=0, shrink=False)
     assert report.targets["hw"].skipped is None and report.targets["hw"].cases == 2000
     assert "unexplained" not in report.explanations.get("hw", {}), report.mismatch_variants
+
+
+def test_mirror_repeat_with_a_unit_dimension_is_tagged():
+    from vkcoop.fuzz.models import TAGS, explain, tags
+    tag = next(iter(TAGS))
+    unit = fc.FuzzCase(0, fc.Variant("load", "fp16", 2, ClampMode.RepeatMirrored), 16, 16,
+                       tensor.TensorLayout.create(2, ClampMode.RepeatMirrored).set_dimension(1, 5))
+    wide = fc.FuzzCase(0, fc.Variant("load", "fp16", 2, ClampMode.RepeatMirrored), 16, 16,
+                       tensor.TensorLayout.create(2, ClampMode.RepeatMirrored).set_dimension(2, 5))
+    repeat = fc.FuzzCase(0, fc.Variant("load", "fp16", 2, ClampMode.Repeat), 16, 16,
+                         tensor.TensorLayout.create(2, ClampMode.Repeat).set_dimension(1, 5))
+    assert tags(unit) == [tag] and tags(wide) == [] and tags(repeat) == []
+    ref = tuple(a[0] for a in compare.reference_batch([unit], 256))
+    garbage = (np.full(256, -1), np.full(256, hw.STATUS_GARBAGE, dtype=np.uint8), None, None)
+    assert explain(unit, "load", garbage, 256) == tag
+    assert explain(wide, "load", garbage, 256) is None
+    assert ref[1].max() == ElementStatus.IN_BOUNDS     # the reference: every element in bounds

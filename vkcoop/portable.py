@@ -286,7 +286,7 @@ def demo(device=None, *, cases: int = 2000, seed: int = 0, progress: bool = Fals
         report = None
         if cases:
             report = fuzz_run(cases=cases, seed=seed, target="portable", progress=progress,
-                              device=runner.device, shrink=True)
+                              device=runner.device, shrink=True, workers=0)  # no fork after the driver loaded
         device_name = runner.device.physical.name
     mismatches = sum(not s["ok"] for s in showcase) + (report.mismatch_count if report else 0)
     total = len(named) + (cases or 0)

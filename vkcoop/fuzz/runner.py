@@ -12,7 +12,7 @@ import numpy as np
 
 from ..tensor import ElementStatus
 from . import compare
-from .models import explain
+from .models import explain, tags
 from .cases import PORTABLE_MAX_SIDE, FuzzCase, generate_case, variant_pool
 from .repro import glsl_snippet, python_snippet, reference_view
 from .shrinking import shrink as shrink_case
@@ -84,6 +84,8 @@ class Report:
     variants: list = dataclasses.field(default_factory=list)
     mismatch_variants: dict = dataclasses.field(default_factory=dict)   # {target: {variant label: count}}
     explanations: dict = dataclasses.field(default_factory=dict)        # {target: {model name: count}}
+    mismatch_case_ids: dict = dataclasses.field(default_factory=dict)   # {target: [case ids]}
+    tag_totals: dict = dataclasses.field(default_factory=dict)          # {tag: cases with it (hw runs)}
 
     @property
     def mismatch_count(self) -> int:
@@ -105,6 +107,7 @@ class Report:
                 "targets": {k: v.to_json() for k, v in self.targets.items()},
                 "variants": [v.to_json() for v in self.variants],
                 "mismatch_variants": self.mismatch_variants, "explanations": self.explanations,
+                "tag_totals": self.tag_totals, "mismatch_case_ids": self.mismatch_case_ids,
                 "mismatches": [m.to_json() for m in self.mismatches]}
 
 
@@ -302,6 +305,8 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
     mismatches_found: dict[str, list] = {name: [] for name in names}
     by_variant: dict[str, dict] = {name: {} for name in names}
     explained: dict[str, dict] = {name: {} for name in names}
+    mismatch_ids: dict[str, list] = {name: [] for name in names}
+    tag_totals: dict[str, int] = {}
     counts = {name: 0 for name in names}
     generation_seconds = 0.0
     try:
@@ -325,6 +330,10 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
                     done += 1
                 chunk_cases, ref = _merge(parts)
                 generation_seconds += time.perf_counter() - t0
+                if "hw" in opened:
+                    for case in chunk_cases:
+                        for tag in tags(case):
+                            tag_totals[tag] = tag_totals.get(tag, 0) + 1
                 for name, t in opened.items():
                     t1 = time.perf_counter()
                     bad, details = t.evaluate(chunk_cases, ref)
@@ -333,6 +342,7 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
                     counts[name] += int(bad.sum())
                     for k, (obs, element_bad) in details.items():
                         case = chunk_cases[k]
+                        mismatch_ids[name].append(case.case_id)
                         label = case.variant.label
                         first_of_variant = label not in by_variant[name]
                         by_variant[name][label] = by_variant[name].get(label, 0) + 1
@@ -370,7 +380,8 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
         for d in owned:
             d.close()
     report = Report(seed, cases, target, stats, reported, {n: counts[n] for n in names},
-                    generation_seconds, run_seconds, time.perf_counter() - started, pool, by_variant, explained)
+                    generation_seconds, run_seconds, time.perf_counter() - started, pool, by_variant, explained,
+                    mismatch_ids, tag_totals)
     if json_path is not None:
         Path(json_path).write_text(json.dumps(report.to_json(), indent=2))
     return report
@@ -422,5 +433,7 @@ def print_report(report: Report, console=None) -> None:
     for name, models in report.explanations.items():
         for model, count in models.items():
             console.print(f"  {name}: {count} mismatching cases explained by: {model}", markup=False, highlight=False)
+    for tag, total in report.tag_totals.items():
+        console.print(f"  cases with '{tag}': {total}", markup=False, highlight=False)
     for m in report.mismatches:
         console.print(m.describe(), markup=False, highlight=False)
