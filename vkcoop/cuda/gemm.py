@@ -284,7 +284,8 @@ class WgmmaSpGemm:
         for bn, cons, st, nreg, wait in (
             (16, 2, 8, True, 1), (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
-            (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0)))
+            (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
+            (256, 2, 5, True, 1)))
 
     __init__ = MmaSpGemm.__init__
     _pick = MmaSpGemm._pick

@@ -144,14 +144,26 @@ struct Kernel {
 #pragma unroll
     for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
 
-    for (int kt = 0; kt < k_tiles; ++kt) {
+    // One K slice: wait for its data, issue two wgmma (k32 steps, selector 0 then 1,
+    // sharing one metadata register), commit, then retire the previous slice.
+    //
+    // wgmma reads its sparse-metadata register asynchronously, like the
+    // accumulators: the register must keep its value until the group retires.
+    // With one group left in flight (kWaitDepth = 1) the next slice's metadata
+    // would otherwise be loaded into the very register the in-flight group is
+    // still reading (seen on the H200: wrong results with two consumer
+    // warpgroups and N >= 128).  So slices alternate between two variables and
+    // each one is kept alive (empty asm use) until after the wait that retires
+    // its group.
+    auto slice = [&](int kt, u32& meta, u32 other_meta) {
       const int s = kt % STAGES;
       mbar_wait(bars + 8 * s, (kt / STAGES) & 1);
       const u32 stage = ring + s * STAGE_BYTES;
       const u32 a_base = stage + consumer * 64 * 64;  // this consumer's 64 rows
       const u32 b_base = stage + A_BYTES;
-      const u32 meta = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES +
-                                                    B_BYTES)[(consumer * 4 + warp) * 32 + lane];
+      meta = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES +
+                                          B_BYTES)[(consumer * 4 + warp) * 32 + lane];
+      asm volatile("" : "+r"(meta));  // a fresh value the compiler cannot forward or copy
       wgmma_fence();
       fence_accumulators(acc);
       // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
@@ -161,15 +173,22 @@ struct Kernel {
                              meta, 1);
       wgmma_commit();
       fence_accumulators(acc);
-      // kWaitDepth = 1 keeps one group in flight and releases the previous slice;
+      // kWaitDepth = 1 keeps this group in flight and retires the previous slice;
       // 0 waits for this slice and releases it at once.
       wgmma_wait<kWaitDepth>();
+      asm volatile("" ::"r"(other_meta));  // previous group retired: its register may go
       if (kWaitDepth == 0)
         mbar_arrive(bars + 8 * (STAGES + s));
       else if (kt > 0)
         mbar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
+    };
+    u32 meta_even = 0, meta_odd = 0;
+    for (int kt = 0; kt < k_tiles; kt += 2) {
+      slice(kt, meta_even, meta_odd);
+      if (kt + 1 < k_tiles) slice(kt + 1, meta_odd, meta_even);
     }
     wgmma_wait<0>();
+    asm volatile("" ::"r"(meta_even), "r"(meta_odd));
     fence_accumulators(acc);
 
     // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
@@ -221,3 +240,4 @@ VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s3, false, 256, 2, 3, true)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s5, false, 256, 1, 5, true)
 VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn128_c2_s6_w0, false, 128, 2, 6, true, 0)
 VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn256_c2_s4_w0, false, 256, 2, 4, true, 0)
+VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s5, false, 256, 2, 5, true)
