@@ -201,8 +201,9 @@ class MmaSpGemm:
         if getattr(cfg, "fp16_only", False) and _dtype_name(dtype) != "float16":
             return False, f"{cfg.kernel_name('float16')} is instantiated for fp16 only"
         bk = getattr(cfg, "bk", 64)
+        m_step = cfg.bm * getattr(cfg, "cluster", 1)
         problems = [f"{name}={v} is not a multiple of {req}"
-                    for name, v, req in (("M", m, cfg.bm), ("N", n, cfg.bn), ("K", k, bk)) if v % req]
+                    for name, v, req in (("M", m, m_step), ("N", n, cfg.bn), ("K", k, bk)) if v % req]
         if problems:
             return False, f"{self.name} tile {cfg.bm}x{cfg.bn}: " + "; ".join(problems)
         return True, f"tile {cfg.bm}x{cfg.bn}, {cfg.stages} stages"
@@ -244,6 +245,7 @@ class WgmmaSpConfig:
     setmaxnreg: bool = True  # rebalance registers from producer to consumer warpgroups
     fp16_only: bool = False  # diagnostic instantiations exist for fp16 only
     wait_depth: int = 1  # wgmma groups left in flight before releasing a slice
+    cluster: int = 1  # 2: CTA pairs along M share B through TMA multicast
 
     @property
     def bm(self) -> int:
@@ -261,7 +263,8 @@ class WgmmaSpConfig:
 
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
-        suffix = ("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
+        suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
+                  + ("" if self.cluster == 1 else f"_x{self.cluster}"))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
 
@@ -285,7 +288,8 @@ class WgmmaSpGemm:
             (16, 2, 8, True, 1), (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
-            (256, 2, 5, True, 1)))
+            (256, 2, 5, True, 1))) + tuple(
+        WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
 
     __init__ = MmaSpGemm.__init__
     _pick = MmaSpGemm._pick
@@ -306,7 +310,7 @@ class WgmmaSpGemm:
         tm_a = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, a.values.data_ptr(), k // 2, m,
                                       k, 32, cfg.bm, driver.SWIZZLE_64B)
         tm_b = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, b_t.data_ptr(), k, n, k * 2,
-                                      64, cfg.bn, driver.SWIZZLE_128B)
+                                      64, cfg.bn // cfg.cluster, driver.SWIZZLE_128B)
         meta_cols = (k // 64) * 32
         tm_meta = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT32, a.mma_metadata.data_ptr(),
                                          meta_cols, m // 16, meta_cols * 4, 32, cfg.bm // 16,

@@ -53,6 +53,33 @@ VK_DEVICE void mbar_wait(u32 bar, u32 parity) {
   } while (!done);
 }
 
+// The same box written to the same shared-memory offset of every CTA in `mask`
+// (cluster ranks), each CTA's mbarrier at `bar` receiving the byte count.
+VK_DEVICE void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar,
+                                     unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+
+VK_DEVICE u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+VK_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+// Arrive on the mbarrier at the same offset in cluster CTA `rank`.
+VK_DEVICE void mbar_arrive_cluster(u32 bar, u32 rank) {
+  u32 remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
+               : "memory");
+}
+
 VK_DEVICE void tma_load_2d(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -81,7 +108,11 @@ VK_DEVICE void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1>
+// CLUSTER = 2: two CTAs on vertically adjacent tiles share B.  Each loads half of
+// the B slice and multicasts it to both, halving B's L2 traffic; a slice is
+// refilled only when the consumers of both CTAs have released it.
+template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1,
+          int CLUSTER = 1>
 struct Kernel {
   static constexpr int BM = 64 * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -105,19 +136,34 @@ struct Kernel {
     const int tid = threadIdx.x;
     const int warpgroup = tid / 128;
     int tile_m, tile_n;
-    grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
+    u32 rank = 0;
+    if constexpr (CLUSTER == 1) {
+      grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
+    } else {
+      rank = cluster_rank();
+      int pair_m;
+      grouped_tile(blockIdx.x / CLUSTER, M / BM / CLUSTER, N / BN, 8, pair_m, tile_n);
+      tile_m = pair_m * CLUSTER + rank;
+    }
     const int m0 = tile_m * BM, n0 = tile_n * BN;
     const int k_tiles = K / BK;
+    // empty[s] collects every consumer thread (one CTA) or one lane per consumer
+    // warp of every CTA in the cluster
+    constexpr u32 EMPTY_COUNT = CLUSTER == 1 ? CONSUMERS * 128 : CLUSTER * CONSUMERS * 4;
 
     if (tid == 0) {
       for (int s = 0; s < STAGES; ++s) {
         mbar_init(bars + 8 * s, 1);
-        mbar_init(bars + 8 * (STAGES + s), CONSUMERS * 128);
+        mbar_init(bars + 8 * (STAGES + s), EMPTY_COUNT);
       }
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-    __syncthreads();
+    if constexpr (CLUSTER == 1) {
+      __syncthreads();
+    } else {
+      cluster_sync();  // the peer's barriers exist before anything is multicast into it
+    }
 
     if (warpgroup == 0) {
       if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -129,7 +175,13 @@ struct Kernel {
           const u32 stage = ring + s * STAGE_BYTES;
           mbar_expect_tx(full, TX_BYTES);
           tma_load_2d(stage, tm_a, kt * 32, m0, full);
-          tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
+          if constexpr (CLUSTER == 1) {
+            tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
+          } else {
+            constexpr int ROWS = BN / CLUSTER;
+            tma_load_2d_multicast(stage + A_BYTES + rank * ROWS * 128, tm_b, kt * BK,
+                                  n0 + rank * ROWS, full, (1u << CLUSTER) - 1);
+          }
           tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32, m0 / 16, full);
         }
       }
@@ -177,10 +229,21 @@ struct Kernel {
       // 0 waits for this slice and releases it at once.
       wgmma_wait<kWaitDepth>();
       asm volatile("" ::"r"(other_meta));  // previous group retired: its register may go
+      int release = -1;
       if (kWaitDepth == 0)
-        mbar_arrive(bars + 8 * (STAGES + s));
+        release = s;
       else if (kt > 0)
-        mbar_arrive(bars + 8 * (STAGES + (kt - 1) % STAGES));
+        release = (kt - 1) % STAGES;
+      if (release >= 0) {
+        const u32 empty = bars + 8 * (STAGES + release);
+        if constexpr (CLUSTER == 1) {
+          mbar_arrive(empty);
+        } else {
+          __syncwarp();
+          if (lane == 0)
+            for (u32 r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty, r);
+        }
+      }
     };
     u32 meta_even = 0, meta_odd = 0;
     for (int kt = 0; kt < k_tiles; kt += 2) {
@@ -203,6 +266,8 @@ struct Kernel {
       *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) =
           pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]);
     }
+    // The peer may still arrive on this CTA's barriers: leave together.
+    if constexpr (CLUSTER > 1) cluster_sync();
   }
 };
 
@@ -216,6 +281,13 @@ struct Kernel {
            const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
            const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
     wgsp::Kernel<BF16, BN, CONS, ST, NREG, WAIT>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);        \
+  }
+#define VK_WGMMA_SP_KERNEL_X2(NAME, BF16, BN, CONS, ST, WAIT)                                   \
+  extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128 * (CONS + 1), 1)     \
+      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
+           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
+           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
+    wgsp::Kernel<BF16, BN, CONS, ST, true, WAIT, 2>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);     \
   }
 #define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST, NREG) \
   VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, 1)
@@ -241,3 +313,6 @@ VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s5, false, 256, 1, 5, true)
 VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn128_c2_s6_w0, false, 128, 2, 6, true, 0)
 VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn256_c2_s4_w0, false, 256, 2, 4, true, 0)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s5, false, 256, 2, 5, true)
+VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn256_c2_s4_x2, false, 256, 2, 4, 1)
+VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn256_c2_s5_x2, false, 256, 2, 5, 1)
+VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn128_c2_s6_x2, false, 128, 2, 6, 1)
