@@ -107,3 +107,37 @@ def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
     for r in outcome.results:
         if r.status == "ok":
             assert r.tflops and r.tflops > 0
+
+
+def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
+    from vkcoop.samples import gemm as gemm_samples
+    from vkcoop.samples import gemm_kernels as kernels
+    from vkcoop.samples.fixtures import H200_CAPS
+    flex = gemm_samples.flexible_rows(H200_CAPS)
+    for table in (bench.DENSE_CONFIGS, bench.SPARSE_CONFIGS):
+        assert set(table) == set(bench.SHAPES)
+        for configs in table.values():
+            for config in configs:
+                kernels.check_workgroup_tile(flex, "fp16->fp32", config.tile)
+                assert config.meta_words in kernels.META_WORDS_CHOICES
+    assert all(c.meta_words == 0 for configs in bench.DENSE_CONFIGS.values() for c in configs)
+    labels = [c.label() for configs in bench.SPARSE_CONFIGS.values() for c in configs]
+    assert len(labels) == len(set(labels))
+
+
+def test_explore_parses_jobs_and_tiles_before_any_gpu_work():
+    from vkcoop.bench import explore
+    tile, column, meta_words = explore.parse_tile("256:64x32x128u2s4sg2p2i4c")
+    assert (tile.workgroup_size, tile.tile_m, tile.tile_n, tile.tile_k) == (256, 64, 32, 128)
+    assert (tile.k_unroll, tile.split_k, tile.subgroups_m, tile.n_parts) == (2, 4, 2, 2)
+    assert column and meta_words == 4
+    tile, column, meta_words = explore.parse_tile("128:128x128x32")
+    assert tile.k_unroll == 2 and tile.group_m == 8 and not column and meta_words == 0 and not tile.subgroup_scope
+    kernel, dtype, shape, tiles = explore.parse_job("sparse/bf16/8192,32,8192/256:64x32x128i4,64:32x32x128")
+    assert (kernel, dtype, shape, tiles) == ("sparse", "bf16", (8192, 32, 8192), ["256:64x32x128i4", "64:32x32x128"])
+    for bad, message in (("dense/fp16/8,8,8/128:128", "is not INVOCATIONS"), ("magic/fp16/8,8,8/1:1x1x1", "kernel"),
+                         ("dense16/bf16/8,8,8/1:1x1x1", "dtype"), ("dense/fp16/8x8/1:1x1x1", "KERNEL/DTYPE")):
+        with pytest.raises(ValueError, match=message):
+            explore.parse_job(bad)
+    with pytest.raises(SystemExit):   # argparse: --job is required
+        explore.main([])

@@ -159,8 +159,14 @@ def test_coopmat2_cases_cover_types_ragged_shapes_and_column_major_b():
     cases = get_sample("coopmat2-gemm").prepared_cases(H200_CAPS)
     defines = {c.defines["GEMM_TYPES"] for c in cases}
     assert defines == {"F16_F16", "F16_F32", "BF16_F32", "S8_S32"}
-    column_major = [c for c in cases if c.specialization[4] is True]
-    assert len(column_major) == 4
+    base = [c for c in cases if c.defines["SCOPE"] == "WORKGROUP" and c.defines["N_PARTS"] == "1"]
+    assert len([c for c in base if c.specialization[4] is True]) == 4
+    # every type also runs with two accumulators and with subgroup-scope matrices, on ragged shapes
+    for types in ("F16_F16", "F16_F32", "BF16_F32", "S8_S32"):
+        mine = [c for c in cases if c.defines["GEMM_TYPES"] == types]
+        assert {c.defines["N_PARTS"] for c in mine} == {"1", "2"}
+        assert {c.defines["SCOPE"] for c in mine} == {"WORKGROUP", "SUBGROUP"}
+        assert all(8 in c.specialization for c in mine if c.defines["SCOPE"] == "SUBGROUP")
     ragged = 0
     for case in cases:
         spec = case.specialization
@@ -215,12 +221,95 @@ def test_khr_cases_respect_the_copy_alignment():
 def test_sparse_cases_ship_the_compressed_format():
     cases = get_sample("sparse24-gemm").prepared_cases(H200_CAPS)
     assert {c.defines["ELEMENT"] for c in cases} == {"F16", "BF16"}
+    assert {c.defines["META_WORDS"] for c in cases} == {"0", "1", "4"}
     for case in cases:
-        values, metadata = case.bindings[0].data, case.bindings[1].data
         m, n, k = (int(v) for v in case.push[:3])
+        meta_words = int(case.defines["META_WORDS"])
+        if meta_words == 0:
+            values, metadata = case.bindings[0].data, case.bindings[1].data
+            assert len(case.bindings) == 4
+        else:  # one interleaved binding that regroups the same format
+            assert len(case.bindings) == 3
+            element = np.float16 if case.defines["ELEMENT"] == "F16" else kernels.BF16
+            values, metadata = kernels.deinterleave_2to4(case.bindings[0].data, k, meta_words, element)
         assert values.shape == (m, k // 2) and metadata.shape == (m, k // 32) and metadata.dtype == np.uint32
         sparse24.validate_compressed(values, metadata)
         assert case.specialization[3] % 32 == 0
+        expected = kernels.sparse24_reference(values, metadata, _stored_b_as_kn(case))
+        assert np.array_equal(case.bindings[-1].expected, expected)
+
+
+def _stored_b_as_kn(case):
+    b = case.bindings[-2].data
+    return np.ascontiguousarray(b.T) if case.specialization[4] else b
+
+
+# --------------------------------------------------------------------------- interleaved 2:4 layout
+def test_interleaved_blocks_follow_the_documented_layout():
+    # Built by hand from the format's definition, not by the function under test.
+    values = np.arange(1, 1 + 2 * 48, dtype=np.uint16).reshape(2, 48).view(np.float16)   # K = 96: 3 words
+    metadata = np.array([[0x11111111, 0x22222222, 0x33333333], [0x44444444, 0x55555555, 0x66666666]], np.uint32)
+    blocks = kernels.interleave_2to4(values, metadata, 2)     # 2 words per block -> 2 blocks, the last padded
+    assert blocks.shape == (2, 2, 18) and blocks.dtype == np.uint32
+    raw = values.view(np.uint16).astype(np.uint32)
+    row = 1
+    assert list(blocks[row, 0, :2]) == [0x44444444, 0x55555555]
+    assert blocks[row, 0, 2] == raw[row, 0] | raw[row, 1] << 16            # first pair, lower K in the low half
+    assert blocks[row, 0, 17] == raw[row, 30] | raw[row, 31] << 16         # 16th pair
+    assert list(blocks[row, 1, :2]) == [0x66666666, 0]                     # padding metadata word
+    assert blocks[row, 1, 2] == raw[row, 32] | raw[row, 33] << 16
+    assert np.all(blocks[row, 1, 10:] == 0)                                 # padding pairs
+
+
+@pytest.mark.parametrize("meta_words", [1, 2, 4])
+@pytest.mark.parametrize("k", [32, 96, 128, 160, 512])
+def test_interleaving_round_trips(meta_words, k):
+    rng = np.random.default_rng(k + meta_words)
+    for dtype in (np.float16, kernels.BF16):
+        dense = rng.choice(np.array([-1.0, -0.0, 0.5, 2.0], np.float32), size=(3, k)).astype(dtype)
+        compressed = sparse24.compress_2to4(dense)
+        blocks = kernels.interleave_2to4(compressed.values, compressed.metadata, meta_words)
+        assert blocks.shape == (3, -(-k // (32 * meta_words)), 9 * meta_words)
+        values, metadata = kernels.deinterleave_2to4(blocks, k, meta_words, dtype)
+        assert np.array_equal(values.view(np.uint16), compressed.values.view(np.uint16))  # -0.0 kept
+        assert np.array_equal(metadata, compressed.metadata)
+
+
+def test_interleaving_refuses_bad_arguments():
+    values, metadata = np.zeros((2, 32), np.float16), np.zeros((2, 2), np.uint32)
+    with pytest.raises(kernels.GemmInputError, match="meta_words=3"):
+        kernels.interleave_2to4(values, metadata, 3)
+    with pytest.raises(kernels.GemmInputError, match="does not match"):
+        kernels.interleave_2to4(values, np.zeros((2, 3), np.uint32), 1)
+    with pytest.raises(kernels.GemmInputError, match="16-bit"):
+        kernels.interleave_2to4(values.astype(np.float32), metadata, 1)
+    with pytest.raises(SampleInputError, match="meta_words=8"):
+        gemm_samples.sparse24_case("x", "fp16", kernels.WorkgroupTile(256, 128, 128, 64),
+                                   np.zeros((16, 64), np.float16), np.zeros((64, 16), np.float16), meta_words=8)
+
+
+# --------------------------------------------------------------------------- tile variants
+def test_subgroup_scope_tiles_check_each_subgroups_matrix():
+    tile = kernels.WorkgroupTile(256, 128, 256, 32, subgroups_m=2)      # 8 subgroups: 2 x 4, 64x64 each
+    assert tile.subgroups_n == 4 and tile.matrix_shape() == (64, 64, 32)
+    kernels.check_workgroup_tile(FLEX, "fp16->fp32", tile)
+    assert tile.defines() == {"SCOPE": "SUBGROUP", "N_PARTS": "1"} and tile.specialization(False)[8] == 2
+    with pytest.raises(kernels.GemmInputError, match="divide"):
+        kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 128, 90, 32, subgroups_m=2))
+    with pytest.raises(kernels.GemmInputError, match="subgroups_m=3"):
+        kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 96, 96, 32, subgroups_m=3))
+    with pytest.raises(kernels.GemmInputError, match="matches no"):   # 8x... per subgroup: below granularity 16
+        kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 64, 256, 32, subgroups_m=8))
+
+
+def test_two_accumulators_halve_the_matrix_n():
+    tile = kernels.WorkgroupTile(256, 128, 256, 32, n_parts=2)
+    assert tile.matrix_shape() == (128, 128, 32) and tile.defines()["N_PARTS"] == "2"
+    kernels.check_workgroup_tile(FLEX, "fp16->fp32", tile)
+    with pytest.raises(kernels.GemmInputError, match="matches no"):   # 128 x 16 at 256 invocations: N gran. 32
+        kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 128, 32, 32, n_parts=2))
+    with pytest.raises(kernels.GemmInputError, match="n_parts=3"):
+        kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 128, 96, 32, n_parts=3))
 
 
 def test_bad_inputs_are_refused_before_dispatch():
@@ -259,6 +348,10 @@ def test_kernel_classes_refuse_wrong_operands_without_a_device():
         kernel.bind(np.zeros((4, 16), np.float16), np.zeros((4, 2), np.uint32), np.zeros((32, 8), np.float16))
     with pytest.raises(kernels.GemmInputError, match=r"dtype='fp32'"):
         kernels.Sparse24Gemm(NoDevice(), "fp32", kernels.WorkgroupTile(256, 128, 128, 64))
+    with pytest.raises(kernels.GemmInputError, match="meta_words=3"):
+        kernels.Sparse24Gemm(NoDevice(), "fp16", kernels.WorkgroupTile(256, 128, 128, 64), meta_words=3)
+    with pytest.raises(kernels.GemmInputError, match="one workgroup-scope accumulator"):
+        kernels.Sparse24Gemm(NoDevice(), "fp16", kernels.WorkgroupTile(256, 128, 128, 64, subgroups_m=2))
 
 
 # --------------------------------------------------------------------------- on the GPU
@@ -314,6 +407,15 @@ def test_kernel_objects_match_the_reference_and_time():
         with kernels.Sparse24Gemm(device, "fp16", split, b_column_major=True) as sparse_split:
             got = sparse_split.run(compressed.values, compressed.metadata, b)
         assert np.array_equal(got, kernels.sparse24_reference(compressed.values, compressed.metadata, b))
+        for meta_words in (1, 2, 4):
+            with kernels.Sparse24Gemm(device, "fp16", split, b_column_major=True, meta_words=meta_words) as packed:
+                got = packed.run(compressed.values, compressed.metadata, b)
+            assert np.array_equal(got, kernels.sparse24_reference(compressed.values, compressed.metadata, b))
+        for variant in (kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=4, subgroups_m=2),
+                        kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=4, n_parts=2),
+                        kernels.WorkgroupTile(128, 64, 64, 32, subgroups_m=4, n_parts=2, split_k=2)):
+            with kernels.CoopMat2Gemm(device, "fp16->fp32", variant, b_column_major=True) as dense_variant:
+                assert np.array_equal(dense_variant.run(a, b), kernels.reference_gemm(a, b, np.float32)), variant
         khr_tile = kernels.choose_subgroup_tile(device.physical.cooperative_matrix_properties(), "fp16->fp32")
         with kernels.KhrSharedMemoryGemm(device, "fp16->fp32", khr_tile) as khr:
             assert np.array_equal(khr.run(a, b), kernels.reference_gemm(a, b, np.float32))

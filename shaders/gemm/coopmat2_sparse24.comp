@@ -1,5 +1,6 @@
 #version 450
 // @variants ELEMENT=F16|BF16
+// @variants META_WORDS=0|1|2|4
 // The Vulkan 2:4 path: C[M][N] (fp32) = decompress(A) * B, where A arrives in vkcoop's shared 2:4 format
 // (vkcoop/sparse.py): values [M][K/2] (the two kept entries of every 4 along K, ascending) and metadata
 // [M][K/32] uint32 (nibble j of word c covers columns 32c+4j..32c+4j+3 and equals idx0 | idx1 << 2).
@@ -9,11 +10,17 @@
 // values buffer, exactly where the format puts it; the decode function reads the matching metadata word.
 // A's memory traffic is K/2 values + K/32 words per row instead of K values. The math is dense.
 // K must be a multiple of 32 (the host checks); M and N are free (Constant clamp on edge tiles).
+// META_WORDS > 0 selects the interleaved layout (gemm_kernels.interleave_2to4, made once on the host): per row,
+// blocks of 32*META_WORDS columns, each META_WORDS metadata words followed by their 8*META_WORDS value pairs
+// (36*META_WORDS bytes), so one buffer_reference block feeds both reads of the decode function and the
+// metadata sits next to its values (same cache lines) instead of in a second binding. Same 0.5625x traffic.
 //   defines:        ELEMENT = F16 | BF16 (A and B), accumulation and result fp32
+//                   META_WORDS = 0 (values and metadata in separate bindings) | 1 | 2 | 4 (interleaved)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (a multiple of 32), 4 B_COLUMN_MAJOR,
 //                   5 K_UNROLL, 6 GROUP_M, 7 SPLIT_K (> 1: partial sums [SPLIT_K][M][N], see coopmat2_gemm.comp)
 //   push constants: M, N, K, row stride of B and of C (elements)
-//   bindings:       0 values, 1 metadata, 2 B (K x N, or N x K if B_COLUMN_MAJOR), 3 C (M x N fp32)
+//   bindings:       META_WORDS 0: 0 values, 1 metadata, 2 B (K x N, or N x K if B_COLUMN_MAJOR), 3 C (M x N fp32)
+//                   META_WORDS > 0: 0 interleaved blocks [M][ceil(K / (32*META_WORDS))], 1 B, 2 C
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_cooperative_matrix : enable
 #extension GL_NV_cooperative_matrix2 : enable
@@ -23,6 +30,9 @@
 
 #ifndef ELEMENT
 #define ELEMENT F16
+#endif
+#ifndef META_WORDS
+#define META_WORDS 0
 #endif
 #define F16 1
 #define BF16 2
@@ -45,25 +55,54 @@ layout(constant_id = 6) const uint GROUP_M = 8;
 layout(constant_id = 7) const uint SPLIT_K = 1;
 layout(local_size_x_id = 0) in;
 
+#if META_WORDS == 0
 const uint SPARSE_BLOCK_K = 32;  // columns per metadata word = the layout's block size along K
 
 layout(set = 0, binding = 0) readonly buffer Values { uvec4 values[]; };
 layout(set = 0, binding = 1) readonly buffer Metadata { uint metadata[]; };
 layout(set = 0, binding = 2) readonly buffer MatrixB { A_TYPE b[]; };
 layout(set = 0, binding = 3) writeonly buffer MatrixC { float c[]; };
+#else
+const uint SPARSE_BLOCK_K = 32 * META_WORDS;  // columns per interleaved block
+
+layout(set = 0, binding = 0) readonly buffer Values { uvec4 values[]; };
+layout(set = 0, binding = 1) readonly buffer MatrixB { A_TYPE b[]; };
+layout(set = 0, binding = 2) writeonly buffer MatrixC { float c[]; };
+#endif
 
 layout(push_constant) uniform Shape {
     uint M, N, K;
     uint stride_b, stride_c;
 } shape;
 
+// Blocks of a row along K (the layouts' stride in blocks).
+uint blocks_per_row() {
+    return (shape.K + SPARSE_BLOCK_K - 1) / SPARSE_BLOCK_K;
+}
+
+#if META_WORDS == 0
 // The 16 kept values of one 32-column block: word w holds the pair of 4-chunk w (low half first).
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer SparseBlock { uint pairs[8]; };
+#elif META_WORDS == 4
+// Interleaved: 4 metadata words, then the 32 value pairs of 128 columns (144 bytes).
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer SparseBlock { uint meta[4]; uint pairs[32]; };
+#elif META_WORDS == 2
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer SparseBlock { uint meta[2]; uint pairs[16]; };
+#elif META_WORDS == 1
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer SparseBlock { uint meta[1]; uint pairs[8]; };
+#else
+#error "META_WORDS must be 0, 1, 2 or 4"
+#endif
 
 A_TYPE decode_2to4(const in SparseBlock block, const in uint block_coord[2], const in uint coord_in_block[2]) {
-    const uint chunk = coord_in_block[1] >> 2;
+    const uint chunk = coord_in_block[1] >> 2;   // 4-column chunk inside the block
     const uint position = coord_in_block[1] & 3u;
-    const uint nibble = (metadata[block_coord[0] * (shape.K / SPARSE_BLOCK_K) + block_coord[1]] >> (4u * chunk)) & 0xFu;
+#if META_WORDS == 0
+    const uint word = metadata[block_coord[0] * (shape.K / 32) + block_coord[1]];
+#else
+    const uint word = block.meta[chunk >> 3];
+#endif
+    const uint nibble = (word >> (4u * (chunk & 7u))) & 0xFu;
     const uint pair = block.pairs[chunk];
     uint bits = 0u;  // +0.0: a pruned position
     if (position == (nibble & 3u)) {
@@ -113,6 +152,7 @@ void main() {
         tensorLayoutNV<2> layout_a = createTensorLayoutNV(2);
         layout_a = setTensorLayoutBlockSizeNV(layout_a, 1, SPARSE_BLOCK_K);
         layout_a = setTensorLayoutDimensionNV(layout_a, shape.M, shape.K);
+        layout_a = setTensorLayoutStrideNV(layout_a, blocks_per_row(), 1);
         tensorLayoutNV<2> layout_b = createTensorLayoutNV(2);
         if (B_COLUMN_MAJOR) {
             layout_b = setTensorLayoutDimensionNV(layout_b, shape.N, shape.K);
@@ -139,7 +179,7 @@ void main() {
     tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
     clamped_a = setTensorLayoutBlockSizeNV(clamped_a, 1, SPARSE_BLOCK_K);
     clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, k_end);  // K clamps at the slice end
-    clamped_a = setTensorLayoutStrideNV(clamped_a, shape.K / SPARSE_BLOCK_K, 1);  // in blocks, of the full K
+    clamped_a = setTensorLayoutStrideNV(clamped_a, blocks_per_row(), 1);  // in blocks, of the full K
     tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
     if (B_COLUMN_MAJOR) {
         clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, k_end);

@@ -45,19 +45,40 @@ SHAPES = ("square", "llm")
 #: N of the LLM-like shapes: a batch of tokens times a weight matrix (memory-bound: A dominates the traffic).
 LLM_TOKENS = 32
 
+@dataclass(frozen=True)
+class VulkanConfig:
+    """One launch configuration of a Vulkan coopmat2 path: the tile, B's layout and (2:4 path) A's layout."""
+    tile: kernels.WorkgroupTile
+    b_column_major: bool = False
+    meta_words: int = 0   # 2:4 path: 0 = values + metadata bindings, > 0 = interleaved blocks (interleave_2to4)
+
+    def label(self) -> str:
+        return (self.tile.label() + (f" i{self.meta_words}" if self.meta_words else "")
+                + (" Bcol" if self.b_column_major else ""))
+
+
+_W = kernels.WorkgroupTile
 # Vulkan launch configurations per shape class, tried in order when tuning (the first is the default).
 # Workgroup-scope tiles: multiples of the H200's granularity rows (256 invocations: 32/32/16; 128: 32/16/16;
 # 64: 16/16/16); see docs/gemm-notes.md for what was measured.
-DENSE_TILES = {
-    "square": [kernels.WorkgroupTile(256, 128, 256, 32, k_unroll=4, group_m=8),
-               kernels.WorkgroupTile(128, 128, 128, 32, k_unroll=4, group_m=8),
-               kernels.WorkgroupTile(256, 128, 256, 32, k_unroll=2, group_m=8)],
-    "llm": [kernels.WorkgroupTile(256, 64, 32, 128, k_unroll=2, group_m=1),
-            kernels.WorkgroupTile(64, 32, 32, 128, k_unroll=2, group_m=1),
-            kernels.WorkgroupTile(256, 64, 32, 64, k_unroll=2, group_m=1, split_k=4)],
+DENSE_CONFIGS = {
+    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8)),
+               VulkanConfig(_W(128, 128, 128, 32, k_unroll=4, group_m=8)),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=2, group_m=8)),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), b_column_major=True)],
+    "llm": [VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True),
+            VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1), b_column_major=True),
+            VulkanConfig(_W(256, 64, 32, 64, k_unroll=2, group_m=1, split_k=4), b_column_major=True)],
 }
-SPARSE_TILES = DENSE_TILES
-B_COLUMN_MAJOR = {"square": (False, True), "llm": (True,)}
+SPARSE_CONFIGS = {
+    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), meta_words=4),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8)),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), b_column_major=True)],
+    "llm": [VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1, split_k=4), b_column_major=True,
+                         meta_words=4),
+            VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True),
+            VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True, meta_words=4)],
+}
 
 
 @dataclass
@@ -182,32 +203,31 @@ class VulkanPaths:
             self._flush = kernels.L2Flush(self.device)
         return self._flush
 
-    def kernel(self, path: str, dtype: str, config, b_column_major: bool = False):
-        key = (path, dtype, config, b_column_major)
+    def kernel(self, path: str, dtype: str, config):
+        """The (cached) kernel object of a path for a VulkanConfig (a SubgroupTile for the KHR path)."""
+        key = (path, dtype, config)
         if key not in self._pipelines:
             types = "fp16->fp32" if dtype == "fp16" else "bf16->fp32"
             if path == "vk-coopmat2-dense":
-                made = kernels.CoopMat2Gemm(self.device, types, config, b_column_major=b_column_major,
+                made = kernels.CoopMat2Gemm(self.device, types, config.tile, b_column_major=config.b_column_major,
                                             flexible_properties=self.flexible)
             elif path == "vk-coopmat2-2:4":
-                made = kernels.Sparse24Gemm(self.device, dtype, config, b_column_major=b_column_major,
-                                            flexible_properties=self.flexible)
+                made = kernels.Sparse24Gemm(self.device, dtype, config.tile, b_column_major=config.b_column_major,
+                                            flexible_properties=self.flexible, meta_words=config.meta_words)
             else:
                 made = kernels.KhrSharedMemoryGemm(self.device, types, config)
             self._pipelines[key] = made
         return self._pipelines[key]
 
-    def configs(self, path: str, case: Case, tune: bool):
+    def configs(self, path: str, case: Case, tune: bool) -> list:
         if path == "vk-khr-subgroup":
             types = "fp16->fp32" if case.dtype == "fp16" else "bf16->fp32"
             tile = kernels.choose_subgroup_tile(self.khr, types)
             if case.shape_class == "llm":  # few columns: a narrow tile wastes less
                 tile = kernels.choose_subgroup_tile(self.khr, types, tile=(128, 32, None), subgroups=(4, 1))
-            return [(tile, False)]
-        tiles = (DENSE_TILES if path == "vk-coopmat2-dense" else SPARSE_TILES)[case.shape_class]
-        layouts = B_COLUMN_MAJOR[case.shape_class]
-        options = [(tile, column) for tile in tiles for column in layouts]
-        return options if tune else options[:1]
+            return [tile]
+        options = (DENSE_CONFIGS if path == "vk-coopmat2-dense" else SPARSE_CONFIGS)[case.shape_class]
+        return list(options) if tune else list(options[:1])
 
     def close(self):
         for made in self._pipelines.values():
@@ -217,8 +237,12 @@ class VulkanPaths:
         self.device.close()
 
 
-def _bind_vulkan(kernel, path, pruned, compressed, b, b_column_major):
-    b_arg = np.ascontiguousarray(b.T) if b_column_major else b
+def _config_label(config) -> str:
+    return config.label()
+
+
+def _bind_vulkan(kernel, path, pruned, compressed, b, config):
+    b_arg = np.ascontiguousarray(b.T) if getattr(config, "b_column_major", False) else b
     if path == "vk-coopmat2-2:4":
         kernel.bind(compressed.values, compressed.metadata, b_arg)
     else:
@@ -230,11 +254,12 @@ def run_vulkan_path(vulkan: VulkanPaths, path: str, case: Case, inputs, rows, re
     pruned, compressed, b = inputs
     result = _result(path, case, "ok")
     best = None
-    for tile, column in vulkan.configs(path, case, tune):
-        label = tile.label() + (" Bcol" if column else "")
+    configs = vulkan.configs(path, case, tune)
+    for config in configs:
+        label = _config_label(config)
         try:
-            kernel = vulkan.kernel(path, case.dtype, tile, column)
-            _bind_vulkan(kernel, path, pruned, compressed, b, column)
+            kernel = vulkan.kernel(path, case.dtype, config)
+            _bind_vulkan(kernel, path, pruned, compressed, b, config)
             output = kernel.result()
             ok, max_abs, why = check_output(output[rows], reference)
             if not ok:
@@ -243,13 +268,13 @@ def run_vulkan_path(vulkan: VulkanPaths, path: str, case: Case, inputs, rows, re
                 if best is None:
                     result.status, result.reason, result.config, result.max_abs_error = "failed", why, label, max_abs
                 continue
-            probe_iters = iters if len(vulkan.configs(path, case, tune)) == 1 else max(3, iters // 4)
+            probe_iters = iters if len(configs) == 1 else max(3, iters // 4)
             times = kernel.time(probe_iters, warmup, vulkan.flush() if flush_l2 else None)
             median = statistics.median(times)
             result.tuning.append({"config": label, "median_ms": median * 1e3,
                                   "tflops": case.flops / median / 1e12})
             if best is None or median < best[0]:
-                best = (median, tile, column, label, max_abs)
+                best = (median, config, label, max_abs)
             kernel.release()
         except Exception as error:  # one bad config must not sink the whole benchmark
             result.tuning.append({"config": label, "status": "error", "reason": f"{type(error).__name__}: {error}"})
@@ -257,10 +282,10 @@ def run_vulkan_path(vulkan: VulkanPaths, path: str, case: Case, inputs, rows, re
                 result.status, result.reason, result.config = "error", f"{type(error).__name__}: {error}", label
     if best is None:
         return result
-    median, tile, column, label, max_abs = best
-    kernel = vulkan.kernel(path, case.dtype, tile, column)
+    median, config, label, max_abs = best
+    kernel = vulkan.kernel(path, case.dtype, config)
     if len(result.tuning) > 1:  # re-time the winner with the full iteration count
-        _bind_vulkan(kernel, path, pruned, compressed, b, column)
+        _bind_vulkan(kernel, path, pruned, compressed, b, config)
         times = kernel.time(iters, warmup, vulkan.flush() if flush_l2 else None)
         kernel.release()
     result.status, result.reason, result.config, result.max_abs_error = "ok", "", label, max_abs

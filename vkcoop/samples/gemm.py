@@ -13,6 +13,8 @@ product converted to the result type bit for bit, whatever its summation order.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .. import sparse as sparse24
@@ -69,7 +71,7 @@ def coopmat2_gemm_case(name: str, types, tile: kernels.WorkgroupTile, a: np.ndar
     expected = kernels.reference_gemm(a, b, t.output_dtype)
     stored_b = np.ascontiguousarray(b.T) if b_column_major else b
     tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
-    return Case(name, COOPMAT2_SHADER, {"GEMM_TYPES": t.define},
+    return Case(name, COOPMAT2_SHADER, {"GEMM_TYPES": t.define, **tile.defines()},
                 [Binding("A", a), Binding("B", stored_b),
                  Binding("C", np.zeros((m, n), t.output_dtype), expected=expected)],
                 specialization=tile.specialization(b_column_major),
@@ -96,7 +98,7 @@ def coopmat2_split_k_case(name: str, types, tile: kernels.WorkgroupTile, a: np.n
     (m, k), n = a.shape, b.shape[1]
     expected = split_k_partials(a, b, tile)
     tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
-    return Case(name, COOPMAT2_SHADER, {"GEMM_TYPES": t.define},
+    return Case(name, COOPMAT2_SHADER, {"GEMM_TYPES": t.define, **tile.defines()},
                 [Binding("A", a), Binding("B", b), Binding("partial sums", np.zeros_like(expected), expected=expected)],
                 specialization=tile.specialization(False), groups=(tiles, tile.split_k, 1),
                 push=_u32(m, n, k, k, n, n))
@@ -144,6 +146,10 @@ class CoopMat2GemmSample(Sample):
                 if shape_name == "mixed":
                     cases.append(coopmat2_gemm_case(f"{key} {shape_name} {m}x{n}x{k} column-major B",
                                                     types, tile, a, b, b_column_major=True))
+                if shape_name in ("ragged", "mixed"):
+                    for variant in self.variant_tiles(tile, caps):
+                        cases.append(coopmat2_gemm_case(f"{key} {shape_name} {m}x{n}x{k} tile {variant.label()}",
+                                                        types, variant, a, b, b_column_major=shape_name == "mixed"))
                 if shape_name == "ragged" and types.output_dtype == np.float32:
                     split = kernels.WorkgroupTile(tile.workgroup_size, tile.tile_m, tile.tile_n, tile.tile_k,
                                                   tile.k_unroll, tile.group_m, split_k=3)
@@ -151,6 +157,26 @@ class CoopMat2GemmSample(Sample):
                     cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 partial sums", types, split,
                                                        a3, b3))
         return cases
+
+    @staticmethod
+    def variant_tiles(tile: kernels.WorkgroupTile, caps: DeviceCaps) -> list:
+        """The other shapes of the kernel on the same tile: two accumulators along N and, where subgroups are 32
+        wide, subgroup-scope matrices (2 subgroups along M)."""
+        variants = []
+        if tile.tile_n % 2 == 0:
+            variants.append(replace(tile, n_parts=2))
+        subgroups = tile.workgroup_size // kernels.SUBGROUP_SIZE
+        if caps.subgroup_size == kernels.SUBGROUP_SIZE and subgroups % 2 == 0:
+            variants.append(replace(tile, subgroups_m=2))
+        rows = flexible_rows(caps)
+        good = []
+        for variant in variants:
+            try:
+                kernels.check_workgroup_tile(rows, kernels.GEMM_TYPES["fp16->fp32"], variant)
+                good.append(variant)
+            except kernels.GemmInputError:
+                pass
+        return good
 
 
 # --------------------------------------------------------------------------- sample 7
@@ -202,8 +228,9 @@ class KhrSharedMemoryGemmSample(Sample):
 
 # --------------------------------------------------------------------------- the 2:4 decode path
 def sparse24_case(name: str, dtype: str, tile: kernels.WorkgroupTile, a: np.ndarray, b: np.ndarray, *,
-                  b_column_major: bool = False) -> Case:
-    """C (fp32) = prune_2to4(A) @ B, with A handed to the shader compressed (vkcoop.sparse format)."""
+                  b_column_major: bool = False, meta_words: int = 0) -> Case:
+    """C (fp32) = prune_2to4(A) @ B, with A handed to the shader compressed (vkcoop.sparse format), as two
+    bindings (``meta_words`` 0) or regrouped into interleaved blocks (:func:`gemm_kernels.interleave_2to4`)."""
     if dtype not in kernels.SPARSE24_TYPES:
         raise SampleInputError(f"case {name}: dtype {dtype!r} is not one of {', '.join(kernels.SPARSE24_TYPES)}")
     define, element_dtype, _ = kernels.SPARSE24_TYPES[dtype]
@@ -218,11 +245,17 @@ def sparse24_case(name: str, dtype: str, tile: kernels.WorkgroupTile, a: np.ndar
         raise SampleInputError(f"case {name}: tile_k={tile.tile_k} must be a multiple of {sparse24.K_ALIGNMENT}")
     compressed = sparse24.compress_2to4(a)
     expected = kernels.sparse24_reference(compressed.values, compressed.metadata, b)
+    if meta_words not in kernels.META_WORDS_CHOICES:
+        raise SampleInputError(f"case {name}: meta_words={meta_words} is not one of {kernels.META_WORDS_CHOICES}")
     stored_b = np.ascontiguousarray(b.T) if b_column_major else b
     tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
-    return Case(name, SPARSE_SHADER, {"ELEMENT": define},
-                [Binding("values", compressed.values), Binding("metadata", compressed.metadata),
-                 Binding("B", stored_b), Binding("C", np.zeros((m, n), np.float32), expected=expected)],
+    if meta_words:
+        a_bindings = [Binding("interleaved A", kernels.interleave_2to4(compressed.values, compressed.metadata,
+                                                                       meta_words))]
+    else:
+        a_bindings = [Binding("values", compressed.values), Binding("metadata", compressed.metadata)]
+    return Case(name, SPARSE_SHADER, {"ELEMENT": define, "META_WORDS": str(meta_words)},
+                a_bindings + [Binding("B", stored_b), Binding("C", np.zeros((m, n), np.float32), expected=expected)],
                 specialization=tile.specialization(b_column_major),
                 groups=(tiles, 1, 1), push=_u32(m, n, k, stored_b.shape[1], n))
 
@@ -256,4 +289,9 @@ class Sparse24GemmSample(Sample):
                 if shape_name == "ragged":
                     cases.append(sparse24_case(f"{dtype} {shape_name} {m}x{n}x{k} column-major B", dtype, tile,
                                                a, b, b_column_major=True))
+                # Interleaved layouts: blocks of 128 columns (K ends inside a padded block) and of 32.
+                for meta_words in (4, 1):
+                    cases.append(sparse24_case(f"{dtype} {shape_name} {m}x{n}x{k} interleaved {meta_words}",
+                                               dtype, tile, a, b, b_column_major=shape_name == "ragged",
+                                               meta_words=meta_words))
         return cases

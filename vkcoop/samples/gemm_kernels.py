@@ -115,15 +115,42 @@ class WorkgroupTile:
     k_unroll: int = 2
     group_m: int = 8
     split_k: int = 1   # > 1: K is cut into slices whose fp32 partial sums a second dispatch adds up
+    #: 0: one workgroup-scope matrix per workgroup; > 0: subgroup-scope matrices, this many subgroups along M
+    #: (the rest along N), each owning (tile_m / subgroups_m) x (tile_n / subgroups_n). coopmat2_gemm.comp only.
+    subgroups_m: int = 0
+    n_parts: int = 1   # accumulators along N sharing one A load per K step (coopmat2_gemm.comp only)
+
+    @property
+    def subgroup_scope(self) -> bool:
+        return self.subgroups_m > 0
+
+    @property
+    def subgroups_n(self) -> int:
+        return self.workgroup_size // SUBGROUP_SIZE // self.subgroups_m if self.subgroup_scope else 1
+
+    def matrix_shape(self) -> tuple[int, int, int]:
+        """(M, N, K) of one cooperative matrix multiply: what the granularity rules apply to."""
+        if self.subgroup_scope:
+            return (self.tile_m // self.subgroups_m, self.tile_n // self.subgroups_n // self.n_parts, self.tile_k)
+        return (self.tile_m, self.tile_n // self.n_parts, self.tile_k)
 
     def label(self) -> str:
         split = f"s{self.split_k}" if self.split_k > 1 else ""
-        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}/{self.workgroup_size}u{self.k_unroll}{split}"
+        scope = f"sg{self.subgroups_m}" if self.subgroup_scope else ""
+        parts = f"p{self.n_parts}" if self.n_parts > 1 else ""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}/{self.workgroup_size}u{self.k_unroll}{split}{scope}{parts}"
+
+    def defines(self) -> dict:
+        """Compile-time defines of coopmat2_gemm.comp beyond GEMM_TYPES."""
+        return {"SCOPE": "SUBGROUP" if self.subgroup_scope else "WORKGROUP", "N_PARTS": str(self.n_parts)}
 
     def specialization(self, b_column_major: bool) -> dict:
-        """Specialization constants 0..7 of coopmat2_gemm.comp / coopmat2_sparse24.comp."""
-        return {0: self.workgroup_size, 1: self.tile_m, 2: self.tile_n, 3: self.tile_k, 4: bool(b_column_major),
-                5: self.k_unroll, 6: self.group_m, 7: self.split_k}
+        """Specialization constants 0..8 of coopmat2_gemm.comp (0..7 of coopmat2_sparse24.comp)."""
+        constants = {0: self.workgroup_size, 1: self.tile_m, 2: self.tile_n, 3: self.tile_k,
+                     4: bool(b_column_major), 5: self.k_unroll, 6: self.group_m, 7: self.split_k}
+        if self.subgroup_scope:
+            constants[8] = self.subgroups_m
+        return constants
 
 
 def granularity_rows(flexible_properties, types, scope: int = SCOPE_WORKGROUP) -> list[dict]:
@@ -169,14 +196,36 @@ def choose_workgroup_tile(flexible_properties, types, *, invocations: int | None
 
 
 def check_workgroup_tile(flexible_properties, types, tile: WorkgroupTile) -> None:
-    """Raise GemmInputError unless ``tile`` is a multiple of a matching granularity row."""
-    for row in granularity_rows(flexible_properties, types):
-        if (row["workgroupInvocations"] == tile.workgroup_size and tile.tile_m % row["MGranularity"] == 0
-                and tile.tile_n % row["NGranularity"] == 0 and tile.tile_k % row["KGranularity"] == 0):
+    """Raise GemmInputError unless each matrix of ``tile`` is a multiple of a matching granularity row.
+
+    Workgroup scope: the row's workgroupInvocations must equal workgroup_size. Subgroup scope
+    (``subgroups_m`` > 0): a subgroup-scope row, and the tile must divide evenly among the subgroups.
+    """
+    if tile.n_parts not in (1, 2):
+        raise GemmInputError(f"n_parts={tile.n_parts}: coopmat2_gemm.comp has variants for 1 or 2 accumulators")
+    scope = SCOPE_WORKGROUP
+    if tile.subgroup_scope:
+        scope = SCOPE_SUBGROUP
+        subgroups = tile.workgroup_size // SUBGROUP_SIZE
+        if tile.workgroup_size % SUBGROUP_SIZE or subgroups % tile.subgroups_m:
+            raise GemmInputError(f"tile {tile.label()}: workgroup_size {tile.workgroup_size} must be whole "
+                                 f"subgroups of {SUBGROUP_SIZE}, a multiple of subgroups_m={tile.subgroups_m}")
+        if tile.tile_m % tile.subgroups_m or tile.tile_n % (tile.subgroups_n * tile.n_parts):
+            raise GemmInputError(f"tile {tile.label()}: {tile.tile_m}x{tile.tile_n} does not divide among "
+                                 f"{tile.subgroups_m}x{tile.subgroups_n} subgroups and {tile.n_parts} parts")
+    elif tile.tile_n % tile.n_parts:
+        raise GemmInputError(f"tile {tile.label()}: tile_n must be a multiple of n_parts={tile.n_parts}")
+    m, n, k = tile.matrix_shape()
+    for row in granularity_rows(flexible_properties, types, scope):
+        invocations_match = scope == SCOPE_SUBGROUP or row["workgroupInvocations"] == tile.workgroup_size
+        if (invocations_match and m % row["MGranularity"] == 0 and n % row["NGranularity"] == 0
+                and k % row["KGranularity"] == 0):
             return
-    raise GemmInputError(f"tile {tile.label()} for {gemm_types(types).key} matches no flexible-dimensions row "
-                         "(sizes must be multiples of MGranularity/NGranularity/KGranularity of a row with "
-                         "workgroupInvocations == workgroup_size)")
+    what = "subgroup-scope matrix" if tile.subgroup_scope else "tile"
+    raise GemmInputError(f"{what} {m}x{n}x{k} of {tile.label()} for {gemm_types(types).key} matches no "
+                         "flexible-dimensions row (sizes must be multiples of MGranularity/NGranularity/KGranularity "
+                         "of a row of that scope" + ("" if tile.subgroup_scope else
+                                                     " with workgroupInvocations == workgroup_size") + ")")
 
 
 @dataclass(frozen=True)
@@ -427,8 +476,11 @@ class CoopMat2Gemm(_Kernel):
         check_workgroup_tile(flexible_properties, self.types, tile)
         self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if b_column_major else ''}"
         self._split_k_setup(self.types.output_dtype == np.float32)
-        spirv = _spirv("gemm/coopmat2_gemm.comp", {"GEMM_TYPES": self.types.define})
-        self.pipeline = device.pipeline(spirv, name=self.name, specialization=tile.specialization(b_column_major))
+        spirv = _spirv("gemm/coopmat2_gemm.comp", {"GEMM_TYPES": self.types.define, **tile.defines()})
+        # Subgroup scope splits the tile by gl_SubgroupID assuming 32-wide subgroups: ask for exactly that.
+        subgroup = {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True} if tile.subgroup_scope else {}
+        self.pipeline = device.pipeline(spirv, name=self.name, specialization=tile.specialization(b_column_major),
+                                        **subgroup)
 
     def bind(self, a, b, *, b_is_transposed: bool | None = None):
         """Upload A [M][K] and B ([K][N], or [N][K] for a column-major-B kernel) and allocate C [M][N]."""
@@ -516,18 +568,75 @@ SPARSE24_TYPES = {"fp16": ("F16", np.dtype(np.float16), "fp16->fp32"),
                   "bf16": ("BF16", BF16, "bf16->fp32")}
 
 
+#: Interleaved-layout block sizes the 2:4 shader has variants for (metadata words per block; 0 = split layout).
+META_WORDS_CHOICES = (0, 1, 2, 4)
+
+
+def interleave_2to4(values: np.ndarray, metadata: np.ndarray, meta_words: int) -> np.ndarray:
+    """The 2:4 format regrouped for one-pointer decoding: ``uint32 [M][blocks][9 * meta_words]``.
+
+    Block ``c`` of row ``r`` covers columns ``32*meta_words*c ..``: first metadata words
+    ``metadata[r, meta_words*c : meta_words*(c+1)]``, then the value pairs of those columns
+    (``values[r, 16*meta_words*c : ...]`` as uint32, two 16-bit values each, lower K first). A last partial
+    block is padded with zero words. Pure numpy; done once before any dispatch. Inverse:
+    :func:`deinterleave_2to4`.
+    """
+    if meta_words not in META_WORDS_CHOICES[1:]:
+        raise GemmInputError(f"meta_words={meta_words}: choose from {META_WORDS_CHOICES[1:]}")
+    values = np.ascontiguousarray(values)
+    metadata = np.ascontiguousarray(metadata)
+    if values.dtype.itemsize != 2 or values.ndim != 2:
+        raise GemmInputError(f"values must be a 2-D array of 16-bit elements, got {values.dtype} {values.shape}")
+    m, words = metadata.shape
+    if metadata.dtype != np.uint32 or values.shape != (m, 16 * words):
+        raise GemmInputError(f"metadata {metadata.dtype} {metadata.shape} does not match values {values.shape} "
+                             "(want uint32 [M][K/32] with values [M][K/2])")
+    blocks = -(-words // meta_words)
+    padded_words = blocks * meta_words
+    meta = np.zeros((m, padded_words), np.uint32)
+    meta[:, :words] = metadata
+    pairs = np.zeros((m, padded_words * 8), np.uint32)
+    pairs[:, :words * 8] = _pairs_as_words(values, m, words)
+    return np.ascontiguousarray(np.concatenate(
+        [meta.reshape(m, blocks, meta_words), pairs.reshape(m, blocks, 8 * meta_words)], axis=2))
+
+
+def _pairs_as_words(values: np.ndarray, m: int, words: int) -> np.ndarray:
+    """Two consecutive 16-bit values as one little-endian uint32 (the first in the low half)."""
+    halves = values.view(np.uint16).reshape(m, words * 8, 2).astype(np.uint32)
+    return halves[..., 0] | (halves[..., 1] << 16)
+
+
+def deinterleave_2to4(blocks: np.ndarray, k: int, meta_words: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(values [M][K/2], metadata [M][K/32]) back from :func:`interleave_2to4`'s blocks."""
+    m = blocks.shape[0]
+    words = k // sparse24.K_ALIGNMENT
+    meta = blocks[:, :, :meta_words].reshape(m, -1)[:, :words]
+    pairs = blocks[:, :, meta_words:].reshape(m, -1)[:, :words * 8]
+    halves = np.stack([pairs & 0xFFFF, pairs >> 16], axis=-1).astype(np.uint16).reshape(m, k // 2)
+    return halves.view(np.dtype(dtype)), np.ascontiguousarray(meta)
+
+
 class Sparse24Gemm(_Kernel):
     """The Vulkan 2:4 path: C (fp32) = decompress(values, metadata) @ B with a decode-function tensor load.
 
     ``dtype``: "fp16" or "bf16". K must be a multiple of 32 and TILE_K a multiple of 32 (one metadata word).
+    ``meta_words``: 0 reads values and metadata from two bindings (the shared format as it is); 1, 2 or 4
+    regroups them on the host (:func:`interleave_2to4`, in :meth:`bind`, before any timing) into blocks of
+    ``32 * meta_words`` columns whose metadata precedes their values, so one block pointer serves both reads.
     """
 
     def __init__(self, device, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False,
-                 flexible_properties=None):
+                 flexible_properties=None, meta_words: int = 0):
         if dtype not in SPARSE24_TYPES:
             raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        if meta_words not in META_WORDS_CHOICES:
+            raise GemmInputError(f"meta_words={meta_words}: choose from {META_WORDS_CHOICES}")
+        if tile.subgroup_scope or tile.n_parts != 1:
+            raise GemmInputError(f"tile {tile.label()}: the 2:4 kernel has one workgroup-scope accumulator "
+                                 "(subgroups_m=0, n_parts=1)")
         define, self.input_dtype, types_key = SPARSE24_TYPES[dtype]
-        self.device, self.dtype, self.tile = device, dtype, tile
+        self.device, self.dtype, self.tile, self.meta_words = device, dtype, tile, meta_words
         self.types = gemm_types(types_key)
         self.b_column_major = bool(b_column_major)
         if tile.tile_k % sparse24.K_ALIGNMENT:
@@ -536,9 +645,10 @@ class Sparse24Gemm(_Kernel):
         if flexible_properties is None:
             flexible_properties = device.physical.flexible_dimensions_properties()
         check_workgroup_tile(flexible_properties, self.types, tile)
-        self.name = f"coopmat2 2:4 {dtype} {tile.label()}{' Bcol' if b_column_major else ''}"
+        layout = f" i{meta_words}" if meta_words else ""
+        self.name = f"coopmat2 2:4 {dtype} {tile.label()}{layout}{' Bcol' if b_column_major else ''}"
         self._split_k_setup(True)
-        spirv = _spirv("gemm/coopmat2_sparse24.comp", {"ELEMENT": define})
+        spirv = _spirv("gemm/coopmat2_sparse24.comp", {"ELEMENT": define, "META_WORDS": str(meta_words)})
         self.pipeline = device.pipeline(spirv, name=self.name, specialization=tile.specialization(b_column_major))
 
     def bind(self, values, metadata, b):
@@ -560,7 +670,12 @@ class Sparse24Gemm(_Kernel):
                                  f"with K={k}")
         self.release()
         dev = self.device
-        buffers = [dev.upload(values, name="values"), dev.upload(metadata, name="metadata"), dev.upload(b, name="B")]
+        if self.meta_words:
+            blocks = interleave_2to4(values, metadata, self.meta_words)
+            buffers = [dev.upload(blocks, name="interleaved A"), dev.upload(b, name="B")]
+        else:
+            buffers = [dev.upload(values, name="values"), dev.upload(metadata, name="metadata"),
+                       dev.upload(b, name="B")]
         tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
         push = (np.uint32(m), np.uint32(n), np.uint32(k), np.uint32(b.shape[1]), np.uint32(n))
         dispatches, c_buf, owned = self._gemm_dispatches(buffers, m, n, tiles, push, np.float32)
