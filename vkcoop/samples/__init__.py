@@ -10,7 +10,7 @@ Registry (what the CLI calls)
 ``SampleResult``: ``status`` ("pass" | "fail" | "skip"), ``reason``, ``cases`` (dispatched),
 ``failed_cases``, ``gpu_time_ms`` (GPU timestamps, summed), ``mismatches`` (first few
 :class:`Mismatch`: case, binding, index, got, expected), ``mismatch_count``, ``validation_messages``,
-``device``, ``wall_time_s``; ``to_dict()`` is JSON-able. A sample whose device lacks a requirement
+``device``, ``wall_time_s``, ``known_issues``; ``to_dict()`` is JSON-able. A sample whose device lacks a requirement
 returns "skip" with the missing names; nothing is reported as passed unless it was dispatched.
 ``python -m vkcoop.samples [names...] [--validate] [--json] [--device D]`` runs samples and prints a summary.
 
@@ -40,7 +40,9 @@ Writing a sample (see ``tensor_load_store.py`` for a full one)
   lines (so ``vkcoop shaders check`` has compiled and validated exactly what runs); ``bindings`` are set 0,
   in binding order; a :class:`Binding` with ``expected`` is an output, compared bit for bit after the
   dispatch (``nan_equal=True`` lets any NaN match any NaN). ``specialization`` keys are constant ids or
-  names, typed by reflection (vkcoop.vk.ComputePipeline).
+  names, typed by reflection (vkcoop.vk.ComputePipeline). ``known_issue="why"`` marks a case where the
+  device is known to disagree with the reference: its mismatches go to ``SampleResult.known_issues``
+  (``case, issue, reproduced, mismatches, examples``) instead of failing the sample; keep a passing twin.
 * ``cases(caps)`` must be pure (no GPU): tests call it with a fixture :class:`DeviceCaps`.
   ``caps.pick_shape(element, use=None, scope="subgroup")``, ``caps.khr_shapes(...)``,
   ``caps.supports(element, use, rows, cols, scope)`` (KHR entries, or flexible-dimension granularities

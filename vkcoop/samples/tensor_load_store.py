@@ -12,6 +12,9 @@ Covers, each checked bit for bit against :func:`vkcoop.tensor.load` / :func:`vkc
 * stores that discard out-of-bounds elements in every clamp mode but Undefined (the destination is
   prefilled with a sentinel; padding between strided rows must keep it).
 
+Known issue (reported by the run, not failed): MirrorRepeat against a layout dimension of 1 divides by
+zero; the H200 returns an all-zero matrix where vkcoop.tensor maps the coordinate to 0 (UNIT_MIRROR_ISSUE).
+
 Shapes come from the device's KHR cooperative-matrix table (the type's canonical use, see
 ``vkcoop.samples.base.ELEMENT_TYPES``). Shaders: ``shaders/samples/tensor_load_store/``.
 """
@@ -184,7 +187,8 @@ def layouts_nd(dim: int, mode: ClampMode, rows: int, cols: int) -> dict[str, Lay
 UNIT_MIRROR_ISSUE = (
     "MirrorRepeat against a layout dimension of 1: the period 2L-2 is 0 (OpSMod by zero, undefined in the "
     "spec); vkcoop.tensor maps every coordinate to 0 (docs/spec-notes.md, 'MirrorRepeat with L = 1'). "
-    "On the H200 (driver 580.159) a 5-D load with one such dimension returned 0.0 for every element.")
+    "On the H200 (driver 580.159) 2-D and 5-D loads with one such dimension returned 0.0 for every element, "
+    "in-bounds ones included.")
 
 
 @register
