@@ -195,8 +195,8 @@ def test_hw_target_without_coopmat2_is_skipped_with_a_reason():
 
 @pytest.mark.gpu
 def test_hw_target_on_coopmat2_hardware_has_no_unexplained_mismatch():
-    """Every hardware mismatch must be explained by a known alternative model (docs/spec-notes.md 25: the
-    H200 driver's packed strides use floor(dim / blockSize); 26: MirrorRepeat with a layout dimension of 1
+    """Every hardware mismatch must be explained by a known alternative model (docs/spec-notes.md F1: the
+    H200 driver's packed strides use floor(dim / blockSize); F2: MirrorRepeat with a layout dimension of 1
     addresses outside the tensor); anything else is a new finding."""
     if not _coopmat2_device():
         pytest.skip("no Vulkan device with VK_NV_cooperative_matrix2")
