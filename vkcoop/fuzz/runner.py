@@ -295,7 +295,9 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
     pool = variant_pool(seed, variants) if "hw" in names else []
     elements = max(16 * 32, PORTABLE_MAX_SIDE ** 2)  # the largest matrix a case can have
     if workers is None:
-        workers = min(16, os.cpu_count() or 1) if cases >= 2 * _TASK_CASES else 0
+        # A Device passed in means the driver (and its threads) already live in this process: don't fork.
+        driver_loaded = device is not None and not isinstance(device, (int, str))
+        workers = min(16, os.cpu_count() or 1) if cases >= 2 * _TASK_CASES and not driver_loaded else 0
     tasks = [(seed, start, min(cases, start + _TASK_CASES), pool, elements)
              for start in range(0, cases, _TASK_CASES)]
     # Fork the generators before any Vulkan driver is loaded in this process.
