@@ -292,19 +292,29 @@ def cmd_run(args) -> int:
 
 def _print_results(results) -> None:
     table = Table(title="vkcoop run")
-    for col in ("sample", "result", "cases", "GPU ms", "validation msgs", "note"):
+    for col in ("sample", "result", "cases", "GPU ms", "wall s", "validation msgs", "note"):
         table.add_column(col)
     colors = {"pass": "green", "fail": "red", "skip": "yellow"}
     for r in results:
         gpu = f"{r.gpu_time_ms:.3f}" if r.gpu_time_ms else "-"
         table.add_row(r.name, f"[{colors[r.status]}]{r.status}[/{colors[r.status]}]", str(r.cases), gpu,
-                      str(len(r.validation_messages or [])), r.reason or "")
+                      f"{r.wall_time_s:.1f}", str(len(r.validation_messages)), r.reason or "")
     console.print(table)
     for r in results:
-        for m in (r.mismatches or [])[:5]:
-            console.print(f"[red]{r.name}[/red] {m}")
+        for m in r.mismatches[:5]:
+            console.print(f"[red]{r.name}[/red] mismatch {m.case} {m.binding}{list(m.index)}: "
+                          f"got {m.got!r}, expected {m.expected!r}")
+        for issue in r.known_issues:
+            state = f"reproduced ({issue['mismatches']} elements differ)" if issue["reproduced"] else "not reproduced"
+            console.print(f"[yellow]{r.name}[/yellow] known issue {issue['case']}: {state}: {issue['issue'][:200]}")
+        for message in r.validation_messages[:5]:
+            console.print(f"[red]{r.name}[/red] validation: {message[:400]}")
     counts = {k: sum(r.status == k for r in results) for k in ("pass", "fail", "skip")}
-    console.print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
+    cases = sum(r.cases for r in results)
+    failed_cases = sum(len(r.failed_cases) for r in results)
+    messages = sum(len(r.validation_messages) for r in results)
+    console.print(f"summary: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped; "
+                  f"{cases} cases dispatched, {failed_cases} failed; {messages} validation messages")
 
 
 # --- bench, fuzz, demo -----------------------------------------------------------------------------

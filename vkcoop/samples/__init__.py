@@ -12,7 +12,8 @@ Registry (what the CLI calls)
 :class:`Mismatch`: case, binding, index, got, expected), ``mismatch_count``, ``validation_messages``,
 ``device``, ``wall_time_s``, ``known_issues``; ``to_dict()`` is JSON-able. A sample whose device lacks a requirement
 returns "skip" with the missing names; nothing is reported as passed unless it was dispatched.
-``python -m vkcoop.samples [names...] [--validate] [--json] [--device D]`` runs samples and prints a summary.
+``vkcoop run [names...|--all] [--validate] [--json [FILE]] [--device D]`` (``python -m vkcoop.cli run`` where the
+console script is not installed) runs samples and prints a summary.
 
 Writing a sample (see ``tensor_load_store.py`` for a full one)
 --------------------------------------------------------------
