@@ -120,3 +120,4 @@ def test_demo_summary(runner):
     summary = portable.demo(runner.device, cases=200, seed=5)
     assert summary["mismatches"] == 0 and summary["cases"] == 200 + len(portable.SHOWCASE)
     assert all(s["ok"] for s in summary["showcase"]) and summary["device"] == runner.device.physical.name
+    assert summary.ok and "0 mismatches" in summary.describe()

@@ -14,18 +14,19 @@ Public API
 ``AddressingCase(layout, rows, cols, view=None, op="load", explicit_stride=False, explicit_view_stride=False)``
     one matrix access (any object with these attributes is accepted, e.g. ``vkcoop.fuzz.FuzzCase``).
 ``encode_records(cases) -> np.ndarray`` uint32 (n, RECORD_WORDS): the shader's input records.
-``PortableRunner(device)`` (context manager; ``device`` a :class:`vkcoop.vk.Device` or None to open
-    the default one): ``run(cases) -> AddressingResult`` dispatches them (chunked) and reads back.
+``PortableRunner(device, validate=None)`` (context manager; ``device`` a :class:`vkcoop.vk.Device`, or an
+    index/name/None to open one here, with the validation layer if ``validate``): ``run(cases) -> AddressingResult`` dispatches them (chunked) and reads back.
 ``AddressingResult``: ``indices`` int64 (n, E), ``status`` uint8 (n, E), ``block_coord`` and
     ``coord_in_block`` int64 (n, E, 5), E = the largest rows*cols; element (r, c) of case k is
     ``[k, r * cols + c]``; -1 wherever the status is not IN_BOUNDS, 0 for coordinates >= LDim.
     ``case(k, rows, cols) -> IndexMap`` gives one case in :func:`vkcoop.tensor.index_map`'s form.
 ``reference_arrays(case) -> (indices, status, block_coord, coord_in_block)`` the reference in the same
     padded form (for vectorized comparison).
-``demo(device=None, *, cases=2000, seed=0, progress=False) -> dict``: the showcase cases of
-    :data:`SHOWCASE` plus ``cases`` random fuzz cases (``vkcoop.fuzz.generate``), dispatched and compared with
-    the reference; returns ``{"device", "cases", "mismatches", "seconds", "cases_per_s", "showcase":
-    [{"name", "ok"}...], "first_mismatch"}``. ``vkcoop demo`` (the CLI) calls it.
+``demo(device=None, *, cases=2000, seed=0, progress=False, validate=None) -> DemoSummary``: the showcase
+    cases of :data:`SHOWCASE` plus ``cases`` random fuzz cases (``vkcoop.fuzz``), dispatched and compared
+    with the reference; a dict ``{"device", "cases", "mismatches", "seconds", "cases_per_s", "showcase":
+    [{"name", "ok"}...], "first_mismatch", "validation_messages"}`` with ``.ok`` and ``.describe()``.
+    ``vkcoop demo`` (vkcoop/demo.py) calls it.
 """
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ def reference_arrays(case, elements: int | None = None):
 class PortableRunner:
     """Dispatches cases through the portable shader on one Vulkan device (opened here if ``device`` is None)."""
 
-    def __init__(self, device=None):
+    def __init__(self, device=None, *, validate: bool | None = None):
         import spirv_tools
 
         from . import vk
@@ -168,7 +169,8 @@ class PortableRunner:
         self._owns_device = device is None or not isinstance(device, vk.Device)
         # maintenance4: vkcoop.vk asks for it whenever reflection reports local_size_spec_ids, which it
         # does (all None) even for a literal local_size; every Vulkan 1.3 device has the feature.
-        self.device = vk.Device(device, features=["maintenance4"]) if self._owns_device else device
+        self.device = (vk.Device(device, features=["maintenance4"], validate=validate) if self._owns_device
+                       else device)
         try:
             spirv = spirv_tools.compile(path=shader_path(SHADER), target_env="vulkan1.2")
             self.pipeline = self.device.pipeline(spirv, name="portable-tensor-addressing")
@@ -274,13 +276,35 @@ def _case_matches(result: AddressingResult, k: int, case) -> bool:
                 and np.array_equal(block, result.block_coord[k]) and np.array_equal(inblock, result.coord_in_block[k]))
 
 
-def demo(device=None, *, cases: int = 2000, seed: int = 0, progress: bool = False) -> dict:
+class DemoSummary(dict):
+    """:func:`demo`'s result: a dict (JSON-able) with ``ok`` and ``describe()`` for the CLI."""
+
+    @property
+    def ok(self) -> bool:
+        return self["mismatches"] == 0 and not self["validation_messages"] and all(s["ok"] for s in self["showcase"])
+
+    def describe(self) -> str:
+        lines = [f"{name['name']}: {'ok' if name['ok'] else 'MISMATCH'}" for name in self["showcase"]]
+        lines.append(f"{self['cases']} cases on {self['device']}: {self['mismatches']} mismatches, "
+                     f"{self['seconds']} s ({self['cases_per_s']} cases/s)")
+        if self["validation_messages"]:
+            lines.append(f"{len(self['validation_messages'])} validation messages, first: "
+                         f"{self['validation_messages'][0]}")
+        if self["first_mismatch"]:
+            lines.append("first mismatch (shrunk):\n" + self["first_mismatch"]["glsl"] + "\n"
+                         + self["first_mismatch"]["reference_view"])
+        return "\n".join(lines)
+
+
+def demo(device=None, *, cases: int = 2000, seed: int = 0, progress: bool = False,
+         validate: bool | None = None) -> DemoSummary:
     """Dispatch the showcase and ``cases`` random fuzz cases through the portable shader on ``device``
-    (a vkcoop.vk.Device, an index/name, or None for the default) and compare with vkcoop.tensor."""
+    (a vkcoop.vk.Device, an index/name, or None for the default; ``validate`` enables the validation layer
+    when the device is opened here) and compare with vkcoop.tensor."""
     from .fuzz import run as fuzz_run
     started = time.perf_counter()
     named = _showcase()
-    with PortableRunner(device) as runner:
+    with PortableRunner(device, validate=validate) as runner:
         result = runner.run([case for _, case in named])
         showcase = [{"name": name, "ok": _case_matches(result, k, case)} for k, (name, case) in enumerate(named)]
         report = None
@@ -288,11 +312,13 @@ def demo(device=None, *, cases: int = 2000, seed: int = 0, progress: bool = Fals
             report = fuzz_run(cases=cases, seed=seed, target="portable", progress=progress,
                               device=runner.device, shrink=True, workers=0)  # no fork after the driver loaded
         device_name = runner.device.physical.name
+        messages = [str(m) for m in runner.device.validation_messages]
     mismatches = sum(not s["ok"] for s in showcase) + (report.mismatch_count if report else 0)
     total = len(named) + (cases or 0)
     seconds = time.perf_counter() - started
     first = None
     if report and report.mismatches:
         first = report.mismatches[0].to_json()
-    return {"device": device_name, "cases": total, "mismatches": mismatches, "seconds": round(seconds, 3),
-            "cases_per_s": round(total / seconds, 1), "showcase": showcase, "first_mismatch": first}
+    return DemoSummary(device=device_name, cases=total, mismatches=mismatches, seconds=round(seconds, 3),
+                       cases_per_s=round(total / seconds, 1), showcase=showcase, first_mismatch=first,
+                       validation_messages=messages)

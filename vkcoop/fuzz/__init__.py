@@ -30,7 +30,7 @@ shrink=True, max_shrinks=6, workers=None, chunk_size=4096, console=None) -> Repo
     ``python``, ``reference_view``, ``minimal``, ``case``), ``mismatch_counts``, ``mismatch_count``, ``ok``,
     ``run_seconds`` (the loop without pipeline compiles), ``cases_per_s``, ``total_seconds``, ``to_json()``.
 ``print_report(report, console=None)``: rich table + every repro.
-``main(argv=None) -> int``: ``python -m vkcoop.fuzz --cases N --seed S [--target hw|portable|both]
+``main(argv=None, prog="vkcoop fuzz") -> int`` (also importable from ``vkcoop.fuzz.__main__``): ``python -m vkcoop.fuzz --cases N --seed S [--target hw|portable|both]
     [--json report.json] [--variants K] [--no-shrink] [--workers W] [--device D] [--quiet]``;
     exit status 0 when no mismatch, 1 on mismatches, 2 when every target was skipped.
 
@@ -56,8 +56,8 @@ __all__ = ["run", "print_report", "main", "Report", "Mismatch", "TargetStats", "
            "KINDS"]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="vkcoop fuzz", description="differential fuzzing of tensor addressing")
+def main(argv=None, prog: str = "vkcoop fuzz") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="differential fuzzing of tensor addressing")
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", choices=["hw", "portable", "both"], default="portable")
