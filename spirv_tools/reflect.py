@@ -57,7 +57,8 @@ class Reflection:
     entry_point: str | None = None
     execution_model: str | None = None
     local_size: tuple | None = None        # literal sizes, or resolved defaults of LocalSizeId constants
-    local_size_spec_ids: tuple | None = None  # SpecId per dimension where LocalSizeId uses spec constants
+    local_size_spec_ids: tuple | None = None  # SpecId per dimension, where any dimension is a spec constant
+    uses_local_size_id: bool = False          # OpExecutionModeId LocalSizeId (Vulkan: needs maintenance4)
     spec_constants: list[SpecConstant] = field(default_factory=list)
     bindings: list[DescriptorBinding] = field(default_factory=list)
     push_constant_blocks: list[str] = field(default_factory=list)
@@ -70,6 +71,7 @@ class Reflection:
             "entry_point": self.entry_point, "execution_model": self.execution_model,
             "local_size": list(self.local_size) if self.local_size else None,
             "local_size_spec_ids": list(self.local_size_spec_ids) if self.local_size_spec_ids else None,
+            "uses_local_size_id": self.uses_local_size_id,
             "spec_constants": [vars(s) for s in self.spec_constants],
             "bindings": [vars(b) for b in self.bindings],
             "push_constant_blocks": self.push_constant_blocks,
@@ -163,6 +165,7 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
             out.local_size = tuple(ops[2:5])
         elif opcode == OP_EXECUTION_MODE_ID and ops[1] == EXEC_MODE_LOCAL_SIZE_ID:
             local_size_ids = tuple(ops[2:5])
+            out.uses_local_size_id = True
         elif opcode == OP_NAME:
             names[ops[0]] = _string(ops, 1)[0]
         elif opcode == OP_DECORATE:
@@ -223,7 +226,8 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
             local_size_ids = tuple(composites[target])
     if local_size_ids is not None:
         out.local_size = tuple(constants.get(c) for c in local_size_ids)
-        out.local_size_spec_ids = tuple(decorations.get(c, {}).get(DECORATION_SPEC_ID) for c in local_size_ids)
+        spec_ids = tuple(decorations.get(c, {}).get(DECORATION_SPEC_ID) for c in local_size_ids)
+        out.local_size_spec_ids = spec_ids if any(i is not None for i in spec_ids) else None
     return out
 
 

@@ -155,6 +155,7 @@ void main() { if (FLAG) data_block.d[gl_LocalInvocationID.x + OFFSET] = SCALE * 
     # glslang gives the LocalSizeId x constant its own default (1); the runtime specializes id 3.
     assert info.local_size == (1, 2, 1)
     assert info.local_size_spec_ids == (3, None, None)
+    assert info.uses_local_size_id  # SPIR-V 1.6: OpExecutionModeId LocalSizeId
     assert [(s.spec_id, s.type, s.default) for s in info.spec_constants] == [
         (3, "uint32", 64), (4, "int32", -5), (5, "float32", 0.5), (6, "bool", True)]
     assert [(b.set, b.binding, b.name) for b in info.bindings] == [(1, 2, "data_block")]
@@ -274,3 +275,15 @@ def test_private_prefix_runs_through_its_own_loader():
     argv = tc.tool("glslc")
     assert argv[0].endswith("ld-linux-x86-64.so.2") and argv[1] == "--library-path"
     assert tc.versions.get("glslang", "0").split(".")[0] >= "15"
+
+
+@needs_toolchain
+def test_reflect_literal_local_size_has_no_spec_ids_even_when_gl_workgroupsize_is_used():
+    src = """#version 450
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0) buffer D { uint d[]; };
+void main() { d[gl_LocalInvocationID.x] = gl_WorkGroupSize.x; }
+"""
+    info = spirv_tools.reflect(spirv_tools.compile(src))
+    assert info.local_size == (64, 1, 1)
+    assert info.local_size_spec_ids is None and not info.uses_local_size_id

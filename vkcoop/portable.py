@@ -167,9 +167,7 @@ class PortableRunner:
         from . import vk
         from .paths import shader_path
         self._owns_device = device is None or not isinstance(device, vk.Device)
-        # maintenance4: vkcoop.vk asks for it whenever reflection reports local_size_spec_ids, which it
-        # does (all None) even for a literal local_size; every Vulkan 1.3 device has the feature.
-        self.device = (vk.Device(device, features=["maintenance4"], validate=validate) if self._owns_device
+        self.device = (vk.Device(device, validate=validate) if self._owns_device
                        else device)
         try:
             spirv = spirv_tools.compile(path=shader_path(SHADER), target_env="vulkan1.2")

@@ -243,7 +243,7 @@ class ComputePipeline:
         physical, limits = self.device.physical, self.device.physical.limits
         subgroup = physical.subgroup_properties()
         needed = []
-        if (self.reflection is not None and self.reflection.local_size_spec_ids is not None
+        if (self.reflection is not None and getattr(self.reflection, "uses_local_size_id", False)
                 and not self.device.enabled_features.get("maintenance4")):
             # VUID-RuntimeSpirv-LocalSizeId-06434: local_size_*_id compiles to LocalSizeId for SPIR-V 1.6.
             needed.append("maintenance4")
