@@ -122,6 +122,21 @@ A_TYPE decode_2to4(const in SparseBlock block, const in uint block_coord[2], con
 #define MAT_C coopmat<float, gl_ScopeWorkgroup, TILE_M, TILE_N, gl_MatrixUseAccumulator>
 #define CLAMPED gl_CooperativeMatrixClampModeConstantNV
 
+// One K step at k: A through the decode function, B plain or through the transposing view.
+#define SPARSE_STEP(LAYOUT_A, LAYOUT_B)                                                                       \
+    {                                                                                                         \
+        MAT_A tile_a;                                                                                         \
+        MAT_B tile_b;                                                                                         \
+        coopMatLoadTensorNV(tile_a, values, 0, sliceTensorLayoutNV(LAYOUT_A, row0, TILE_M, k, TILE_K),        \
+                            decode_2to4);                                                                     \
+        if (B_COLUMN_MAJOR) {                                                                                 \
+            coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(LAYOUT_B, col0, TILE_N, k, TILE_K), transposed); \
+        } else {                                                                                              \
+            coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(LAYOUT_B, k, TILE_K, col0, TILE_N));        \
+        }                                                                                                     \
+        sum = coopMatMulAdd(tile_a, tile_b, sum);                                                             \
+    }
+
 uvec2 tile_of_workgroup(uint linear, uint tiles_m, uint tiles_n) {
     uint per_group = GROUP_M * tiles_n;
     uint first_row = (linear / per_group) * GROUP_M;
@@ -141,11 +156,15 @@ void main() {
     const uint col0 = tile.y * TILE_N;
     tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
     MAT_C sum = MAT_C(0.0);
+    // K slice in whole TILE_K steps; k = step * TILE_K keeps k provably aligned (see coopmat2_gemm.comp).
     const uint split = gl_WorkGroupID.y;
-    const uint k_chunk = ((shape.K + SPLIT_K - 1) / SPLIT_K + TILE_K - 1) / TILE_K * TILE_K;
-    const uint k_begin = min(shape.K, split * k_chunk);
-    const uint k_end = min(shape.K, k_begin + k_chunk);
-    uint k = k_begin;
+    const uint steps_total = (shape.K + TILE_K - 1) / TILE_K;
+    const uint steps_per_split = (steps_total + SPLIT_K - 1) / SPLIT_K;
+    const uint step_begin = min(steps_total, split * steps_per_split);
+    const uint step_end = min(steps_total, step_begin + steps_per_split);
+    const uint k_end = min(shape.K, step_end * TILE_K);
+    const uint full_steps_end = min(step_end, shape.K / TILE_K);
+    uint step = step_begin;
 
     if (row0 + TILE_M <= shape.M && col0 + TILE_N <= shape.N && shape.stride_b % 8 == 0) {
         const uint stride_b = shape.stride_b & ~7u;
@@ -160,18 +179,15 @@ void main() {
             layout_b = setTensorLayoutDimensionNV(layout_b, shape.K, shape.N);
         }
         layout_b = setTensorLayoutStrideNV(layout_b, stride_b, 1);
-        for (; k + K_UNROLL * TILE_K <= k_end; ) {
-            [[unroll]] for (uint step = 0; step < K_UNROLL; ++step, k += TILE_K) {
-                MAT_A tile_a;
-                MAT_B tile_b;
-                coopMatLoadTensorNV(tile_a, values, 0, sliceTensorLayoutNV(layout_a, row0, TILE_M, k, TILE_K), decode_2to4);
-                if (B_COLUMN_MAJOR) {
-                    coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(layout_b, col0, TILE_N, k, TILE_K), transposed);
-                } else {
-                    coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(layout_b, k, TILE_K, col0, TILE_N));
-                }
-                sum = coopMatMulAdd(tile_a, tile_b, sum);
+        for (; step + K_UNROLL <= full_steps_end; step += K_UNROLL) {
+            [[unroll]] for (uint unrolled = 0; unrolled < K_UNROLL; ++unrolled) {
+                const uint k = (step + unrolled) * TILE_K;
+                SPARSE_STEP(layout_a, layout_b)
             }
+        }
+        for (; step < full_steps_end; ++step) {
+            const uint k = step * TILE_K;
+            SPARSE_STEP(layout_a, layout_b)
         }
     }
 
@@ -187,16 +203,9 @@ void main() {
         clamped_b = setTensorLayoutDimensionNV(clamped_b, k_end, shape.N);
     }
     clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
-    for (; k < k_end; k += TILE_K) {
-        MAT_A tile_a;
-        MAT_B tile_b;
-        coopMatLoadTensorNV(tile_a, values, 0, sliceTensorLayoutNV(clamped_a, row0, TILE_M, k, TILE_K), decode_2to4);
-        if (B_COLUMN_MAJOR) {
-            coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(clamped_b, col0, TILE_N, k, TILE_K), transposed);
-        } else {
-            coopMatLoadTensorNV(tile_b, b, 0, sliceTensorLayoutNV(clamped_b, k, TILE_K, col0, TILE_N));
-        }
-        sum = coopMatMulAdd(tile_a, tile_b, sum);
+    for (; step < step_end; ++step) {
+        const uint k = step * TILE_K;
+        SPARSE_STEP(clamped_a, clamped_b)
     }
 
     if (SPLIT_K == 1) {
