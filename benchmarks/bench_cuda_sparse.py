@@ -94,6 +94,10 @@ def run(args) -> dict:
         sys.exit(2)
     report = {"facts": _gpu_facts(), "settings": vars(args).copy(), "results": []}
     print(f"# {report['facts']}")
+    if args.peak:
+        from vkcoop.cuda.gemm import mma_sp_peak_tflops
+        report["mma_sp_peak_tflops"] = mma_sp_peak_tflops()
+        print(f"# register-only mma.sp m16n8k32 fp16 ceiling: {report['mma_sp_peak_tflops']:.0f} TFLOP/s")
     for shape_name in args.shapes.split(","):
         m, n, k = SHAPES[shape_name]
         for dtype_key in args.dtype.split(","):
@@ -167,6 +171,8 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--flush-l2", action="store_true", help="zero a 256 MiB buffer before every timed run")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--peak", action="store_true",
+                        help="also measure the register-only mma.sp throughput ceiling")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     for name in args.shapes.split(","):

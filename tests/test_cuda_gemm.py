@@ -60,9 +60,13 @@ def _problem(m, n, k, dtype_name, seed=0):
     (MmaSpGemm, "128x128k128", (256, 128, 1024)),
     (MmaSpGemm, "128x256k128", (128, 256, 640)),
     (MmaSpGemm, "256x128k128", (256, 256, 512)),
+    (MmaSpGemm, "128x128k128w8", (128, 256, 512)),
+    (MmaSpGemm, "256x128s4", (256, 128, 768)),
+    (MmaSpGemm, "128x128k128s2", (128, 128, 640)),
     (WgmmaSpGemm, "128x256", (256, 512, 1024)),
     (WgmmaSpGemm, "128x128", (128, 256, 768)),
     (WgmmaSpGemm, "64x16", (192, 16, 1024)),
+    (WgmmaSpGemm, "128x16", (256, 32, 1024)),
 ])
 def test_kernel_matches_reference_bit_exact(path_cls, config, shape, dtype_name):
     import torch

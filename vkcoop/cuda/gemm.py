@@ -174,8 +174,12 @@ class MmaSpGemm:
         "128x256k128": MmaSpConfig(128, 256, 2, 4, 2, bk=128),
         "256x128k128": MmaSpConfig(256, 128, 4, 2, 3, bk=128),
         "64x16": MmaSpConfig(64, 16, 4, 1, 6),
+        # tuning candidates (both dtypes instantiated)
+        "128x128k128w8": MmaSpConfig(128, 128, 2, 4, 2, bk=128),
+        "256x128s4": MmaSpConfig(256, 128, 4, 2, 4),
+        "128x128k128s2": MmaSpConfig(128, 128, 2, 2, 2, bk=128),
     }
-    AUTO_ORDER = ("128x128", "64x16")
+    AUTO_ORDER = ("256x128k128", "128x128", "64x16")
 
     def __init__(self, config="auto"):
         if not (config == "auto" or config in self.CONFIGS
@@ -278,14 +282,15 @@ class WgmmaSpGemm:
     CONFIGS = {
         "128x256": WgmmaSpConfig(256, 2, 4),
         "128x128": WgmmaSpConfig(128, 2, 6),
+        "128x16": WgmmaSpConfig(16, 2, 8),
         "64x16": WgmmaSpConfig(16, 1, 8),
     }
-    AUTO_ORDER = ("128x256", "128x128", "64x16")
+    AUTO_ORDER = ("128x256", "128x128", "128x16", "64x16")
     #: extra instantiations in wgmma_sp.cu (fp16 only) used to localise problems
     DIAGNOSTIC_CONFIGS = tuple(
         WgmmaSpConfig(bn, cons, st, setmaxnreg=nreg, fp16_only=True, wait_depth=wait)
         for bn, cons, st, nreg, wait in (
-            (16, 2, 8, True, 1), (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
+            (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
             (256, 2, 5, True, 1))) + tuple(
@@ -403,6 +408,22 @@ class CublasGemm:
 
 
 ALL_PATHS = (MmaSpGemm, WgmmaSpGemm, CuSparseLtGemm, CublasGemm)
+
+
+def mma_sp_peak_tflops(iters: int = 4096, ctas_per_sm: int = 4) -> float:
+    """Throughput of register-only mma.sp m16n8k32 fp16 (kernel mma_sp_peak_f16), dense-equivalent
+    TFLOP/s: the ceiling for any mma.sp GEMM on this GPU."""
+    torch = _torch()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out = torch.zeros(1, dtype=torch.float32, device="cuda")
+    func = _module("mma_sp").function("mma_sp_peak_f16")
+    grid = (sms * ctas_per_sm,)
+    args = [ctypes.c_void_p(out.data_ptr()), ctypes.c_int(iters)]
+    from .timing import time_cuda
+    timing = time_cuda(lambda: driver.launch(func, grid, (256,), 0, _stream(), args, "mma_sp_peak_f16"),
+                       warmup=2, iters=5)
+    flops = grid[0] * 8 * iters * 8 * (2 * 16 * 8 * 32)
+    return flops / (timing.median_ms * 1e-3) / 1e12
 
 
 def reference(a: DeviceSparse, b):

@@ -298,9 +298,9 @@ struct Kernel {
 VK_WGMMA_SP_BOTH(256, 2, 4)
 VK_WGMMA_SP_BOTH(128, 2, 6)
 VK_WGMMA_SP_BOTH(16, 1, 8)
+VK_WGMMA_SP_BOTH(16, 2, 8)
 
 // Diagnostic variants (fp16 only), see WgmmaSpGemm.DIAGNOSTIC_CONFIGS.
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn16_c2_s8, false, 16, 2, 8, true)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c1_s8, false, 64, 1, 8, true)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c1_s6, false, 128, 1, 6, true)
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s4, false, 256, 1, 4, true)
