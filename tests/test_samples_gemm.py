@@ -419,3 +419,52 @@ def test_kernel_objects_match_the_reference_and_time():
         khr_tile = kernels.choose_subgroup_tile(device.physical.cooperative_matrix_properties(), "fp16->fp32")
         with kernels.KhrSharedMemoryGemm(device, "fp16->fp32", khr_tile) as khr:
             assert np.array_equal(khr.run(a, b), kernels.reference_gemm(a, b, np.float32))
+
+
+def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
+    """The warm-up keeps submitting until both the count and the wall time are reached (GPU clocks come up)."""
+    import time as clock
+
+    class FakeCommands:
+        def __init__(self):
+            self.submits, self.recorded = 0, 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def recording(self):
+            return self
+
+        def dispatch(self, *args, **kwargs):
+            self.recorded += 1
+
+        def submit(self):
+            self.submits += 1
+            clock.sleep(0.002)
+
+        def dispatch_times_ns(self):
+            return [1000.0 * (i + 1) for i in range(self.recorded)]
+
+    class FakeDevice:
+        def command_buffer(self, **kwargs):
+            self.commands = FakeCommands()
+            return self.commands
+
+    class FakePipeline:
+        name = "fake"
+
+    device = FakeDevice()
+    dispatches = [(FakePipeline(), [], (1, 1, 1), None), (FakePipeline(), [], (1, 1, 1), None)]
+    started = clock.perf_counter()
+    times = kernels._time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.05)
+    assert clock.perf_counter() - started >= 0.05
+    assert device.commands.submits >= 1 + 0.05 / 0.01   # many warm-up submissions, then one timed
+    assert device.commands.recorded == 3 * 2
+    # each run is the sum of its two dispatches' times: (1+2), (3+4), (5+6) microseconds
+    assert times == pytest.approx([3e-6, 7e-6, 11e-6])
+    device = FakeDevice()
+    kernels._time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.0)
+    assert device.commands.submits == 2   # count only: one warm-up, one timed

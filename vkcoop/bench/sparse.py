@@ -62,22 +62,24 @@ _W = kernels.WorkgroupTile
 # Workgroup-scope tiles: multiples of the H200's granularity rows (256 invocations: 32/32/16; 128: 32/16/16;
 # 64: 16/16/16); see docs/gemm-notes.md for what was measured.
 DENSE_CONFIGS = {
-    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8)),
-               VulkanConfig(_W(128, 128, 128, 32, k_unroll=4, group_m=8)),
-               VulkanConfig(_W(256, 128, 256, 32, k_unroll=2, group_m=8)),
-               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), b_column_major=True)],
+    # 8192^3 fp16 (third sweep): u8 280, u4 260, 128 invocations 128x128 u4 261 TFLOP/s.
+    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=8, group_m=8)),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8)),
+               VulkanConfig(_W(128, 128, 128, 32, k_unroll=4, group_m=8))],
+    # 8192x32x8192: 64x32x128/256 u2 0.067 ms with warm clocks; small workgroups + split-K for more warps.
     "llm": [VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True),
-            VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1), b_column_major=True),
-            VulkanConfig(_W(256, 64, 32, 64, k_unroll=2, group_m=1, split_k=4), b_column_major=True)],
+            VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True),
+            VulkanConfig(_W(32, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True)],
 }
 SPARSE_CONFIGS = {
-    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), meta_words=4),
-               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8)),
-               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), b_column_major=True)],
-    "llm": [VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1, split_k=4), b_column_major=True,
-                         meta_words=4),
-            VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True),
-            VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True, meta_words=4)],
+    # 8192^3 fp16: interleaved blocks of 32 columns (i1) 192 vs 173 TFLOP/s for the two-binding layout.
+    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), meta_words=1),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=8, group_m=8), meta_words=1),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8))],
+    "llm": [VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True, meta_words=1),
+            VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True, meta_words=4),
+            VulkanConfig(_W(32, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True, meta_words=1),
+            VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True)],
 }
 
 

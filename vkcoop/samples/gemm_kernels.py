@@ -19,6 +19,7 @@ Each kernel object owns its pipeline; :meth:`run` does one checked GEMM from num
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -338,9 +339,17 @@ def _spirv(relative: str, defines: dict) -> bytes:
     return spirv_tools.compile(path=shader_path(relative), defines=defines, include_dirs=include_dirs())
 
 
-def _time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None, name: str = "gemm") -> list[float]:
+#: Minimum wall time of the untimed warm-up. An idle H200 sits at a low clock (345 MHz SM seen by nvidia-smi); a
+#: warm-up of a few 0.07 ms dispatches ends before the clocks come up, and the same memory-bound kernel then
+#: measured 0.24-0.35 ms instead of 0.067 ms (docs/gemm-notes.md). Long kernels were not affected.
+WARMUP_SECONDS = 0.25
+
+
+def _time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None, name: str = "gemm",
+                     warmup_seconds: float = WARMUP_SECONDS) -> list[float]:
     """GPU seconds of ``iterations`` runs of ``dispatches`` (a list of (pipeline, buffers, groups, push)) after
-    ``warmup`` untimed ones; each run's time is the sum of its dispatches' timestamps.
+    at least ``warmup`` untimed ones that together last at least ``warmup_seconds`` of wall time (so the GPU
+    clocks are up); each run's time is the sum of its dispatches' timestamps.
 
     ``flush`` = (pipeline, buffers, groups, push) of a dispatch run before every timed run (L2 flush); its own
     time is left out.
@@ -356,8 +365,11 @@ def _time_dispatches(device, dispatches, iterations: int, warmup: int, flush=Non
                     commands.dispatch(*flush, label="l2 flush")
                 for pipeline, buffers, groups, push in dispatches:
                     commands.dispatch(pipeline, buffers, groups, push, label=pipeline.name)
-        for _ in range(-(-warmup // batch)):
+        started = time.perf_counter()
+        submitted = 0
+        while submitted < -(-warmup // batch) or time.perf_counter() - started < warmup_seconds:
             commands.submit()
+            submitted += 1
         skip = 1 if flush else 0
         while len(times) < iterations:
             commands.submit()
@@ -401,12 +413,15 @@ class _Kernel:
     pipeline = None
     _bound: _Bound | None = None
 
-    def time(self, iterations: int = 10, warmup: int = 3, flush: L2Flush | None = None) -> list[float]:
-        """GPU seconds of each of ``iterations`` dispatches on the bound inputs."""
+    def time(self, iterations: int = 10, warmup: int = 3, flush: L2Flush | None = None,
+             warmup_seconds: float = WARMUP_SECONDS) -> list[float]:
+        """GPU seconds of each of ``iterations`` dispatches on the bound inputs, after a warm-up of at least
+        ``warmup`` runs and ``warmup_seconds``."""
         if self._bound is None:
             raise GemmInputError(f"{self.name}: bind() inputs before timing")
         return _time_dispatches(self.device, self._bound.dispatches, iterations, warmup,
-                                flush.dispatch_args() if flush else None, name=self.name)
+                                flush.dispatch_args() if flush else None, name=self.name,
+                                warmup_seconds=warmup_seconds)
 
     def result(self) -> np.ndarray:
         """Run the bound GEMM once and read C back."""
