@@ -141,3 +141,53 @@ def test_explore_parses_jobs_and_tiles_before_any_gpu_work():
             explore.parse_job(bad)
     with pytest.raises(SystemExit):   # argparse: --job is required
         explore.main([])
+
+
+def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():
+    """run_vulkan_path with --tune on fake kernels: a failing config is recorded and skipped, the winner re-timed."""
+    case = bench.Case("fp16", "llm", 64, 32, 64)
+    inputs = bench.make_inputs(case)
+    pruned, compressed, b = inputs
+    rows = bench.check_rows(case.m)
+    reference = (pruned[rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    speeds = {}
+
+    class FakeKernel:
+        def __init__(self, config):
+            self.config = config
+
+        def bind(self, *arrays):
+            self.arrays = arrays
+
+        def result(self):
+            if self.config.meta_words == 4:   # pretend this layout is broken
+                return np.zeros((case.m, case.n), np.float32)
+            return (pruned.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+
+        def time(self, iters, warmup, flush=None):
+            return [speeds[self.config]] * iters
+
+        def release(self):
+            pass
+
+    class FakeVulkan:
+        def configs(self, path, case, tune):
+            return bench.VulkanPaths.configs(self, path, case, tune)
+
+        def kernel(self, path, dtype, config):
+            return FakeKernel(config)
+
+    configs = bench.SPARSE_CONFIGS["llm"]
+    for index, config in enumerate(configs):
+        speeds[config] = 1e-3 * (len(configs) - index)   # the last config is the fastest
+    result = bench.run_vulkan_path(FakeVulkan(), "vk-coopmat2-2:4", case, inputs, rows, reference, iters=4,
+                                   warmup=1, flush_l2=False, tune=True)
+    assert result.status == "ok" and result.config == configs[-1].label()
+    assert result.median_ms == pytest.approx(1.0)
+    statuses = [t.get("status", "ok") for t in result.tuning]
+    assert len(result.tuning) == len(configs) and statuses.count("failed") == sum(
+        1 for c in configs if c.meta_words == 4)
+    # without tuning only the default config runs
+    single = bench.run_vulkan_path(FakeVulkan(), "vk-coopmat2-2:4", case, inputs, rows, reference, iters=4,
+                                   warmup=1, flush_l2=False, tune=False)
+    assert single.config == configs[0].label() and len(single.tuning) == 1

@@ -60,7 +60,7 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
     return kernel, dtype, (m, n, k), tile_list
 
 
-def _measure(device, flexible, kernel_kind, dtype, inputs, reference, rows, text, iters):
+def _measure(device, flexible, kernel_kind, dtype, inputs, reference, rows, text, iters, warmup_seconds):
     pruned, compressed, b = inputs
     tile, column, meta_words = parse_tile(text)
     b_arg = np.ascontiguousarray(b.T) if column else b
@@ -77,7 +77,7 @@ def _measure(device, flexible, kernel_kind, dtype, inputs, reference, rows, text
     try:
         out = kernel.result()[rows]
         ok, _, why = bench.check_output(out, reference)
-        times = kernel.time(iters, 3)
+        times = kernel.time(iters, 3, warmup_seconds=warmup_seconds)
     finally:
         kernel.close()
     return ok, why, statistics.median(times), min(times), build_s
@@ -87,6 +87,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.explore")
     parser.add_argument("--job", action="append", required=True, help="KERNEL/DTYPE/M,N,K/TILE[,TILE...]")
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--warmup-seconds", type=float, default=kernels.WARMUP_SECONDS,
+                        help="minimum warm-up wall time before timing (GPU clocks)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args(argv)
     jobs = [parse_job(j) for j in args.job]   # all argument errors before any GPU work
@@ -112,7 +114,8 @@ def main(argv=None) -> int:
                 record = {"kernel": kernel_kind, "dtype": dtype, "shape": [m, n, k], "config": text, "repeat": repeat}
                 try:
                     ok, why, median, fastest, build_s = _measure(
-                        device, flexible, kernel_kind, dtype, inputs, reference, rows, text, args.iters)
+                        device, flexible, kernel_kind, dtype, inputs, reference, rows, text, args.iters,
+                        args.warmup_seconds)
                     record.update(ok=ok, reason=why, median_ms=median * 1e3, min_ms=fastest * 1e3,
                                   tflops=2.0 * m * n * k / median / 1e12, build_s=build_s)
                     print(f"{kernel_kind:>7} {dtype} {m}x{n}x{k} {text:>28}{' (repeat)' if repeat else '':9}: "
