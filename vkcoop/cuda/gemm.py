@@ -296,7 +296,10 @@ class WgmmaSpGemm:
             (256, 2, 5, True, 1))) + tuple(
         WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
 
-    __init__ = MmaSpGemm.__init__
+    def __init__(self, config="auto", persistent: bool = True):
+        MmaSpGemm.__init__(self, config)
+        self.persistent = persistent
+
     _pick = MmaSpGemm._pick
     supports = MmaSpGemm.supports
 
@@ -322,7 +325,11 @@ class WgmmaSpGemm:
                                          driver.SWIZZLE_NONE)
         name = cfg.kernel_name(_dtype_name(a.dtype))
         func = _module("wgmma_sp").function(name, cfg.smem_bytes)
-        grid = ((m // cfg.bm) * (n // cfg.bn),)
+        ctas = (m // cfg.bm) * (n // cfg.bn)
+        if self.persistent:  # one CTA per SM (the ring fills shared memory); each walks tiles
+            sms = torch.cuda.get_device_properties(b.device).multi_processor_count
+            ctas = min(ctas // cfg.cluster, sms // cfg.cluster) * cfg.cluster
+        grid = (ctas,)
         args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c.data_ptr()),
                 ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
 
@@ -331,7 +338,7 @@ class WgmmaSpGemm:
             return c
 
         run.keep = (a, b_t)
-        run.description = f"{name} grid={grid[0]}"
+        run.description = f"{name} grid={grid[0]}{' persistent' if self.persistent else ''}"
         return run
 
 
