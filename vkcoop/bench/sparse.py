@@ -62,23 +62,24 @@ _W = kernels.WorkgroupTile
 # Workgroup-scope tiles: multiples of the H200's granularity rows (256 invocations: 32/32/16; 128: 32/16/16;
 # 64: 16/16/16); see docs/gemm-notes.md for what was measured.
 DENSE_CONFIGS = {
-    # 8192^3 fp16 (third sweep): u8 280, u4 260, 128 invocations 128x128 u4 261 TFLOP/s.
+    # 8192^3 (final run, fp16 / bf16 TFLOP/s): u8 277 / 273, u4 259 / 254, 128 invocations 128x128 u4 260 / 254.
     "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=8, group_m=8)),
                VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8)),
                VulkanConfig(_W(128, 128, 128, 32, k_unroll=4, group_m=8))],
-    # 8192x32x8192: 64x32x128/256 u2 0.067 ms with warm clocks; small workgroups + split-K for more warps.
-    "llm": [VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True),
-            VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True),
-            VulkanConfig(_W(32, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True)],
+    # 8192x32x8192 (ms): 32x32x128/64 split-K 2 0.054, /32 0.054, 64x32x128/256 0.068.
+    "llm": [VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True),
+            VulkanConfig(_W(32, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True),
+            VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True)],
 }
 SPARSE_CONFIGS = {
-    # 8192^3 fp16: interleaved blocks of 32 columns (i1) 192 vs 173 TFLOP/s for the two-binding layout.
-    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), meta_words=1),
-               VulkanConfig(_W(256, 128, 256, 32, k_unroll=8, group_m=8), meta_words=1),
+    # 8192^3 (fp16 TFLOP/s): u8 i1 199, u4 i1 192, u4 two bindings 173.
+    "square": [VulkanConfig(_W(256, 128, 256, 32, k_unroll=8, group_m=8), meta_words=1),
+               VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8), meta_words=1),
                VulkanConfig(_W(256, 128, 256, 32, k_unroll=4, group_m=8))],
-    "llm": [VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True, meta_words=1),
-            VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True, meta_words=4),
-            VulkanConfig(_W(32, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True, meta_words=1),
+    # 8192x32x8192 (ms): 32x32x128/64 split-K 2 i4 0.099, 64x32x128/256 i1 0.119, two bindings 0.123;
+    # 32 invocations (i1) was 0.367, so it is not listed.
+    "llm": [VulkanConfig(_W(64, 32, 32, 128, k_unroll=2, group_m=1, split_k=2), b_column_major=True, meta_words=4),
+            VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True, meta_words=1),
             VulkanConfig(_W(256, 64, 32, 128, k_unroll=2, group_m=1), b_column_major=True)],
 }
 
