@@ -264,8 +264,9 @@ def sparse24_case(name: str, dtype: str, tile: kernels.WorkgroupTile, a: np.ndar
 class Sparse24GemmSample(Sample):
     name = "sparse24-gemm"
     description = ("2:4 structured sparsity on Vulkan: A loaded from (values, metadata) by a "
-                   "coopMatLoadTensorNV decode function (buffer_reference blocks of 1x32), fp16/bf16 in, fp32 out; "
-                   "checked against the fp32 product of the pruned A")
+                   "coopMatLoadTensorNV decode function (buffer_reference blocks of 1x32, or interleaved "
+                   "metadata+values blocks of 32/128 columns), fp16/bf16 in, fp32 out; checked against the fp32 "
+                   "product of the pruned A")
     requires = SPARSE_GEMM_REQUIRES
     order = 75
     target_tile = (128, 128, 64)

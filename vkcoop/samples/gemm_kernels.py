@@ -11,7 +11,11 @@ constants (the approach of NVIDIA's vk_cooperative_matrix_perf; the shaders are 
 * :class:`KhrSharedMemoryGemm` -- ``khr_shmem_gemm.comp``: subgroup-scope VK_KHR_cooperative_matrix matrices
   (a shape from vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) fed from explicit shared memory.
 * :class:`Sparse24Gemm` -- ``coopmat2_sparse24.comp``: A in vkcoop's 2:4 format (:mod:`vkcoop.sparse`) expanded
-  by a coopMatLoadTensorNV decode function; fp16/bf16 in, fp32 out.
+  by a coopMatLoadTensorNV decode function; fp16/bf16 in, fp32 out. A arrives either as the format's two arrays or
+  regrouped once on the host into interleaved (metadata, values) blocks (:func:`interleave_2to4`).
+
+:class:`CoopMat2Gemm` also has subgroup-scope and two-accumulator variants (``WorkgroupTile.subgroups_m`` /
+``n_parts``); docs/gemm-notes.md records what each measured on the H200.
 
 Each kernel object owns its pipeline; :meth:`run` does one checked GEMM from numpy arrays, :meth:`bind` +
 :meth:`time` keep inputs on the GPU and time repeated dispatches with GPU timestamps.
@@ -339,9 +343,10 @@ def _spirv(relative: str, defines: dict) -> bytes:
     return spirv_tools.compile(path=shader_path(relative), defines=defines, include_dirs=include_dirs())
 
 
-#: Minimum wall time of the untimed warm-up. An idle H200 sits at a low clock (345 MHz SM seen by nvidia-smi); a
-#: warm-up of a few 0.07 ms dispatches ends before the clocks come up, and the same memory-bound kernel then
-#: measured 0.24-0.35 ms instead of 0.067 ms (docs/gemm-notes.md). Long kernels were not affected.
+#: Minimum wall time of the untimed warm-up. An idle H200 reports a low clock (345 MHz SM), and a warm-up of a
+#: few 0.07 ms dispatches is over in ~1.5 ms. In one sweep a memory-bound kernel measured 0.24-0.35 ms instead of
+#: 0.067 ms after the first configuration; that was not reproduced later, so this is a precaution against idle
+#: clocks, not a proven fix (docs/gemm-notes.md, "Ordering effect").
 WARMUP_SECONDS = 0.25
 
 
