@@ -82,8 +82,6 @@ def _paths(all_configs: bool, selected: set[str]):
         for cfg in configs:
             label = cfg if isinstance(cfg, str) else cfg.kernel_name("float16").replace("_f16", "")
             out.append((f"{cls.name}[{label}]", cls(cfg)))
-            if all_configs and cls is WgmmaSpGemm and isinstance(cfg, str):
-                out.append((f"{cls.name}[{label},1shot]", cls(cfg, persistent=False)))
     return out
 
 

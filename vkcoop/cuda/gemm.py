@@ -296,10 +296,7 @@ class WgmmaSpGemm:
             (256, 2, 5, True, 1))) + tuple(
         WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
 
-    def __init__(self, config="auto", persistent: bool = True):
-        MmaSpGemm.__init__(self, config)
-        self.persistent = persistent
-
+    __init__ = MmaSpGemm.__init__
     _pick = MmaSpGemm._pick
     supports = MmaSpGemm.supports
 
@@ -325,11 +322,7 @@ class WgmmaSpGemm:
                                          driver.SWIZZLE_NONE)
         name = cfg.kernel_name(_dtype_name(a.dtype))
         func = _module("wgmma_sp").function(name, cfg.smem_bytes)
-        ctas = (m // cfg.bm) * (n // cfg.bn)
-        if self.persistent:  # one CTA per SM (the ring fills shared memory); each walks tiles
-            sms = torch.cuda.get_device_properties(b.device).multi_processor_count
-            ctas = min(ctas // cfg.cluster, sms // cfg.cluster) * cfg.cluster
-        grid = (ctas,)
+        grid = ((m // cfg.bm) * (n // cfg.bn),)
         args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c.data_ptr()),
                 ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
 
@@ -338,7 +331,7 @@ class WgmmaSpGemm:
             return c
 
         run.keep = (a, b_t)
-        run.description = f"{name} grid={grid[0]}{' persistent' if self.persistent else ''}"
+        run.description = f"{name} grid={grid[0]}"
         return run
 
 

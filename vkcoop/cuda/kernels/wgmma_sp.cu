@@ -135,28 +135,18 @@ struct Kernel {
 
     const int tid = threadIdx.x;
     const int warpgroup = tid / 128;
-    const int k_tiles = K / BK;
-    // Tiles are walked persistently: CTA (or CTA pair) i takes tiles i, i + stride, ...
-    // With one CTA per tile this is the classic one-shot grid; with fewer CTAs
-    // the producer prefetches the next tile while the consumers store this one.
+    int tile_m, tile_n;
     u32 rank = 0;
-    int first, stride, tiles_m = M / BM;
     if constexpr (CLUSTER == 1) {
-      first = blockIdx.x;
-      stride = gridDim.x;
+      grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
     } else {
       rank = cluster_rank();
-      first = blockIdx.x / CLUSTER;
-      stride = gridDim.x / CLUSTER;
-      tiles_m /= CLUSTER;  // tile pairs along M
+      int pair_m;
+      grouped_tile(blockIdx.x / CLUSTER, M / BM / CLUSTER, N / BN, 8, pair_m, tile_n);
+      tile_m = pair_m * CLUSTER + rank;
     }
-    const int tiles_n = N / BN, total = tiles_m * tiles_n;
-    auto tile_origin = [&](int tile, int& m0, int& n0) {
-      int tm, tn;
-      grouped_tile(tile, tiles_m, tiles_n, CLUSTER == 1 ? 16 : 8, tm, tn);
-      m0 = (tm * CLUSTER + (int)rank) * BM;
-      n0 = tn * BN;
-    };
+    const int m0 = tile_m * BM, n0 = tile_n * BN;
+    const int k_tiles = K / BK;
     // empty[s] collects every consumer thread (one CTA) or one lane per consumer
     // warp of every CTA in the cluster
     constexpr u32 EMPTY_COUNT = CLUSTER == 1 ? CONSUMERS * 128 : CLUSTER * CONSUMERS * 4;
@@ -178,29 +168,23 @@ struct Kernel {
     if (warpgroup == 0) {
       if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (tid == 0) {
-        int it = 0;  // slices issued so far, across tiles: selects stage and phase
-        for (int tile = first; tile < total; tile += stride) {
-          int m0, n0;
-          tile_origin(tile, m0, n0);
-          for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-            const int s = it % STAGES;
-            if (it >= STAGES) mbar_wait(bars + 8 * (STAGES + s), ((it / STAGES) + 1) & 1);
-            const u32 full = bars + 8 * s;
-            const u32 stage = ring + s * STAGE_BYTES;
-            mbar_expect_tx(full, TX_BYTES);
-            tma_load_2d(stage, tm_a, kt * 32, m0, full);
-            if constexpr (CLUSTER == 1) {
-              tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
-            } else {
-              constexpr int ROWS = BN / CLUSTER;
-              tma_load_2d_multicast(stage + A_BYTES + rank * ROWS * 128, tm_b, kt * BK,
-                                    n0 + rank * ROWS, full, (1u << CLUSTER) - 1);
-            }
-            tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32, m0 / 16, full);
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          const int s = kt % STAGES;
+          if (kt >= STAGES) mbar_wait(bars + 8 * (STAGES + s), ((kt / STAGES) + 1) & 1);
+          const u32 full = bars + 8 * s;
+          const u32 stage = ring + s * STAGE_BYTES;
+          mbar_expect_tx(full, TX_BYTES);
+          tma_load_2d(stage, tm_a, kt * 32, m0, full);
+          if constexpr (CLUSTER == 1) {
+            tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
+          } else {
+            constexpr int ROWS = BN / CLUSTER;
+            tma_load_2d_multicast(stage + A_BYTES + rank * ROWS * 128, tm_b, kt * BK,
+                                  n0 + rank * ROWS, full, (1u << CLUSTER) - 1);
           }
+          tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32, m0 / 16, full);
         }
       }
-      if constexpr (CLUSTER > 1) cluster_sync();
       return;
     }
 
@@ -208,86 +192,79 @@ struct Kernel {
     const int consumer = warpgroup - 1;
     const int warp = (tid / 32) & 3, lane = tid & 31;
 
-    auto release_stage = [&](int s) {
-      const u32 empty = bars + 8 * (STAGES + s);
-      if constexpr (CLUSTER == 1) {
-        mbar_arrive(empty);
-      } else {
-        __syncwarp();
-        if (lane == 0)
-          for (u32 r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty, r);
+    float acc[ACC];
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
+
+    // One K slice: wait for its data, issue two wgmma (k32 steps, selector 0 then 1,
+    // sharing one metadata register), commit, then retire the previous slice.
+    //
+    // wgmma reads its sparse-metadata register asynchronously, like the
+    // accumulators: the register must keep its value until the group retires.
+    // With one group left in flight (kWaitDepth = 1) the next slice's metadata
+    // would otherwise be loaded into the very register the in-flight group is
+    // still reading (seen on the H200: wrong results with two consumer
+    // warpgroups and N >= 128).  So slices alternate between two variables and
+    // each one is kept alive (empty asm use) until after the wait that retires
+    // its group.
+    auto slice = [&](int kt, u32& meta, u32 other_meta) {
+      const int s = kt % STAGES;
+      mbar_wait(bars + 8 * s, (kt / STAGES) & 1);
+      const u32 stage = ring + s * STAGE_BYTES;
+      const u32 a_base = stage + consumer * 64 * 64;  // this consumer's 64 rows
+      const u32 b_base = stage + A_BYTES;
+      meta = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES +
+                                          B_BYTES)[(consumer * 4 + warp) * 32 + lane];
+      asm volatile("" : "+r"(meta));  // a fresh value the compiler cannot forward or copy
+      wgmma_fence();
+      fence_accumulators(acc);
+      // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
+      wgmma_sp<BN, kBf16, 0>(acc, smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1), meta, 1);
+      // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
+      wgmma_sp<BN, kBf16, 1>(acc, smem_desc(a_base + 32, 512, 2), smem_desc(b_base + 64, 1024, 1),
+                             meta, 1);
+      wgmma_commit();
+      fence_accumulators(acc);
+      // kWaitDepth = 1 keeps this group in flight and retires the previous slice;
+      // 0 waits for this slice and releases it at once.
+      wgmma_wait<kWaitDepth>();
+      asm volatile("" ::"r"(other_meta));  // previous group retired: its register may go
+      int release = -1;
+      if (kWaitDepth == 0)
+        release = s;
+      else if (kt > 0)
+        release = (kt - 1) % STAGES;
+      if (release >= 0) {
+        const u32 empty = bars + 8 * (STAGES + release);
+        if constexpr (CLUSTER == 1) {
+          mbar_arrive(empty);
+        } else {
+          __syncwarp();
+          if (lane == 0)
+            for (u32 r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty, r);
+        }
       }
     };
+    u32 meta_even = 0, meta_odd = 0;
+    for (int kt = 0; kt < k_tiles; kt += 2) {
+      slice(kt, meta_even, meta_odd);
+      if (kt + 1 < k_tiles) slice(kt + 1, meta_odd, meta_even);
+    }
+    wgmma_wait<0>();
+    asm volatile("" ::"r"(meta_even), "r"(meta_odd));
+    fence_accumulators(acc);
 
-    float acc[ACC];
-    int it = 0;
-    for (int tile = first; tile < total; tile += stride) {
-      int m0, n0;
-      tile_origin(tile, m0, n0);
+    // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
+    // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
+    // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).
+    const int g = lane >> 2, t = lane & 3;
+    const int row = m0 + consumer * 64 + warp * 16 + g;
 #pragma unroll
-      for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
-
-      // One K slice: wait for its data, issue two wgmma (k32 steps, selector 0 then 1,
-      // sharing one metadata register), commit, then retire the previous slice.
-      //
-      // wgmma reads its sparse-metadata register asynchronously, like the
-      // accumulators: the register must keep its value until the group retires.
-      // With one group left in flight (kWaitDepth = 1) the next slice's metadata
-      // would otherwise be loaded into the very register the in-flight group is
-      // still reading (seen on the H200: wrong results with two consumer
-      // warpgroups and N >= 128).  So slices alternate between two variables and
-      // each one is kept alive (empty asm use) until after the wait that retires
-      // its group.
-      auto slice = [&](int kt, u32& meta, u32 other_meta) {
-        const int s = (it + kt) % STAGES;
-        mbar_wait(bars + 8 * s, ((it + kt) / STAGES) & 1);
-        const u32 stage = ring + s * STAGE_BYTES;
-        const u32 a_base = stage + consumer * 64 * 64;  // this consumer's 64 rows
-        const u32 b_base = stage + A_BYTES;
-        meta = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES +
-                                            B_BYTES)[(consumer * 4 + warp) * 32 + lane];
-        asm volatile("" : "+r"(meta));  // a fresh value the compiler cannot forward or copy
-        wgmma_fence();
-        fence_accumulators(acc);
-        // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
-        wgmma_sp<BN, kBf16, 0>(acc, smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1), meta, 1);
-        // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
-        wgmma_sp<BN, kBf16, 1>(acc, smem_desc(a_base + 32, 512, 2),
-                               smem_desc(b_base + 64, 1024, 1), meta, 1);
-        wgmma_commit();
-        fence_accumulators(acc);
-        // kWaitDepth = 1 keeps this group in flight and retires the previous slice;
-        // 0 waits for this slice and releases it at once.
-        wgmma_wait<kWaitDepth>();
-        asm volatile("" ::"r"(other_meta));  // previous group retired: its register may go
-        if (kWaitDepth == 0)
-          release_stage(s);
-        else if (kt > 0)
-          release_stage((it + kt - 1) % STAGES);
-      };
-      u32 meta_even = 0, meta_odd = 0;
-      for (int kt = 0; kt < k_tiles; kt += 2) {
-        slice(kt, meta_even, meta_odd);
-        if (kt + 1 < k_tiles) slice(kt + 1, meta_odd, meta_even);
-      }
-      wgmma_wait<0>();
-      asm volatile("" ::"r"(meta_even), "r"(meta_odd));
-      fence_accumulators(acc);
-      if (kWaitDepth != 0) release_stage((it + k_tiles - 1) % STAGES);
-      it += k_tiles;
-
-      // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
-      // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
-      // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).
-      const int g = lane >> 2, t = lane & 3;
-      const int row = m0 + consumer * 64 + warp * 16 + g;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int col = n0 + j * 8 + 2 * t;
-        *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(acc[4 * j], acc[4 * j + 1]);
-        *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) =
-            pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]);
-      }
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = n0 + j * 8 + 2 * t;
+      *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) =
+          pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]);
     }
     // The peer may still arrive on this CTA's barriers: leave together.
     if constexpr (CLUSTER > 1) cluster_sync();
