@@ -67,6 +67,9 @@ def _problem(m, n, k, dtype_name, seed=0):
     (WgmmaSpGemm, "128x128", (128, 256, 768)),
     (WgmmaSpGemm, "64x16", (192, 16, 1024)),
     (WgmmaSpGemm, "128x16", (256, 32, 1024)),
+    (WgmmaSpGemm, "256x128", (512, 256, 1024)),
+    (WgmmaSpGemm, "256x128s5", (256, 384, 640)),
+    (WgmmaSpGemm, "256x128s6", (768, 128, 512)),
 ])
 def test_kernel_matches_reference_bit_exact(path_cls, config, shape, dtype_name):
     import torch

@@ -250,10 +250,11 @@ class WgmmaSpConfig:
     fp16_only: bool = False  # diagnostic instantiations exist for fp16 only
     wait_depth: int = 1  # wgmma groups left in flight before releasing a slice
     cluster: int = 1  # 2: CTA pairs along M share B through TMA multicast
+    msub: int = 1  # m64 sub-tiles per consumer warpgroup (2: 128 rows each)
 
     @property
     def bm(self) -> int:
-        return 64 * self.consumers
+        return 64 * self.consumers * self.msub
 
     @property
     def threads(self) -> int:
@@ -268,7 +269,8 @@ class WgmmaSpConfig:
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
-                  + ("" if self.cluster == 1 else f"_x{self.cluster}"))
+                  + ("" if self.cluster == 1 else f"_x{self.cluster}")
+                  + ("" if self.msub == 1 else f"_m{self.msub}"))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
 
@@ -281,6 +283,9 @@ class WgmmaSpGemm:
     name = "wgmma.sp"
     CONFIGS = {
         "128x256": WgmmaSpConfig(256, 2, 4),
+        "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
+        "256x128s5": WgmmaSpConfig(128, 2, 5, msub=2),
+        "256x128s6": WgmmaSpConfig(128, 2, 6, msub=2),
         "128x128": WgmmaSpConfig(128, 2, 6),
         "128x16": WgmmaSpConfig(16, 2, 8),
         "64x16": WgmmaSpConfig(16, 1, 8),

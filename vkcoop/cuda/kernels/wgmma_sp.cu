@@ -111,10 +111,12 @@ VK_DEVICE void fence_accumulators(float (&d)[N]) {
 // CLUSTER = 2: two CTAs on vertically adjacent tiles share B.  Each loads half of
 // the B slice and multicasts it to both, halving B's L2 traffic; a slice is
 // refilled only when the consumers of both CTAs have released it.
+// MSUB = 2: each consumer warpgroup owns 128 rows as two m64 sub-tiles (two
+// accumulator sets), so a 256 x BN tile needs less L2 traffic per FLOP.
 template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1,
-          int CLUSTER = 1>
+          int CLUSTER = 1, int MSUB = 1>
 struct Kernel {
-  static constexpr int BM = 64 * CONSUMERS;
+  static constexpr int BM = 64 * MSUB * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int A_BYTES = BM * 64;        // BM rows x 32 compressed halves
   static constexpr int B_BYTES = BN * 128;       // BN rows x 64 halves
@@ -192,9 +194,11 @@ struct Kernel {
     const int consumer = warpgroup - 1;
     const int warp = (tid / 32) & 3, lane = tid & 31;
 
-    float acc[ACC];
+    float acc[MSUB][ACC];
 #pragma unroll
-    for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
+    for (int h = 0; h < MSUB; ++h)
+#pragma unroll
+      for (int i = 0; i < ACC; ++i) acc[h][i] = 0.f;
 
     // One K slice: wait for its data, issue two wgmma (k32 steps, selector 0 then 1,
     // sharing one metadata register), commit, then retire the previous slice.
@@ -207,28 +211,39 @@ struct Kernel {
     // warpgroups and N >= 128).  So slices alternate between two variables and
     // each one is kept alive (empty asm use) until after the wait that retires
     // its group.
-    auto slice = [&](int kt, u32& meta, u32 other_meta) {
+    auto slice = [&](int kt, u32 (&meta)[MSUB], const u32 (&other_meta)[MSUB]) {
       const int s = kt % STAGES;
       mbar_wait(bars + 8 * s, (kt / STAGES) & 1);
       const u32 stage = ring + s * STAGE_BYTES;
-      const u32 a_base = stage + consumer * 64 * 64;  // this consumer's 64 rows
       const u32 b_base = stage + A_BYTES;
-      meta = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES +
-                                          B_BYTES)[(consumer * 4 + warp) * 32 + lane];
-      asm volatile("" : "+r"(meta));  // a fresh value the compiler cannot forward or copy
+      const u32* meta_stage = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES + B_BYTES);
+#pragma unroll
+      for (int h = 0; h < MSUB; ++h) {
+        meta[h] = meta_stage[((consumer * MSUB + h) * 4 + warp) * 32 + lane];
+        asm volatile("" : "+r"(meta[h]));  // a fresh value the compiler cannot forward or copy
+      }
       wgmma_fence();
-      fence_accumulators(acc);
-      // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
-      wgmma_sp<BN, kBf16, 0>(acc, smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1), meta, 1);
-      // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
-      wgmma_sp<BN, kBf16, 1>(acc, smem_desc(a_base + 32, 512, 2), smem_desc(b_base + 64, 1024, 1),
-                             meta, 1);
+#pragma unroll
+      for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
+#pragma unroll
+      for (int h = 0; h < MSUB; ++h) {
+        const u32 a_base = stage + (consumer * MSUB + h) * 64 * 64;  // this sub-tile's 64 rows
+        // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
+        wgmma_sp<BN, kBf16, 0>(acc[h], smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1),
+                               meta[h], 1);
+        // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
+        wgmma_sp<BN, kBf16, 1>(acc[h], smem_desc(a_base + 32, 512, 2),
+                               smem_desc(b_base + 64, 1024, 1), meta[h], 1);
+      }
       wgmma_commit();
-      fence_accumulators(acc);
+#pragma unroll
+      for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
       // kWaitDepth = 1 keeps this group in flight and retires the previous slice;
       // 0 waits for this slice and releases it at once.
       wgmma_wait<kWaitDepth>();
-      asm volatile("" ::"r"(other_meta));  // previous group retired: its register may go
+#pragma unroll
+      for (int h = 0; h < MSUB; ++h)
+        asm volatile("" ::"r"(other_meta[h]));  // previous group retired: its registers may go
       int release = -1;
       if (kWaitDepth == 0)
         release = s;
@@ -245,26 +260,33 @@ struct Kernel {
         }
       }
     };
-    u32 meta_even = 0, meta_odd = 0;
+    u32 meta_even[MSUB] = {}, meta_odd[MSUB] = {};
     for (int kt = 0; kt < k_tiles; kt += 2) {
       slice(kt, meta_even, meta_odd);
       if (kt + 1 < k_tiles) slice(kt + 1, meta_odd, meta_even);
     }
     wgmma_wait<0>();
-    asm volatile("" ::"r"(meta_even), "r"(meta_odd));
-    fence_accumulators(acc);
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h) {
+      asm volatile("" ::"r"(meta_even[h]), "r"(meta_odd[h]));
+      fence_accumulators(acc[h]);
+    }
 
     // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
     // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
     // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).
     const int g = lane >> 2, t = lane & 3;
-    const int row = m0 + consumer * 64 + warp * 16 + g;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = n0 + j * 8 + 2 * t;
-      *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(acc[4 * j], acc[4 * j + 1]);
-      *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) =
-          pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]);
+    for (int h = 0; h < MSUB; ++h) {
+      const int row = m0 + (consumer * MSUB + h) * 64 + warp * 16 + g;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = n0 + j * 8 + 2 * t;
+        *reinterpret_cast<u32*>(c + (size_t)row * N + col) =
+            pack2<kBf16>(acc[h][4 * j], acc[h][4 * j + 1]);
+        *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) =
+            pack2<kBf16>(acc[h][4 * j + 2], acc[h][4 * j + 3]);
+      }
     }
     // The peer may still arrive on this CTA's barriers: leave together.
     if constexpr (CLUSTER > 1) cluster_sync();
@@ -289,6 +311,13 @@ struct Kernel {
            const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
     wgsp::Kernel<BF16, BN, CONS, ST, true, WAIT, 2>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);     \
   }
+#define VK_WGMMA_SP_KERNEL_M2(NAME, BF16, BN, CONS, ST)                                          \
+  extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
+      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
+           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
+           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
+    wgsp::Kernel<BF16, BN, CONS, ST, true, 1, 1, 2>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);     \
+  }
 #define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST, NREG) \
   VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, 1)
 #define VK_WGMMA_SP_BOTH(BN, CONS, ST)                                                           \
@@ -299,6 +328,12 @@ VK_WGMMA_SP_BOTH(256, 2, 4)
 VK_WGMMA_SP_BOTH(128, 2, 6)
 VK_WGMMA_SP_BOTH(16, 1, 8)
 VK_WGMMA_SP_BOTH(16, 2, 8)
+VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s4_m2, false, 128, 2, 4)
+VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s4_m2, true, 128, 2, 4)
+VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s5_m2, false, 128, 2, 5)
+VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s5_m2, true, 128, 2, 5)
+VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s6_m2, false, 128, 2, 6)
+VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s6_m2, true, 128, 2, 6)
 
 // Diagnostic variants (fp16 only), see WgmmaSpGemm.DIAGNOSTIC_CONFIGS.
 VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c1_s8, false, 64, 1, 8, true)
