@@ -25,6 +25,15 @@ def test_supports_names_the_offending_dimension(path_cls):
     assert path.supports(256, 256, 512, "bfloat16")[0]
 
 
+def test_auto_picks_a_tile_that_divides_the_problem():
+    # K = 192 rules out the BK=128 mma.sp tile; N = 16 leaves only the small-N tiles
+    assert MmaSpGemm().supports(512, 256, 192, "float16")[0]
+    assert MmaSpGemm()._pick(512, 256, 192).bk == 64
+    assert MmaSpGemm()._pick(512, 256, 256).bk == 128
+    assert WgmmaSpGemm()._pick(256, 16, 512).bn == 16
+    assert WgmmaSpGemm()._pick(256, 512, 512).bn == 256
+
+
 @pytest.mark.parametrize("path_cls", [MmaSpGemm, WgmmaSpGemm])
 def test_unknown_config_rejected(path_cls):
     with pytest.raises(ValueError, match="unknown"):
@@ -153,7 +162,7 @@ def test_wgmma_two_consumers_k_sweep(config, k):
     import torch
     from vkcoop.cuda import compare, reference
     path = WgmmaSpGemm(config)
-    cfg = path._pick(256, 512)
+    cfg = path._pick(256, 512, k)
     a, b = _problem(256, 512, k, "float16", seed=k)
     c = path.bind(a, b)()
     torch.cuda.synchronize()

@@ -19,18 +19,22 @@ Paths (each: ``supports(M, N, K, dtype) -> (bool, reason)`` and
 ``bind(a: DeviceSparse, b: torch.Tensor[K][N]) -> op``; ``op()`` runs only the
 GEMM and returns C [M][N] in the input dtype):
 
-* :class:`MmaSpGemm` (``config="auto"|"128x128"|"128x256"|"256x128"|"64x16"``):
-  ``mma.sp::ordered_metadata`` m16n8k32, cp.async multi-stage pipeline,
-  ldmatrix, selector alternated between the two k32 steps of a K slice.
-* :class:`WgmmaSpGemm` (``config="auto"|"128x256"|"128x128"|"64x16"``):
-  ``wgmma.mma_async.sp`` m64nNk32, TMA loads on an mbarrier ring, producer /
-  consumer warpgroups.
+* :class:`MmaSpGemm` (``config="auto"`` or a key of ``MmaSpGemm.CONFIGS``, e.g.
+  ``"256x128k128"``, ``"128x128"``, ``"64x16"``): ``mma.sp::ordered_metadata``
+  m16n8k32, cp.async multi-stage pipeline, ldmatrix, selector alternated
+  between the k32 steps of a K slice.
+* :class:`WgmmaSpGemm` (``config="auto"`` or a key of ``WgmmaSpGemm.CONFIGS``,
+  e.g. ``"128x256"``, ``"128x16"``): ``wgmma.mma_async.sp`` m64nNk32, TMA loads
+  on an mbarrier ring, one producer and two consumer warpgroups.
+  ``"auto"`` picks the first tile of ``AUTO_ORDER`` that divides (M, N, K).
 * :class:`CuSparseLtGemm`: ``torch._cslt_compress`` + ``_cslt_sparse_mm`` after
   ``torch._C._cusparselt.mm_search`` (algorithm and split-k), all in ``bind``.
 * :class:`CublasGemm`: ``torch.mm`` on the pruned dense A.
 
-Shapes: the hand-written kernels need ``K % 64 == 0`` and ``M``, ``N`` multiples
-of the tile (see ``supports``); fp16 and bf16 only.  Bad operands raise
+Shapes: the hand-written kernels need ``K % 64 == 0`` (128 for the ``k128``
+mma.sp tiles) and ``M``, ``N`` multiples of the tile (see ``supports``); fp16
+and bf16 only.  ``mma_sp_peak_tflops()`` measures the register-only mma.sp
+throughput ceiling.  Bad operands raise
 :class:`ShapeError` / ``TypeError`` before anything is launched.
 
 ``reference(a, b)`` (fp32 matmul of the pruned A), ``compare(c, ref)`` and
@@ -51,13 +55,13 @@ from __future__ import annotations
 from .build import KernelBuildError, find_nvcc
 from .driver import CudaError
 from .gemm import (ALL_PATHS, CublasGemm, CuSparseLtGemm, DeviceSparse, MmaSpGemm, ShapeError,
-                   WgmmaSpGemm, compare, passes, reference)
+                   WgmmaSpGemm, compare, mma_sp_peak_tflops, passes, reference)
 from .timing import Timing, time_cuda
 
 __all__ = [
     "available", "DeviceSparse", "MmaSpGemm", "WgmmaSpGemm", "CuSparseLtGemm", "CublasGemm",
     "ALL_PATHS", "ShapeError", "CudaError", "KernelBuildError", "reference", "compare", "passes",
-    "time_cuda", "Timing",
+    "time_cuda", "Timing", "mma_sp_peak_tflops",
 ]
 
 

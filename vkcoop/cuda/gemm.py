@@ -187,21 +187,23 @@ class MmaSpGemm:
             raise ValueError(f"unknown {self.name} config {config!r}; choose auto or {sorted(self.CONFIGS)}")
         self.config = config
 
-    def _pick(self, m: int, n: int):
+    def _pick(self, m: int, n: int, k: int = 0):
+        """The configured tile, or for "auto" the first of AUTO_ORDER that divides the problem."""
         if not isinstance(self.config, str):
             return self.config
         if self.config != "auto":
             return self.CONFIGS[self.config]
         for key in self.AUTO_ORDER:
             cfg = self.CONFIGS[key]
-            if m % cfg.bm == 0 and n % cfg.bn == 0:
+            if (m % (cfg.bm * getattr(cfg, "cluster", 1)) == 0 and n % cfg.bn == 0
+                    and k % getattr(cfg, "bk", 64) == 0):
                 return cfg
-        return self.CONFIGS["64x16"]
+        return self.CONFIGS[self.AUTO_ORDER[-1]]
 
     def supports(self, m: int, n: int, k: int, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) not in SUPPORTED:
             return False, f"dtype {_dtype_name(dtype)} unsupported (fp16, bf16 only)"
-        cfg = self._pick(m, n)
+        cfg = self._pick(m, n, k)
         if getattr(cfg, "fp16_only", False) and _dtype_name(dtype) != "float16":
             return False, f"{cfg.kernel_name('float16')} is instantiated for fp16 only"
         bk = getattr(cfg, "bk", 64)
@@ -218,7 +220,7 @@ class MmaSpGemm:
         ok, reason = self.supports(m, n, k, a.dtype)
         if not ok:
             raise ShapeError(reason)
-        cfg = self._pick(m, n)
+        cfg = self._pick(m, n, k)
         b_t = _b_column_major(b)
         c = torch.empty((m, n), dtype=a.dtype, device=b.device)
         name = cfg.kernel_name(_dtype_name(a.dtype))
@@ -311,7 +313,7 @@ class WgmmaSpGemm:
         ok, reason = self.supports(m, n, k, a.dtype)
         if not ok:
             raise ShapeError(reason)
-        cfg = self._pick(m, n)
+        cfg = self._pick(m, n, k)
         b_t = _b_column_major(b)
         c = torch.empty((m, n), dtype=a.dtype, device=b.device)
         for label, t in (("a.values", a.values), ("b", b_t), ("a.mma_metadata", a.mma_metadata)):
