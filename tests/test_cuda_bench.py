@@ -1,0 +1,29 @@
+"""benchmarks/bench_cuda_sparse.py: argument checks and its behaviour without a usable GPU."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vkcoop.cuda import available
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cuda_sparse.py"
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_unknown_shape_and_dtype_are_rejected():
+    proc = _run("--shapes", "cube")
+    assert proc.returncode == 2 and "unknown shape 'cube'" in proc.stderr
+    proc = _run("--dtype", "fp8")
+    assert proc.returncode == 2 and "unknown dtype 'fp8'" in proc.stderr
+
+
+@pytest.mark.skipif(available()[0], reason="a usable CUDA GPU is present")
+def test_without_cuda_it_says_why_and_exits_2():
+    proc = _run("--shapes", "llm", "--dtype", "fp16")
+    assert proc.returncode == 2
+    assert "CUDA paths unavailable" in proc.stderr and available()[1] in proc.stderr
