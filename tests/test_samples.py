@@ -15,6 +15,7 @@ from vkcoop.samples import (Binding, Case, LayoutRecipe, Requirements, Sample, S
 from vkcoop.samples import base, decode, elementwise, reductions, tensor_load_store, tensor_views
 from vkcoop.samples.fixtures import H200_CAPS
 from vkcoop.tensor import ClampMode, ElementStatus
+from support import toolchain_or_skip
 
 MY_SAMPLES = ["tensor-load-store", "tensor-views", "decode", "reductions", "elementwise"]
 MY_SHADER_DIRS = ["samples/tensor_load_store/", "samples/tensor_views/", "samples/decode/", "samples/reductions/",
@@ -31,13 +32,6 @@ def output(case):
 
 # --------------------------------------------------------------------------- shaders
 
-def _toolchain_or_skip():
-    spirv_tools = pytest.importorskip("spirv_tools")
-    try:
-        spirv_tools.find_toolchain()
-    except Exception as error:  # noqa: BLE001
-        pytest.skip(f"no coopmat2-capable shader toolchain: {error}")
-    return spirv_tools
 
 
 def _my_variants():
@@ -47,7 +41,7 @@ def _my_variants():
 @pytest.mark.toolchain
 @pytest.mark.parametrize("variant", _my_variants(), ids=lambda v: v.label)
 def test_every_sample_shader_variant_compiles_and_validates(variant):
-    spirv_tools = _toolchain_or_skip()
+    spirv_tools = toolchain_or_skip()
     spirv = shaders.compile_variant(variant)
     spirv_tools.validate(spirv)
     info = spirv_tools.reflect(spirv)
@@ -58,7 +52,7 @@ def test_every_sample_shader_variant_compiles_and_validates(variant):
 @pytest.mark.parametrize("name", MY_SAMPLES)
 def test_declared_requirements_cover_the_shader_capabilities(name):
     """Every capability a dispatched variant declares maps to a feature the sample enables."""
-    _toolchain_or_skip()
+    toolchain_or_skip()
     sample = get_sample(name)
     seen = set()
     for case in sample.prepared_cases(H200_CAPS):
@@ -71,7 +65,7 @@ def test_declared_requirements_cover_the_shader_capabilities(name):
 
 @pytest.mark.toolchain
 def test_capability_check_names_the_missing_feature():
-    _toolchain_or_skip()
+    toolchain_or_skip()
 
     class Undeclared(Sample):
         name = "undeclared"
@@ -387,7 +381,7 @@ def _vulkan_or_skip():
             instance.physical_devices()[0]
     except (vk.VulkanError, OSError, IndexError) as error:
         pytest.skip(f"no Vulkan device: {error}")
-    _toolchain_or_skip()
+    toolchain_or_skip()
     return vk
 
 

@@ -10,6 +10,7 @@ from vkcoop.samples import SampleInputError, get_sample
 from vkcoop.samples import gemm as gemm_samples
 from vkcoop.samples import gemm_kernels as kernels
 from vkcoop.samples.fixtures import H200_CAPS
+from support import toolchain_or_skip
 
 FLEX = gemm_samples.flexible_rows(H200_CAPS)
 KHR = gemm_samples.khr_rows(H200_CAPS)
@@ -18,19 +19,12 @@ GEMM_SHADERS = ["gemm/coopmat2_gemm.comp", "gemm/khr_shmem_gemm.comp", "gemm/coo
 
 
 # --------------------------------------------------------------------------- shaders
-def _toolchain_or_skip():
-    spirv_tools = pytest.importorskip("spirv_tools")
-    try:
-        spirv_tools.find_toolchain()
-    except Exception as error:  # noqa: BLE001
-        pytest.skip(f"no coopmat2-capable shader toolchain: {error}")
-    return spirv_tools
 
 
 @pytest.mark.toolchain
 @pytest.mark.parametrize("shader", GEMM_SHADERS)
 def test_every_declared_variant_compiles_and_validates(shader):
-    spirv_tools = _toolchain_or_skip()
+    spirv_tools = toolchain_or_skip()
     from vkcoop import shaders
     variants = shaders.declared_variants(shader)
     assert variants
@@ -41,7 +35,7 @@ def test_every_declared_variant_compiles_and_validates(shader):
 
 @pytest.mark.toolchain
 def test_sparse_shader_uses_a_decode_function_on_block_loads():
-    spirv_tools = _toolchain_or_skip()
+    spirv_tools = toolchain_or_skip()
     from vkcoop import shaders
     spirv = shaders.compile_variant(shaders.declared_variants("gemm/coopmat2_sparse24.comp")[0])
     info = spirv_tools.reflect(spirv)
@@ -53,7 +47,7 @@ def test_sparse_shader_uses_a_decode_function_on_block_loads():
 @pytest.mark.toolchain
 @pytest.mark.parametrize("name", ["coopmat2-gemm", "khr-shmem-gemm", "sparse24-gemm"])
 def test_requirements_cover_the_shader_capabilities(name):
-    _toolchain_or_skip()
+    toolchain_or_skip()
     from vkcoop import shaders
     sample = get_sample(name)
     seen = set()

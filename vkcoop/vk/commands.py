@@ -7,6 +7,7 @@ import vulkan as vk
 from .errors import DeviceLostError, FenceTimeoutError, LimitError, PipelineInputError, VulkanError, check
 from .memory import WHOLE_SIZE, Buffer
 from .pipeline import SHADER_STAGE_COMPUTE, ComputePipeline, push_constant_bytes
+from .resource import Resource
 
 _ALL_COMMANDS = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
 # Indirection so tests can simulate VK_TIMEOUT / VK_ERROR_DEVICE_LOST without a hung GPU.
@@ -30,7 +31,7 @@ def elapsed_ns(start: int, end: int, valid_bits: int, period_ns: float) -> float
     return ((end & mask) - (start & mask) & mask) * period_ns
 
 
-class CommandBuffer:
+class CommandBuffer(Resource):
     """A primary command buffer with its own fence (and timestamp query pool when ``timestamps=True``).
 
     Record once::
@@ -323,9 +324,3 @@ class CommandBuffer:
     @property
     def closed(self) -> bool:
         return self.handle is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

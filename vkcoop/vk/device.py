@@ -18,6 +18,7 @@ from .errors import MissingFeatureError, ValidationError, VulkanError, check
 from .instance import Instance, PhysicalDevice
 from .memory import (DEVICE_LOCAL, MEMORY_ALLOCATE_DEVICE_ADDRESS, Buffer, MappedStaging, as_dtype)
 from .pipeline import ComputePipeline
+from .resource import Resource
 
 DEFAULT_FENCE_TIMEOUT_S = 60.0
 VALIDATE_ENV = "VKCOOP_VALIDATE"
@@ -27,7 +28,7 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-class Device:
+class Device(Resource):
     """A VkDevice on one physical device with one compute queue.
 
     ``device``: index, name substring, or None (``$VKCOOP_DEVICE``, else the first discrete GPU).
@@ -326,12 +327,6 @@ class Device:
             self.handle = None
         if self._owns_instance and getattr(self, "instance", None) is not None:
             self.instance.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __del__(self):
         try:

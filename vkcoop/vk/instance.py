@@ -10,6 +10,7 @@ from . import coopmat2_ffi as side
 from ._chain import StructChain
 from .errors import LayerNotFoundError, NoDeviceError, VulkanError, check
 from .features import FEATURE_STRUCTS, FEATURE_TO_STRUCT
+from .resource import Resource
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEBUG_UTILS_EXTENSION = "VK_EXT_debug_utils"
@@ -68,7 +69,7 @@ def driver_version_string(vendor_id: int, version: int) -> str:
     return f"{major}.{minor}.{patch}"
 
 
-class Instance:
+class Instance(Resource):
     """A VkInstance (API 1.3). ``validate=True`` enables VK_LAYER_KHRONOS_validation and collects its messages.
 
     Use as a context manager or call :meth:`close`. ``messages`` holds every warning/error message the layer or the
@@ -198,12 +199,6 @@ class Instance:
             self._messenger = None
         vk.lib.vkDestroyInstance(self._handle, vk.ffi.NULL)
         self._handle = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __del__(self):  # last resort; prefer the context manager
         try:

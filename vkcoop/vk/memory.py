@@ -8,6 +8,7 @@ import numpy as np
 import vulkan as vk
 
 from .errors import BufferDTypeError, BufferShapeError, MissingFeatureError, VulkanError, check
+from .resource import Resource
 
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE as a VkDeviceSize (the package spells it -1)
 BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x00020000
@@ -44,7 +45,7 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     return shape
 
 
-class Buffer:
+class Buffer(Resource):
     """A device-local VkBuffer (storage + transfer usage) that remembers a numpy shape and dtype.
 
     Create it through :meth:`Device.upload`, :meth:`Device.empty` or :meth:`Device.buffer`. Close it (or let the
@@ -140,12 +141,6 @@ class Buffer:
             vk.lib.vkFreeMemory(self.device.handle, self.memory, vk.ffi.NULL)
         self.handle = self.memory = None
         self.device._untrack(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 class MappedStaging:

@@ -10,6 +10,7 @@ import numpy as np
 import vulkan as vk
 
 from .errors import LimitError, MissingFeatureError, PipelineInputError, VulkanError, check
+from .resource import Resource
 
 REQUIRED_SUBGROUP_SIZE_STYPE = 1000225001
 STAGE_ALLOW_VARYING_SUBGROUP_SIZE = 0x1
@@ -125,7 +126,7 @@ def push_constant_bytes(push) -> bytes:
     raise PipelineInputError(f"push constants must be bytes, a numpy array or a tuple of scalars, got {push!r}")
 
 
-class ComputePipeline:
+class ComputePipeline(Resource):
     """A compute pipeline with one descriptor set (set 0) of buffer bindings and an optional push constant range.
 
     Reflection (``spirv_tools.reflect``) supplies the bindings, the specialization constants' ids, names and types,
@@ -367,12 +368,6 @@ class ComputePipeline:
     @property
     def closed(self) -> bool:
         return self.handle is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         return f"<ComputePipeline {self.name} local_size={self.local_size} bindings={list(self.bindings)}>"
