@@ -80,7 +80,7 @@ def _make_problem(m, n, k, dtype_name, seed):
     return dev, b, prep_s
 
 
-def _paths(all_configs: bool, selected: set[str]):
+def _paths(all_configs: bool, selected: set[str], only: list[str] | None = None):
     from vkcoop.cuda import CublasGemm, CuSparseLtGemm, MmaSpGemm, WgmmaSpGemm
     out = []
     if "cublas" in selected:
@@ -93,6 +93,8 @@ def _paths(all_configs: bool, selected: set[str]):
         configs = list(cls.CONFIGS) if all_configs else ["auto"]
         if all_configs:
             configs += list(getattr(cls, "DIAGNOSTIC_CONFIGS", ()))
+        if only is not None:  # --configs: the named ones this path has, in the order given
+            configs = [c for c in only if c == "auto" or c in cls.CONFIGS]
         for cfg in configs:
             label = cfg if isinstance(cfg, str) else cfg.kernel_name("float16").replace("_f16", "")
             out.append((f"{cls.name}[{label}]", cls(cfg)))
@@ -121,7 +123,8 @@ def run(args) -> dict:
             ref = reference(a, b)
             print(f"\n## {shape_name} M={m} N={n} K={k} {dtype_key} (host prune+compress {prep_s:.1f} s)")
             rows = []
-            for label, path in _paths(args.all_configs, set(args.paths.split(","))):
+            only = args.configs.split(",") if args.configs else None
+            for label, path in _paths(args.all_configs, set(args.paths.split(",")), only):
                 row = {"shape": shape_name, "M": m, "N": n, "K": k, "dtype": dtype_key, "path": label}
                 supported, reason = path.supports(m, n, k, a.dtype)
                 if not supported:
@@ -182,6 +185,9 @@ def main(argv=None) -> int:
     parser.add_argument("--paths", default="cublas,cusparselt,mma,wgmma",
                         help="comma list of cublas, cusparselt, mma, wgmma")
     parser.add_argument("--all-configs", action="store_true", help="time every tile config of the kernels")
+    parser.add_argument("--configs", metavar="LIST",
+                        help="comma list of kernel config names (or auto) to time; each kernel path "
+                             "runs those it has, e.g. auto,256x128k128,256x128k128p")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--flush-l2", action="store_true", help="zero a 256 MiB buffer before every timed run")
@@ -198,6 +204,12 @@ def main(argv=None) -> int:
     for name in args.dtype.split(","):
         if name not in DTYPES:
             parser.error(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}")
+    if args.configs:
+        from vkcoop.cuda.gemm import MmaSpGemm, WgmmaSpGemm
+        known = {"auto", *MmaSpGemm.CONFIGS, *WgmmaSpGemm.CONFIGS}
+        unknown = [c for c in args.configs.split(",") if c not in known]
+        if unknown:
+            parser.error(f"unknown config(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}")
     report = run(args)
     if args.json:
         with open(args.json, "w") as fh:

@@ -22,6 +22,11 @@ def test_unknown_shape_and_dtype_are_rejected():
     assert proc.returncode == 2 and "unknown dtype 'fp8'" in proc.stderr
 
 
+def test_unknown_kernel_config_is_rejected_by_name():
+    proc = _run("--configs", "auto,256x128k128p,9x9")
+    assert proc.returncode == 2 and "unknown config(s) 9x9" in proc.stderr
+
+
 @pytest.mark.skipif(available()[0], reason="a usable CUDA GPU is present")
 def test_without_cuda_it_says_why_and_exits_2():
     proc = _run("--shapes", "llm", "--dtype", "fp16")

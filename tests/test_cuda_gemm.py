@@ -30,6 +30,8 @@ def test_auto_picks_a_tile_that_divides_the_problem():
     assert MmaSpGemm().supports(512, 256, 192, "float16")[0]
     assert MmaSpGemm()._pick(512, 256, 192).bk == 64
     assert MmaSpGemm()._pick(512, 256, 256).bk == 128
+    assert MmaSpGemm()._pick(8192, 8192, 8192).pipelined
+    assert MmaSpGemm()._pick(512, 256, 192).pipelined
     assert WgmmaSpGemm()._pick(256, 16, 512).bn == 16
     assert WgmmaSpGemm()._pick(256, 512, 512).bn == 256
 
@@ -72,6 +74,21 @@ def _problem(m, n, k, dtype_name, seed=0):
     (MmaSpGemm, "128x128k128w8", (128, 256, 512)),
     (MmaSpGemm, "256x128s4", (256, 128, 768)),
     (MmaSpGemm, "128x128k128s2", (128, 128, 640)),
+    # pipelined kernels: one slice (fewer slices than stages), a few, and many
+    (MmaSpGemm, "256x128k128p", (512, 256, 128)),
+    (MmaSpGemm, "256x128k128p", (256, 384, 1152)),
+    (MmaSpGemm, "256x128p4", (256, 256, 64)),
+    (MmaSpGemm, "256x128p4", (512, 128, 1344)),
+    (MmaSpGemm, "256x128p5", (256, 256, 640)),
+    (MmaSpGemm, "128x256p4", (256, 512, 192)),
+    (MmaSpGemm, "128x256p5", (128, 256, 1024)),
+    (MmaSpGemm, "128x128k128p2", (384, 256, 896)),
+    (MmaSpGemm, "128x128p4", (256, 384, 576)),
+    (MmaSpGemm, "128x128p3", (128, 128, 2048)),
+    (MmaSpGemm, "256x128k128pa", (512, 128, 640)),
+    (MmaSpGemm, "256x128pa4", (256, 256, 128)),
+    (MmaSpGemm, "128x128pa4", (256, 128, 960)),
+    (MmaSpGemm, "128x256pa4", (128, 512, 512)),
     (WgmmaSpGemm, "128x256", (256, 512, 1024)),
     (WgmmaSpGemm, "128x128", (128, 256, 768)),
     (WgmmaSpGemm, "64x16", (192, 16, 1024)),

@@ -142,6 +142,8 @@ class MmaSpConfig:
     warps_n: int
     stages: int
     bk: int = 64  # dense K per pipeline stage (64 or 128)
+    pipelined: bool = False  # PipelinedKernel: spread copies, A double-buffered, early barrier
+    slide_a: bool = False  # pipelined with B double-buffered and A reloaded row by row instead
 
     @property
     def threads(self) -> int:
@@ -155,14 +157,15 @@ class MmaSpConfig:
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
         return (f"mma_sp_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}"
-                f"_s{self.stages}")
+                f"_s{self.stages}" + ("_pa" if self.slide_a else "_p" if self.pipelined else ""))
 
 
 class MmaSpGemm:
     """``mma.sp::ordered_metadata`` m16n8k32 kernel (kernels/mma_sp.cu).
 
     Needs ``M % bm == 0``, ``N % bn == 0``, ``K % bk == 0`` for the chosen tile
-    (``bk`` = 64 or 128, the dense K of one pipeline stage).
+    (``bk`` = 64 or 128, the dense K of one pipeline stage).  Configs whose name
+    contains ``p`` use the software-pipelined kernel (``pa``: its A-sliding form).
     """
 
     name = "mma.sp"
@@ -178,8 +181,23 @@ class MmaSpGemm:
         "128x128k128w8": MmaSpConfig(128, 128, 2, 4, 2, bk=128),
         "256x128s4": MmaSpConfig(256, 128, 4, 2, 4),
         "128x128k128s2": MmaSpConfig(128, 128, 2, 2, 2, bk=128),
+        # software-pipelined kernel (PipelinedKernel in mma_sp.cu)
+        "256x128k128p": MmaSpConfig(256, 128, 4, 2, 3, bk=128, pipelined=True),
+        "256x128p4": MmaSpConfig(256, 128, 4, 2, 4, pipelined=True),
+        "256x128p5": MmaSpConfig(256, 128, 4, 2, 5, pipelined=True),
+        "128x256p4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True),
+        "128x256p5": MmaSpConfig(128, 256, 2, 4, 5, pipelined=True),
+        "128x128k128p2": MmaSpConfig(128, 128, 2, 2, 2, bk=128, pipelined=True),
+        "128x128p4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True),
+        "128x128p3": MmaSpConfig(128, 128, 2, 2, 3, pipelined=True),
+        "256x128k128pa": MmaSpConfig(256, 128, 4, 2, 3, bk=128, pipelined=True, slide_a=True),
+        "256x128pa4": MmaSpConfig(256, 128, 4, 2, 4, pipelined=True, slide_a=True),
+        "128x128pa4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True, slide_a=True),
+        "128x256pa4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True, slide_a=True),
     }
-    AUTO_ORDER = ("256x128k128", "128x128", "64x16")
+    # measured on the H200 at 8192^3 (docs/cuda-notes.md): the pipelined 256x128/BK128 tile first,
+    # then pipelined BK64 tiles for K not a multiple of 128, then the small-N tile
+    AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "64x16")
 
     def __init__(self, config="auto"):
         if not (config == "auto" or config in self.CONFIGS
