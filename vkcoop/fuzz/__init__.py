@@ -21,8 +21,8 @@ Entry points (the CLI ``vkcoop fuzz`` calls :func:`run` then :func:`print_report
 ``run(cases=1000, seed=0, target="portable", json_path=None, progress=True, *, device=None, variants=24,
 shrink=True, max_shrinks=6, workers=None, chunk_size=4096, console=None) -> Report``
     ``device``: a :class:`vkcoop.vk.Device` (for hw it must have :data:`HW_FEATURES`), an index/name, or None.
-    ``workers``: generator processes (None: up to 16 when there are >= 512 cases and no Device object was
-    passed, since forking after the driver is loaded is unsafe; 0: in-process).
+    ``workers``: generator processes, started fresh ("spawn", so no driver state is inherited) (None: up to 16
+    when there are >= 512 cases; 0: in-process).
     A target without a capable device is reported as skipped (``Report.targets[name].skipped`` holds the
     reason) rather than failing. ``json_path`` writes ``Report.to_json()``.
 ``Report``: ``seed, cases, target, targets`` ({name: TargetStats(cases, mismatches, seconds, compile_seconds,

@@ -295,13 +295,12 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
     pool = variant_pool(seed, variants) if "hw" in names else []
     elements = max(16 * 32, PORTABLE_MAX_SIDE ** 2)  # the largest matrix a case can have
     if workers is None:
-        # A Device passed in means the driver (and its threads) already live in this process: don't fork.
-        driver_loaded = device is not None and not isinstance(device, (int, str))
-        workers = min(16, os.cpu_count() or 1) if cases >= 2 * _TASK_CASES and not driver_loaded else 0
+        workers = min(16, os.cpu_count() or 1) if cases >= 2 * _TASK_CASES else 0
     tasks = [(seed, start, min(cases, start + _TASK_CASES), pool, elements)
              for start in range(0, cases, _TASK_CASES)]
-    # Fork the generators before any Vulkan driver is loaded in this process.
-    process_pool = multiprocessing.get_context("fork").Pool(workers) if workers else None
+    # Generators start as fresh interpreters ("spawn"): a forked child would inherit whatever Vulkan or CUDA
+    # driver state this process already holds (tests and the CLI load drivers before fuzzing).
+    process_pool = multiprocessing.get_context("spawn").Pool(workers) if workers else None
     results = process_pool.imap(_generate_task, tasks) if process_pool else map(_generate_task, tasks)
     opened, owned = {}, []
     mismatches_found: dict[str, list] = {name: [] for name in names}
