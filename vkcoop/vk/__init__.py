@@ -61,7 +61,8 @@ CommandBuffer (Device.command_buffer(timestamps=True))
 
 pack_push_constants(*scalars) -> bytes (natural alignment; np.uint64 for device addresses).
 capabilities(device=None, all_devices=False, validate=False) -> JSON-able dict (``vkcoop info``).
-Instance(validate=False): physical_devices(), select(device), messages, take_messages().
+Instance(validate=False): physical_devices(), select(device), messages, take_messages(); its VkInstance comes from a
+    per-process pool (the NVIDIA driver refuses a 31st vkCreateInstance per process): release_pooled_instances().
 PhysicalDevice: name, api_version, driver_version, extensions, features (name -> bool), limits,
     cooperative_matrix_properties(), flexible_dimensions_properties(), cooperative_matrix2_properties(),
     subgroup_properties(), timestamp_valid_bits, timestamp_period_ns.
@@ -80,7 +81,7 @@ from .errors import (BufferDTypeError, BufferShapeError, DeviceLostError, FenceT
                      LimitError, MissingFeatureError, NoDeviceError, PipelineInputError, ValidationError,
                      VulkanError)
 from .features import COOPMAT2_FEATURES, FEATURE_TO_STRUCT
-from .instance import Instance, PhysicalDevice, ValidationMessage
+from .instance import Instance, PhysicalDevice, ValidationMessage, release_pooled_instances
 from .memory import Buffer, as_dtype
 from .pipeline import ComputePipeline, pack_push_constants
 

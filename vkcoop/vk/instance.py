@@ -1,6 +1,7 @@
 """The Vulkan instance, optional validation, and physical devices with their capabilities."""
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 
@@ -69,20 +70,17 @@ def driver_version_string(vendor_id: int, version: int) -> str:
     return f"{major}.{minor}.{patch}"
 
 
-class Instance(Resource):
-    """A VkInstance (API 1.3). ``validate=True`` enables VK_LAYER_KHRONOS_validation and collects its messages.
+class _NativeInstance:
+    """One VkInstance (and its debug messenger). vkcoop pools these per ``validate`` flag and destroys them at
+    interpreter exit, because NVIDIA's driver (580.159, H200) fails the 31st vkCreateInstance of a process with
+    VK_ERROR_INCOMPATIBLE_DRIVER even when every earlier instance was destroyed (docs/runtime.md)."""
 
-    Use as a context manager or call :meth:`close`. ``messages`` holds every warning/error message the layer or the
-    loader reported through VK_EXT_debug_utils.
-    """
-
-    def __init__(self, validate: bool = False, application_name: str = "vkcoop"):
+    def __init__(self, validate: bool, application_name: str):
         self.validate = validate
-        self.messages: list[ValidationMessage] = []
-        self.suppressed_messages: list[ValidationMessage] = []  # see KNOWN_ENVIRONMENT_MESSAGES
-        self._handle = None
-        self._messenger = None
-        self._keep = []  # cffi objects the loader/layer keep pointers to (callback, names)
+        self.owner: "Instance | None" = None   # the Instance whose lists receive messages now
+        self.handle = None
+        self.messenger = None
+        self.keep = []  # cffi objects the loader/layer keep pointers to (callback, names)
         try:
             available_layers = {_string(p.layerName) for p in vk.vkEnumerateInstanceLayerProperties()}
             available_extensions = {_string(p.extensionName) for p in vk.vkEnumerateInstanceExtensionProperties(None)}
@@ -119,15 +117,13 @@ class Instance(Resource):
         if result == -9:  # VK_ERROR_INCOMPATIBLE_DRIVER: no ICD
             raise NoDeviceError("no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)")
         check(result, "vkCreateInstance")
-        self._handle = handle[0]
+        self.handle = handle[0]
         if validate:
-            create = self._instance_function("vkCreateDebugUtilsMessengerEXT", "PFN_vkCreateDebugUtilsMessengerEXT")
+            create = self.function("vkCreateDebugUtilsMessengerEXT", "PFN_vkCreateDebugUtilsMessengerEXT")
             messenger = vk.ffi.new("VkDebugUtilsMessengerEXT*")
-            check(create(self._handle, messenger_info, vk.ffi.NULL, messenger), "vkCreateDebugUtilsMessengerEXT")
-            self._messenger = messenger[0]
-        self._physical_devices = None
+            check(create(self.handle, messenger_info, vk.ffi.NULL, messenger), "vkCreateDebugUtilsMessengerEXT")
+            self.messenger = messenger[0]
 
-    # -- validation messages --------------------------------------------------------------------------------
     def _messenger_create_info(self):
         @vk.ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT")
         def on_message(severity, message_types, callback_data, user_data):
@@ -138,10 +134,13 @@ class Instance(Resource):
                 message_id = _string(data.pMessageIdName) if data.pMessageIdName else str(data.messageIdNumber)
                 text = _string(data.pMessage) if data.pMessage else ""
                 message = ValidationMessage(_SEVERITY_NAMES.get(int(severity), str(severity)), kinds, message_id, text)
+                owner = self.owner
+                if owner is None:
+                    return 0  # pooled and idle: nobody is listening (instance teardown at exit)
                 if is_known_environment_message(message_id, text):
-                    self.suppressed_messages.append(message)
+                    owner.suppressed_messages.append(message)
                 else:
-                    self.messages.append(message)
+                    owner.messages.append(message)
             except Exception:  # never unwind through the driver
                 pass
             return 0  # VK_FALSE: do not abort the call
@@ -150,8 +149,62 @@ class Instance(Resource):
             "sType": vk.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
             "messageSeverity": _COLLECTED_SEVERITIES, "messageType": _MESSAGE_TYPES,
             "pfnUserCallback": on_message})
-        self._keep += [on_message, info]
+        self.keep += [on_message, info]
         return info
+
+    def function(self, name: str, pfn_type: str):
+        address = side.address_of(vk.lib.vkGetInstanceProcAddr(self.handle, name.encode()))
+        if not address:
+            raise VulkanError(f"{name} is not available from the loader")
+        return vk.ffi.cast(pfn_type, address)
+
+    def destroy(self):
+        if self.handle is None:
+            return
+        if self.messenger is not None:
+            destroy = self.function("vkDestroyDebugUtilsMessengerEXT", "PFN_vkDestroyDebugUtilsMessengerEXT")
+            destroy(self.handle, self.messenger, vk.ffi.NULL)
+            self.messenger = None
+        vk.lib.vkDestroyInstance(self.handle, vk.ffi.NULL)
+        self.handle = None
+
+
+_idle_natives: dict[bool, list[_NativeInstance]] = {False: [], True: []}
+
+
+def release_pooled_instances() -> int:
+    """Destroy every idle pooled VkInstance now (also run at interpreter exit); returns how many."""
+    count = 0
+    for natives in _idle_natives.values():
+        while natives:
+            natives.pop().destroy()
+            count += 1
+    return count
+
+
+atexit.register(release_pooled_instances)
+
+
+class Instance(Resource):
+    """A Vulkan instance (API 1.3). ``validate=True`` enables VK_LAYER_KHRONOS_validation and collects its messages.
+
+    Use as a context manager or call :meth:`close`. ``messages`` holds every warning/error message the layer or the
+    loader reported through VK_EXT_debug_utils while this Instance was open. The VkInstance itself comes from a
+    per-process pool: close() returns it there and :func:`release_pooled_instances` (run at exit) destroys it,
+    because the NVIDIA driver refuses more than 30 vkCreateInstance calls per process (see _NativeInstance).
+    Devices, buffers and pipelines are still destroyed on close.
+    """
+
+    def __init__(self, validate: bool = False, application_name: str = "vkcoop"):
+        self.validate = bool(validate)
+        self.messages: list[ValidationMessage] = []
+        self.suppressed_messages: list[ValidationMessage] = []  # see KNOWN_ENVIRONMENT_MESSAGES
+        idle = _idle_natives[self.validate]
+        self._native = idle.pop() if idle else _NativeInstance(self.validate, application_name)
+        self._native.owner = self
+        self._handle = self._native.handle
+        self.layers, self.extensions = self._native.layers, self._native.extensions
+        self._physical_devices = None
 
     def take_messages(self) -> list[ValidationMessage]:
         """Return and clear the collected messages."""
@@ -191,14 +244,12 @@ class Instance(Resource):
         return select_physical_device(self.physical_devices(), device)
 
     def close(self):
+        """Hand the VkInstance back to the pool; this Instance can't be used afterwards."""
         if self._handle is None:
             return
-        if self._messenger is not None:
-            destroy = self._instance_function("vkDestroyDebugUtilsMessengerEXT", "PFN_vkDestroyDebugUtilsMessengerEXT")
-            destroy(self._handle, self._messenger, vk.ffi.NULL)
-            self._messenger = None
-        vk.lib.vkDestroyInstance(self._handle, vk.ffi.NULL)
-        self._handle = None
+        native, self._native, self._handle = self._native, None, None
+        native.owner = None
+        _idle_natives[native.validate].append(native)
 
     def __del__(self):  # last resort; prefer the context manager
         try:
