@@ -298,7 +298,6 @@ def test_view_permutation_3d_matches_numpy_transpose():
 
 
 def test_view_identity_permutation_is_layout_only():
-    T = f16_buffer(20).reshape(4, 5)
     t = TensorLayout.create(2, ClampMode.Constant).set_dimension(4, 5).slice((1, -1), (2, 4))
     a = vt.index_map(t, 2, 4)
     b = vt.index_map(t, 2, 4, TensorView.create(2))

@@ -104,7 +104,7 @@ def test_select_by_index_name_and_environment(monkeypatch):
         monkeypatch.setenv("VKCOOP_DEVICE", str(len(devices) - 1))
         assert instance.select() is devices[-1]
         assert instance.select(0) is first  # an explicit argument wins over the environment
-        with pytest.raises(vk.NoDeviceError, match=rf"\$VKCOOP_DEVICE.*no Vulkan device with index 99"):
+        with pytest.raises(vk.NoDeviceError, match=r"\$VKCOOP_DEVICE.*no Vulkan device with index 99"):
             monkeypatch.setenv("VKCOOP_DEVICE", "99")
             instance.select()
         with pytest.raises(vk.NoDeviceError, match=r"no Vulkan device named like 'no such gpu'.*0: "):

@@ -26,7 +26,6 @@ with an L2 flush before each. Throughput is dense-equivalent: 2*M*N*K / median t
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field

@@ -232,15 +232,19 @@ class MmaSpGemm:
             return False, f"{self.name} tile {cfg.bm}x{cfg.bn}: " + "; ".join(problems)
         return True, f"tile {cfg.bm}x{cfg.bn}, {cfg.stages} stages"
 
-    def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
+    def _prepare(self, a: DeviceSparse, b):
+        """Checks shared by both kernels' bind(): shapes, the tile, B column-major, and an output tensor."""
         torch = _torch()
         m, n, k = _check_operands(self.name, a, b)
         ok, reason = self.supports(m, n, k, a.dtype)
         if not ok:
             raise ShapeError(reason)
         cfg = self._pick(m, n, k)
-        b_t = _b_column_major(b)
         c = torch.empty((m, n), dtype=a.dtype, device=b.device)
+        return m, n, k, cfg, _b_column_major(b), c
+
+    def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
+        m, n, k, cfg, b_t, c = self._prepare(a, b)
         name = cfg.kernel_name(_dtype_name(a.dtype))
         func = _module("mma_sp").function(name, cfg.smem_bytes)
         grid = ((m // cfg.bm) * (n // cfg.bn),)
@@ -324,16 +328,10 @@ class WgmmaSpGemm:
     __init__ = MmaSpGemm.__init__
     _pick = MmaSpGemm._pick
     supports = MmaSpGemm.supports
+    _prepare = MmaSpGemm._prepare
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
-        torch = _torch()
-        m, n, k = _check_operands(self.name, a, b)
-        ok, reason = self.supports(m, n, k, a.dtype)
-        if not ok:
-            raise ShapeError(reason)
-        cfg = self._pick(m, n, k)
-        b_t = _b_column_major(b)
-        c = torch.empty((m, n), dtype=a.dtype, device=b.device)
+        m, n, k, cfg, b_t, c = self._prepare(a, b)
         for label, t in (("a.values", a.values), ("b", b_t), ("a.mma_metadata", a.mma_metadata)):
             if t.data_ptr() % 16:
                 raise ShapeError(f"{self.name}: {label} is not 16-byte aligned (TMA needs it)")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 
 from ..portable import reference_arrays
 from . import compare

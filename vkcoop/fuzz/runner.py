@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tensor import ElementStatus
 from . import compare
 from .models import explain, tags
 from .cases import PORTABLE_MAX_SIDE, FuzzCase, generate_case, variant_pool

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Callable, Iterator
 
 from ..tensor import ElementStatus, TensorLayout, TensorSpecError, TensorView
-from .cases import FuzzCase, Variant, hw_violation, packed_strides
+from .cases import FuzzCase, hw_violation, packed_strides
 
 DEFAULT_CLIP = (0, 0xFFFFFFFF, 0, 0xFFFFFFFF)
 

@@ -22,9 +22,8 @@ Each kernel object owns its pipeline; :meth:`run` does one checked GEMM from num
 """
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 

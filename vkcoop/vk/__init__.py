@@ -86,6 +86,7 @@ from .memory import Buffer, as_dtype
 from .pipeline import ComputePipeline, pack_push_constants
 
 __all__ = [
+    "release_pooled_instances",
     "Device", "Instance", "PhysicalDevice", "Buffer", "ComputePipeline", "CommandBuffer", "ValidationMessage",
     "capabilities", "device_report", "pack_push_constants", "as_dtype", "COOPMAT2_FEATURES", "FEATURE_TO_STRUCT",
     "VulkanError", "NoDeviceError", "LayerNotFoundError", "MissingFeatureError", "FenceTimeoutError",

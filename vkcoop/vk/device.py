@@ -16,7 +16,7 @@ from ._chain import StructChain
 from .commands import CommandBuffer, memory_barrier
 from .errors import MissingFeatureError, ValidationError, VulkanError, check
 from .instance import Instance, PhysicalDevice
-from .memory import (DEVICE_LOCAL, MEMORY_ALLOCATE_DEVICE_ADDRESS, Buffer, MappedStaging, as_dtype)
+from .memory import (MEMORY_ALLOCATE_DEVICE_ADDRESS, Buffer, MappedStaging, as_dtype)
 from .pipeline import ComputePipeline
 from .resource import Resource
 

@@ -83,7 +83,6 @@ class _NativeInstance:
         self.keep = []  # cffi objects the loader/layer keep pointers to (callback, names)
         try:
             available_layers = {_string(p.layerName) for p in vk.vkEnumerateInstanceLayerProperties()}
-            available_extensions = {_string(p.extensionName) for p in vk.vkEnumerateInstanceExtensionProperties(None)}
         except Exception as error:  # no loader or no ICD at all
             raise NoDeviceError(f"cannot query the Vulkan loader: {error!r}") from error
         layers, extensions = [], []

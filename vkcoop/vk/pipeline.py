@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import vulkan as vk
 
-from .errors import LimitError, MissingFeatureError, PipelineInputError, VulkanError, check
+from .errors import LimitError, MissingFeatureError, PipelineInputError, check
 from .resource import Resource
 
 REQUIRED_SUBGROUP_SIZE_STYPE = 1000225001
