@@ -111,6 +111,15 @@ def _check_operands(path: str, a: DeviceSparse, b) -> tuple[int, int, int]:
     return m, int(b.shape[1]), k
 
 
+def _supported_shape(path, a: DeviceSparse, b) -> tuple[int, int, int]:
+    """_check_operands plus the path's own supports() verdict, as a ShapeError before any launch."""
+    m, n, k = _check_operands(path.name, a, b)
+    ok, reason = path.supports(m, n, k, a.dtype)
+    if not ok:
+        raise ShapeError(reason)
+    return m, n, k
+
+
 def _b_column_major(b):
     """[N][K] contiguous storage of b [K][N] (no copy when b is already a transposed view)."""
     b_t = b.t()
@@ -235,10 +244,7 @@ class MmaSpGemm:
     def _prepare(self, a: DeviceSparse, b):
         """Checks shared by both kernels' bind(): shapes, the tile, B column-major, and an output tensor."""
         torch = _torch()
-        m, n, k = _check_operands(self.name, a, b)
-        ok, reason = self.supports(m, n, k, a.dtype)
-        if not ok:
-            raise ShapeError(reason)
+        m, n, k = _supported_shape(self, a, b)
         cfg = self._pick(m, n, k)
         c = torch.empty((m, n), dtype=a.dtype, device=b.device)
         return m, n, k, cfg, _b_column_major(b), c
@@ -380,10 +386,7 @@ class CuSparseLtGemm:
 
     def bind(self, a: DeviceSparse, b):
         torch = _torch()
-        m, n, k = _check_operands(self.name, a, b)
-        ok, reason = self.supports(m, n, k, a.dtype)
-        if not ok:
-            raise ShapeError(reason)
+        m, n, k = _supported_shape(self, a, b)
         compressed = torch._cslt_compress(a.dense)
         settings: dict = {}
         search = getattr(getattr(torch._C, "_cusparselt", None), "mm_search", None)
