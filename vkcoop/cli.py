@@ -43,11 +43,8 @@ def cmd_toolchain(args) -> int:
             err_console.print(f"[red]error:[/red] {exc}")
             return 1
     survey = toolchain.survey()
-    chosen = None
-    try:
-        chosen = spirv_tools.find_toolchain()
-    except spirv_tools.ToolchainError:
-        pass
+    # The search order is the survey order, so the first capable candidate is what find_toolchain() picks.
+    chosen = next((c.toolchain for c in survey if c.capable), None)
     backend_info = None
     if chosen is not None:
         be = spirv_tools.backend()
