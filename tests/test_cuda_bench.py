@@ -1,4 +1,5 @@
 """benchmarks/bench_cuda_sparse.py: argument checks and its behaviour without a usable GPU."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,12 +8,15 @@ import pytest
 
 from vkcoop.cuda import available
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cuda_sparse.py"
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "benchmarks" / "bench_cuda_sparse.py"
 
 
 def _run(*args):
+    # The script imports vkcoop: give it the checkout, as the test process has, installed or not.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=env)
 
 
 def test_unknown_shape_and_dtype_are_rejected():
