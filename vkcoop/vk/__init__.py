@@ -64,7 +64,8 @@ capabilities(device=None, all_devices=False, validate=False) -> JSON-able dict (
 Instance(validate=False): physical_devices(), select(device), messages, take_messages(); its VkInstance comes from a
     per-process pool (the NVIDIA driver refuses a 31st vkCreateInstance per process): release_pooled_instances().
 PhysicalDevice: name, api_version, driver_version, extensions, features (name -> bool), limits,
-    cooperative_matrix_properties(), flexible_dimensions_properties(), cooperative_matrix2_properties(),
+    cooperative_matrix_properties(), flexible_dimensions_properties() (dicts as the driver fills them),
+    khr_shapes(), flexible_shapes() (the same as typed ShapeEntry rows), cooperative_matrix2_properties(),
     subgroup_properties(), timestamp_valid_bits, timestamp_period_ns.
 Errors (all VulkanError): NoDeviceError, LayerNotFoundError, MissingFeatureError, FenceTimeoutError,
     DeviceLostError, ValidationError (.messages), LimitError, BufferDTypeError, BufferShapeError,
@@ -84,9 +85,11 @@ from .features import COOPMAT2_FEATURES, FEATURE_TO_STRUCT
 from .instance import Instance, PhysicalDevice, ValidationMessage, release_pooled_instances
 from .memory import Buffer, as_dtype
 from .pipeline import ComputePipeline, pack_push_constants
+from .tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
 
 __all__ = [
     "release_pooled_instances",
+    "ShapeEntry", "SCOPE_SUBGROUP", "SCOPE_WORKGROUP",
     "Device", "Instance", "PhysicalDevice", "Buffer", "ComputePipeline", "CommandBuffer", "ValidationMessage",
     "capabilities", "device_report", "pack_push_constants", "as_dtype", "COOPMAT2_FEATURES", "FEATURE_TO_STRUCT",
     "VulkanError", "NoDeviceError", "LayerNotFoundError", "MissingFeatureError", "FenceTimeoutError",

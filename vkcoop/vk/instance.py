@@ -12,6 +12,7 @@ from ._chain import StructChain
 from .errors import LayerNotFoundError, NoDeviceError, VulkanError, check
 from .features import FEATURE_STRUCTS, FEATURE_TO_STRUCT
 from .resource import Resource
+from .tables import ShapeEntry
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEBUG_UTILS_EXTENSION = "VK_EXT_debug_utils"
@@ -412,6 +413,14 @@ class PhysicalDevice:
         if side.NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME not in self.extensions:
             return []
         return side.flexible_dimensions_properties(self.instance.proc_address, side.address_of(self.handle))
+
+    def khr_shapes(self) -> tuple[ShapeEntry, ...]:
+        """The KHR table as typed rows (:class:`vkcoop.vk.tables.ShapeEntry`)."""
+        return tuple(ShapeEntry.from_khr(row) for row in self.cooperative_matrix_properties())
+
+    def flexible_shapes(self) -> tuple[ShapeEntry, ...]:
+        """The flexible-dimensions table as typed rows (granularities, ``flexible=True``)."""
+        return tuple(ShapeEntry.from_flexible(row) for row in self.flexible_dimensions_properties())
 
     def cooperative_matrix2_properties(self) -> dict | None:
         chain = self.extended_properties
