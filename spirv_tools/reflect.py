@@ -167,7 +167,8 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
             local_size_ids = tuple(ops[2:5])
             out.uses_local_size_id = True
         elif opcode == OP_NAME:
-            names[ops[0]] = _string(ops, 1)[0]
+            # glslang names an alias (`const uint OWN_M = TILE_M;`) on the same id: the declared name comes first.
+            names.setdefault(ops[0], _string(ops, 1)[0])
         elif opcode == OP_DECORATE:
             decorations.setdefault(ops[0], {})[ops[1]] = ops[2] if len(ops) > 2 else None
         elif opcode == OP_TYPE_BOOL:
