@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from vkcoop.gemm.types import DTYPES, RESULT_TOLERANCE
 from vkcoop.sparse import Compressed2to4, decompress_2to4, validate_compressed
 
 from . import build, driver
@@ -42,7 +43,7 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _to_torch(array: np.ndarray, device: str):
+def to_torch(array: np.ndarray, device: str = "cuda"):
     """numpy (incl. ml_dtypes bfloat16) -> torch tensor on ``device``, bits preserved."""
     torch = _torch()
     if array.dtype == np.uint32:
@@ -81,11 +82,11 @@ class DeviceSparse:
         m, k = compressed.shape
         reordered = None
         if m % 16 == 0 and k % 64 == 0:
-            reordered = _to_torch(reorder_metadata_for_mma(compressed.metadata), device)
-        return cls(values=_to_torch(compressed.values, device),
-                   metadata=_to_torch(compressed.metadata, device),
+            reordered = to_torch(reorder_metadata_for_mma(compressed.metadata), device)
+        return cls(values=to_torch(compressed.values, device),
+                   metadata=to_torch(compressed.metadata, device),
                    mma_metadata=reordered,
-                   dense=_to_torch(decompress_2to4(compressed), device),
+                   dense=to_torch(decompress_2to4(compressed), device),
                    shape=(m, k))
 
 
@@ -169,48 +170,17 @@ class MmaSpConfig:
                 f"_s{self.stages}" + ("_pa" if self.slide_a else "_p" if self.pipelined else ""))
 
 
-class MmaSpGemm:
-    """``mma.sp::ordered_metadata`` m16n8k32 kernel (kernels/mma_sp.cu).
+class HandWrittenSpGemm:
+    """What the hand-written 2:4 kernels share: a named or "auto" configuration, the shape rules, the operand
+    checks. Subclasses set ``name``, ``CONFIGS``, ``AUTO_ORDER`` and ``config_type``, and write ``bind``."""
 
-    Needs ``M % bm == 0``, ``N % bn == 0``, ``K % bk == 0`` for the chosen tile
-    (``bk`` = 64 or 128, the dense K of one pipeline stage).  Configs whose name
-    contains ``p`` use the software-pipelined kernel (``pa``: its A-sliding form).
-    """
-
-    name = "mma.sp"
-    CONFIGS = {
-        "128x128": MmaSpConfig(128, 128, 2, 2, 4),
-        "128x256": MmaSpConfig(128, 256, 2, 4, 3),
-        "256x128": MmaSpConfig(256, 128, 4, 2, 3),
-        "128x128k128": MmaSpConfig(128, 128, 2, 2, 3, bk=128),
-        "128x256k128": MmaSpConfig(128, 256, 2, 4, 2, bk=128),
-        "256x128k128": MmaSpConfig(256, 128, 4, 2, 3, bk=128),
-        "64x16": MmaSpConfig(64, 16, 4, 1, 6),
-        # tuning candidates (both dtypes instantiated)
-        "128x128k128w8": MmaSpConfig(128, 128, 2, 4, 2, bk=128),
-        "256x128s4": MmaSpConfig(256, 128, 4, 2, 4),
-        "128x128k128s2": MmaSpConfig(128, 128, 2, 2, 2, bk=128),
-        # software-pipelined kernel (PipelinedKernel in mma_sp.cu)
-        "256x128k128p": MmaSpConfig(256, 128, 4, 2, 3, bk=128, pipelined=True),
-        "256x128p4": MmaSpConfig(256, 128, 4, 2, 4, pipelined=True),
-        "256x128p5": MmaSpConfig(256, 128, 4, 2, 5, pipelined=True),
-        "128x256p4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True),
-        "128x256p5": MmaSpConfig(128, 256, 2, 4, 5, pipelined=True),
-        "128x128k128p2": MmaSpConfig(128, 128, 2, 2, 2, bk=128, pipelined=True),
-        "128x128p4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True),
-        "128x128p3": MmaSpConfig(128, 128, 2, 2, 3, pipelined=True),
-        "256x128k128pa": MmaSpConfig(256, 128, 4, 2, 3, bk=128, pipelined=True, slide_a=True),
-        "256x128pa4": MmaSpConfig(256, 128, 4, 2, 4, pipelined=True, slide_a=True),
-        "128x128pa4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True, slide_a=True),
-        "128x256pa4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True, slide_a=True),
-    }
-    # measured on the H200 at 8192^3 (docs/cuda-notes.md): the pipelined 256x128/BK128 tile first,
-    # then pipelined BK64 tiles for K not a multiple of 128, then the small-N tile
-    AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "64x16")
+    name = ""
+    CONFIGS: dict = {}
+    AUTO_ORDER: tuple = ()
+    config_type: type = object
 
     def __init__(self, config="auto"):
-        if not (config == "auto" or config in self.CONFIGS
-                or type(config).__name__.endswith("Config")):
+        if not (config == "auto" or config in self.CONFIGS or isinstance(config, self.config_type)):
             raise ValueError(f"unknown {self.name} config {config!r}; choose auto or {sorted(self.CONFIGS)}")
         self.config = config
 
@@ -248,6 +218,47 @@ class MmaSpGemm:
         cfg = self._pick(m, n, k)
         c = torch.empty((m, n), dtype=a.dtype, device=b.device)
         return m, n, k, cfg, _b_column_major(b), c
+
+
+class MmaSpGemm(HandWrittenSpGemm):
+    """``mma.sp::ordered_metadata`` m16n8k32 kernel (kernels/mma_sp.cu).
+
+    Needs ``M % bm == 0``, ``N % bn == 0``, ``K % bk == 0`` for the chosen tile
+    (``bk`` = 64 or 128, the dense K of one pipeline stage).  Configs whose name
+    contains ``p`` use the software-pipelined kernel (``pa``: its A-sliding form).
+    """
+
+    name = "mma.sp"
+    config_type = MmaSpConfig
+    CONFIGS = {
+        "128x128": MmaSpConfig(128, 128, 2, 2, 4),
+        "128x256": MmaSpConfig(128, 256, 2, 4, 3),
+        "256x128": MmaSpConfig(256, 128, 4, 2, 3),
+        "128x128k128": MmaSpConfig(128, 128, 2, 2, 3, bk=128),
+        "128x256k128": MmaSpConfig(128, 256, 2, 4, 2, bk=128),
+        "256x128k128": MmaSpConfig(256, 128, 4, 2, 3, bk=128),
+        "64x16": MmaSpConfig(64, 16, 4, 1, 6),
+        # tuning candidates (both dtypes instantiated)
+        "128x128k128w8": MmaSpConfig(128, 128, 2, 4, 2, bk=128),
+        "256x128s4": MmaSpConfig(256, 128, 4, 2, 4),
+        "128x128k128s2": MmaSpConfig(128, 128, 2, 2, 2, bk=128),
+        # software-pipelined kernel (PipelinedKernel in mma_sp.cu)
+        "256x128k128p": MmaSpConfig(256, 128, 4, 2, 3, bk=128, pipelined=True),
+        "256x128p4": MmaSpConfig(256, 128, 4, 2, 4, pipelined=True),
+        "256x128p5": MmaSpConfig(256, 128, 4, 2, 5, pipelined=True),
+        "128x256p4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True),
+        "128x256p5": MmaSpConfig(128, 256, 2, 4, 5, pipelined=True),
+        "128x128k128p2": MmaSpConfig(128, 128, 2, 2, 2, bk=128, pipelined=True),
+        "128x128p4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True),
+        "128x128p3": MmaSpConfig(128, 128, 2, 2, 3, pipelined=True),
+        "256x128k128pa": MmaSpConfig(256, 128, 4, 2, 3, bk=128, pipelined=True, slide_a=True),
+        "256x128pa4": MmaSpConfig(256, 128, 4, 2, 4, pipelined=True, slide_a=True),
+        "128x128pa4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True, slide_a=True),
+        "128x256pa4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True, slide_a=True),
+    }
+    # measured on the H200 at 8192^3 (docs/cuda-notes.md): the pipelined 256x128/BK128 tile first,
+    # then pipelined BK64 tiles for K not a multiple of 128, then the small-N tile
+    AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "64x16")
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
         m, n, k, cfg, b_t, c = self._prepare(a, b)
@@ -304,13 +315,14 @@ class WgmmaSpConfig:
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
 
-class WgmmaSpGemm:
+class WgmmaSpGemm(HandWrittenSpGemm):
     """Hopper ``wgmma.mma_async.sp`` m64nNk32 kernel with TMA + mbarrier pipeline (kernels/wgmma_sp.cu).
 
     Needs sm_90a and ``M % bm == 0``, ``N % bn == 0``, ``K % 64 == 0``.
     """
 
     name = "wgmma.sp"
+    config_type = WgmmaSpConfig
     CONFIGS = {
         "128x256": WgmmaSpConfig(256, 2, 4),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
@@ -330,11 +342,6 @@ class WgmmaSpGemm:
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
             (256, 2, 5, True, 1))) + tuple(
         WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
-
-    __init__ = MmaSpGemm.__init__
-    _pick = MmaSpGemm._pick
-    supports = MmaSpGemm.supports
-    _prepare = MmaSpGemm._prepare
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
         m, n, k, cfg, b_t, c = self._prepare(a, b)
@@ -480,6 +487,7 @@ def compare(c, ref) -> dict:
 
 
 def passes(stats: dict, dtype) -> bool:
-    """Tolerance for fp32-accumulated results stored in fp16 (2^-10) or bf16 (2^-7)."""
-    tol = 2.0 ** -7 if _dtype_name(dtype) == "bfloat16" else 2.0 ** -9
+    """Within vkcoop.gemm's tolerance for fp32-accumulated results stored in fp16 (2^-10) or bf16 (2^-7),
+    relative to max |reference|."""
+    tol = RESULT_TOLERANCE[DTYPES["bf16" if _dtype_name(dtype) == "bfloat16" else "fp16"]]
     return stats["finite"] and stats["max_rel_err"] <= tol and math.isfinite(stats["max_abs_err"])

@@ -16,6 +16,7 @@ class Timing:
     mean_ms: float
     iters: int
     flushed_l2: bool
+    times_ms: tuple = ()          # every timed run, in order
 
     def tflops(self, m: int, n: int, k: int) -> float:
         """Dense-equivalent throughput, 2*M*N*K FLOPs per run."""
@@ -46,4 +47,5 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     return Timing(median_ms=statistics.median(times), min_ms=min(times),
-                  mean_ms=statistics.fmean(times), iters=iters, flushed_l2=flush_l2)
+                  mean_ms=statistics.fmean(times), iters=iters, flushed_l2=flush_l2,
+                  times_ms=tuple(times))

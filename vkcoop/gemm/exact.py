@@ -1,0 +1,93 @@
+"""Exact inputs, exact references, and the one check every GEMM path (Vulkan and CUDA) is held to.
+
+The inputs are chosen so that every product and partial sum is exactly representable in the accumulator:
+then any summation order gives the same fp32 / int32 result, fp32 results must match the reference bit for
+bit, and fp16 / bf16 results may differ only by the final rounding (:data:`vkcoop.gemm.types.RESULT_TOLERANCE`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import sparse as sparse24
+from .types import DTYPES, RESULT_TOLERANCE, GemmInputError, gemm_types
+
+
+def exact_inputs(types, m: int, n: int, k: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A [M][K] and B [K][N] whose product every kernel computes exactly, in any summation order.
+
+    Floats come from {-0.5, 0, 0.5, 1}: products are multiples of 1/4, and while every partial sum stays below
+    2048 quarter-steps (|sum| <= K < 512 for fp16 results), fp16 and fp32 hold them exactly. Integers come from
+    [-3, 3]. Raises GemmInputError if K is too large for that guarantee.
+    """
+    t = gemm_types(types)
+    rng = np.random.default_rng(seed)
+    if t.input_dtype.kind == "i":
+        a = rng.integers(-3, 4, size=(m, k)).astype(t.input_dtype)
+        b = rng.integers(-3, 4, size=(k, n)).astype(t.input_dtype)
+        return a, b
+    limit = 512 if t.output_dtype == np.float16 else 1 << 21
+    if k >= limit:
+        raise GemmInputError(f"K={k} is too large for exact {t.key} results (|sum| must stay below {limit})")
+    grid = np.array([-0.5, 0.0, 0.5, 1.0], dtype=np.float32)
+    a = rng.choice(grid, size=(m, k)).astype(t.input_dtype)
+    b = rng.choice(grid, size=(k, n)).astype(t.input_dtype)
+    return a, b
+
+
+def eighths_inputs(dtype: str, m: int, n: int, k: int, *, seed: int = 0):
+    """(pruned dense A, compressed A, B) for the benchmark: multiples of 1/8 in [-1, 1], A pruned 2:4.
+
+    Every product is a multiple of 1/64 and every partial sum stays far below 2**24 / 64 for K up to 2**20, so
+    fp32 accumulation is exact in any order."""
+    if dtype not in DTYPES:
+        raise GemmInputError(f"dtype={dtype!r}: choose from {', '.join(DTYPES)}")
+    rng = np.random.default_rng(seed)
+    element = DTYPES[dtype]
+    a = (rng.integers(-8, 9, size=(m, k), dtype=np.int8).astype(np.float32) / 8).astype(element)
+    b = (rng.integers(-8, 9, size=(k, n), dtype=np.int8).astype(np.float32) / 8).astype(element)
+    compressed = sparse24.compress_2to4(a)
+    return sparse24.decompress_2to4(compressed), compressed, b
+
+
+def reference_gemm(a: np.ndarray, b: np.ndarray, output_dtype) -> np.ndarray:
+    """A @ B computed exactly (float64 / int64) and converted to the result type."""
+    if a.dtype.kind == "i":
+        return (a.astype(np.int64) @ b.astype(np.int64)).astype(output_dtype)
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(output_dtype)
+
+
+def sparse24_reference(values: np.ndarray, metadata: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fp32 matmul of the decompressed (pruned) A with B: what the 2:4 path must produce."""
+    dense = sparse24.decompress_2to4(sparse24.Compressed2to4(values, metadata))
+    return dense.astype(np.float32) @ b.astype(np.float32)
+
+
+def check_rows(m: int, seed: int = 1, count: int = 192) -> np.ndarray:
+    """Rows a large check compares: the first and last 16 (edge tiles) and a random sample."""
+    rng = np.random.default_rng(seed)
+    picked = np.concatenate([np.arange(min(16, m)), np.arange(max(0, m - 16), m),
+                             rng.integers(0, m, size=min(count, m))])
+    return np.unique(picked)
+
+
+def check_output(got: np.ndarray, reference: np.ndarray) -> tuple[bool, float, str]:
+    """The one check: each element within :data:`RESULT_TOLERANCE` of the exact reference, relative to it.
+
+    Returns (ok, max absolute error, why not)."""
+    if got.shape != reference.shape:
+        return False, float("inf"), f"result has shape {got.shape}, the reference {reference.shape}"
+    values = got.astype(np.float64)
+    exact = reference.astype(np.float64)
+    diff = np.abs(values - exact)
+    max_abs = float(diff.max()) if diff.size else 0.0
+    if not np.isfinite(values).all():
+        return False, max_abs, "non-finite values in the result"
+    tolerance = RESULT_TOLERANCE.get(np.dtype(got.dtype))
+    if tolerance is None:
+        return False, max_abs, f"no tolerance is defined for results of dtype {got.dtype}"
+    bad = np.argwhere(diff > tolerance * np.abs(exact))
+    if bad.size:
+        index = tuple(int(v) for v in bad[0])
+        return False, max_abs, (f"{len(bad)} mismatches; first at {index}: got {values[index]!r}, "
+                                f"expected {exact[index]!r}")
+    return True, max_abs, ""

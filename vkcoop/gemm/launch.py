@@ -1,0 +1,243 @@
+"""What a Vulkan GEMM dispatches, as data: one :class:`Launch` per problem, shared by the samples and the bench.
+
+A kernel description (:class:`CoopMat2Kernel`, :class:`KhrKernel`, :class:`Sparse24Kernel`) checks its operands
+and returns a Launch: the dispatches in order (shader variant, named specialization constants, buffer names in
+binding order, workgroup count, push constants), the host arrays to upload, and the buffers the GEMM writes.
+The samples turn a Launch into a checked :class:`vkcoop.samples.Case`; :class:`vkcoop.gemm.vulkan.VulkanGemm`
+runs and times it. Nothing here touches a device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import sparse as sparse24
+from .interleave import META_WORDS_CHOICES, interleave_2to4
+from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile
+from .types import SPARSE24_TYPES, GEMM_TYPES, GemmInputError, gemm_types
+
+COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
+KHR_SHADER = "gemm/khr_shmem_gemm.comp"
+SPARSE24_SHADER = "gemm/coopmat2_sparse24.comp"
+SPLIT_K_REDUCE_SHADER = "gemm/splitk_reduce.comp"
+REDUCE_WORKGROUP = 256  # local_size_x of splitk_reduce.comp
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One compute dispatch of a GEMM."""
+    shader: str                       # relative to shaders/
+    defines: dict                     # a declared @variants combination of the shader
+    specialization: dict              # constant name -> value
+    buffers: tuple                    # buffer names, in binding order
+    groups: tuple
+    push: tuple                       # np.uint32 scalars, in the block's member order
+    pipeline_options: dict = field(default_factory=dict)   # e.g. required_subgroup_size
+
+    def pipeline_key(self) -> tuple:
+        return (self.shader, tuple(sorted(self.defines.items())), tuple(sorted(self.specialization.items())),
+                tuple(sorted(self.pipeline_options.items())))
+
+
+@dataclass
+class Launch:
+    """A GEMM as dispatches over named buffers: ``inputs`` are uploaded, ``outputs`` (shape, dtype) allocated;
+    ``result`` names the buffer holding C [M][N]."""
+    dispatches: list
+    inputs: dict
+    outputs: dict
+    result: str
+    shape: tuple                      # (M, N, K)
+
+
+def _u32(*values) -> tuple:
+    return tuple(np.uint32(v) for v in values)
+
+
+def check_matrix(name: str, array, dtype) -> np.ndarray:
+    """A non-empty 2-D numpy array of ``dtype``, made contiguous; GemmInputError naming ``name`` otherwise."""
+    if not isinstance(array, np.ndarray):
+        raise GemmInputError(f"{name} must be a numpy array, got {type(array).__name__}")
+    if array.dtype != dtype:
+        raise GemmInputError(f"{name} has dtype {array.dtype}; this kernel takes {np.dtype(dtype)}")
+    if array.ndim != 2 or 0 in array.shape:
+        raise GemmInputError(f"{name} must be a non-empty 2-D array, got shape {array.shape}")
+    return np.ascontiguousarray(array)
+
+
+def _k_of_b(b: np.ndarray, column_major: bool) -> tuple[int, int]:
+    """(N, K) of B stored [K][N], or [N][K] when column-major."""
+    return (b.shape[0], b.shape[1]) if column_major else (b.shape[1], b.shape[0])
+
+
+class _WorkgroupKernel:
+    """What the coopmat2 dense and 2:4 kernels share: the tile, B's layout and the split-K epilogue."""
+    shader = ""
+    tile: WorkgroupTile
+    b_column_major: bool
+
+    def store_b(self, b: np.ndarray) -> np.ndarray:
+        """B [K][N] in the layout this kernel reads ([N][K] when column-major)."""
+        return np.ascontiguousarray(b.T) if self.b_column_major else b
+
+    def _check_b(self, b, k: int) -> int:
+        n, kb = _k_of_b(b, self.b_column_major)
+        if kb != k:
+            layout = "[N][K] (column-major B)" if self.b_column_major else "[K][N]"
+            raise GemmInputError(f"B has shape {b.shape}; it must be {layout} with K={k}")
+        return n
+
+    def _launch(self, inputs: dict, m: int, n: int, k: int, push: tuple, defines: dict, output_dtype) -> Launch:
+        """The GEMM dispatch and, for split_k > 1, the fp32 partial sums and their reduce pass."""
+        tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
+        split = self.tile.split_k
+        target = "C" if split == 1 else "partial sums"
+        gemm = Dispatch(self.shader, defines, self.tile.specialization(self.b_column_major),
+                        tuple(inputs) + (target,), (tiles, split, 1), push, self.pipeline_options())
+        outputs = {"C": ((m, n), np.dtype(output_dtype))}
+        dispatches = [gemm]
+        if split > 1:
+            outputs["partial sums"] = ((split, m, n), np.dtype(np.float32))
+            count = m * n
+            dispatches.append(Dispatch(SPLIT_K_REDUCE_SHADER, {}, {}, ("partial sums", "C"),
+                                       (min(-(-count // REDUCE_WORKGROUP), 65535), 1, 1), _u32(count, split)))
+        return Launch(dispatches, inputs, outputs, "C", (m, n, k))
+
+    def pipeline_options(self) -> dict:
+        return {}
+
+    def _check_split(self, fp32_output: bool) -> None:
+        if self.tile.split_k < 1:
+            raise GemmInputError(f"split_k={self.tile.split_k} must be >= 1")
+        if self.tile.split_k > 1 and not fp32_output:
+            raise GemmInputError(f"split_k={self.tile.split_k} needs fp32 results (the partial sums are added in "
+                                 "fp32)")
+
+
+class CoopMat2Kernel(_WorkgroupKernel):
+    """coopmat2_gemm.comp: workgroup- (or subgroup-) scope coopmat2 matrices through tensor layouts; any M, N, K."""
+    shader = COOPMAT2_SHADER
+
+    def __init__(self, types, tile: WorkgroupTile, *, b_column_major: bool = False):
+        self.types, self.tile, self.b_column_major = gemm_types(types), tile, bool(b_column_major)
+        self._check_split(self.types.output_dtype == np.float32)
+        self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if self.b_column_major else ''}"
+
+    def defines(self) -> dict:
+        return {"GEMM_TYPES": self.types.define, **self.tile.defines()}
+
+    def pipeline_options(self) -> dict:
+        # Subgroup scope splits the tile by gl_SubgroupID assuming 32-wide subgroups: ask for exactly that.
+        if self.tile.subgroup_scope:
+            return {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True}
+        return {}
+
+    def template_launch(self) -> Launch:
+        """The smallest launch: its dispatches name every pipeline this kernel needs."""
+        one = np.zeros((1, 1), self.types.input_dtype)
+        return self.launch(one, one)
+
+    def launch(self, a, b) -> Launch:
+        """C = A @ B, with B already in this kernel's layout (:meth:`store_b`)."""
+        t = self.types
+        a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
+        m, k = a.shape
+        n = self._check_b(b, k)
+        push = _u32(m, n, k, k, b.shape[1], n)
+        return self._launch({"A": a, "B": b}, m, n, k, push, self.defines(), t.output_dtype)
+
+
+class Sparse24Kernel(_WorkgroupKernel):
+    """coopmat2_sparse24.comp: A from vkcoop's 2:4 format through a decode function; fp16/bf16 in, fp32 out.
+
+    ``meta_words`` 0 reads values and metadata from two bindings; 1, 2 or 4 regroups them on the host
+    (:func:`vkcoop.gemm.interleave.interleave_2to4`) so one block pointer serves both reads."""
+    shader = SPARSE24_SHADER
+
+    def __init__(self, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False, meta_words: int = 0):
+        if dtype not in SPARSE24_TYPES:
+            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        if meta_words not in META_WORDS_CHOICES:
+            raise GemmInputError(f"meta_words={meta_words}: choose from {META_WORDS_CHOICES}")
+        if tile.subgroup_scope or tile.n_parts != 1:
+            raise GemmInputError(f"tile {tile.label()}: the 2:4 kernel has one workgroup-scope accumulator "
+                                 "(subgroups_m=0, n_parts=1)")
+        if tile.tile_k % sparse24.K_ALIGNMENT:
+            raise GemmInputError(f"tile_k={tile.tile_k}: the 2:4 path needs a multiple of {sparse24.K_ALIGNMENT} "
+                                 "(the decode block is one metadata word, 32 columns)")
+        self.dtype, self.tile, self.meta_words = dtype, tile, meta_words
+        self.types = GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
+        self.b_column_major = bool(b_column_major)
+        self._check_split(True)
+        layout = f"i{meta_words}" if meta_words else ""
+        self.name = f"coopmat2 2:4 {dtype} {tile.label()}{layout}{' Bcol' if b_column_major else ''}"
+
+    def defines(self) -> dict:
+        return {"ELEMENT": SPARSE24_TYPES[self.dtype][0], "META_WORDS": str(self.meta_words)}
+
+    def template_launch(self) -> Launch:
+        k = sparse24.K_ALIGNMENT
+        b = np.zeros((1, k) if self.b_column_major else (k, 1), self.types.input_dtype)
+        return self.launch(np.zeros((1, k // 2), self.types.input_dtype), np.zeros((1, 1), np.uint32), b)
+
+    def launch(self, values, metadata, b) -> Launch:
+        """values [M][K/2] and metadata [M][K/32] uint32 (vkcoop.sparse format), B in this kernel's layout."""
+        values = check_matrix("values", values, self.types.input_dtype)
+        metadata = check_matrix("metadata", metadata, np.dtype(np.uint32))
+        b = check_matrix("B", b, self.types.input_dtype)
+        m, half_k = values.shape
+        k = 2 * half_k
+        if k % sparse24.K_ALIGNMENT:
+            raise GemmInputError(f"K={k} (values have {half_k} columns): the 2:4 path needs K to be a multiple of "
+                                 f"{sparse24.K_ALIGNMENT}")
+        if metadata.shape != (m, k // sparse24.K_ALIGNMENT):
+            raise GemmInputError(f"metadata has shape {metadata.shape}; for values {values.shape} it must be "
+                                 f"{(m, k // sparse24.K_ALIGNMENT)}")
+        n = self._check_b(b, k)
+        if self.meta_words:
+            inputs = {"interleaved A": interleave_2to4(values, metadata, self.meta_words), "B": b}
+        else:
+            inputs = {"values": values, "metadata": metadata, "B": b}
+        push = _u32(m, n, k, b.shape[1], n)
+        return self._launch(inputs, m, n, k, push, self.defines(), np.float32)
+
+
+class KhrKernel:
+    """khr_shmem_gemm.comp: subgroup-scope KHR matrices fed from shared memory. K and N must be multiples of
+    16 bytes of elements (8 fp16/bf16, 16 int8); M is free."""
+    shader = KHR_SHADER
+
+    def __init__(self, types, tile: SubgroupTile):
+        self.types, self.tile = gemm_types(types), tile
+        check_subgroup_tile(tile, self.types)
+        self.name = f"khr {self.types.key} {tile.label()}"
+
+    def check_shared_memory(self, limit: int) -> None:
+        needed = self.tile.shared_memory_bytes(self.types)
+        if needed > limit:
+            raise GemmInputError(f"KHR tile {self.tile.label()} needs {needed} bytes of shared memory, above "
+                                 f"maxComputeSharedMemorySize ({limit})")
+
+    def store_b(self, b: np.ndarray) -> np.ndarray:
+        return b
+
+    def template_launch(self) -> Launch:
+        e = self.types.elements_per_16_bytes
+        return self.launch(np.zeros((1, e), self.types.input_dtype), np.zeros((e, e), self.types.input_dtype))
+
+    def launch(self, a, b) -> Launch:
+        t = self.types
+        a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
+        (m, k), (kb, n) = a.shape, b.shape
+        if kb != k:
+            raise GemmInputError(f"B has shape {b.shape}; with A {a.shape} it must be [K][N] with K={k}")
+        e = t.elements_per_16_bytes
+        if k % e or n % e:
+            raise GemmInputError(f"the KHR shared-memory GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be "
+                                 f"multiples of {e} for {t.key}")
+        groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
+        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, self.tile.specialization(), ("A", "B", "C"),
+                            groups, _u32(m, n, k, k, n, n),
+                            {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
+        return Launch([dispatch], {"A": a, "B": b}, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))

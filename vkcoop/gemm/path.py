@@ -1,0 +1,83 @@
+"""The one protocol every GEMM path follows, Vulkan or CUDA: ``supports`` -> ``bind`` -> ``output_rows``/``time``.
+
+A path is checked with :func:`vkcoop.gemm.exact.check_output` on exact inputs (:class:`GemmOperands`) before it
+is timed; ``vkcoop.bench`` runs every path through the same loop (:mod:`vkcoop.bench.measure`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .exact import check_rows, eighths_inputs
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """C [M][N] = A [M][K] @ B [K][N] with fp16 or bf16 inputs; ``shape_class`` groups configurations."""
+    dtype: str
+    shape_class: str
+    m: int
+    n: int
+    k: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.dtype} {self.shape_class} {self.m}x{self.n}x{self.k}"
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+
+@dataclass
+class GemmOperands:
+    """A problem's host inputs, made once and shared by every path: the 2:4-pruned dense A, its compressed
+    form, B [K][N], the rows a check compares and their exact fp32 product."""
+    problem: GemmProblem
+    pruned: np.ndarray
+    compressed: object            # vkcoop.sparse.Compressed2to4
+    b: np.ndarray
+    rows: np.ndarray
+    reference: np.ndarray
+
+    @classmethod
+    def make(cls, problem: GemmProblem, seed: int = 0) -> "GemmOperands":
+        pruned, compressed, b = eighths_inputs(problem.dtype, problem.m, problem.n, problem.k, seed=seed)
+        rows = check_rows(problem.m)
+        reference = (pruned[rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+        return cls(problem, pruned, compressed, b, rows, reference)
+
+
+@runtime_checkable
+class BoundGemm(Protocol):
+    """A path's GEMM with its operands on the device."""
+    config: str                   # what ran: the configuration's label
+
+    def output_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Run once; C's ``rows`` as a numpy array of the result dtype."""
+
+    def time(self, iterations: int, warmup: int, flush_l2: bool) -> list[float]:
+        """GPU seconds of each of ``iterations`` runs after ``warmup`` untimed ones."""
+
+    def release(self) -> None:
+        """Free the device operands (the path keeps its pipelines or modules)."""
+
+
+@runtime_checkable
+class GemmPath(Protocol):
+    """One way of computing the GEMM (a Vulkan kernel, a CUDA kernel, a library)."""
+    name: str
+
+    def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        """Whether it can run ``problem`` here, and why not; no GPU work."""
+
+    def configs(self, problem: GemmProblem, tune: bool) -> list:
+        """The configurations to try (one unless ``tune``); each has ``label()``."""
+
+    def bind(self, operands: GemmOperands, config) -> BoundGemm:
+        """Put the operands on the device for ``config``."""
+
+    def close(self) -> None:
+        """Free everything the path holds."""

@@ -1,0 +1,224 @@
+"""Tile sizes of the Vulkan GEMM kernels, chosen from and checked against the driver's tables.
+
+A workgroup-scope tile's matrices must be multiples of a flexible-dimensions granularity row of matching types,
+scope and ``workgroupInvocations`` (VK_NV_cooperative_matrix2, "Flexible Dimensions"); the KHR kernel's
+matrices are exact KHR-table shapes. Rows are :class:`vkcoop.vk.ShapeEntry` (``PhysicalDevice.flexible_shapes()``,
+``khr_shapes()``).
+
+A tile's :meth:`WorkgroupTile.label` is its own parse form: ``INVOCATIONS:MxNxK uUNROLL gGROUP_M [sSPLIT_K]
+[sgSUBGROUPS_M] [pN_PARTS]`` without spaces, read back by :func:`parse_tile`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..vk.tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
+from .types import GemmInputError, gemm_types
+
+SUBGROUP_SIZE = 32
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+@dataclass(frozen=True)
+class WorkgroupTile:
+    """Launch parameters of the workgroup-scope kernels (the spec constants of coopmat2_gemm.comp)."""
+    workgroup_size: int
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    k_unroll: int = 2
+    group_m: int = 8
+    split_k: int = 1   # > 1: K is cut into slices whose fp32 partial sums a second dispatch adds up
+    #: 0: one workgroup-scope matrix per workgroup; > 0: subgroup-scope matrices, this many subgroups along M
+    #: (the rest along N), each owning (tile_m / subgroups_m) x (tile_n / subgroups_n). coopmat2_gemm.comp only.
+    subgroups_m: int = 0
+    n_parts: int = 1   # accumulators along N sharing one A load per K step (coopmat2_gemm.comp only)
+
+    @property
+    def subgroup_scope(self) -> bool:
+        return self.subgroups_m > 0
+
+    @property
+    def subgroups_n(self) -> int:
+        return self.workgroup_size // SUBGROUP_SIZE // self.subgroups_m if self.subgroup_scope else 1
+
+    def matrix_shape(self) -> tuple[int, int, int]:
+        """(M, N, K) of one cooperative matrix multiply: what the granularity rules apply to."""
+        if self.subgroup_scope:
+            return (self.tile_m // self.subgroups_m, self.tile_n // self.subgroups_n // self.n_parts, self.tile_k)
+        return (self.tile_m, self.tile_n // self.n_parts, self.tile_k)
+
+    def label(self) -> str:
+        split = f"s{self.split_k}" if self.split_k > 1 else ""
+        scope = f"sg{self.subgroups_m}" if self.subgroup_scope else ""
+        parts = f"p{self.n_parts}" if self.n_parts > 1 else ""
+        return (f"{self.workgroup_size}:{self.tile_m}x{self.tile_n}x{self.tile_k}"
+                f"u{self.k_unroll}g{self.group_m}{split}{scope}{parts}")
+
+    def defines(self) -> dict:
+        """Compile-time defines of coopmat2_gemm.comp beyond GEMM_TYPES."""
+        return {"SCOPE": "SUBGROUP" if self.subgroup_scope else "WORKGROUP", "N_PARTS": str(self.n_parts)}
+
+    def specialization(self, b_column_major: bool) -> dict:
+        """The named specialization constants of coopmat2_gemm.comp (coopmat2_sparse24.comp has all but
+        SUBGROUPS_M)."""
+        constants = {"WORKGROUP_SIZE": self.workgroup_size, "TILE_M": self.tile_m, "TILE_N": self.tile_n,
+                     "TILE_K": self.tile_k, "B_COLUMN_MAJOR": bool(b_column_major), "K_UNROLL": self.k_unroll,
+                     "GROUP_M": self.group_m, "SPLIT_K": self.split_k}
+        if self.subgroup_scope:
+            constants["SUBGROUPS_M"] = self.subgroups_m
+        return constants
+
+
+_TILE = re.compile(r"(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(?:sg(\d+))?(?:p(\d+))?")
+TILE_GRAMMAR = "INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][sgSUBGROUPS_M][pN_PARTS]"
+
+
+def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
+    """(tile, the rest of ``text``) from a label that starts with :data:`TILE_GRAMMAR`."""
+    match = _TILE.match(text.strip())
+    if not match:
+        raise GemmInputError(f"tile {text!r} does not start with {TILE_GRAMMAR}")
+    inv, m, n, k, unroll, group, split, subgroups, parts = match.groups()
+    tile = WorkgroupTile(int(inv), int(m), int(n), int(k), k_unroll=int(unroll or 2), group_m=int(group or 8),
+                         split_k=int(split or 1), subgroups_m=int(subgroups or 0), n_parts=int(parts or 1))
+    return tile, text.strip()[match.end():]
+
+
+def granularity_rows(flexible: list[ShapeEntry], types, scope: int = SCOPE_WORKGROUP) -> list[ShapeEntry]:
+    """Rows of the flexible-dimensions table whose A/B/C/Result types and scope match ``types``."""
+    t = gemm_types(types)
+    return [row for row in flexible if row.flexible and row.scope == scope
+            and row.types_match(t.input_component, t.output_component)]
+
+
+def choose_workgroup_tile(flexible: list[ShapeEntry], types, *, invocations: int | None = None,
+                          target=(128, 128, 32), k_unroll: int = 2, group_m: int = 8,
+                          max_dimension: int | None = None) -> WorkgroupTile:
+    """Tile sizes for the workgroup-scope kernels from the driver's flexible-dimensions table.
+
+    Picks the granularity row with ``workgroupInvocations == invocations`` (default: the largest the driver
+    lists for these types) and rounds ``target`` (M, N, K) up to multiples of its M/N/K granularity. Raises
+    :class:`GemmInputError` when no row matches (the device cannot run these types at workgroup scope).
+    """
+    t = gemm_types(types)
+    rows = granularity_rows(flexible, t)
+    if not rows:
+        raise GemmInputError(f"the device lists no workgroup-scope flexible-dimensions row for {t.key}")
+    if invocations is None:
+        invocations = max(row.workgroup_invocations for row in rows)
+    matching = [row for row in rows if row.workgroup_invocations == invocations]
+    if not matching:
+        listed = sorted({row.workgroup_invocations for row in rows})
+        raise GemmInputError(f"no flexible-dimensions row for {t.key} with workgroupInvocations={invocations} "
+                             f"(listed: {listed})")
+    row = matching[0]
+    tile = [round_up(max(1, int(v)), int(g)) for v, g in zip(target, (row.M, row.N, row.K))]
+    if max_dimension is not None and max(tile) > max_dimension:
+        raise GemmInputError(f"tile {tile} exceeds cooperativeMatrixFlexibleDimensionsMaxDimension "
+                             f"({max_dimension})")
+    return WorkgroupTile(invocations, tile[0], tile[1], tile[2], k_unroll=k_unroll, group_m=group_m)
+
+
+def _check_tile_division(tile: WorkgroupTile) -> None:
+    """The tile must cut evenly among its subgroups (subgroup scope) and accumulators."""
+    if tile.n_parts not in (1, 2):
+        raise GemmInputError(f"n_parts={tile.n_parts}: coopmat2_gemm.comp has variants for 1 or 2 accumulators")
+    if tile.subgroup_scope:
+        subgroups = tile.workgroup_size // SUBGROUP_SIZE
+        if tile.workgroup_size % SUBGROUP_SIZE or subgroups % tile.subgroups_m:
+            raise GemmInputError(f"tile {tile.label()}: workgroup_size {tile.workgroup_size} must be whole "
+                                 f"subgroups of {SUBGROUP_SIZE}, a multiple of subgroups_m={tile.subgroups_m}")
+        if tile.tile_m % tile.subgroups_m or tile.tile_n % (tile.subgroups_n * tile.n_parts):
+            raise GemmInputError(f"tile {tile.label()}: {tile.tile_m}x{tile.tile_n} does not divide among "
+                                 f"{tile.subgroups_m}x{tile.subgroups_n} subgroups and {tile.n_parts} parts")
+    elif tile.tile_n % tile.n_parts:
+        raise GemmInputError(f"tile {tile.label()}: tile_n must be a multiple of n_parts={tile.n_parts}")
+
+
+def check_workgroup_tile(flexible: list[ShapeEntry], types, tile: WorkgroupTile) -> None:
+    """Raise GemmInputError unless each matrix of ``tile`` is a multiple of a matching granularity row.
+
+    Workgroup scope: the row's workgroupInvocations must equal workgroup_size. Subgroup scope
+    (``subgroups_m`` > 0): a subgroup-scope row, and the tile must divide evenly among the subgroups.
+    """
+    _check_tile_division(tile)
+    scope = SCOPE_SUBGROUP if tile.subgroup_scope else SCOPE_WORKGROUP
+    m, n, k = tile.matrix_shape()
+    for row in granularity_rows(flexible, types, scope):
+        invocations_match = scope == SCOPE_SUBGROUP or row.workgroup_invocations == tile.workgroup_size
+        if invocations_match and m % row.M == 0 and n % row.N == 0 and k % row.K == 0:
+            return
+    what = "subgroup-scope matrix" if tile.subgroup_scope else "tile"
+    raise GemmInputError(f"{what} {m}x{n}x{k} of {tile.label()} for {gemm_types(types).key} matches no "
+                         "flexible-dimensions row (sizes must be multiples of MGranularity/NGranularity/KGranularity "
+                         "of a row of that scope" + ("" if tile.subgroup_scope else
+                                                     " with workgroupInvocations == workgroup_size") + ")")
+
+
+@dataclass(frozen=True)
+class SubgroupTile:
+    """Launch parameters of the KHR shared-memory kernel (the spec constants of khr_shmem_gemm.comp)."""
+    lm: int
+    ln: int
+    lk: int
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 32
+    subgroups_m: int = 2
+    subgroups_n: int = 4
+
+    @property
+    def workgroup_size(self) -> int:
+        return SUBGROUP_SIZE * self.subgroups_m * self.subgroups_n
+
+    def label(self) -> str:
+        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} of {self.lm}x{self.ln}x{self.lk} "
+                f"({self.subgroups_m}x{self.subgroups_n} subgroups)")
+
+    def specialization(self) -> dict:
+        return {"WORKGROUP_SIZE": self.workgroup_size, "LM": self.lm, "LN": self.ln, "LK": self.lk,
+                "TILE_M": self.tile_m, "TILE_N": self.tile_n, "TILE_K": self.tile_k,
+                "SUBGROUPS_M": self.subgroups_m, "SUBGROUPS_N": self.subgroups_n, "SUBGROUP_SIZE": SUBGROUP_SIZE}
+
+    def shared_memory_bytes(self, types) -> int:
+        """Shared memory of khr_shmem_gemm.comp: A and B tiles with one 16-byte pad per row, plus one staging
+        matrix per subgroup."""
+        t = gemm_types(types)
+        pad = t.elements_per_16_bytes
+        return ((self.tile_m * (self.tile_k + pad) + self.tile_k * (self.tile_n + pad)) * t.bytes_per_input
+                + self.subgroups_m * self.subgroups_n * self.lm * self.ln * t.output_dtype.itemsize)
+
+
+def choose_subgroup_tile(khr: list[ShapeEntry], types, *, tile=(128, 128, None), subgroups=(2, 4)) -> SubgroupTile:
+    """The largest subgroup-scope KHR shape for ``types`` and a shared-memory tile built from it."""
+    t = gemm_types(types)
+    shapes = [row for row in khr if not row.flexible and row.scope == SCOPE_SUBGROUP
+              and row.types_match(t.input_component, t.output_component)]
+    # The shared tiles are copied 16 bytes at a time: N and K of a shape must be 16-byte multiples.
+    shapes = [s for s in shapes if s.N % t.elements_per_16_bytes == 0 and s.K % t.elements_per_16_bytes == 0]
+    if not shapes:
+        raise GemmInputError(f"the device lists no subgroup-scope KHR cooperative matrix shape for {t.key}")
+    best = max(shapes, key=lambda s: (s.M * s.N * s.K, s.N))
+    tile_k = tile[2] if tile[2] else (2 * best.K if t.bytes_per_input == 2 else best.K)
+    result = SubgroupTile(best.M, best.N, best.K, tile[0], tile[1], tile_k, *subgroups)
+    check_subgroup_tile(result, t)
+    return result
+
+
+def check_subgroup_tile(tile: SubgroupTile, types) -> None:
+    t = gemm_types(types)
+    e = t.elements_per_16_bytes
+    problems = []
+    if tile.tile_m % (tile.subgroups_m * tile.lm) or tile.tile_n % (tile.subgroups_n * tile.ln):
+        problems.append("tile_m/tile_n must be multiples of subgroups_m*lm / subgroups_n*ln")
+    if tile.tile_k % tile.lk or tile.tile_k % e:
+        problems.append(f"tile_k must be a multiple of lk and of {e}")
+    if (tile.tile_m * tile.tile_k // e) % tile.workgroup_size or (tile.tile_k * tile.tile_n // e) % tile.workgroup_size:
+        problems.append("each invocation must copy a whole number of 16-byte vectors of the A and B tiles")
+    if problems:
+        raise GemmInputError(f"KHR tile {tile.label()} for {t.key}: " + "; ".join(problems))

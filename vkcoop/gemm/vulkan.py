@@ -1,0 +1,232 @@
+"""Running a :class:`vkcoop.gemm.launch.Launch` on a Vulkan device: pipelines, buffers, one checked run, timing.
+
+:class:`CoopMat2Gemm`, :class:`Sparse24Gemm` and :class:`KhrSharedMemoryGemm` pair a kernel description with a
+device: ``bind(...)`` uploads the operands once, ``result()`` runs the GEMM and reads C back, ``time()`` times
+repeated runs with GPU timestamps, ``run(...)`` does bind + result + release. Each owns its pipelines and
+buffers and releases them in ``close()`` (or as a context manager).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import shaders as shader_catalog
+from .launch import CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel
+from .tiles import SubgroupTile, WorkgroupTile, check_workgroup_tile
+from .types import GemmInputError
+
+#: Minimum wall time of the untimed warm-up. An idle H200 reports a low clock (345 MHz SM), and a warm-up of a
+#: few 0.07 ms dispatches is over in ~1.5 ms. In one sweep a memory-bound kernel measured 0.24-0.35 ms instead of
+#: 0.067 ms after the first configuration; that was not reproduced later, so this is a precaution against idle
+#: clocks, not a proven fix (docs/gemm-notes.md, "Ordering effect").
+WARMUP_SECONDS = 0.25
+
+
+def compile_dispatch(dispatch: Dispatch) -> bytes:
+    """The SPIR-V of a dispatch's declared shader variant."""
+    variant = shader_catalog.ShaderVariant(dispatch.shader, tuple(sorted((str(k), str(v))
+                                                                         for k, v in dispatch.defines.items())))
+    return shader_catalog.compile_variant(variant)
+
+
+def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None, name: str = "gemm",
+                    warmup_seconds: float = WARMUP_SECONDS) -> list[float]:
+    """GPU seconds of ``iterations`` runs of ``dispatches`` (a list of (pipeline, buffers, groups, push)) after
+    at least ``warmup`` untimed ones that together last at least ``warmup_seconds`` of wall time (so the GPU
+    clocks are up); each run's time is the sum of its dispatches' timestamps.
+
+    ``flush`` = (pipeline, buffers, groups, push) of a dispatch run before every timed run (L2 flush); its own
+    time is left out.
+    """
+    per_iteration = len(dispatches) + (1 if flush else 0)
+    times = []
+    batch = max(1, min(iterations, 64 // per_iteration))
+    with device.command_buffer(timestamps=True, max_dispatches=batch * per_iteration,
+                               name=f"{name} timing") as commands:
+        with commands.recording():
+            for _ in range(batch):
+                if flush:
+                    commands.dispatch(*flush, label="l2 flush")
+                for pipeline, buffers, groups, push in dispatches:
+                    commands.dispatch(pipeline, buffers, groups, push, label=pipeline.name)
+        started = time.perf_counter()
+        submitted = 0
+        while submitted < -(-warmup // batch) or time.perf_counter() - started < warmup_seconds:
+            commands.submit()
+            submitted += 1
+        skip = 1 if flush else 0
+        while len(times) < iterations:
+            commands.submit()
+            ns = commands.dispatch_times_ns()
+            for i in range(batch):
+                run = ns[i * per_iteration + skip:(i + 1) * per_iteration]
+                times.append(sum(run) * 1e-9)
+    return times[:iterations]
+
+
+class L2Flush:
+    """A compute dispatch that writes a buffer larger than the L2 cache, run before each timed GEMM."""
+
+    def __init__(self, device, megabytes: int = 256):
+        words = megabytes * (1 << 20) // 4
+        self.buffer = device.empty((words,), np.uint32, name="l2 flush")
+        flush = Dispatch("gemm/l2_flush.comp", {}, {}, ("buffer",), (min(words // 256, 65535), 1, 1), (words,))
+        self.pipeline = device.pipeline(compile_dispatch(flush), name="l2_flush")
+        self.groups, self.push = flush.groups, flush.push
+
+    def dispatch_args(self):
+        return (self.pipeline, [self.buffer], self.groups, self.push)
+
+    def close(self):
+        self.pipeline.close()
+        self.buffer.close()
+
+
+class VulkanGemm:
+    """A kernel description on a device: pipelines made once per distinct dispatch, buffers per bind."""
+
+    def __init__(self, device, kernel):
+        self.device, self.kernel, self.name = device, kernel, kernel.name
+        self._pipelines: dict = {}
+        self._bound: tuple | None = None      # (launch, resolved dispatches, buffers by name)
+        try:
+            self.prepare(kernel.template_launch())   # pipeline creation fails here, before any bind
+        except Exception:
+            self.close()
+            raise
+
+    def _pipeline(self, dispatch: Dispatch):
+        key = dispatch.pipeline_key()
+        if key not in self._pipelines:
+            self._pipelines[key] = self.device.pipeline(compile_dispatch(dispatch), name=self.name,
+                                                        specialization=dict(dispatch.specialization),
+                                                        **dispatch.pipeline_options)
+        return self._pipelines[key]
+
+    def prepare(self, launch: Launch) -> None:
+        """Create the launch's pipelines without binding anything (pipeline creation fails early)."""
+        for dispatch in launch.dispatches:
+            self._pipeline(dispatch)
+
+    def bind_launch(self, launch: Launch):
+        """Upload the launch's inputs and allocate its outputs; replaces what was bound before."""
+        self.release()
+        self.prepare(launch)
+        buffers = {}
+        try:
+            for name, array in launch.inputs.items():
+                buffers[name] = self.device.upload(array, name=name)
+            for name, (shape, dtype) in launch.outputs.items():
+                buffers[name] = self.device.empty(shape, dtype, name=name)
+        except Exception:
+            for buffer in buffers.values():
+                buffer.close()
+            raise
+        resolved = [(self._pipeline(d), [buffers[b] for b in d.buffers], d.groups, d.push)
+                    for d in launch.dispatches]
+        self._bound = (launch, resolved, buffers)
+        return self
+
+    def _require_bound(self):
+        if self._bound is None:
+            raise GemmInputError(f"{self.name}: bind() inputs first")
+        return self._bound
+
+    def result(self) -> np.ndarray:
+        """Run the bound GEMM once and read C back."""
+        launch, resolved, buffers = self._require_bound()
+        with self.device.command_buffer(max_dispatches=len(resolved), name=self.name) as commands:
+            with commands.recording():
+                for pipeline, bound, groups, push in resolved:
+                    commands.dispatch(pipeline, bound, groups, push, label=pipeline.name)
+            commands.submit()
+        return buffers[launch.result].read()
+
+    def time(self, iterations: int = 10, warmup: int = 3, flush: L2Flush | None = None,
+             warmup_seconds: float = WARMUP_SECONDS) -> list[float]:
+        """GPU seconds of each of ``iterations`` runs on the bound inputs, after a warm-up of at least ``warmup``
+        runs and ``warmup_seconds``."""
+        _, resolved, _ = self._require_bound()
+        return time_dispatches(self.device, resolved, iterations, warmup, flush.dispatch_args() if flush else None,
+                               name=self.name, warmup_seconds=warmup_seconds)
+
+    def release(self):
+        if self._bound is not None:
+            for buffer in self._bound[2].values():
+                buffer.close()
+        self._bound = None
+
+    def close(self):
+        self.release()
+        for pipeline in self._pipelines.values():
+            pipeline.close()
+        self._pipelines.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class CoopMat2Gemm(VulkanGemm):
+    """Workgroup-scope coopmat2 GEMM (sample ``coopmat2-gemm``'s kernel): C = A @ B, any M, N, K."""
+
+    def __init__(self, device, types, tile: WorkgroupTile, *, b_column_major: bool = False, flexible=None):
+        kernel = CoopMat2Kernel(types, tile, b_column_major=b_column_major)
+        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
+        super().__init__(device, kernel)
+
+    def bind(self, a, b):
+        """Upload A [M][K] and B ([K][N], or [N][K] for a column-major-B kernel) and allocate C [M][N]."""
+        return self.bind_launch(self.kernel.launch(a, b))
+
+    def run(self, a, b) -> np.ndarray:
+        """C = A @ B (B given as [K][N]; transposed here for a column-major-B kernel)."""
+        self.bind(a, self.kernel.store_b(b) if isinstance(b, np.ndarray) else b)
+        try:
+            return self.result()
+        finally:
+            self.release()
+
+
+class Sparse24Gemm(VulkanGemm):
+    """The Vulkan 2:4 path: C (fp32) = decompress(values, metadata) @ B with a decode-function tensor load."""
+
+    def __init__(self, device, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False, flexible=None,
+                 meta_words: int = 0):
+        kernel = Sparse24Kernel(dtype, tile, b_column_major=b_column_major, meta_words=meta_words)
+        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
+        super().__init__(device, kernel)
+
+    def bind(self, values, metadata, b):
+        """values [M][K/2] and metadata [M][K/32] uint32 (vkcoop.sparse format), B [K][N] or [N][K]."""
+        return self.bind_launch(self.kernel.launch(values, metadata, b))
+
+    def run(self, values, metadata, b) -> np.ndarray:
+        """C = decompress(values, metadata) @ B; B is given as [K][N]."""
+        self.bind(values, metadata, self.kernel.store_b(b) if isinstance(b, np.ndarray) else b)
+        try:
+            return self.result()
+        finally:
+            self.release()
+
+
+class KhrSharedMemoryGemm(VulkanGemm):
+    """Subgroup-scope KHR coopmat GEMM through shared memory (sample ``khr-shmem-gemm``'s kernel)."""
+
+    def __init__(self, device, types, tile: SubgroupTile):
+        kernel = KhrKernel(types, tile)
+        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
+        super().__init__(device, kernel)
+
+    def bind(self, a, b):
+        return self.bind_launch(self.kernel.launch(a, b))
+
+    def run(self, a, b) -> np.ndarray:
+        self.bind(a, b)
+        try:
+            return self.result()
+        finally:
+            self.release()
