@@ -6,8 +6,13 @@ import json
 import numpy as np
 import pytest
 
+from vkcoop import gemm
 from vkcoop import sparse as sparse24
+from vkcoop.bench import measure
+from vkcoop.bench import report
 from vkcoop.bench import sparse as bench
+from vkcoop.gemm.path import GemmOperands, GemmProblem
+from vkcoop.gemm.paths import SEED_CONFIGS, parse_config
 
 
 def test_cases_cover_dtypes_sizes_and_shapes():
@@ -38,8 +43,8 @@ def test_run_rejects_unknown_paths_and_iterations_before_any_gpu_work():
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_inputs_are_pruned_2to4_and_the_compressed_form_round_trips(dtype):
-    case = bench.Case(dtype, "llm", 64, 32, 128)
-    pruned, compressed, b = bench.make_inputs(case)
+    operands = GemmOperands.make(GemmProblem(dtype, "llm", 64, 32, 128))
+    pruned, compressed, b = operands.pruned, operands.compressed, operands.b
     assert pruned.shape == (64, 128) and b.shape == (128, 32)
     assert np.array_equal(sparse24.decompress_2to4(compressed).view(np.uint16), pruned.view(np.uint16))
     assert np.all(np.count_nonzero(pruned.astype(np.float32).reshape(64, 32, 4), axis=-1) <= 2)
@@ -48,42 +53,42 @@ def test_inputs_are_pruned_2to4_and_the_compressed_form_round_trips(dtype):
 
 
 def test_check_rows_include_both_edges():
-    rows = bench.check_rows(1000)
+    rows = gemm.check_rows(1000)
     assert rows[0] == 0 and rows[-1] == 999 and len(np.unique(rows)) == len(rows)
 
 
 def test_output_check_is_exact_for_fp32_and_one_ulp_for_half():
     ref = np.array([[1.0, -3.0, 1000.25]], dtype=np.float32)
-    assert bench.check_output(ref.copy(), ref)[0]
+    assert gemm.check_output(ref.copy(), ref)[0]
     off = ref.copy()
     off[0, 2] = np.nextafter(np.float32(1000.25), np.float32(2000))
-    ok, max_abs, why = bench.check_output(off, ref)
+    ok, max_abs, why = gemm.check_output(off, ref)
     assert not ok and "column 2" in why and max_abs > 0
     half = ref.astype(np.float16)  # 1000.25 rounds to 1000.0 in fp16: within the final rounding
-    assert bench.check_output(half, ref)[0]
+    assert gemm.check_output(half, ref)[0]
     wrong = half.copy()
     wrong[0, 0] = np.float16(1.5)
-    assert not bench.check_output(wrong, ref)[0]
+    assert not gemm.check_output(wrong, ref)[0]
     nan = ref.copy()
     nan[0, 1] = np.nan
-    assert "non-finite" in bench.check_output(nan, ref)[2]
+    assert "non-finite" in gemm.check_output(nan, ref)[2]
 
 
 def test_ratios_use_the_same_case_only():
-    case = bench.Case("fp16", "square", 64, 64, 64)
-    other = bench.Case("fp16", "square", 128, 128, 128)
-    rows = [bench._result("cuBLAS", case, "ok"), bench._result("vk-coopmat2-dense", case, "ok"),
-            bench._result("cuSPARSELt", case, "ok"), bench._result("vk-coopmat2-dense", other, "ok")]
+    case = GemmProblem("fp16", "square", 64, 64, 64)
+    other = GemmProblem("fp16", "square", 128, 128, 128)
+    rows = [measure.path_result("cuBLAS", case, "ok"), measure.path_result("vk-coopmat2-dense", case, "ok"),
+            measure.path_result("cuSPARSELt", case, "ok"), measure.path_result("vk-coopmat2-dense", other, "ok")]
     rows[0].tflops, rows[1].tflops, rows[2].tflops, rows[3].tflops = 400.0, 200.0, 800.0, 100.0
-    bench._add_ratios(rows)
+    bench.add_ratios(rows)
     assert rows[1].ratio_cublas == pytest.approx(0.5) and rows[1].ratio_cusparselt == pytest.approx(0.25)
     assert rows[3].ratio_cublas is None
 
 
 def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
     outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0,
-                                     json_path=tmp_path / "bench.json", plot_path=tmp_path / "bench.png",
                                      progress=False)
+    report.write_json(outcome, tmp_path / "bench.json")
     statuses = {r.path: r.status for r in outcome.results}
     assert set(statuses) == set(bench.PATH_NAMES)
     for r in outcome.results:
@@ -92,7 +97,6 @@ def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["settings"]["sizes"] == [64] and len(data["results"]) == len(bench.PATH_NAMES)
     assert "nvidia_smi" in data["environment"]
-    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.gpu
@@ -110,28 +114,29 @@ def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
 
 
 def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
-    from vkcoop.samples import gemm as gemm_samples
-    from vkcoop.samples import gemm_kernels as kernels
     from vkcoop.samples.fixtures import H200_CAPS
-    flex = gemm_samples.flexible_rows(H200_CAPS)
-    for table in (bench.DENSE_CONFIGS, bench.SPARSE_CONFIGS):
+    flex = H200_CAPS.flexible
+    for table in SEED_CONFIGS.values():
         assert set(table) == set(bench.SHAPES)
         for configs in table.values():
             for config in configs:
-                kernels.check_workgroup_tile(flex, "fp16->fp32", config.tile)
-                assert config.meta_words in kernels.META_WORDS_CHOICES
-    assert all(c.meta_words == 0 for configs in bench.DENSE_CONFIGS.values() for c in configs)
-    labels = [c.label() for configs in bench.SPARSE_CONFIGS.values() for c in configs]
+                gemm.check_workgroup_tile(flex, "fp16->fp32", config.tile)
+                assert config.meta_words in gemm.META_WORDS_CHOICES
+                assert parse_config(config.label()) == config   # labels round-trip through explore's parser
+    assert all(c.meta_words == 0 for configs in SEED_CONFIGS["vk-coopmat2-dense"].values() for c in configs)
+    labels = [c.label() for configs in SEED_CONFIGS["vk-coopmat2-2:4"].values() for c in configs]
     assert len(labels) == len(set(labels))
 
 
 def test_explore_parses_jobs_and_tiles_before_any_gpu_work():
     from vkcoop.bench import explore
-    tile, column, meta_words = explore.parse_tile("256:64x32x128u2s4sg2p2i4c")
+    config = parse_config("256:64x32x128u2s4sg2p2i4c")
+    tile, column, meta_words = config.tile, config.b_column_major, config.meta_words
     assert (tile.workgroup_size, tile.tile_m, tile.tile_n, tile.tile_k) == (256, 64, 32, 128)
     assert (tile.k_unroll, tile.split_k, tile.subgroups_m, tile.n_parts) == (2, 4, 2, 2)
     assert column and meta_words == 4
-    tile, column, meta_words = explore.parse_tile("128:128x128x32")
+    config = parse_config("128:128x128x32")
+    tile, column, meta_words = config.tile, config.b_column_major, config.meta_words
     assert tile.k_unroll == 2 and tile.group_m == 8 and not column and meta_words == 0 and not tile.subgroup_scope
     kernel, dtype, shape, tiles = explore.parse_job("sparse/bf16/8192,32,8192/256:64x32x128i4,64:32x32x128")
     assert (kernel, dtype, shape, tiles) == ("sparse", "bf16", (8192, 32, 8192), ["256:64x32x128i4", "64:32x32x128"])
@@ -144,50 +149,50 @@ def test_explore_parses_jobs_and_tiles_before_any_gpu_work():
 
 
 def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():
-    """run_vulkan_path with --tune on fake kernels: a failing config is recorded and skipped, the winner re-timed."""
-    case = bench.Case("fp16", "llm", 64, 32, 64)
-    inputs = bench.make_inputs(case)
-    pruned, compressed, b = inputs
-    rows = bench.check_rows(case.m)
-    reference = (pruned[rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-    speeds = {}
+    """measure_path with --tune on a fake path: a failing config is recorded and skipped, the winner re-timed."""
+    operands = GemmOperands.make(GemmProblem("fp16", "llm", 64, 32, 64))
+    exact = (operands.pruned.astype(np.float64) @ operands.b.astype(np.float64)).astype(np.float32)
+    configs = SEED_CONFIGS["vk-coopmat2-2:4"]["llm"]
+    speeds = {config: 1e-3 * (len(configs) - index) for index, config in enumerate(configs)}  # last is fastest
 
-    class FakeKernel:
+    class FakeBound:
         def __init__(self, config):
-            self.config = config
+            self.config = config.label()
+            self.broken = config.meta_words == 4   # pretend this layout is broken
+            self.speed = speeds[config]
 
-        def bind(self, *arrays):
-            self.arrays = arrays
+        def output_rows(self, rows):
+            return np.zeros((len(rows), 32), np.float32) if self.broken else exact[rows]
 
-        def result(self):
-            if self.config.meta_words == 4:   # pretend this layout is broken
-                return np.zeros((case.m, case.n), np.float32)
-            return (pruned.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-
-        def time(self, iters, warmup, flush=None):
-            return [speeds[self.config]] * iters
+        def time(self, iterations, warmup, flush_l2):
+            return [self.speed] * iterations
 
         def release(self):
             pass
 
-    class FakeVulkan:
-        def configs(self, path, case, tune):
-            return bench.VulkanPaths.configs(self, path, case, tune)
+    class FakePath:
+        name = "vk-coopmat2-2:4"
 
-        def kernel(self, path, dtype, config):
-            return FakeKernel(config)
+        def supports(self, problem):
+            return True, ""
 
-    configs = bench.SPARSE_CONFIGS["llm"]
-    for index, config in enumerate(configs):
-        speeds[config] = 1e-3 * (len(configs) - index)   # the last config is the fastest
-    result = bench.run_vulkan_path(FakeVulkan(), "vk-coopmat2-2:4", case, inputs, rows, reference, iters=4,
-                                   warmup=1, flush_l2=False, tune=True)
+        def configs(self, problem, tune):
+            return list(configs) if tune else list(configs[:1])
+
+        def bind(self, operands, config):
+            return FakeBound(config)
+
+        def close(self):
+            pass
+
+    assert isinstance(FakePath(), gemm.GemmPath)
+    result = measure.measure_path(FakePath(), operands, iters=4, warmup=1, flush_l2=False, tune=True)
     assert result.status == "ok" and result.config == configs[-1].label()
     assert result.median_ms == pytest.approx(1.0)
     statuses = [t.get("status", "ok") for t in result.tuning]
     assert len(result.tuning) == len(configs) and statuses.count("failed") == sum(
         1 for c in configs if c.meta_words == 4)
-    # without tuning only the default config runs
-    single = bench.run_vulkan_path(FakeVulkan(), "vk-coopmat2-2:4", case, inputs, rows, reference, iters=4,
-                                   warmup=1, flush_l2=False, tune=False)
+    # without tuning only the default config runs; it is the broken one here, so the path fails and is not timed
+    single = measure.measure_path(FakePath(), operands, iters=4, warmup=1, flush_l2=False, tune=False)
     assert single.config == configs[0].label() and len(single.tuning) == 1
+    assert single.status == "failed" and single.median_ms is None

@@ -53,7 +53,7 @@ def test_shaders_check_and_reflect(capsys):
 
 
 def test_shaders_with_an_unknown_pattern_fail(capsys):
-    code, _, err = run_cli(capsys, "shaders", "check", "no-such-shader-anywhere")
+    code, _, err = run_cli(capsys, "shaders", "list", "no-such-shader-anywhere")
     assert code == 1 and "no shader matches" in err
 
 
@@ -96,8 +96,6 @@ def test_info_json_reports_the_device(capsys):
                                                              "cooperativeMatrixTensorAddressing"}
 
 
-def test_bench_help_is_delegated(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["bench", "sparse", "--help"])
-    assert exit_info.value.code == 0
+def test_bench_help_names_the_command(capsys):
+    assert cli.main(["bench", "sparse", "--help"]) == 0
     assert "vkcoop bench sparse" in capsys.readouterr().out

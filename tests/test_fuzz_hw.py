@@ -13,7 +13,7 @@ from vkcoop import tensor
 from vkcoop.fuzz import cases as fc
 from vkcoop.fuzz import compare, hw
 from vkcoop.fuzz import shrinking as shrink
-from vkcoop.fuzz.runner import _HwTarget
+from vkcoop.fuzz.targets import _HwTarget
 from vkcoop.tensor import ClampMode, ElementStatus
 
 

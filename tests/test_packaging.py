@@ -35,7 +35,7 @@ def test_wheel_contains_every_shader_and_both_packages(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {n.removeprefix("vkcoop/_shaders/") for n in names if n.startswith("vkcoop/_shaders/")}
     assert _repo_shader_files() <= shipped
-    assert "spirv_tools/__init__.py" in names and "vkcoop/cli.py" in names
+    assert "spirv_tools/__init__.py" in names and "vkcoop/cli/__init__.py" in names
     assert any(n.endswith("entry_points.txt") for n in names)
 
 

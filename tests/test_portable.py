@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from vkcoop import portable
+from vkcoop.cli import demo
+from vkcoop.cli.demo import portable_demo
 from vkcoop.tensor import ClampMode, ElementStatus, TensorLayout, TensorView
 
 L = TensorLayout.create
@@ -79,7 +81,7 @@ def _agree(runner, cases):
 @pytest.mark.vulkan
 @needs_vulkan
 def test_showcase_matches_the_reference(runner):
-    result = _agree(runner, [case for _, case in portable._showcase()])
+    result = _agree(runner, [case for _, case in demo._showcase()])
     statuses = set(np.unique(result.status).tolist())
     assert {ElementStatus.IN_BOUNDS, ElementStatus.CLAMP_VALUE, ElementStatus.DISCARDED,
             ElementStatus.SKIPPED_BY_CLIP} <= statuses
@@ -117,7 +119,7 @@ def test_fixed_seed_fuzz_run_has_no_mismatch(runner):
 @pytest.mark.vulkan
 @needs_vulkan
 def test_demo_summary(runner):
-    summary = portable.demo(runner.device, cases=200, seed=5)
-    assert summary["mismatches"] == 0 and summary["cases"] == 200 + len(portable.SHOWCASE)
+    summary = portable_demo(runner.device, cases=200, seed=5)
+    assert summary["mismatches"] == 0 and summary["cases"] == 200 + len(demo.SHOWCASE)
     assert all(s["ok"] for s in summary["showcase"]) and summary["device"] == runner.device.physical.name
     assert summary.ok and "0 mismatches" in summary.describe()

@@ -12,7 +12,7 @@ import pytest
 from vkcoop import shaders, tensor
 from vkcoop.samples import (Binding, Case, LayoutRecipe, Requirements, Sample, SampleInputError, ViewRecipe,
                             all_samples, get_sample, index_pattern)
-from vkcoop.samples import base, decode, elementwise, reductions, tensor_load_store, tensor_views
+from vkcoop.samples import caps, case, decode, elementwise, reductions, tensor_load_store, tensor_views
 from vkcoop.samples.fixtures import H200_CAPS
 from vkcoop.tensor import ClampMode, ElementStatus
 from support import toolchain_or_skip
@@ -69,7 +69,7 @@ def test_capability_check_names_the_missing_feature():
 
     class Undeclared(Sample):
         name = "undeclared"
-        requires = base.COOPMAT2_BASE  # lacks cooperativeMatrixReductions
+        requires = caps.COOPMAT2_BASE  # lacks cooperativeMatrixReductions
 
     case = cases_of("reductions")["F16/row/sum"]
     with pytest.raises(SampleInputError, match="cooperativeMatrixReductions"):
@@ -129,7 +129,7 @@ def test_load_store_covers_every_clamp_mode_type_and_dimension():
 @pytest.mark.parametrize("element", ["F16", "F32", "BF16", "S8", "U8", "S32"])
 def test_constant_clamp_cases_read_the_typed_clamp_value(element):
     case = cases_of("tensor-load-store")[f"load/{element}/constant/negative-offsets"]
-    dtype = base.element_type(element).dtype
+    dtype = caps.element_type(element).dtype
     got = output(case).expected
     clamp = np.array([tensor_load_store.CLAMP_VALUES[element]]).astype(np.float64).astype(dtype)[0]
     clamped = got.view(f"u{dtype.itemsize}") == np.array([clamp], dtype=dtype).view(f"u{dtype.itemsize}")[0]
@@ -368,8 +368,8 @@ def test_compare_bits_finds_differences_and_nan_policy():
     a = np.array([1.0, np.nan, -0.0], np.float16)
     b = np.array([1.0, np.nan, 0.0], np.float16)
     b[1] = np.frombuffer(np.uint16(0x7E01).tobytes(), np.float16)[0]  # another NaN payload
-    assert base.compare_bits(a, b).tolist() == [False, True, True]
-    assert base.compare_bits(a, b, nan_equal=True).tolist() == [False, False, True]
+    assert case.compare_bits(a, b).tolist() == [False, True, True]
+    assert case.compare_bits(a, b, nan_equal=True).tolist() == [False, False, True]
 
 
 # --------------------------------------------------------------------------- the framework on any Vulkan device

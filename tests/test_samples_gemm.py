@@ -8,12 +8,13 @@ import pytest
 from vkcoop import sparse as sparse24
 from vkcoop.samples import SampleInputError, get_sample
 from vkcoop.samples import gemm as gemm_samples
-from vkcoop.samples import gemm_kernels as kernels
+from vkcoop import gemm as kernels
+from vkcoop.gemm import vulkan as kernel_runner
 from vkcoop.samples.fixtures import H200_CAPS
 from support import toolchain_or_skip
 
-FLEX = gemm_samples.flexible_rows(H200_CAPS)
-KHR = gemm_samples.khr_rows(H200_CAPS)
+FLEX = H200_CAPS.flexible
+KHR = H200_CAPS.khr
 GEMM_SHADERS = ["gemm/coopmat2_gemm.comp", "gemm/khr_shmem_gemm.comp", "gemm/coopmat2_sparse24.comp",
                 "gemm/l2_flush.comp"]
 
@@ -63,11 +64,11 @@ def test_workgroup_tile_is_a_multiple_of_the_matching_granularity_row():
     for types in kernels.GEMM_TYPES.values():
         for invocations in (64, 128, 256):
             tile = kernels.choose_workgroup_tile(FLEX, types, invocations=invocations, target=(100, 70, 20))
-            row = [r for r in kernels.granularity_rows(FLEX, types) if r["workgroupInvocations"] == invocations][0]
+            row = [r for r in kernels.granularity_rows(FLEX, types) if r.workgroup_invocations == invocations][0]
             assert tile.workgroup_size == invocations
-            assert tile.tile_m % row["MGranularity"] == 0 and tile.tile_m >= 100
-            assert tile.tile_n % row["NGranularity"] == 0 and tile.tile_n >= 70
-            assert tile.tile_k % row["KGranularity"] == 0 and tile.tile_k >= 20
+            assert tile.tile_m % row.M == 0 and tile.tile_m >= 100
+            assert tile.tile_n % row.N == 0 and tile.tile_n >= 70
+            assert tile.tile_k % row.K == 0 and tile.tile_k >= 20
             kernels.check_workgroup_tile(FLEX, types, tile)
 
 
@@ -154,26 +155,26 @@ def test_coopmat2_cases_cover_types_ragged_shapes_and_column_major_b():
     defines = {c.defines["GEMM_TYPES"] for c in cases}
     assert defines == {"F16_F16", "F16_F32", "BF16_F32", "S8_S32"}
     base = [c for c in cases if c.defines["SCOPE"] == "WORKGROUP" and c.defines["N_PARTS"] == "1"]
-    assert len([c for c in base if c.specialization[4] is True]) == 4
+    assert len([c for c in base if c.specialization["B_COLUMN_MAJOR"] is True]) == 4
     # every type also runs with two accumulators and with subgroup-scope matrices, on ragged shapes
     for types in ("F16_F16", "F16_F32", "BF16_F32", "S8_S32"):
         mine = [c for c in cases if c.defines["GEMM_TYPES"] == types]
         assert {c.defines["N_PARTS"] for c in mine} == {"1", "2"}
         assert {c.defines["SCOPE"] for c in mine} == {"WORKGROUP", "SUBGROUP"}
-        assert all(8 in c.specialization for c in mine if c.defines["SCOPE"] == "SUBGROUP")
+        assert all("SUBGROUPS_M" in c.specialization for c in mine if c.defines["SCOPE"] == "SUBGROUP")
     ragged = 0
     for case in cases:
         spec = case.specialization
         m, n, k = (int(v) for v in case.push[:3])
-        if m % spec[1] or n % spec[2] or k % spec[3]:
+        if m % spec["TILE_M"] or n % spec["TILE_N"] or k % spec["TILE_K"]:
             ragged += 1
         out = case.bindings[-1]
-        split = spec[7]
+        split = spec["SPLIT_K"]
         assert out.expected.shape == ((m, n) if split == 1 else (split, m, n))
-        tiles = -(-m // spec[1]) * -(-n // spec[2])
+        tiles = -(-m // spec["TILE_M"]) * -(-n // spec["TILE_N"])
         assert case.groups == (tiles, split, 1)
     assert ragged >= 8
-    assert sum(1 for c in cases if c.specialization[7] > 1) == 2  # split-K for the two fp32-result types
+    assert sum(1 for c in cases if c.specialization["SPLIT_K"] > 1) == 2  # split-K for the two fp32-result types
 
 
 def test_split_k_partials_cover_k_once_in_whole_tile_steps():
@@ -198,7 +199,7 @@ def test_column_major_case_stores_b_transposed_and_keeps_the_same_expected():
     pairs = {}
     for c in cases:
         if "mixed" in c.name and c.defines["GEMM_TYPES"] == "F16_F32":
-            pairs[c.specialization[4]] = c
+            pairs[c.specialization["B_COLUMN_MAJOR"]] = c
     row, col = pairs[False], pairs[True]
     assert np.array_equal(col.bindings[1].data, row.bindings[1].data.T)
     assert np.array_equal(col.bindings[2].expected, row.bindings[2].expected)
@@ -228,14 +229,14 @@ def test_sparse_cases_ship_the_compressed_format():
             values, metadata = kernels.deinterleave_2to4(case.bindings[0].data, k, meta_words, element)
         assert values.shape == (m, k // 2) and metadata.shape == (m, k // 32) and metadata.dtype == np.uint32
         sparse24.validate_compressed(values, metadata)
-        assert case.specialization[3] % 32 == 0
+        assert case.specialization["TILE_K"] % 32 == 0
         expected = kernels.sparse24_reference(values, metadata, _stored_b_as_kn(case))
         assert np.array_equal(case.bindings[-1].expected, expected)
 
 
 def _stored_b_as_kn(case):
     b = case.bindings[-2].data
-    return np.ascontiguousarray(b.T) if case.specialization[4] else b
+    return np.ascontiguousarray(b.T) if case.specialization["B_COLUMN_MAJOR"] else b
 
 
 # --------------------------------------------------------------------------- interleaved 2:4 layout
@@ -287,7 +288,7 @@ def test_subgroup_scope_tiles_check_each_subgroups_matrix():
     tile = kernels.WorkgroupTile(256, 128, 256, 32, subgroups_m=2)      # 8 subgroups: 2 x 4, 64x64 each
     assert tile.subgroups_n == 4 and tile.matrix_shape() == (64, 64, 32)
     kernels.check_workgroup_tile(FLEX, "fp16->fp32", tile)
-    assert tile.defines() == {"SCOPE": "SUBGROUP", "N_PARTS": "1"} and tile.specialization(False)[8] == 2
+    assert tile.defines() == {"SCOPE": "SUBGROUP", "N_PARTS": "1"} and tile.specialization(False)["SUBGROUPS_M"] == 2
     with pytest.raises(kernels.GemmInputError, match="divide"):
         kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 128, 90, 32, subgroups_m=2))
     with pytest.raises(kernels.GemmInputError, match="subgroups_m=3"):
@@ -330,16 +331,13 @@ def test_kernel_classes_refuse_wrong_operands_without_a_device():
     class NoDevice:  # the checks run before anything touches the device
         pass
 
-    kernel = object.__new__(kernels.Sparse24Gemm)
-    kernel.device, kernel.dtype, kernel.input_dtype, kernel.b_column_major = NoDevice(), "fp16", np.dtype(
-        np.float16), False
-    kernel.tile, kernel._bound = kernels.WorkgroupTile(256, 128, 128, 64), None
+    kernel = kernels.Sparse24Kernel("fp16", kernels.WorkgroupTile(256, 128, 128, 64))   # what bind() launches
     with pytest.raises(kernels.GemmInputError, match="multiple of 32"):
-        kernel.bind(np.zeros((4, 24), np.float16), np.zeros((4, 1), np.uint32), np.zeros((48, 8), np.float16))
+        kernel.launch(np.zeros((4, 24), np.float16), np.zeros((4, 1), np.uint32), np.zeros((48, 8), np.float16))
     with pytest.raises(kernels.GemmInputError, match="dtype float32"):
-        kernel.bind(np.zeros((4, 16), np.float32), np.zeros((4, 1), np.uint32), np.zeros((32, 8), np.float16))
+        kernel.launch(np.zeros((4, 16), np.float32), np.zeros((4, 1), np.uint32), np.zeros((32, 8), np.float16))
     with pytest.raises(kernels.GemmInputError, match="metadata has shape"):
-        kernel.bind(np.zeros((4, 16), np.float16), np.zeros((4, 2), np.uint32), np.zeros((32, 8), np.float16))
+        kernel.launch(np.zeros((4, 16), np.float16), np.zeros((4, 2), np.uint32), np.zeros((32, 8), np.float16))
     with pytest.raises(kernels.GemmInputError, match=r"dtype='fp32'"):
         kernels.Sparse24Gemm(NoDevice(), "fp32", kernels.WorkgroupTile(256, 128, 128, 64))
     with pytest.raises(kernels.GemmInputError, match="meta_words=3"):
@@ -383,7 +381,7 @@ def test_kernel_objects_match_the_reference_and_time():
     from vkcoop import vk
     features = kernels.features_for("sparse24", "fp16->fp32") + kernels.features_for("khr", "fp16->fp32")
     with vk.Device(features=list(dict.fromkeys(features))) as device:
-        flex = device.physical.flexible_dimensions_properties()
+        flex = device.physical.flexible_shapes()
         tile = kernels.choose_workgroup_tile(flex, "fp16->fp32", target=(128, 128, 64))
         a, b = kernels.exact_inputs("fp16->fp32", 300, 200, 256, seed=9)
         with kernels.CoopMat2Gemm(device, "fp16->fp32", tile, b_column_major=True) as dense:
@@ -410,7 +408,7 @@ def test_kernel_objects_match_the_reference_and_time():
                         kernels.WorkgroupTile(128, 64, 64, 32, subgroups_m=4, n_parts=2, split_k=2)):
             with kernels.CoopMat2Gemm(device, "fp16->fp32", variant, b_column_major=True) as dense_variant:
                 assert np.array_equal(dense_variant.run(a, b), kernels.reference_gemm(a, b, np.float32)), variant
-        khr_tile = kernels.choose_subgroup_tile(device.physical.cooperative_matrix_properties(), "fp16->fp32")
+        khr_tile = kernels.choose_subgroup_tile(device.physical.khr_shapes(), "fp16->fp32")
         with kernels.KhrSharedMemoryGemm(device, "fp16->fp32", khr_tile) as khr:
             assert np.array_equal(khr.run(a, b), kernels.reference_gemm(a, b, np.float32))
 
@@ -453,12 +451,12 @@ def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
     device = FakeDevice()
     dispatches = [(FakePipeline(), [], (1, 1, 1), None), (FakePipeline(), [], (1, 1, 1), None)]
     started = clock.perf_counter()
-    times = kernels._time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.05)
+    times = kernel_runner.time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.05)
     assert clock.perf_counter() - started >= 0.05
     assert device.commands.submits >= 1 + 0.05 / 0.01   # many warm-up submissions, then one timed
     assert device.commands.recorded == 3 * 2
     # each run is the sum of its two dispatches' times: (1+2), (3+4), (5+6) microseconds
     assert times == pytest.approx([3e-6, 7e-6, 11e-6])
     device = FakeDevice()
-    kernels._time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.0)
+    kernel_runner.time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.0)
     assert device.commands.submits == 2   # count only: one warm-up, one timed

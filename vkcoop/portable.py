@@ -22,20 +22,15 @@ Public API
     ``case(k, rows, cols) -> IndexMap`` gives one case in :func:`vkcoop.tensor.index_map`'s form.
 ``reference_arrays(case) -> (indices, status, block_coord, coord_in_block)`` the reference in the same
     padded form (for vectorized comparison).
-``demo(device=None, *, cases=2000, seed=0, progress=False, validate=None) -> DemoSummary``: the showcase
-    cases of :data:`SHOWCASE` plus ``cases`` random fuzz cases (``vkcoop.fuzz``), dispatched and compared
-    with the reference; a dict ``{"device", "cases", "mismatches", "seconds", "cases_per_s", "showcase":
-    [{"name", "ok"}...], "first_mismatch", "validation_messages"}`` with ``.ok`` and ``.describe()``.
-    ``vkcoop demo`` (vkcoop/demo.py) calls it.
+``vkcoop demo`` (:mod:`vkcoop.cli.demo`) dispatches a showcase and random fuzz cases through it.
 """
 from __future__ import annotations
 
-import time
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from .tensor import ClampMode, ElementStatus, IndexMap, TensorLayout, TensorView, index_map
+from .tensor import ElementStatus, IndexMap, TensorLayout, TensorView, index_map
 
 SHADER = "portable/tensor_addressing.comp"
 RECORD_WORDS = 64
@@ -227,96 +222,3 @@ class PortableRunner:
 
     def __exit__(self, *exc):
         self.close()
-
-
-# --------------------------------------------------------------------------- demo
-
-def _showcase() -> list[tuple[str, AddressingCase]]:
-    """Hand-picked cases that exercise each part of the addressing (names say what)."""
-    L = TensorLayout.create
-    V = TensorView.create
-    shows = [
-        ("row-major 2-D slice", AddressingCase(L(2, ClampMode.Constant).set_dimension(40, 30).slice((3, 5), (16, 16)),
-                                               16, 16)),
-        ("Constant clamp beyond the edges", AddressingCase(L(2, ClampMode.Constant).set_dimension(10, 12)
-                                                           .slice((4, 6), (16, 16)).set_clamp_value(0xB800), 16, 16)),
-        ("transposed view (column-major source)",
-         AddressingCase(L(2, ClampMode.Constant).set_dimension(16, 16), 16, 16, V(2, False, (1, 0)))),
-        ("negative offset, ClampToEdge", AddressingCase(L(2, ClampMode.ClampToEdge).set_dimension(9, 7)
-                                                        .slice((-4, -3), (16, 16)), 16, 16)),
-        ("Repeat far out of bounds", AddressingCase(L(2, ClampMode.Repeat).set_dimension(5, 3)
-                                                    .slice((-1000, 7), (16, 16)), 16, 16)),
-        ("MirrorRepeat, L = 1 and L = 4", AddressingCase(L(2, ClampMode.MirrorRepeat).set_dimension(1, 4)
-                                                         .slice((-2, -6), (16, 16)), 16, 16)),
-        ("store discards out of bounds", AddressingCase(L(2, ClampMode.Constant).set_dimension(10, 10)
-                                                        .slice((-3, 4), (16, 16)), 16, 16, op="store")),
-        ("blocks of 2x4 (decode coordinates)", AddressingCase(L(2, ClampMode.Constant).set_block_size(2, 4)
-                                                              .set_dimension(16, 32), 16, 16)),
-        ("3-D permuted view", AddressingCase(L(3, ClampMode.Constant).set_dimension(4, 4, 16), 16, 16,
-                                             V(3, False, (2, 0, 1)))),
-        ("4-D tile swizzle of a 2-D layout", AddressingCase(L(2, ClampMode.Constant).set_dimension(16, 16), 16, 16,
-                                                            V(4, True, (0, 2, 1, 3)).set_dimensions(4, 4, 4, 4))),
-        ("clip with default span and an offset", AddressingCase(L(2, ClampMode.Constant).set_dimension(16, 16), 16, 16,
-                                                                V(2, False).set_clip(3, 0xFFFFFFFF, 2, 0xFFFFFFFF))),
-        ("5-D layout, uint32 stride wraparound",
-         AddressingCase(L(5, ClampMode.Repeat).set_dimension(2, 3, 2, 3, 4).set_stride(0xFFFFFFFF, 7, 1, 100, 1)
-                        .slice((-1, 0, 1, -2, 3), (2, 3, 2, 3, 4)), 16, 16)),
-    ]
-    return shows
-
-
-SHOWCASE = [name for name, _ in _showcase()]
-
-
-def _case_matches(result: AddressingResult, k: int, case) -> bool:
-    indices, status, block, inblock = reference_arrays(case, result.indices.shape[1])
-    return bool(np.array_equal(indices, result.indices[k]) and np.array_equal(status, result.status[k])
-                and np.array_equal(block, result.block_coord[k]) and np.array_equal(inblock, result.coord_in_block[k]))
-
-
-class DemoSummary(dict):
-    """:func:`demo`'s result: a dict (JSON-able) with ``ok`` and ``describe()`` for the CLI."""
-
-    @property
-    def ok(self) -> bool:
-        return self["mismatches"] == 0 and not self["validation_messages"] and all(s["ok"] for s in self["showcase"])
-
-    def describe(self) -> str:
-        lines = [f"{name['name']}: {'ok' if name['ok'] else 'MISMATCH'}" for name in self["showcase"]]
-        lines.append(f"{self['cases']} cases on {self['device']}: {self['mismatches']} mismatches, "
-                     f"{self['seconds']} s ({self['cases_per_s']} cases/s)")
-        if self["validation_messages"]:
-            lines.append(f"{len(self['validation_messages'])} validation messages, first: "
-                         f"{self['validation_messages'][0]}")
-        if self["first_mismatch"]:
-            lines.append("first mismatch (shrunk):\n" + self["first_mismatch"]["glsl"] + "\n"
-                         + self["first_mismatch"]["reference_view"])
-        return "\n".join(lines)
-
-
-def demo(device=None, *, cases: int = 2000, seed: int = 0, progress: bool = False,
-         validate: bool | None = None) -> DemoSummary:
-    """Dispatch the showcase and ``cases`` random fuzz cases through the portable shader on ``device``
-    (a vkcoop.vk.Device, an index/name, or None for the default; ``validate`` enables the validation layer
-    when the device is opened here) and compare with vkcoop.tensor."""
-    from .fuzz import run as fuzz_run
-    started = time.perf_counter()
-    named = _showcase()
-    with PortableRunner(device, validate=validate) as runner:
-        result = runner.run([case for _, case in named])
-        showcase = [{"name": name, "ok": _case_matches(result, k, case)} for k, (name, case) in enumerate(named)]
-        report = None
-        if cases:
-            report = fuzz_run(cases=cases, seed=seed, target="portable", progress=progress,
-                              device=runner.device, shrink=True, workers=0)  # no fork after the driver loaded
-        device_name = runner.device.physical.name
-        messages = [str(m) for m in runner.device.validation_messages]
-    mismatches = sum(not s["ok"] for s in showcase) + (report.mismatch_count if report else 0)
-    total = len(named) + (cases or 0)
-    seconds = time.perf_counter() - started
-    first = None
-    if report and report.mismatches:
-        first = report.mismatches[0].to_json()
-    return DemoSummary(device=device_name, cases=total, mismatches=mismatches, seconds=round(seconds, 3),
-                       cases_per_s=round(total / seconds, 1), showcase=showcase, first_mismatch=first,
-                       validation_messages=messages)

@@ -55,8 +55,9 @@ def include_dirs() -> list[Path]:
 
 
 def shader_files() -> list[str]:
+    """Every readable ``.comp`` under the shader root (a dangling link is no shader)."""
     root = shader_root()
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*.comp"))
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.comp") if p.is_file())
 
 
 def declared_variants(shader: str) -> list[ShaderVariant]:

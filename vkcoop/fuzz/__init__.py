@@ -30,9 +30,8 @@ shrink=True, max_shrinks=6, workers=None, chunk_size=4096, console=None) -> Repo
     ``python``, ``reference_view``, ``minimal``, ``case``), ``mismatch_counts``, ``mismatch_count``, ``ok``,
     ``run_seconds`` (the loop without pipeline compiles), ``cases_per_s``, ``total_seconds``, ``to_json()``.
 ``print_report(report, console=None)``: rich table + every repro.
-``main(argv=None, prog="vkcoop fuzz") -> int`` (also importable from ``vkcoop.fuzz.__main__``): ``python -m vkcoop.fuzz --cases N --seed S [--target hw|portable|both]
-    [--json report.json] [--variants K] [--no-shrink] [--workers W] [--device D] [--quiet]``;
-    exit status 0 when no mismatch, 1 on mismatches, 2 when every target was skipped.
+The command line is ``vkcoop fuzz`` (``python -m vkcoop fuzz``; :mod:`vkcoop.cli.bench`): exit status 0 when
+no mismatch, 4 when every mismatch is a known driver deviation, 1 otherwise, 3 when every target was skipped.
 
 Building blocks: ``generate_case(seed, case_id, variant=None, hw=False)``, ``variant_pool(seed, size)``,
 ``FuzzCase``, ``Variant``, ``shrink(case, fails_many, hw=False, fixed_shape=False)``, ``candidates``,
@@ -40,46 +39,15 @@ Building blocks: ``generate_case(seed, case_id, variant=None, hw=False)``, ``var
 """
 from __future__ import annotations
 
-import argparse
-import sys
-
 from .cases import (COMPONENTS, KINDS, FuzzCase, Variant, generate_case, hw_violation, random_variant,
                     variant_pool)
 from .hw import HW_FEATURES
 from .repro import glsl_snippet, python_snippet, reference_view
-from .runner import FuzzInputError, Mismatch, Report, TargetStats, print_report, run
+from .report import Mismatch, Report, TargetStats, print_report
+from .runner import FuzzInputError, run
 from .shrinking import ShrinkResult, candidates, shrink
 
-__all__ = ["run", "print_report", "main", "Report", "Mismatch", "TargetStats", "FuzzInputError", "FuzzCase",
+__all__ = ["run", "print_report", "Report", "Mismatch", "TargetStats", "FuzzInputError", "FuzzCase",
            "Variant", "generate_case", "variant_pool", "random_variant", "hw_violation", "shrink", "candidates",
            "ShrinkResult", "glsl_snippet", "python_snippet", "reference_view", "HW_FEATURES", "COMPONENTS",
            "KINDS"]
-
-
-def main(argv=None, prog: str = "vkcoop fuzz") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description="differential fuzzing of tensor addressing")
-    parser.add_argument("--cases", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--target", choices=["hw", "portable", "both"], default="portable")
-    parser.add_argument("--json", dest="json_path", default=None, help="write the report as JSON here")
-    parser.add_argument("--variants", type=int, default=24, help="hardware pipelines (variant pool size)")
-    parser.add_argument("--no-shrink", action="store_true")
-    parser.add_argument("--workers", type=int, default=None, help="generator processes (0: none)")
-    parser.add_argument("--device", default=None, help="device index or name substring")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    device = args.device
-    if device is not None and device.isdigit():
-        device = int(device)
-    try:
-        report = run(cases=args.cases, seed=args.seed, target=args.target, json_path=args.json_path,
-                     progress=not args.quiet, device=device, variants=args.variants, shrink=not args.no_shrink,
-                     workers=args.workers)
-    except FuzzInputError as error:
-        parser.error(str(error))
-    print_report(report)
-    if all(s.skipped for s in report.targets.values()):
-        for s in report.targets.values():
-            print(f"{s.name}: skipped: {s.skipped}", file=sys.stderr)
-        return 2
-    return 0 if report.mismatch_count == 0 else 1

@@ -88,6 +88,7 @@ def check_output(got: np.ndarray, reference: np.ndarray) -> tuple[bool, float, s
     bad = np.argwhere(diff > tolerance * np.abs(exact))
     if bad.size:
         index = tuple(int(v) for v in bad[0])
-        return False, max_abs, (f"{len(bad)} mismatches; first at {index}: got {values[index]!r}, "
+        where = f"row {index[0]}, column {index[1]}" if len(index) == 2 else f"index {index}"
+        return False, max_abs, (f"{len(bad)} mismatches; first at {where}: got {values[index]!r}, "
                                 f"expected {exact[index]!r}")
     return True, max_abs, ""

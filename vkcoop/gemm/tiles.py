@@ -82,7 +82,7 @@ def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
     """(tile, the rest of ``text``) from a label that starts with :data:`TILE_GRAMMAR`."""
     match = _TILE.match(text.strip())
     if not match:
-        raise GemmInputError(f"tile {text!r} does not start with {TILE_GRAMMAR}")
+        raise GemmInputError(f"tile {text!r} is not {TILE_GRAMMAR}")
     inv, m, n, k, unroll, group, split, subgroups, parts = match.groups()
     tile = WorkgroupTile(int(inv), int(m), int(n), int(k), k_unroll=int(unroll or 2), group_m=int(group or 8),
                          split_k=int(split or 1), subgroups_m=int(subgroups or 0), n_parts=int(parts or 1))

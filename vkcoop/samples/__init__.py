@@ -19,7 +19,9 @@ Writing a sample (see ``tensor_load_store.py`` for a full one)
 --------------------------------------------------------------
 ::
 
-    from .base import COOPMAT2_BASE, Binding, Case, DeviceCaps, Sample, register
+    from .caps import COOPMAT2_BASE, DeviceCaps
+    from .case import Binding, Case
+    from .runner import Sample, register
 
     @register
     class MySample(Sample):
@@ -61,20 +63,26 @@ Writing a sample (see ``tensor_load_store.py`` for a full one)
   compiled SPIR-V's capabilities against ``requires`` (``CAPABILITY_FEATURES``) before creating a pipeline.
 * Bad input: raise :class:`SampleInputError` (``require_array(value, name, dtype=, shape=, ndim=)`` helps)
   before anything is dispatched; ``Case.check()`` catches undeclared variants and output dtype/shape clashes.
-* Modules in this package are imported automatically (any name but ``base``/``__main__``); decorate the
-  class with :func:`register`.
+* Framework modules: ``caps`` (DeviceCaps, element types, Requirements), ``recipes`` (layout/view recipes,
+  value patterns, ``split_extent``), ``case`` (Case, Binding, comparison, SampleResult), ``runner`` (Sample,
+  registry). Every other module in this package is a sample, imported automatically; decorate the class with
+  :func:`register`.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-from .base import (BFLOAT16, CAPABILITY_FEATURES, COOPMAT2_BASE, ELEMENT_TYPES, INT8, Binding, Case, DeviceCaps,
-                   ElementType, LayoutRecipe, Mismatch, Requirements, Sample, SampleInputError, SampleResult,
-                   ShapeEntry, ViewRecipe, element_type, index_pattern, records, register, registered,
-                   require_array, small_values)
+from ..vk.tables import ShapeEntry
+from .caps import (BFLOAT16, CAPABILITY_FEATURES, COOPMAT2_BASE, ELEMENT_TYPES, INT8, DeviceCaps, ElementType,
+                   Requirements, SampleInputError, element_type)
+from .case import Binding, Case, Mismatch, SampleResult
+from .recipes import (LayoutRecipe, ViewRecipe, index_pattern, records, require_array, small_values,
+                      split_extent)
+from .runner import Sample, register, registered
 
-_NOT_SAMPLES = {"base", "__main__"}
+#: Modules of this package that hold the framework, not samples.
+_NOT_SAMPLES = {"caps", "case", "recipes", "runner", "fixtures", "__main__"}
 _loaded = False
 
 
@@ -106,5 +114,5 @@ __all__ = [
     "all_samples", "get_sample", "Sample", "SampleResult", "Mismatch", "Case", "Binding", "Requirements",
     "DeviceCaps", "ShapeEntry", "ElementType", "ELEMENT_TYPES", "element_type", "LayoutRecipe", "ViewRecipe",
     "records", "register", "registered", "index_pattern", "small_values", "require_array", "SampleInputError",
-    "COOPMAT2_BASE", "INT8", "BFLOAT16", "CAPABILITY_FEATURES",
+    "COOPMAT2_BASE", "INT8", "BFLOAT16", "CAPABILITY_FEATURES", "split_extent",
 ]

@@ -27,9 +27,10 @@ import ml_dtypes
 import numpy as np
 
 from .. import tensor
-from .base import (COOPMAT2_BASE, INT8, Binding, Case, DeviceCaps, LayoutRecipe, Requirements, Sample,
-                   SampleInputError, records, register, require_array)
-from .tensor_load_store import split_extent
+from .caps import COOPMAT2_BASE, INT8, DeviceCaps, Requirements, SampleInputError
+from .case import Binding, Case
+from .recipes import LayoutRecipe, records, require_array, split_extent
+from .runner import Sample, register
 
 SHADER = "samples/decode/decode.comp"
 

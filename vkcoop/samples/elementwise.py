@@ -22,8 +22,10 @@ import ml_dtypes
 import numpy as np
 
 from .. import tensor
-from .base import (BFLOAT16, COOPMAT2_BASE, INT8, Binding, Case, DeviceCaps, LayoutRecipe, Requirements, Sample,
-                   SampleInputError, element_type, index_pattern, records, register, require_array, small_values)
+from .caps import BFLOAT16, COOPMAT2_BASE, INT8, DeviceCaps, Requirements, SampleInputError, element_type
+from .case import Binding, Case
+from .recipes import LayoutRecipe, index_pattern, records, require_array, small_values
+from .runner import Sample, register
 
 DIR = "samples/elementwise/"
 SCALE = 2.0

@@ -1,8 +1,10 @@
 """DeviceCaps fixtures for GPU-free tests: the H200's reported tables (shared/GPU_HOST.md, read on the host).
 
 Use ``H200_CAPS`` to generate a sample's cases without a device (``sample.prepared_cases(H200_CAPS)``)."""
-from .base import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8, COMPONENT_SINT32,
-                   COMPONENT_UINT8, COMPONENT_UINT32, SCOPE_SUBGROUP, SCOPE_WORKGROUP, DeviceCaps, ShapeEntry)
+from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
+                         COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPE_SUBGROUP, SCOPE_WORKGROUP,
+                         ShapeEntry)
+from .caps import DeviceCaps
 
 F16, F32, BF16, S8, S32, U8, U32 = (COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_BFLOAT16, COMPONENT_SINT8,
                                     COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32)

@@ -16,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import tensor
-from .base import (COOPMAT2_BASE, Binding, Case, DeviceCaps, LayoutRecipe, Requirements, Sample, SampleInputError,
-                   element_type, index_pattern, records, register, require_array, small_values)
+from .caps import COOPMAT2_BASE, DeviceCaps, Requirements, SampleInputError, element_type
+from .case import Binding, Case
+from .recipes import LayoutRecipe, index_pattern, records, require_array, small_values
+from .runner import Sample, register
 
 SHADER = "samples/reductions/reduce.comp"
 REDUCE_MODES = {"row": "gl_CooperativeMatrixReduceRowNV", "column": "gl_CooperativeMatrixReduceColumnNV",

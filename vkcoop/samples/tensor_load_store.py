@@ -24,9 +24,10 @@ import numpy as np
 
 from .. import tensor
 from ..tensor import ClampMode
-from .base import (BFLOAT16, COOPMAT2_BASE, ELEMENT_TYPES, INT8, Binding, Case, DeviceCaps, LayoutRecipe, Sample,
-                   SampleInputError, check_unique_store_targets, element_type, index_pattern, records, register,
-                   require_array)
+from .caps import BFLOAT16, COOPMAT2_BASE, ELEMENT_TYPES, INT8, DeviceCaps, SampleInputError, element_type
+from .case import Binding, Case
+from .recipes import LayoutRecipe, check_unique_store_targets, index_pattern, records, require_array, split_extent
+from .runner import Sample, register
 
 SHADER_DIR = "samples/tensor_load_store/"
 CLAMP_MODE_NAMES = {
@@ -55,21 +56,6 @@ def store_matrix_values(count: int, element: str) -> np.ndarray:
     if element == "U8":
         return (i % 255).astype(np.uint8)
     return index_pattern(count, dtype)
-
-
-def split_extent(total: int, parts: int) -> tuple[int, ...]:
-    """``parts`` factors of ``total`` (outermost first), as even as the prime factors allow."""
-    factors = []
-    n, p = total, 2
-    while n > 1:
-        while n % p == 0:
-            factors.append(p)
-            n //= p
-        p += 1
-    spans = [1] * parts
-    for f in sorted(factors, reverse=True):
-        spans[spans.index(min(spans))] *= f
-    return tuple(sorted(spans))
 
 
 # --------------------------------------------------------------------------- case builders

@@ -19,9 +19,10 @@ import numpy as np
 
 from .. import tensor
 from ..tensor import ClampMode
-from .base import (COOPMAT2_BASE, Binding, Case, DeviceCaps, LayoutRecipe, Sample, SampleInputError, ViewRecipe,
-                   check_unique_store_targets, index_pattern, records, register)
-from .tensor_load_store import split_extent
+from .caps import COOPMAT2_BASE, DeviceCaps, SampleInputError
+from .case import Binding, Case
+from .recipes import LayoutRecipe, ViewRecipe, check_unique_store_targets, index_pattern, records, split_extent
+from .runner import Sample, register
 
 SHADER = "samples/tensor_views/view.comp"
 PREVIOUS = -3.0            # view.comp: PREVIOUS, the matrix value before a load (clipped elements keep it)

@@ -1,0 +1,94 @@
+"""The ``vkcoop`` command line: one module per group of commands, each a thin printer over a function that
+returns data, and one error handler that turns every vkcoop error into one line and a documented exit code."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .. import __version__
+from .bench import add_bench_parser, add_fuzz_parser
+from .common import EXIT_CODES_HELP, CliError, Exit, err_console
+from .demo import add_demo_parser
+from .device import add_device_parsers
+from .errors import classify
+from .toolchain import add_shaders_parser, add_toolchain_parser
+
+#: Commands that compile shaders, so they need the toolchain first.
+NEEDS_TOOLCHAIN = {"shaders", "run", "bench", "fuzz", "demo"}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) and defaults shown in every help."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        raise CliError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="vkcoop", description="Vulkan cooperative_matrix2 samples, reference and benchmarks",
+                    epilog=EXIT_CODES_HELP)
+    parser.add_argument("--version", action="version", version=f"vkcoop {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument("--yes", action="store_true",
+                        help="install what is missing (the shader toolchain) without asking; "
+                             "also $VKCOOP_AUTO_TOOLCHAIN=1")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    add_toolchain_parser(sub)
+    add_shaders_parser(sub)
+    add_device_parsers(sub)
+    add_bench_parser(sub)
+    add_fuzz_parser(sub)
+    add_demo_parser(sub)
+    return parser
+
+
+def require_toolchain(auto_install: bool) -> None:
+    """Exit 3 with one line when no coopmat2 toolchain exists, unless asked to install one."""
+    import spirv_tools
+
+    try:
+        spirv_tools.find_toolchain()
+        return
+    except spirv_tools.ToolchainError as error:
+        if not auto_install:
+            raise CliError(f"no coopmat2-capable shader toolchain ({str(error).splitlines()[0][:200]})",
+                           "run `vkcoop toolchain install`, or add --yes", Exit.ENVIRONMENT) from None
+    err_console.print("vkcoop: installing the shader toolchain (--yes)")
+    spirv_tools.install_private(None, log=lambda msg: err_console.print(msg))
+
+
+def _dispatch(argv) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command in NEEDS_TOOLCHAIN and not (args.command == "shaders" and args.action == "list"):
+        require_toolchain(args.yes or os.environ.get("VKCOOP_AUTO_TOOLCHAIN") == "1")
+    return int(args.func(args))
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    try:
+        return _dispatch(argv)
+    except SystemExit as done:   # --help / --version
+        return done.code if isinstance(done.code, int) else 0
+    except KeyboardInterrupt:
+        err_console.print("vkcoop: interrupted")
+        return Exit.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`vkcoop ... | head`): stop quietly, and keep Python from complaining at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
+    except Exception as error:  # noqa: BLE001 - every error becomes one line; --debug shows where
+        if debug:
+            raise
+        try:
+            code, line = classify(error)
+        except Exception:  # noqa: BLE001 - never let the handler hide the original error
+            code, line = Exit.FAILED, f"{type(error).__name__}: {error}; rerun with --debug"
+        print(f"vkcoop: error: {line}", file=sys.stderr)
+        return int(code)

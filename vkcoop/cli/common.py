@@ -1,0 +1,151 @@
+"""What every ``vkcoop`` command shares: exit codes, one-line errors, argument types, output files, consoles."""
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Exit(enum.IntEnum):
+    """The documented exit codes (README, ``vkcoop --help``)."""
+    OK = 0            # everything ran and passed
+    FAILED = 1        # a check failed (a mismatch, a failed shader, a validation message)
+    USAGE = 2         # bad arguments or input; nothing was run
+    ENVIRONMENT = 3   # something this needs is missing: toolchain, device, feature, tool
+    KNOWN_DEVIATION = 4   # fuzz: only known driver deviations from the spec were reproduced
+    INTERRUPTED = 130     # Ctrl-C: what ran is summarised
+
+
+EXIT_CODES_HELP = """exit codes:
+  0  all passed
+  1  a check failed
+  2  usage: bad arguments or input (nothing ran)
+  3  an environment need is missing (toolchain, device, feature)
+  4  fuzz: only known driver deviations were reproduced
+  130  interrupted (Ctrl-C), after a partial summary"""
+
+
+class CliError(Exception):
+    """A one-line user-facing error: ``vkcoop: error: <what>; <what to do>`` and an exit code."""
+
+    def __init__(self, what: str, todo: str = "", code: Exit = Exit.USAGE):
+        super().__init__(what)
+        self.what, self.todo, self.code = what, todo, code
+
+    def line(self) -> str:
+        return f"{self.what}; {self.todo}" if self.todo else self.what
+
+
+def progress_bar(**kwargs) -> Progress:
+    return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err_console, transient=True, **kwargs)
+
+
+# --- output files ---------------------------------------------------------------------------------------------
+def output_path(value: str | None, what: str = "--json") -> Path | None:
+    """A user-given output file, checked before any work: its folder is created, and it must not be a folder.
+    ``-`` and None pass through as None (stdout / not asked)."""
+    if value in (None, "-"):
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise CliError(f"{what} {value}: is a directory", "give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"{what} {value}: cannot create its folder ({error.strerror})", "choose a writable place")
+    return path
+
+
+def emit_json(data, target: str | None) -> None:
+    """JSON to stdout (``target`` None or ``-``) or to a file (printing ``wrote FILE`` on stderr)."""
+    text = json.dumps(data, indent=2, default=str)
+    path = output_path(target)
+    if path is None:
+        print(text)
+    else:
+        path.write_text(text + "\n")
+        err_console.print(f"wrote {path}")
+
+
+def wrote(path) -> None:
+    err_console.print(f"wrote {path}")
+
+
+# --- argument types -------------------------------------------------------------------------------------------
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must not be negative")
+    return value
+
+
+def choice_list(choices) -> callable:
+    """A comma-separated list of ``choices`` (at least one)."""
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"give at least one of {','.join(choices)}")
+        bad = [item for item in items if item not in choices]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{','.join(bad)} not among {','.join(choices)}")
+        return list(dict.fromkeys(items))
+    parse.__name__ = "list"
+    return parse
+
+
+def size_list(multiple: int = 1) -> callable:
+    """A comma-separated list of positive sizes, each a multiple of ``multiple``."""
+    def parse(text: str) -> list[int]:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("give at least one size")
+        values = [positive_int(item) for item in items]
+        bad = [v for v in values if v % multiple]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{bad[0]} is not a multiple of {multiple}")
+        return values
+    parse.__name__ = "sizes"
+    return parse
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default=None,
+                        help="Vulkan device: index or name (default: $VKCOOP_DEVICE, else the first GPU)")
+
+
+def check_device(device) -> None:
+    """Reject a --device / $VKCOOP_DEVICE that names no Vulkan device, before anything runs (exit 3). With
+    neither given there is nothing to check: each command says what it can't run on the default device."""
+    import os
+
+    from .. import vk
+    if device is None and not os.environ.get("VKCOOP_DEVICE"):
+        return
+    try:
+        with vk.Instance() as instance:
+            instance.select(device)
+    except vk.NoDeviceError as error:
+        raise CliError(str(error), "pick one from `vkcoop info --all`", Exit.ENVIRONMENT) from None
+    except vk.VulkanError as error:
+        raise CliError(f"no Vulkan: {error}", "install a Vulkan loader and driver", Exit.ENVIRONMENT) from None
