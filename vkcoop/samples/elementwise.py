@@ -160,8 +160,7 @@ class ElementWise(Sample):
         "cooperativeMatrixFlexibleDimensions"))
     order = 50
 
-    def cases(self, caps: DeviceCaps) -> list[Case]:
-        cases = []
+    def cases(self, caps: DeviceCaps):
         seed = 100
         for element in ("F16", "F32"):
             dtype = element_type(element).dtype
@@ -172,8 +171,8 @@ class ElementWise(Sample):
                 source = small_values(layout.element_count(), dtype, seed)
                 y = small_values(rows * cols, dtype, seed + 1000).reshape(rows, cols)
                 label = operation.removeprefix("OP_").lower().replace("_", "-")
-                cases.append(per_element_case(f"per-element/{element}/{label}", element, operation, rows, cols,
-                                              source, y, layout))
+                yield per_element_case(f"per-element/{element}/{label}", element, operation, rows, cols, source,
+                                       y, layout)
         for conversion in CONVERSIONS:
             shape = conversion_shape(caps, conversion)
             if shape is None:
@@ -182,11 +181,9 @@ class ElementWise(Sample):
             source_dtype = element_type(CONVERSIONS[conversion][0]).dtype
             count = clamped_layout(*shape, source_dtype).element_count()
             label = conversion.removeprefix("CONV_").lower().replace("_", "-")
-            cases.append(convert_case(f"convert/{label}", conversion, *shape,
-                                      conversion_source(CONVERSIONS[conversion][0], count, seed)))
+            yield convert_case(f"convert/{label}", conversion, *shape,
+                               conversion_source(CONVERSIONS[conversion][0], count, seed))
         for rows, cols in transpose_shapes(caps):
             seed += 1
             count = clamped_layout(rows, cols, np.float16).element_count()
-            cases.append(transpose_case(f"transpose/{rows}x{cols}", rows, cols,
-                                        index_pattern(count, np.float16)))
-        return cases
+            yield transpose_case(f"transpose/{rows}x{cols}", rows, cols, index_pattern(count, np.float16))

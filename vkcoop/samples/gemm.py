@@ -120,26 +120,49 @@ def _choose_tile(sample: str, flexible, types, target, max_dimension=None) -> ge
         raise SampleInputError(f"{sample}: {error}") from None
 
 
+class _TiledGemmSample(Sample):
+    """A GEMM sample whose tile comes from the flexible-dimensions table: per type combination a tile, per
+    problem shape around it the cases of :meth:`shape_cases`."""
+    #: target tile (M, N, K), rounded up to the chosen granularity row's multiples.
+    target_tile = (128, 128, 32)
+
+    def type_combinations(self) -> list[tuple[str, gemm.GemmTypes]]:
+        raise NotImplementedError
+
+    def tile_for(self, caps: DeviceCaps, types) -> gemm.WorkgroupTile:
+        return _choose_tile(self.name, caps.flexible, types, self.target_tile, caps.max_flexible_dimension or None)
+
+    def shapes(self, tile: gemm.WorkgroupTile, types) -> dict:
+        raise NotImplementedError
+
+    def shape_cases(self, caps, key, types, tile, shape_name, shape) -> list[Case]:
+        raise NotImplementedError
+
+    def cases(self, caps: DeviceCaps) -> list[Case]:
+        cases = []
+        for key, types in self.type_combinations():
+            tile = self.tile_for(caps, types)
+            for shape_name, shape in self.shapes(tile, types).items():
+                cases += self.shape_cases(caps, key, types, tile, shape_name, shape)
+        return cases
+
+
 @register
-class CoopMat2GemmSample(Sample):
+class CoopMat2GemmSample(_TiledGemmSample):
     name = "coopmat2-gemm"
     description = ("workgroup-scope coopmat2 GEMM with tensor layouts and flexible dimensions: fp16->fp16, "
                    "fp16->fp32, bf16->fp32, s8->s32; any M, N, K (Constant clamp on edge tiles); tile sizes "
                    "from the flexible-dimensions table; column-major B through a tensor view")
     requires = COOPMAT2_GEMM_REQUIRES
     order = 60
-    #: target tile (M, N, K), rounded up to the chosen granularity row's multiples.
-    target_tile = (128, 128, 32)
 
-    def cases(self, caps: DeviceCaps) -> list[Case]:
-        cases = []
-        for key, types in gemm.GEMM_TYPES.items():
-            tile = _choose_tile(self.name, caps.flexible, types, self.target_tile, caps.max_flexible_dimension or None)
-            for shape_name, (m, n, k) in edge_shapes(tile, types.elements_per_16_bytes).items():
-                cases += self._shape_cases(caps, key, types, tile, shape_name, (m, n, k))
-        return cases
+    def type_combinations(self):
+        return list(gemm.GEMM_TYPES.items())
 
-    def _shape_cases(self, caps, key, types, tile, shape_name, shape) -> list[Case]:
+    def shapes(self, tile, types) -> dict:
+        return edge_shapes(tile, types.elements_per_16_bytes)
+
+    def shape_cases(self, caps, key, types, tile, shape_name, shape) -> list[Case]:
         m, n, k = shape
         a, b = gemm.exact_inputs(types, m, n, k, seed=m * 7 + n)
         label = f"{key} {shape_name} {m}x{n}x{k}"
@@ -196,8 +219,7 @@ class KhrSharedMemoryGemmSample(Sample):
     requires = KHR_GEMM_REQUIRES
     order = 70
 
-    def cases(self, caps: DeviceCaps) -> list[Case]:
-        cases = []
+    def cases(self, caps: DeviceCaps):
         for key, types in gemm.GEMM_TYPES.items():
             try:
                 tile = gemm.choose_subgroup_tile(caps.khr, types)
@@ -208,8 +230,7 @@ class KhrSharedMemoryGemmSample(Sample):
                       "ragged": (2 * tile.tile_m + 17, tile.tile_n + 2 * e, 3 * tile.tile_k + e)}
             for shape_name, (m, n, k) in shapes.items():
                 a, b = gemm.exact_inputs(types, m, n, k, seed=m + 3 * n)
-                cases.append(khr_gemm_case(f"{key} {shape_name} {m}x{n}x{k} {tile.label()}", types, tile, a, b))
-        return cases
+                yield khr_gemm_case(f"{key} {shape_name} {m}x{n}x{k} {tile.label()}", types, tile, a, b)
 
 
 # --------------------------------------------------------------------------- sparse24-gemm
@@ -234,7 +255,7 @@ def sparse24_case(name: str, dtype: str, tile: gemm.WorkgroupTile, a: np.ndarray
 
 
 @register
-class Sparse24GemmSample(Sample):
+class Sparse24GemmSample(_TiledGemmSample):
     name = "sparse24-gemm"
     description = ("2:4 structured sparsity on Vulkan: A loaded from (values, metadata) by a "
                    "coopMatLoadTensorNV decode function (buffer_reference blocks of 1x32, or interleaved "
@@ -244,22 +265,26 @@ class Sparse24GemmSample(Sample):
     order = 75
     target_tile = (128, 128, 64)
 
-    def cases(self, caps: DeviceCaps) -> list[Case]:
-        cases = []
-        for dtype in gemm.SPARSE24_TYPES:
-            types = gemm.accumulating_types(dtype)
-            tile = _choose_tile(self.name, caps.flexible, types, self.target_tile)
-            tile = replace(tile, tile_k=round_up(tile.tile_k, sparse24.K_ALIGNMENT))
-            shapes = {"aligned": (2 * tile.tile_m, 2 * tile.tile_n, 4 * tile.tile_k),
-                      "ragged": (tile.tile_m + 7, 2 * tile.tile_n + 5, 3 * tile.tile_k + 32)}
-            for shape_name, (m, n, k) in shapes.items():
-                a, b = gemm.exact_inputs(types, m, n, k, seed=5 * m + n)
-                label, ragged = f"{dtype} {shape_name} {m}x{n}x{k}", shape_name == "ragged"
-                cases.append(sparse24_case(f"{label} tile {tile.label()}", dtype, tile, a, b))
-                if ragged:
-                    cases.append(sparse24_case(f"{label} column-major B", dtype, tile, a, b, b_column_major=True))
-                # Interleaved layouts: blocks of 128 columns (K ends inside a padded block) and of 32.
-                for meta_words in (4, 1):
-                    cases.append(sparse24_case(f"{label} interleaved {meta_words}", dtype, tile, a, b,
-                                               b_column_major=ragged, meta_words=meta_words))
+    def type_combinations(self):
+        return [(dtype, gemm.accumulating_types(dtype)) for dtype in gemm.SPARSE24_TYPES]
+
+    def tile_for(self, caps: DeviceCaps, types) -> gemm.WorkgroupTile:
+        tile = _choose_tile(self.name, caps.flexible, types, self.target_tile)
+        return replace(tile, tile_k=round_up(tile.tile_k, sparse24.K_ALIGNMENT))
+
+    def shapes(self, tile, types) -> dict:
+        return {"aligned": (2 * tile.tile_m, 2 * tile.tile_n, 4 * tile.tile_k),
+                "ragged": (tile.tile_m + 7, 2 * tile.tile_n + 5, 3 * tile.tile_k + 32)}
+
+    def shape_cases(self, caps, dtype, types, tile, shape_name, shape) -> list[Case]:
+        m, n, k = shape
+        a, b = gemm.exact_inputs(types, m, n, k, seed=5 * m + n)
+        label, ragged = f"{dtype} {shape_name} {m}x{n}x{k}", shape_name == "ragged"
+        cases = [sparse24_case(f"{label} tile {tile.label()}", dtype, tile, a, b)]
+        if ragged:
+            cases.append(sparse24_case(f"{label} column-major B", dtype, tile, a, b, b_column_major=True))
+        # Interleaved layouts: blocks of 128 columns (K ends inside a padded block) and of 32.
+        for meta_words in (4, 1):
+            cases.append(sparse24_case(f"{label} interleaved {meta_words}", dtype, tile, a, b,
+                                       b_column_major=ragged, meta_words=meta_words))
         return cases

@@ -32,7 +32,7 @@ class Sample:
     # -- running --------------------------------------------------------------------------------------------
     def prepared_cases(self, caps: DeviceCaps) -> list[Case]:
         """cases(caps), each checked (SampleInputError before anything is dispatched)."""
-        cases = self.cases(caps)
+        cases = list(self.cases(caps))   # a list, or a generator of cases
         if not cases:
             raise SampleInputError(f"sample {self.name} produced no cases for {caps.name}")
         names = [c.name for c in cases]
