@@ -88,13 +88,14 @@ class BenchResult:
     results: list
     environment: dict
     settings: dict
+    interrupted: bool = False     # Ctrl-C stopped the run: ``results`` holds what was measured
 
     @property
     def failed(self) -> list:
         return [r for r in self.results if r.status in ("failed", "error")]
 
     def to_dict(self) -> dict:
-        return {"environment": self.environment, "settings": self.settings,
+        return {"environment": self.environment, "settings": self.settings, "interrupted": self.interrupted,
                 "results": [asdict(r) for r in self.results]}
 
 
@@ -158,6 +159,7 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
     environment["vulkan_skip_reason"] = available.skipped.get(VULKAN_PATHS[0])
     environment["cuda_skip_reason"] = None if available.cuda_ok else available.cuda_reason or None
     results: list[PathResult] = []
+    interrupted = False
     try:
         with report.progress_bar(console, enabled=progress) as bar:
             task = bar.add_task("bench sparse", total=len(cases) * len(wanted))
@@ -175,7 +177,9 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
                     else:
                         results.append(path_result(name, problem, "skipped", available.skipped[name]))
                     bar.advance(task)
+    except KeyboardInterrupt:
+        interrupted = True   # report what was measured
     finally:
         available.close()
     add_ratios(results)
-    return BenchResult(results, environment, settings)
+    return BenchResult(results, environment, settings, interrupted)

@@ -17,6 +17,8 @@ def cmd_bench_sparse(args) -> int:
                                llm_tokens=args.llm_tokens, device=args.device, validate=args.validate,
                                console=console)
     report.print_table(outcome)
+    if outcome.interrupted:
+        console.print("[yellow]interrupted: the table holds the paths measured so far[/yellow]")
     if json_path:
         wrote(report.write_json(outcome, json_path))
     timed = [r for r in outcome.results if r.tflops]
@@ -24,6 +26,8 @@ def cmd_bench_sparse(args) -> int:
         wrote(report.plot(outcome, plot_path))
     elif plot_path:
         console.print(f"no plot written to {plot_path}: no path was timed")
+    if outcome.interrupted:
+        return Exit.INTERRUPTED
     if all(r.status == "skipped" for r in outcome.results):
         reasons = sorted({r.reason for r in outcome.results})
         raise CliError("no path could run here: " + " / ".join(reasons)[:300], "run it on a GPU host",

@@ -1,6 +1,7 @@
 """``vkcoop toolchain`` and ``vkcoop shaders``: the shader toolchain, and compiling, checking and reading shaders."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rich.table import Table
@@ -45,9 +46,11 @@ def cmd_toolchain(args) -> int:
     import spirv_tools
 
     if args.action == "install":
-        dest = Path(args.dest) if args.dest else None
+        dest = Path(args.dest).resolve() if args.dest else None
         spirv_tools.install_private(dest, debs_dir=Path(args.debs) if args.debs else None, force=args.force,
                                     log=lambda msg: err_console.print(msg))
+        if dest is not None:   # report on what was just installed, not on the default prefix
+            os.environ["VKCOOP_TOOLCHAIN_DIR"] = str(dest)
     report = toolchain_report()
     if args.json:
         emit_json(report, None)

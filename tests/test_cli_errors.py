@@ -1,0 +1,153 @@
+"""Bad input to the vkcoop command, run as a subprocess as a user would: each gets its documented exit code and
+one line ``vkcoop: error: <what>; <what to do>`` naming the bad thing, and never a traceback."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vkcoop import vk
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _has_vulkan() -> bool:
+    try:
+        vk.capabilities()
+        return True
+    except Exception:  # noqa: BLE001 - no loader or no device
+        return False
+
+
+needs_vulkan = pytest.mark.skipif(not _has_vulkan(), reason="no Vulkan device (lavapipe is enough)")
+
+
+def vkcoop(*argv, env=None, cwd=None):
+    environment = {key: value for key, value in os.environ.items() if key != "VKCOOP_DEVICE"}
+    environment.update({"PYTHONPATH": str(REPO), **(env or {})})
+    return subprocess.run([sys.executable, "-m", "vkcoop", *argv], capture_output=True, text=True,
+                          env=environment, cwd=cwd or REPO, timeout=300)
+
+
+def assert_one_line_error(proc, code: int, *names: str):
+    assert proc.returncode == code, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr + proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("vkcoop: error:")]
+    assert len(errors) == 1, proc.stderr
+    assert "; " in errors[0], errors[0]          # <what>; <what to do>
+    for name in names:
+        assert name in errors[0], (name, errors[0])
+
+
+#: (arguments, exit code, words the error line must contain): usage errors, caught before anything runs.
+USAGE = [
+    (["bench", "sparse", "--sizes", "abc"], 2, ["--sizes", "'abc'"]),
+    (["bench", "sparse", "--sizes", ""], 2, ["--sizes", "at least one"]),
+    (["bench", "sparse", "--sizes", "100"], 2, ["--sizes", "multiple of 64"]),
+    (["bench", "sparse", "--llm-tokens", "0"], 2, ["--llm-tokens", "at least 1"]),
+    (["bench", "sparse", "--llm-tokens", "-7"], 2, ["--llm-tokens", "-7"]),
+    (["bench", "sparse", "--dtype", "fp8"], 2, ["--dtype", "fp8"]),
+    (["bench", "sparse", "--paths", "cuda-magic"], 2, ["--paths", "cuda-magic"]),
+    (["bench", "sparse", "--iters", "0"], 2, ["--iters"]),
+    (["fuzz", "--cases", "-3"], 2, ["--cases"]),
+    (["fuzz", "--target", "gpu"], 2, ["--target", "gpu"]),
+    (["run"], 2, ["--all"]),
+    (["run", "no-such-sample"], 2, ["no-such-sample"]),
+    (["shaders", "dis", "load_store", "-D", "NOEQUALS"], 2, ["NOEQUALS"]),
+    (["frobnicate"], 2, ["frobnicate"]),
+]
+
+
+@pytest.mark.parametrize("argv, code, names", USAGE, ids=[" ".join(a) or "-" for a, _, _ in USAGE])
+def test_usage_errors_are_one_line(argv, code, names):
+    assert_one_line_error(vkcoop(*argv), code, *names)
+
+
+def test_no_toolchain_is_an_environment_error(tmp_path):
+    env = {"VKCOOP_TOOLCHAIN_DIR": str(tmp_path / "none"), "PATH": "/usr/bin:/bin", "VULKAN_SDK": ""}
+    for argv in (["shaders", "check"], ["demo"], ["fuzz", "--target", "portable", "--cases", "10"]):
+        assert_one_line_error(vkcoop(*argv, env=env), 3, "toolchain", "vkcoop toolchain install")
+
+
+@pytest.mark.toolchain
+def test_reflect_needs_one_variant_and_lists_them():
+    assert_one_line_error(vkcoop("shaders", "reflect", "tensor/load_store"), 2, "variants match", "-D")
+    listed = vkcoop("shaders", "list", "tensor/load_store", "--json")
+    variants = json.loads(listed.stdout)
+    assert listed.returncode == 0 and len(variants) == 30
+    chosen = variants[7]["defines"]
+    flags = [arg for name, value in chosen.items() for arg in ("-D", f"{name}={value}")]
+    picked = vkcoop("shaders", "reflect", "tensor/load_store", *flags, "--json")
+    assert picked.returncode == 0, picked.stderr
+    assert "TensorAddressingNV" in json.loads(picked.stdout)["capabilities"]
+
+
+@pytest.mark.toolchain
+def test_broken_shader_and_dangling_link(tmp_path):
+    root = tmp_path / "shaders"
+    (root / "include").mkdir(parents=True)
+    (root / "broken.comp").write_text("#version 450\nvoid main() { this is not glsl; }\n")
+    (root / "gone.comp").symlink_to(root / "missing.comp")
+    env = {"VKCOOP_SHADER_DIR": str(root)}
+    assert_one_line_error(vkcoop("shaders", "dis", "broken", env=env), 1, "broken.comp")
+    checked = vkcoop("shaders", "check", env=env)
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr + checked.stdout
+    assert "broken.comp" in checked.stdout and "gone.comp" not in checked.stdout
+
+
+@needs_vulkan
+@pytest.mark.vulkan
+@pytest.mark.parametrize("argv", [["run", "--all", "--device", "7"], ["info", "--device", "7"],
+                                  ["bench", "sparse", "--device", "7"], ["fuzz", "--device", "7"]])
+def test_a_device_that_does_not_exist_is_refused_before_anything_runs(argv):
+    assert_one_line_error(vkcoop(*argv), 3, "index 7")
+
+
+@needs_vulkan
+@pytest.mark.vulkan
+def test_the_device_variable_is_checked_too():
+    assert_one_line_error(vkcoop("run", "--all", env={"VKCOOP_DEVICE": "7"}), 3, "$VKCOOP_DEVICE", "index 7")
+
+
+@needs_vulkan
+@pytest.mark.vulkan
+def test_json_to_a_directory_fails_before_the_run_and_folders_are_created(tmp_path):
+    assert_one_line_error(vkcoop("run", "--all", "--json", str(tmp_path)), 2, "is a directory")
+    target = tmp_path / "new" / "folder" / "r.json"
+    made = vkcoop("run", "tensor-views", "--json", str(target))
+    assert made.returncode == 0 and target.is_file() and f"wrote {target}" in made.stderr.replace("\n", "")
+
+
+@needs_vulkan
+@pytest.mark.vulkan
+def test_info_all_and_a_closed_pipe():
+    listed = vkcoop("info", "--all")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+    piped = subprocess.run(f"{sys.executable} -m vkcoop info --all --json | head -c 100", shell=True,
+                           capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert len(piped.stdout) == 100 and piped.stderr == ""
+
+
+@needs_vulkan
+@pytest.mark.vulkan
+def test_nothing_can_run_so_no_rate_and_no_plot(tmp_path):
+    proc = vkcoop("fuzz", "--target", "hw", "--cases", "100")
+    assert_one_line_error(proc, 3, "no fuzz target can run here")
+    assert "cases/s" not in proc.stdout
+    plot = tmp_path / "bench.png"
+    bench = vkcoop("bench", "sparse", "--sizes", "64", "--shapes", "llm", "--dtype", "fp16", "--paths",
+                   "vk-coopmat2-dense", "--plot", str(plot))
+    assert_one_line_error(bench, 3, "no path could run here")
+    assert not plot.exists()
+
+
+def test_version_and_module_entry():
+    from vkcoop import __version__
+    proc = vkcoop("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"vkcoop {__version__}"
+    helped = vkcoop("--help")
+    assert helped.returncode == 0 and "exit codes:" in helped.stdout and "130" in helped.stdout
