@@ -42,8 +42,8 @@ stamp=.venv/.vkcoop-setup-stamp
 want=$( (cat pyproject.toml setup.py; .venv/bin/python -VV) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import vkcoop, spirv_tools, vulkan' 2>/dev/null; then
   echo "setup: installing vkcoop into .venv (editable, with the dev and plot extras)"
-  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -m pip install -q -e '.[dev,plot]' 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -m pip install -qq --upgrade pip
+  .venv/bin/python -m pip install -qq -e '.[dev,plot]'  # -qq: errors only, not setuptools' editable-mode notes
   .venv/bin/python -c 'import vkcoop, spirv_tools, vulkan'
   echo "$want" >"$stamp"
 fi

@@ -182,7 +182,7 @@ def _check_dest(dest: Path) -> None:
 
 
 def _move_into_place(staging: Path, dest: Path) -> None:
-    old = dest.with_name(f".{dest.name}-old-{os.getpid()}") if dest.exists() else None
+    old = dest.with_name(f".{dest.name.lstrip('.')}-old-{os.getpid()}") if dest.exists() else None
     if old:
         os.rename(dest, old)
     os.rename(staging, dest)
@@ -222,7 +222,7 @@ def install_private(dest: Path | None = None, *, debs_dir: Path | None = None, f
     dest.parent.mkdir(parents=True, exist_ok=True)
     rejected = []
     for source in plan:
-        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-staging-", dir=dest.parent))
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name.lstrip('.')}-staging-", dir=dest.parent))
         try:
             data, report = _attempt(source, staging, debs_dir, lock, accept, log)
             write_manifest(staging, {"prefix": str(dest), "lock_file": str(lock_path or LOCK_FILE), **data})
