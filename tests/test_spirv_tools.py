@@ -1,7 +1,6 @@
 """spirv_tools: toolchain search, compile (both backends), errors, cache, validate, reflect."""
 from __future__ import annotations
 
-import shutil
 import struct
 import subprocess
 import sys
@@ -253,18 +252,14 @@ def test_no_toolchain_error_lists_the_install_command(monkeypatch):
     monkeypatch.setattr(toolchain, "candidates", lambda: [])
     toolchain.find_toolchain.cache_clear()
     try:
-        with pytest.raises(spirv_tools.ToolchainError, match="vkcoop toolchain install"):
+        with pytest.raises(spirv_tools.ToolchainMissingError, match="vkcoop toolchain install") as exc:
             toolchain.find_toolchain()
+        assert "\n" not in str(exc.value)
     finally:
         toolchain.find_toolchain.cache_clear()
 
 
-def test_unreachable_registry_is_a_clear_error(tmp_path, monkeypatch):
-    if shutil.which("apt-get") is None:
-        pytest.skip("needs apt-get")
-    monkeypatch.setattr(toolchain, "DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
-    with pytest.raises(spirv_tools.ToolchainError, match="cannot reach Debian's package registry"):
-        toolchain.download_packages(tmp_path / "debs", tmp_path / "apt", log=lambda m: None)
+# The private prefix's signatures, mirror, lock file and install: tests/test_toolchain*.py.
 
 
 @needs_toolchain
