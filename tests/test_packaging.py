@@ -55,6 +55,19 @@ def test_installed_package_finds_and_compiles_its_shaders_outside_the_repo(wheel
     expected = sorted(str(p.relative_to(REPO / "shaders")) for p in (REPO / "shaders").rglob("*.comp"))
     assert files == expected
 
+    # First use with no toolchain: every command that compiles says so in one line and exits 3.
+    empty = tmp_path / "no-toolchain"
+    empty.mkdir()
+    bare = {**env, "VKCOOP_TOOLCHAIN_DIR": str(empty)}
+    for argv in (["shaders", "check"], ["demo"], ["fuzz", "--target", "portable"]):
+        first = subprocess.run([str(env_dir / "bin" / "vkcoop"), *argv], capture_output=True, text=True,
+                               cwd=tmp_path, env=bare)
+        assert first.returncode == 3, (argv, first.stderr[-2000:])
+        assert "Traceback" not in first.stderr and first.stderr.count("\n") == 1, first.stderr
+        assert first.stderr.startswith("vkcoop: error: no coopmat2-capable shader toolchain")
+        assert "vkcoop toolchain install" in first.stderr and "--yes" in first.stderr
+    assert list(empty.iterdir()) == []   # nothing installed without being asked
+
     # Compile and validate the installed shaders (with their includes) through the installed console script.
     try:
         tc = spirv_tools.find_toolchain()
