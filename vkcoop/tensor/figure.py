@@ -23,10 +23,12 @@ MAX_SIDE = 48
 
 
 class Geometry(NamedTuple):
-    """Where things landed in the image: ``size`` (width, height) in pixels and ``cells``, float
-    (rows, cols, 4) boxes (x0, y0, x1, y1) of the drawn matrix cells in pixels, y downwards."""
+    """Where things landed in the image: ``size`` (width, height) in pixels; ``cells`` and ``tensor``, float
+    (rows, cols, 4) boxes (x0, y0, x1, y1) in pixels, y downwards, of the drawn matrix cells and tensor
+    elements (in the tensor drawing's rows and columns, see :func:`tensor_grid_shape`)."""
     size: tuple[int, int]
     cells: np.ndarray
+    tensor: np.ndarray
 
 
 def _rgb(colour: str) -> tuple[float, float, float]:
@@ -182,15 +184,20 @@ def render(e: Explanation, target, *, command: str | None = None, dpi: int = 100
                loc="lower center", ncol=min(4, len(present)), fontsize=7, frameon=False)
     fig.canvas.draw()
     size = fig.canvas.get_width_height()
-    centres = np.stack(np.meshgrid(np.arange(cols), np.arange(rows)), axis=-1).reshape(-1, 2).astype(float)
-    lo = ax_m.transData.transform(centres - 0.5)
-    hi = ax_m.transData.transform(centres + 0.5)
-    # Data y grows downwards in an image axis; pixel y from the transform grows upwards.
-    boxes = np.stack([lo[:, 0], size[1] - lo[:, 1], hi[:, 0], size[1] - hi[:, 1]], axis=-1)
-    boxes = np.stack([np.minimum(boxes[:, 0], boxes[:, 2]), np.minimum(boxes[:, 1], boxes[:, 3]),
-                      np.maximum(boxes[:, 0], boxes[:, 2]), np.maximum(boxes[:, 1], boxes[:, 3])], axis=-1)
+    geometry = Geometry(size, _boxes(ax_m, rows, cols, size[1]), _boxes(ax_t, t_rows, t_cols, size[1]))
     fig.savefig(target, format="png", dpi=dpi)
-    return Geometry(size, boxes.reshape(rows, cols, 4))
+    return geometry
+
+
+def _boxes(ax, rows: int, cols: int, height: int) -> np.ndarray:
+    """Pixel boxes (x0, y0, x1, y1), y downwards, of the unit cells of an image axis."""
+    centres = np.stack(np.meshgrid(np.arange(cols), np.arange(rows)), axis=-1).reshape(-1, 2).astype(float)
+    a = ax.transData.transform(centres - 0.5)
+    b = ax.transData.transform(centres + 0.5)
+    # Pixel y from the transform grows upwards; the image's rows grow downwards.
+    a[:, 1], b[:, 1] = height - a[:, 1], height - b[:, 1]
+    boxes = np.concatenate([np.minimum(a, b), np.maximum(a, b)], axis=-1)
+    return boxes.reshape(rows, cols, 4)
 
 
 def png_bytes(e: Explanation, **options) -> bytes:
