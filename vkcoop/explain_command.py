@@ -41,6 +41,10 @@ class EnvironmentMissing(RuntimeError):
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Register every option of ``vkcoop explain`` on ``parser``. Values are checked by :func:`run`, so
     the errors read the same whichever parser took them."""
+    # Lists such as "--slice -1,6,0,8" start with a minus: let argparse take "-1,6,0,8" as a (negative
+    # number) value rather than an unknown option. The matcher is argparse's own hook for this.
+    if hasattr(parser, "_negative_number_matcher"):
+        parser._negative_number_matcher = re.compile(r"^-\d[\d,\s-]*$|^-\d*\.\d+$")
     src = parser.add_argument_group("layout and view, as options (the GLSL built-in each one calls)")
     src.add_argument("--dims", metavar="D0,D1,..", help="setTensorLayoutDimensionNV: 1 to 5 dimensions, "
                      "outermost first (also sets span = dims, offset = 0 and packed strides)")
@@ -186,7 +190,8 @@ def build_request(args, stdin=None) -> Request:
             raise UsageError(f"--glsl and --{option_form[0].replace('_', '-')} both describe the layout; use "
                              f"one form")
         if args.dims is None and option_form:
-            raise UsageError(f"--{option_form[0].replace('_', '-')} needs --dims (the layout's dimensions)")
+            raise UsageError(f"--{option_form[0].replace('_', '-')} needs --dims (the layout's dimensions); add "
+                             f"--dims D0,D1,.. or give the whole layout with --glsl FILE")
         if args.dims is not None:
             layout, source = _options_layout(args), "options"
             view = _options_view(args, layout)
