@@ -99,8 +99,10 @@ PICTURES = {  # (mode, op) -> the status of cell (0, 0), worked out from the lay
     (ClampMode.Undefined, "load"): CellStatus.UNDEFINED,
     (ClampMode.Constant, "store"): CellStatus.DISCARDED,
 }
-# The tensor element cell (0, 0) reads after remapping column -1 of a 4-wide row: edge 0, repeat 3, mirror 1.
-SOURCE_COLUMN = {ClampMode.ClampToEdge: 0, ClampMode.Repeat: 3, ClampMode.RepeatMirrored: 1}
+# The tensor element cell (0, 0) reads after remapping column -1 of a 4-wide row: edge 0, repeat 3, mirror 1;
+# cells (0, 1..3) read elements 0..2 in bounds, and an element read in bounds is drawn "in bounds".
+SOURCE = {ClampMode.ClampToEdge: (0, CellStatus.IN_BOUNDS), ClampMode.Repeat: (3, CellStatus.REPEATED),
+          ClampMode.RepeatMirrored: (1, CellStatus.IN_BOUNDS)}
 
 
 def _pixel(image, box):
@@ -128,10 +130,10 @@ def test_png_has_its_size_and_each_status_colour_where_expected(mode, op):
     for (r, c), status in expected.items():
         assert np.allclose(_pixel(image, geometry.cells[r, c]), _rgb(STYLES[status].colour), atol=2 / 255), \
             (r, c, status)
-    # The tensor side: the elements row 0 reads carry its colours, others stay white.
-    if mode in SOURCE_COLUMN and op == "load":
-        assert np.allclose(_pixel(image, geometry.tensor[0, SOURCE_COLUMN[mode]]),
-                           _rgb(STYLES[PICTURES[mode, op]].colour), atol=2 / 255)
+    # The tensor side: the elements row 0 reaches carry its colours, others stay white.
+    if mode in SOURCE and op == "load":
+        column, status = SOURCE[mode]
+        assert np.allclose(_pixel(image, geometry.tensor[0, column]), _rgb(STYLES[status].colour), atol=2 / 255)
     assert np.allclose(_pixel(image, geometry.tensor[1, 2]), 1.0)
     # Element 2 is reached only by cell (0, 3), in bounds (the remapped column -1 lands on 0, 3 or 1).
     assert np.allclose(_pixel(image, geometry.tensor[0, 2]), _rgb(STYLES[CellStatus.IN_BOUNDS].colour),

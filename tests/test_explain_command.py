@@ -254,3 +254,22 @@ def test_check_on_coopmat2_hardware_names_f2_for_mirror_repeat_with_a_unit_dimen
                              "16x16", "--check")
     assert status == 0 and "no cell differs from the reference" in out, out
 
+
+
+def test_the_guide_s_figures_exist_are_small_and_their_commands_run():
+    import re
+    PIL_Image = pytest.importorskip("PIL.Image")
+    guide = (ROOT / "docs" / "tensor-addressing.md").read_text()
+    figures = []
+    for match in re.finditer(r"!\[[^\]]*\]\((img/[^)]+)\)", guide):
+        # The command printed above a figure is the last one before it.
+        commands = re.findall(r"`vkcoop explain ([^`]+)`", guide[:match.start()])
+        figures.append((commands[-1], match[1]))
+    assert len(figures) == len(set(image for _, image in figures)) >= 11
+    for argv, image in figures:
+        path = ROOT / "docs" / image
+        assert path.is_file() and path.stat().st_size < 60_000, image
+        with PIL_Image.open(path) as picture:      # the command that drew it, in its metadata
+            assert picture.text["Description"] == f"vkcoop explain {argv}", image
+        status, out = in_process(*argv.split(), "--json", "-")
+        assert status == 0 and json.loads(out)["matrix"], argv

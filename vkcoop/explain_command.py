@@ -308,11 +308,25 @@ def print_terminal(e: Explanation, console, *, decode: bool = False, check=None)
         print_check(check, console)
 
 
+def json_text(data: dict, indent: str = " ") -> str:
+    """JSON with one line per key, and per row of the rows x cols arrays (readable, and diff-friendly)."""
+    parts = []
+    for key, value in data.items():
+        if isinstance(value, dict) and any(isinstance(v, list) for v in value.values()):
+            text = json_text(value, indent + " ")
+        elif isinstance(value, list) and value and isinstance(value[0], list):
+            text = "[\n" + ",\n".join(f"{indent}  {json.dumps(row)}" for row in value) + f"\n{indent}]"
+        else:
+            text = json.dumps(value)
+        parts.append(f"{indent}{json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n" + indent[:-1] + "}"
+
+
 def write_json(e: Explanation, target: str, check=None) -> None:
     data = e.to_json()
     if check is not None:
         data["check"] = check.to_json()
-    text = json.dumps(data, indent=1)
+    text = json_text(data)
     if target == "-":
         sys.stdout.write(text + "\n")
     else:

@@ -2,8 +2,9 @@
 
 Left, the matrix: each cell coloured by its status and labelled with the tensor element it reads (or
 writes). Right, the tensor in its own coordinates (dimension 0 down, the innermost dimension across; with
-more than two dimensions the outer ones are stacked down): every element some cell reaches is coloured with
-that cell's status and labelled with its memory index (tensorCoordToLinear, in blocks when blockSize > 1),
+more than two dimensions the outer ones are stacked down): every element some cell reaches is coloured
+"in bounds" when a cell reads it in bounds, else with the remapping that reaches it, and labelled with its
+memory index (tensorCoordToLinear, in blocks when blockSize > 1),
 the slice (offset, span) is drawn dashed. A legend names the colours.
 
 matplotlib is imported when a picture is drawn, through its object API (no pyplot state is touched).
@@ -53,14 +54,17 @@ def _tensor_position(coord: np.ndarray, dims) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _tensor_colours(e: Explanation, shape) -> tuple[np.ndarray, np.ndarray]:
-    """RGB (rows, cols, 3) of the tensor drawing (white where no cell reaches) and a bool mask of reached."""
+    """RGB (rows, cols, 3) of the tensor drawing (white where no cell reaches) and a bool mask of reached.
+    An element's colour is the smallest status of the cells reaching it."""
     rgb = np.ones(shape + (3,))
     reached = np.zeros(shape, dtype=bool)
     has = np.isin(e.status, HAS_ELEMENT)
     rows, cols = _tensor_position(e.tensor_coord[has], e.layout.layout_dimension)
     statuses = e.status[has]
-    # The first cell in row-major order that reaches an element names its colour: draw in reverse.
-    for r, c, s in reversed(list(zip(rows.tolist(), cols.tolist(), statuses.tolist()))):
+    # An element some cell reads in bounds is "in bounds"; one reached only through remapping gets the
+    # remapping's colour (CellStatus orders them so): draw the highest statuses first.
+    order = np.argsort(-statuses.astype(np.int64), kind="stable")
+    for r, c, s in zip(rows[order].tolist(), cols[order].tolist(), statuses[order].tolist()):
         if r < shape[0] and c < shape[1]:
             rgb[r, c] = _rgb(STYLES[CellStatus(s)].colour)
             reached[r, c] = True
@@ -93,9 +97,11 @@ def _ticks(ax, rows: int, cols: int) -> None:
     ax.tick_params(labelsize=7, length=2)
 
 
-def _labels(ax, texts, font: float) -> None:
+def _labels(ax, texts, font: float, light=frozenset()) -> None:
+    """Text at cell centres; cells in ``light`` (on a dark colour) get white text."""
     for (r, c), text in texts:
-        ax.text(c, r, text, ha="center", va="center", fontsize=font, color="black", family="monospace")
+        ax.text(c, r, text, ha="center", va="center", fontsize=font, family="monospace",
+                color="white" if (r, c) in light else "black")
 
 
 def _draw_matrix(ax, e: Explanation, rows: int, cols: int, font: float) -> None:
@@ -104,7 +110,9 @@ def _draw_matrix(ax, e: Explanation, rows: int, cols: int, font: float) -> None:
     _grid(ax, rows, cols)
     _ticks(ax, rows, cols)
     if font:
-        _labels(ax, (((r, c), e.cell_text(r, c).rstrip(".")) for r in range(rows) for c in range(cols)), font)
+        dark = {(int(r), int(c)) for r, c in np.argwhere(e.status[:rows, :cols] == CellStatus.UNDEFINED)}
+        _labels(ax, (((r, c), e.cell_text(r, c).rstrip(".")) for r in range(rows) for c in range(cols)), font,
+                dark)
     crop = "" if (rows, cols) == (e.rows, e.cols) else f" (first {rows}x{cols} shown)"
     ax.set_xlabel(f"matrix {e.rows}x{e.cols}: row down, col across{crop}", fontsize=8)
 
@@ -129,8 +137,9 @@ def _draw_tensor(ax, e: Explanation, font: float) -> None:
     # Outside the tensor (where a slice may reach) is grey; the tensor itself has a solid border.
     ax.set_facecolor("#ececec")
     ax.add_patch(Rectangle((-0.5, -0.5), shape[1], shape[0], fill=False, linewidth=1.2, edgecolor="black"))
+    _draw_boundaries(ax, e, shape)
     if e.layout.dim <= 2:
-        _draw_slice(ax, e, shape)
+        _draw_slice(ax, e, tensor_limits(e, shape))
     names = " x ".join(f"{d}" for d in dims)
     crop = "" if shape == full else f" (first {shape[0]}x{shape[1]} shown)"
     across = {1: "dim0 across", 2: "dim0 down, dim1 across"}.get(
@@ -138,17 +147,45 @@ def _draw_tensor(ax, e: Explanation, font: float) -> None:
     ax.set_xlabel(f"tensor {names}: {across}{crop}; dashed: slice", fontsize=8)
 
 
-def _draw_slice(ax, e: Explanation, shape) -> None:
+def _draw_boundaries(ax, e: Explanation, shape) -> None:
+    """Block edges (blockSize > 1) and, beyond two dimensions, the edges between the stacked outer slices."""
+    dims, block = e.layout.layout_dimension, e.layout.block_size
+    across = block[-1] if len(dims) <= 2 else 1
+    down = block[0] if len(dims) == 2 else (dims[-2] if len(dims) > 2 else 1)
+    style = dict(color="#404040", linewidth=1.2)
+    if across > 1:
+        for x in range(across, shape[1], across):
+            ax.axvline(x - 0.5, **style)
+    if down > 1:
+        for y in range(down, shape[0], down):
+            ax.axhline(y - 0.5, **style)
+
+
+def _slice_box(t) -> tuple[int, int, int, int]:
+    """(row0, rows, col0, cols) of the slice in the tensor drawing (1-D and 2-D layouts)."""
+    if t.dim == 1:
+        return 0, 1, t.offset[0], t.span[0]
+    return t.offset[0], t.span[0], t.offset[1], t.span[1]
+
+
+def tensor_limits(e: Explanation, shape, margin: int = 4) -> tuple[float, float, float, float]:
+    """(x0, x1, y0, y1) of the tensor panel in element units: the tensor, widened to show where a 1-D or
+    2-D slice reaches outside it (where the clamp mode acts), by at most ``margin`` elements."""
+    x0, x1, y0, y1 = -0.5, shape[1] - 0.5, -0.5, shape[0] - 0.5
+    if e.layout.dim <= 2 and 0 not in shape:
+        r0, rs, c0, cs = _slice_box(e.layout)
+        x0, x1 = min(x0, max(c0 - 1, -margin - 0.5)), max(x1, min(c0 + cs, shape[1] + margin - 0.5))
+        y0, y1 = min(y0, max(r0 - 1, -margin - 0.5)), max(y1, min(r0 + rs, shape[0] + margin - 0.5))
+    return x0, x1, y0, y1
+
+
+def _draw_slice(ax, e: Explanation, limits) -> None:
     from matplotlib.patches import Rectangle
-    t = e.layout
-    (r0, rs), (c0, cs) = ((0, 1), (t.offset[0], t.span[0])) if t.dim == 1 else \
-        ((t.offset[0], t.span[0]), (t.offset[1], t.span[1]))
+    r0, rs, c0, cs = _slice_box(e.layout)
     ax.add_patch(Rectangle((c0 - 0.5, r0 - 0.5), cs, rs, fill=False, linestyle="--", linewidth=1.5,
-                           edgecolor="black", clip_on=False))
-    # Show a slice reaching outside the tensor (where the clamp mode acts), within reason.
-    margin = 4
-    ax.set_xlim(min(-0.5, max(c0 - 0.5, -margin - 0.5)), max(shape[1] - 0.5, min(c0 + cs - 0.5, shape[1] + margin)))
-    ax.set_ylim(max(shape[0] - 0.5, min(r0 + rs - 0.5, shape[0] + margin)), min(-0.5, max(r0 - 0.5, -margin - 0.5)))
+                           edgecolor="black"))
+    ax.set_xlim(limits[0], limits[1])
+    ax.set_ylim(limits[3], limits[2])     # rows grow downwards
 
 
 def render(e: Explanation, target, *, command: str | None = None, dpi: int = 100) -> Geometry:
@@ -160,7 +197,9 @@ def render(e: Explanation, target, *, command: str | None = None, dpi: int = 100
 
     rows, cols = min(e.rows, MAX_SIDE), min(e.cols, MAX_SIDE)
     t_rows, t_cols = (min(x, MAX_SIDE) for x in tensor_grid_shape(e.layout.layout_dimension))
-    total_cols, total_rows = cols + max(t_cols, 1), max(rows, t_rows, 1)
+    x0, x1, y0, y1 = tensor_limits(e, (t_rows, t_cols))
+    t_width, t_height = max(x1 - x0, 1), max(y1 - y0, 1)
+    total_cols, total_rows = cols + t_width, max(rows, t_height, 1)
     cell = float(np.clip(9.0 / total_cols, 0.16, 0.42))
     width = max(6.0, total_cols * cell + 2.2)
     height = total_rows * cell + 2.0
@@ -168,8 +207,8 @@ def render(e: Explanation, target, *, command: str | None = None, dpi: int = 100
     fig = Figure(figsize=(width, height), dpi=dpi)
     FigureCanvasAgg(fig)
     left_w = (cols * cell) / width
-    right_w = (max(t_cols, 1) * cell) / width
-    gap = (width - (cols + max(t_cols, 1)) * cell) / width
+    right_w = (t_width * cell) / width
+    gap = (width - (cols + t_width) * cell) / width
     bottom, top = 0.8 / height, 1 - 0.95 / height
     ax_m = fig.add_axes([gap * 0.3, bottom, left_w, top - bottom])
     ax_t = fig.add_axes([gap * 0.3 + left_w + gap * 0.45, bottom, right_w, top - bottom])
@@ -185,7 +224,8 @@ def render(e: Explanation, target, *, command: str | None = None, dpi: int = 100
     fig.canvas.draw()
     size = fig.canvas.get_width_height()
     geometry = Geometry(size, _boxes(ax_m, rows, cols, size[1]), _boxes(ax_t, t_rows, t_cols, size[1]))
-    fig.savefig(target, format="png", dpi=dpi)
+    # The command goes into the PNG's metadata too, so a picture says how to make it again.
+    fig.savefig(target, format="png", dpi=dpi, metadata={"Title": title(e), "Description": command or ""})
     return geometry
 
 
