@@ -81,6 +81,8 @@ BAD = [
     (["--dims", "4,4", "--glsl-out", "--json", "-"], "standard output"),
     (["--dims", "16,16", "--matrix", "4x8", "--check"], "--matrix Rx16"),
     (["--dims", "16,16", "--clamp", "Undefined", "--slice", "-1,16,0,16", "--check"], "undefined"),
+    (["--dims", "4,4", "--json", "no/such/dir/x.json"], "does not exist"),
+    (["--dims", "4,4", "--device", "0"], "--device"),
     (["--no-such-option"], "unrecognized arguments"),
     ([], "builds no tensor layout"),            # nothing on options, empty standard input
 ]

@@ -13,6 +13,7 @@ or input (one ``vkcoop: error: ...`` line, before anything runs), 3 something th
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import shlex
@@ -214,6 +215,12 @@ def build_request(args, stdin=None) -> Request:
                          "--decode")
     if args.glsl_out and args.json == "-":
         raise UsageError("--glsl-out and --json - both want standard output; write the JSON to a file")
+    if args.device is not None and not args.check:
+        raise UsageError("--device picks the device for --check; add --check or drop --device")
+    for option, target in (("--json", args.json), ("--png", args.png)):
+        if target not in (None, "-") and not Path(target).resolve().parent.is_dir():
+            raise UsageError(f"{option} {target}: the directory {Path(target).resolve().parent} does not exist; "
+                             f"create it or write elsewhere")
     shape = _matrix(args.matrix) or _default_matrix(layout, view)
     return Request(layout, view, shape[0], shape[1], op, source)
 
@@ -352,7 +359,7 @@ def _needs(args) -> None:
     needs the reference first, to refuse an access the hardware shader cannot run as a usage error)."""
     if args.png:
         try:
-            import matplotlib  # noqa: F401
+            importlib.import_module("matplotlib")
         except ImportError as error:
             raise EnvironmentMissing(f"--png needs matplotlib ({error}); pip install matplotlib, or leave "
                                      f"out --png") from None
