@@ -25,6 +25,9 @@ from .tensor import ClampMode, TensorLayout, TensorSpecError, TensorView
 from .tensor.explain import STYLES, CellStatus, Explanation, default_shape, explain, state_rows, title
 from .tensor.glsl import GlslError, parse, to_glsl
 
+#: One line for the command's help (the cli can use it for its subcommand).
+DESCRIPTION = ("show what a tensor layout and view do to each matrix cell: a coloured grid, --json, --png, "
+               "--glsl-out, and --check on a coopmat2 device")
 MAX_SIDE = 1024        # cooperativeMatrixFlexibleDimensionsMaxDimension on the H200
 MAX_CELLS = 1 << 16
 LAYOUT_OPTIONS = ("dims", "clamp", "block", "stride", "slice", "clamp_value")
@@ -39,6 +42,39 @@ class EnvironmentMissing(RuntimeError):
     """Something this machine lacks for the asked output."""
 
 
+_LAYOUT_OPTION_HELP = (
+    ("--dims", "D0,D1,..", "setTensorLayoutDimensionNV: 1 to 5 dimensions, outermost first (also sets span = "
+                           "dims, offset = 0 and packed strides)"),
+    ("--clamp", "MODE", "createTensorLayoutNV clamp mode: Undefined (default), Constant, ClampToEdge, Repeat or "
+                        "MirrorRepeat"),
+    ("--block", "B0,B1,..", "setTensorLayoutBlockSizeNV (applied before --dims)"),
+    ("--stride", "S0,S1,..", "setTensorLayoutStrideNV, in blocks when blockSize > 1"),
+    ("--slice", "O0,S0,O1,S1,..", "sliceTensorLayoutNV: offset and span per dimension, interleaved; offsets may "
+                                  "be negative"),
+    ("--clamp-value", "BITS", "setTensorLayoutClampValueNV: the raw 32-bit value (decimal or 0x hex)"),
+    ("--view-perm", "P0,P1,..", "createTensorViewNV permutation (a view is made when any --view-*/--clip option "
+                                "is given)"),
+    ("--view-dims", "D0,D1,..", "setTensorViewDimensionsNV (makes hasDimensions true)"),
+    ("--view-stride", "S0,S1,..", "setTensorViewStrideNV"),
+    ("--clip", "RO,RS,CO,CS", "setTensorViewClipNV: row offset, row span, column offset, column span"),
+)
+_OTHER_OPTION_HELP = (
+    ("--glsl", "FILE", "read the layout and view from a GLSL snippet of those built-in calls ('-': standard "
+                       "input, also used when no layout option is given)"),
+    ("--matrix", "RxC", "the matrix shape (default: one that covers the span or the view once)"),
+    ("--png", "FILE", "draw the matrix and the tensor side by side (matplotlib)"),
+    ("--json", "FILE", "write the per-cell maps as JSON ('-': standard output only)"),
+    ("--device", "D", "device index or name substring for --check"),
+)
+_SWITCH_HELP = (
+    ("--store", "explain coopMatStoreTensorNV instead of a load"),
+    ("--glsl-out", "print only the GLSL that builds this layout and view"),
+    ("--decode", "also show blockCoord/coordInBlock per cell, the decode function's arguments (block loads)"),
+    ("--check", "run the same access on a coopmat2 device and mark every cell where it disagrees with the "
+                "reference (known findings F1/F2 named)"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Register every option of ``vkcoop explain`` on ``parser``. Values are checked by :func:`run`, so
     the errors read the same whichever parser took them."""
@@ -46,40 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     # number) value rather than an unknown option. The matcher is argparse's own hook for this.
     if hasattr(parser, "_negative_number_matcher"):
         parser._negative_number_matcher = re.compile(r"^-\d[\d,\s-]*$|^-\d*\.\d+$")
-    src = parser.add_argument_group("layout and view, as options (the GLSL built-in each one calls)")
-    src.add_argument("--dims", metavar="D0,D1,..", help="setTensorLayoutDimensionNV: 1 to 5 dimensions, "
-                     "outermost first (also sets span = dims, offset = 0 and packed strides)")
-    src.add_argument("--clamp", metavar="MODE", help="createTensorLayoutNV clamp mode: Undefined (default), "
-                     "Constant, ClampToEdge, Repeat or MirrorRepeat")
-    src.add_argument("--block", metavar="B0,B1,..", help="setTensorLayoutBlockSizeNV (applied before --dims)")
-    src.add_argument("--stride", metavar="S0,S1,..", help="setTensorLayoutStrideNV, in blocks when "
-                     "blockSize > 1")
-    src.add_argument("--slice", metavar="O0,S0,O1,S1,..", help="sliceTensorLayoutNV: offset and span per "
-                     "dimension, interleaved; offsets may be negative")
-    src.add_argument("--clamp-value", metavar="BITS", help="setTensorLayoutClampValueNV: the raw 32-bit "
-                     "value (decimal or 0x hex)")
-    src.add_argument("--view-perm", metavar="P0,P1,..", help="createTensorViewNV permutation (a view is made "
-                     "when any --view-*/--clip option is given)")
-    src.add_argument("--view-dims", metavar="D0,D1,..", help="setTensorViewDimensionsNV (makes hasDimensions "
-                     "true)")
-    src.add_argument("--view-stride", metavar="S0,S1,..", help="setTensorViewStrideNV")
-    src.add_argument("--clip", metavar="RO,RS,CO,CS", help="setTensorViewClipNV: row offset, row span, column "
-                     "offset, column span")
-    parser.add_argument("--glsl", metavar="FILE", help="read the layout and view from a GLSL snippet of those "
-                        "built-in calls ('-': standard input, also used when no layout option is given)")
-    parser.add_argument("--matrix", metavar="RxC", help="the matrix shape (default: one that covers the span "
-                        "or the view once)")
-    parser.add_argument("--store", action="store_true", help="explain coopMatStoreTensorNV instead of a load")
-    parser.add_argument("--png", metavar="FILE", help="draw the matrix and the tensor side by side (matplotlib)")
-    parser.add_argument("--json", metavar="FILE", help="write the per-cell maps as JSON ('-': standard output "
-                        "only)")
-    parser.add_argument("--glsl-out", action="store_true", help="print only the GLSL that builds this layout "
-                        "and view")
-    parser.add_argument("--decode", action="store_true", help="also show blockCoord/coordInBlock per cell, "
-                        "the decode function's arguments (block loads)")
-    parser.add_argument("--check", action="store_true", help="run the same access on a coopmat2 device and "
-                        "mark every cell where it disagrees with the reference (known findings F1/F2 named)")
-    parser.add_argument("--device", metavar="D", help="device index or name substring for --check")
+    group = parser.add_argument_group("layout and view, as options (the GLSL built-in each one calls)")
+    for flag, metavar, text in _LAYOUT_OPTION_HELP:
+        group.add_argument(flag, metavar=metavar, help=text)
+    for flag, metavar, text in _OTHER_OPTION_HELP:
+        parser.add_argument(flag, metavar=metavar, help=text)
+    for flag, text in _SWITCH_HELP:
+        parser.add_argument(flag, action="store_true", help=text)
     return parser
 
 
@@ -418,7 +427,7 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = add_arguments(_Parser(prog="vkcoop explain", description=__doc__.split("\n\n")[0]))
+    parser = add_arguments(_Parser(prog="vkcoop explain", description=DESCRIPTION))
     args = parser.parse_args(argv)
     return run(args)
 
