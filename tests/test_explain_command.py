@@ -89,7 +89,26 @@ BAD = [
 
 
 @pytest.mark.parametrize("argv, words", BAD, ids=[" ".join(a) or "empty" for a, _ in BAD])
-def test_bad_input_exits_2_with_one_line_and_no_traceback(argv, words):
+def test_bad_input_exits_2_with_one_line(argv, words):
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out), _stdin(""):
+        try:
+            status = explain_command.main(list(argv))
+        except SystemExit as exit_:       # argparse's own errors leave through SystemExit
+            status = exit_.code
+    assert_one_line_error(subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue()), 2, words)
+
+
+# One of each kind of failure as a real process: argparse, an option value, the reference refusing the
+# state, --check's shape rule, an unreadable file, nothing given at all.
+AS_PROCESS = [(argv, words) for argv, words in BAD if words in (
+    "unrecognized arguments", "not a comma-separated list", "span[0] is 0", "--matrix Rx16", "cannot read --glsl",
+    "builds no tensor layout")]
+
+
+@pytest.mark.parametrize("argv, words", AS_PROCESS, ids=[" ".join(a) or "empty" for a, _ in AS_PROCESS])
+def test_bad_input_as_a_process_exits_2_with_one_line_and_no_traceback(argv, words):
+    assert len(AS_PROCESS) == 6
     assert_one_line_error(cli(*argv), 2, words)
 
 

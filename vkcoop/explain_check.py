@@ -83,10 +83,10 @@ def hardware_case(e: Explanation) -> FuzzCase:
         need = f"{rows}x{cols}" if store else f"Rx{cols} with R <= {rows}"
         raise CheckUnsupported(f"--check dispatches {rows}x{cols} matrices (the fuzzer's hardware shape), not "
                                f"{e.rows}x{e.cols}; use --matrix {need}")
-    marker_bits = {int(x) for x in _as_component([MARK_VALUE, PREVIOUS_VALUE], "int32" if kind == "decode"
-                                                 else COMPONENT).view(np.uint32 if kind == "decode"
-                                                                      else np.uint16)}
-    mask = 0xFFFFFFFF if kind == "decode" else 0xFFFF
+    # The shader tells elements apart by MARK / PREV in the matrix's component type (int32 for decode loads).
+    markers = _as_component([MARK_VALUE, PREVIOUS_VALUE], "int32" if kind == "decode" else COMPONENT)
+    marker_bits = {int(x) for x in markers.view(np.uint32 if markers.itemsize == 4 else np.uint16)}
+    mask = (1 << (8 * markers.itemsize)) - 1
     if t.clamp_value & mask in marker_bits:
         # The clamp value does not change addressing; this one would read as the shader's markers.
         t = dataclasses.replace(t, clamp_value=SAFE_CLAMP_VALUE)
