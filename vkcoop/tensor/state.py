@@ -233,6 +233,22 @@ class TensorLayout:
                                 f"/blockSize[{i + 1}]) = {need}")
         return problems
 
+    # ---- looking at it (vkcoop.tensor.explain; matplotlib only for pictures) ---------------------
+    def explain(self, rows: int | None = None, cols: int | None = None, view: "TensorView | None" = None,
+                op: str = "load", decode: bool = False) -> str:
+        """Text grid of the element each cell of a rows x cols matrix reads (or writes), with a legend and
+        this state; the shape defaults to one covering the span."""
+        from .explain import explain_for
+        return explain_for(self, view, rows, cols, op, decode)
+
+    def _repr_png_(self):
+        from .explain import repr_png
+        return repr_png(self)
+
+    def _repr_html_(self):
+        from .explain import repr_html
+        return repr_html(self)
+
 
 # --------------------------------------------------------------------------- TensorView
 
@@ -302,6 +318,21 @@ class TensorView:
             clip_row_span=_uint32(row_span, "clip_row_span"),
             clip_col_offset=_uint32(col_offset, "clip_col_offset"),
             clip_col_span=_uint32(col_span, "clip_col_span"))
+
+    # ---- looking at it (vkcoop.tensor.explain) ----------------------------------------------------
+    def explain(self, layout: TensorLayout | None = None, rows: int | None = None, cols: int | None = None,
+                op: str = "load", decode: bool = False) -> str:
+        """Text grid of what this view does with ``layout`` (default: a packed layout of the view's size)."""
+        from .explain import explain_for
+        return explain_for(layout, self, rows, cols, op, decode)
+
+    def _repr_png_(self):
+        from .explain import repr_png
+        return repr_png(None, self)
+
+    def _repr_html_(self):
+        from .explain import repr_html
+        return repr_html(None, self)
 
 
 # --------------------------------------------------------------------------- GLSL spellings
