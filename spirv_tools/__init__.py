@@ -7,10 +7,10 @@ can compile GL_NV_cooperative_matrix2, installing a private Debian prefix on Deb
 from .compiler import (ShaderCompileError, SpirvValidationError, backend, compile, disassemble,
                        parse_compile_error, validate)
 from .reflect import Reflection, SpirvFormatError, reflect
-from .install import InstallReport, ShaderCheckReport, check_shaders, install_private, needs_bfloat16
+from .install import (InstallReport, ShaderCheckReport, check_shaders, install_private, needs_bfloat16,
+                      require_toolchain)
 from .lock import manifest, read_lock
-from .toolchain import (Toolchain, ToolchainError, ToolchainMissingError, find_toolchain, require_toolchain,
-                        survey)
+from .toolchain import Toolchain, ToolchainError, ToolchainMissingError, find_toolchain, survey
 
 __all__ = [
     "compile", "validate", "disassemble", "reflect", "backend",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .shaderc import TARGET_ENVS, ShadercLibrary, resolve_include
-from .toolchain import PROBE_SHADER, Toolchain, find_toolchain
+from .toolchain import PROBE_SHADER, Toolchain, find_toolchain, on_selection_reset
 
 _ERROR_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): error: (?P<msg>.*)$", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
@@ -211,6 +211,5 @@ class SpirvValidationError(RuntimeError):
     """spirv-val rejected a module."""
 
 
-def clear_backend_cache() -> None:
-    backend.cache_clear()
-    find_toolchain.cache_clear()
+# A new toolchain selection means a new backend: forget the cached one with it.
+on_selection_reset(backend.cache_clear)

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from . import debian
 from .lock import LOCK_FILE, lock_differences, manifest, pins, read_lock, write_manifest
-from .toolchain import (PRIVATE_PACKAGES, Toolchain, ToolchainError, _private_toolchain, _tool_versions,
-                        default_private_dir, features, probe, set_private_dir, using)
+from .toolchain import (PRIVATE_PACKAGES, Toolchain, ToolchainError, ToolchainMissingError, _private_toolchain,
+                        _tool_versions, default_private_dir, features, find_toolchain, probe, set_private_dir,
+                        using)
 
 TESTING_SUITE = "forky"
 STABLE_SUITE = "trixie"
@@ -240,3 +241,19 @@ def install_private(dest: Path | None = None, *, debs_dir: Path | None = None, f
                              shader_check=report)
     raise ToolchainError(f"no toolchain source passed its checks ({' | '.join(rejected)}); "
                          f"see the messages above, or set VULKAN_SDK to a Vulkan SDK")
+
+
+def require_toolchain(auto_install: bool | None = None, *, accept=None, log=print) -> Toolchain:
+    """The toolchain to compile with. When there is none: with ``auto_install`` (None: ``$VKCOOP_AUTO_TOOLCHAIN``
+    is ``1``) install the private prefix (see :func:`spirv_tools.install.install_private`; ``accept`` and
+    ``log`` go to it), else raise :class:`ToolchainMissingError`."""
+    try:
+        return find_toolchain()
+    except ToolchainMissingError:
+        if auto_install is None:
+            auto_install = os.environ.get("VKCOOP_AUTO_TOOLCHAIN", "") == "1"
+        if not auto_install:
+            raise
+    log(f"no coopmat2 shader toolchain yet; installing the private one into {default_private_dir()}")
+    install_private(accept=accept, log=log)
+    return find_toolchain()

@@ -9,7 +9,7 @@ GL_NV_cooperative_matrix2 needs glslang >= 15.1 and shaderc/SPIRV-Tools from 202
    ``ld-linux-x86-64.so.2 --library-path``; nothing is installed system-wide.
 
 Each candidate must pass a capability probe: compile a tiny coopmat2 shader and validate it.
-:func:`require_toolchain` is the first-use entry point: the chosen toolchain, a one-line
+:func:`spirv_tools.install.require_toolchain` is the first-use entry point: the chosen toolchain, a one-line
 :class:`ToolchainMissingError`, or (asked to) a fresh install.
 """
 from __future__ import annotations
@@ -140,11 +140,20 @@ def set_private_dir(prefix: Path | None) -> None:
     reset_selection()
 
 
+#: What else remembers the selection (the compiler's backend registers its cache here), forgotten with it.
+_SELECTION_LISTENERS: list = []
+
+
+def on_selection_reset(forget) -> None:
+    """Call ``forget()`` whenever the toolchain selection is reset (the layers above cache what they chose)."""
+    _SELECTION_LISTENERS.append(forget)
+
+
 def reset_selection() -> None:
-    """Forget the chosen toolchain and compile backend, so the next use searches again."""
+    """Forget the chosen toolchain and whatever was chosen from it, so the next use searches again."""
     find_toolchain.cache_clear()
-    from . import compiler  # compiler imports this module; a late import breaks the cycle
-    compiler.clear_backend_cache()
+    for forget in _SELECTION_LISTENERS:
+        forget()
 
 
 @contextlib.contextmanager
@@ -291,23 +300,6 @@ def find_toolchain() -> Toolchain:
         f"no shader toolchain that can compile GL_NV_cooperative_matrix2 ({found}); install one with "
         f"`vkcoop toolchain install` (into {where}), or pass --yes or set VKCOOP_AUTO_TOOLCHAIN=1 to let "
         f"vkcoop install it", rejected)
-
-
-def require_toolchain(auto_install: bool | None = None, *, accept=None, log=print) -> Toolchain:
-    """The toolchain to compile with. When there is none: with ``auto_install`` (None: ``$VKCOOP_AUTO_TOOLCHAIN``
-    is ``1``) install the private prefix (see :func:`spirv_tools.install.install_private`; ``accept`` and
-    ``log`` go to it), else raise :class:`ToolchainMissingError`."""
-    try:
-        return find_toolchain()
-    except ToolchainMissingError:
-        if auto_install is None:
-            auto_install = os.environ.get("VKCOOP_AUTO_TOOLCHAIN", "") == "1"
-        if not auto_install:
-            raise
-    from .install import install_private  # install imports this module
-    log(f"no coopmat2 shader toolchain yet; installing the private one into {default_private_dir()}")
-    install_private(accept=accept, log=log)
-    return find_toolchain()
 
 
 def grammar_path() -> Path | None:

@@ -18,9 +18,9 @@ LAYERS = [
     ["vkcoop.vk", "vkcoop.shaders"],
     ["vkcoop.gemm", "vkcoop.portable"],
     ["vkcoop.samples", "vkcoop.fuzz", "vkcoop.attention"],
-    ["vkcoop.cuda"],
-    ["vkcoop.bench", "vkcoop.inspect"],
-    ["vkcoop.explain_command", "vkcoop.cli"],
+    ["vkcoop.cuda", "vkcoop.explain_check"],
+    ["vkcoop.bench", "vkcoop.inspect", "vkcoop.explain_command"],
+    ["vkcoop.cli"],
     ["vkcoop.__main__"],
 ]
 #: The package face: vkcoop/__init__.py may name anything; it only re-exports (and imports nothing upward today).

@@ -20,7 +20,7 @@ import numpy as np
 from .fuzz import compare, models
 from .fuzz.cases import DECODE_SHAPE, HW_SHAPES, MARK_VALUE, PREVIOUS_VALUE, FuzzCase, Variant, hw_violation
 from .fuzz.cases import packed_strides
-from .fuzz.hw import HW_FEATURES, _as_component
+from .fuzz.hw import HW_FEATURES, as_component
 from .tensor import TensorView
 from .tensor.explain import Explanation
 
@@ -84,7 +84,7 @@ def hardware_case(e: Explanation) -> FuzzCase:
         raise CheckUnsupported(f"--check dispatches {rows}x{cols} matrices (the fuzzer's hardware shape), not "
                                f"{e.rows}x{e.cols}; use --matrix {need}")
     # The shader tells elements apart by MARK / PREV in the matrix's component type (int32 for decode loads).
-    markers = _as_component([MARK_VALUE, PREVIOUS_VALUE], "int32" if kind == "decode" else COMPONENT)
+    markers = as_component([MARK_VALUE, PREVIOUS_VALUE], "int32" if kind == "decode" else COMPONENT)
     marker_bits = {int(x) for x in markers.view(np.uint32 if markers.itemsize == 4 else np.uint16)}
     mask = (1 << (8 * markers.itemsize)) - 1
     if t.clamp_value & mask in marker_bits:

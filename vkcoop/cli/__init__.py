@@ -14,6 +14,15 @@ from .device import add_device_parsers
 from .errors import classify
 from .toolchain import add_shaders_parser, add_toolchain_parser
 
+
+def add_explain_parser(sub) -> None:
+    from .. import explain_command
+
+    p = sub.add_parser("explain", help="see what a tensor layout and view do to each matrix cell",
+                       description=explain_command.DESCRIPTION)
+    explain_command.add_arguments(p)
+    p.set_defaults(func=explain_command.run)
+
 #: Commands that compile shaders, so they need the toolchain first.
 NEEDS_TOOLCHAIN = {"shaders", "run", "bench", "fuzz", "demo"}
 
@@ -44,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_fuzz_parser(sub)
     add_demo_parser(sub)
+    add_explain_parser(sub)
     return parser
 
 

@@ -87,6 +87,7 @@ from .state import (MAX_DIM, ClampMode, ElementStatus, TensorLayout, TensorSpecE
                     setTensorViewClipNV, setTensorViewDimensionsNV, setTensorViewStrideNV,
                     sliceTensorLayoutNV)
 from .vectorized import IndexMap, clamp_value_as, clamp_value_bits, index_map, load, store
+from . import present as _present  # noqa: E402,F401 - registers explain()/_repr_png_ on layouts and views
 
 __all__ = [
     "MAX_DIM", "ClampMode", "ElementStatus", "TensorLayout", "TensorView", "TensorSpecError",

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .spec import LOAD, view_strides
-from .state import UINT32_MAX, ClampMode, ElementStatus, TensorLayout, TensorSpecError, TensorView
+from .state import UINT32_MAX, ClampMode, ElementStatus, TensorLayout, TensorView
 from .vectorized import index_map
 
 
@@ -232,43 +232,3 @@ def explain_text(e: Explanation, decode: bool = False, max_cols: int = 32, max_r
 
 
 # --------------------------------------------------------------------------- TensorLayout / TensorView methods
-
-def _resolve(layout, view, rows, cols):
-    """Fill in what a lone layout or view leaves open: the layout (a packed one for a lone view) and the
-    matrix shape (:func:`default_shape`)."""
-    if layout is None:
-        layout = packed_layout_for(view)
-    if rows is None or cols is None:
-        shape = default_shape(layout, view)
-        rows, cols = rows or shape[0], cols or shape[1]
-    return layout, rows, cols, view
-
-
-def explain_for(layout=None, view=None, rows=None, cols=None, op=LOAD, decode=False) -> str:
-    """:func:`explain_text` with the gaps filled by :func:`_resolve` (TensorLayout/TensorView.explain)."""
-    return explain_text(explain(*_resolve(layout, view, rows, cols), op=op), decode=decode)
-
-
-def repr_png(layout=None, view=None) -> bytes | None:
-    """The picture for Jupyter, or None (no matplotlib, or a state that addresses nothing yet)."""
-    try:
-        from .figure import png_bytes
-        return png_bytes(explain(*_resolve(layout, view, None, None)))
-    except (ImportError, TensorSpecError):
-        return None
-
-
-def repr_html(layout=None, view=None) -> str:
-    """The picture (when there is one) above the state, for Jupyter."""
-    import base64
-    import html
-    png = repr_png(layout, view)
-    picture = "" if png is None else f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}"/>'
-    if layout is None:
-        layout = packed_layout_for(view)
-        note = "<p>(shown against a packed layout of the view's own size)</p>"
-    else:
-        note = ""
-    rows = "".join(f"<tr><th style='text-align:left'>{html.escape(n)}</th><td><code>{html.escape(v)}</code></td>"
-                   f"</tr>" for n, v in state_rows(layout, view))
-    return f"<div>{picture}{note}<table>{rows}</table></div>"

@@ -137,6 +137,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 # --------------------------------------------------------------------------- TensorLayout
 
+#: vkcoop.tensor.present, registered when the package is imported: it draws layouts and views (text, PNG,
+#: HTML) from the reference above this module, so this module does not import it.
+PRESENTER = None
+
+
 @dataclass(frozen=True)
 class TensorLayout:
     """tensorLayoutNV<Dim, Mode> (SPV_NV_tensor_addressing 3.X): exactly the spec's logical state.
@@ -238,16 +243,13 @@ class TensorLayout:
                 op: str = "load", decode: bool = False) -> str:
         """Text grid of the element each cell of a rows x cols matrix reads (or writes), with a legend and
         this state; the shape defaults to one covering the span."""
-        from .explain import explain_for
-        return explain_for(self, view, rows, cols, op, decode)
+        return PRESENTER.explain_for(self, view, rows, cols, op, decode)
 
     def _repr_png_(self):
-        from .explain import repr_png
-        return repr_png(self)
+        return PRESENTER.repr_png(self)
 
     def _repr_html_(self):
-        from .explain import repr_html
-        return repr_html(self)
+        return PRESENTER.repr_html(self)
 
 
 # --------------------------------------------------------------------------- TensorView
@@ -323,16 +325,13 @@ class TensorView:
     def explain(self, layout: TensorLayout | None = None, rows: int | None = None, cols: int | None = None,
                 op: str = "load", decode: bool = False) -> str:
         """Text grid of what this view does with ``layout`` (default: a packed layout of the view's size)."""
-        from .explain import explain_for
-        return explain_for(layout, self, rows, cols, op, decode)
+        return PRESENTER.explain_for(layout, self, rows, cols, op, decode)
 
     def _repr_png_(self):
-        from .explain import repr_png
-        return repr_png(None, self)
+        return PRESENTER.repr_png(None, self)
 
     def _repr_html_(self):
-        from .explain import repr_html
-        return repr_html(None, self)
+        return PRESENTER.repr_html(None, self)
 
 
 # --------------------------------------------------------------------------- GLSL spellings
