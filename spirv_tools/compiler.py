@@ -274,17 +274,26 @@ class SpirvValidationError(Error, ValueError):
     """spirv-val rejected a module."""
 
 
-def validate(spirv: bytes, target_env: str = "vulkan1.3") -> None:
-    """Run spirv-val; raises SpirvValidationError with its message (SpirvFormatError for non-SPIR-V bytes)."""
+VALIDATOR_OPTIONS = ("--scalar-block-layout", "--uniform-buffer-standard-layout", "--workgroup-scalar-block-layout",
+                     "--relax-block-layout", "--skip-block-layout", "--before-hlsl-legalization")
+
+
+def validate(spirv: bytes, target_env: str = "vulkan1.3", options=()) -> None:
+    """Run spirv-val; raises SpirvValidationError with its message (SpirvFormatError for non-SPIR-V bytes).
+    ``options``: spirv-val flags from :data:`VALIDATOR_OPTIONS`, e.g. ``--scalar-block-layout`` where the
+    device enables scalarBlockLayout."""
     if target_env not in TARGET_ENVS:
         raise InputError(f"target_env {target_env!r} is not one of {sorted(TARGET_ENVS)}")
+    unknown = [o for o in options if o not in VALIDATOR_OPTIONS] if not isinstance(options, str) else [options]
+    if unknown:
+        raise InputError(f"options {unknown} are not among {list(VALIDATOR_OPTIONS)}")
     words(spirv)
     spirv = bytes(spirv)
     tc = find_toolchain()
     with tempfile.NamedTemporaryFile(suffix=".spv") as f:
         f.write(spirv)
         f.flush()
-        proc = tc.run("spirv-val", ["--target-env", target_env, f.name])
+        proc = tc.run("spirv-val", ["--target-env", target_env, *options, f.name])
     if proc.returncode != 0:
         raise SpirvValidationError((proc.stderr or proc.stdout).decode(errors="replace").strip())
 

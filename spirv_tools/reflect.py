@@ -8,6 +8,7 @@ Names come from ``spirv.core.grammar.json``; without a grammar, numbers are show
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,8 +117,7 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
 
     Raises :class:`SpirvFormatError` for anything that is not a well-formed module (see spirv_tools.binary)."""
     if grammar_path is None:
-        from .toolchain import grammar_path as find_grammar
-        grammar_path = find_grammar()
+        grammar_path = _default_grammar()
     g = load_grammar(str(grammar_path) if grammar_path else None)
     module = parse(spirv, g)
     out = Reflection(version=module.version)
@@ -129,6 +129,14 @@ def reflect(spirv: bytes, grammar_path: str | Path | None = None) -> Reflection:
     _collect_interface(out, tables, g)
     _resolve_local_size(out, tables)
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _default_grammar() -> str | None:
+    """The toolchain's grammar, looked up once per process (a failed toolchain search is not cached)."""
+    from .toolchain import grammar_path
+    path = grammar_path()
+    return str(path) if path else None
 
 
 def _need(inst: Instruction, count: int, what: str) -> tuple:
