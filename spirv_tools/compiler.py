@@ -49,6 +49,9 @@ class Backend:
 
 
 def parse_compile_error(log: str, default_file: str) -> ShaderCompileError:
+    """The first error of a compiler log as a ShaderCompileError (file, line where the log has one, message)."""
+    if not isinstance(log, str) or not isinstance(default_file, str):
+        raise InputTypeError("parse_compile_error takes the log and the default file name as str")
     match = _ERROR_LINE.search(log)
     if match:
         return ShaderCompileError(match["file"], int(match["line"]), match["msg"].strip(), log)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import vkcoop
 from support import toolchain_or_skip
@@ -242,3 +244,39 @@ def test_a_pipeline_cache_of_another_device_is_refused(tmp_path, caplog):
         with vk.Device(validate=VALIDATE, features=["maintenance4"], pipeline_cache=tmp_path) as second:
             second.pipeline(spirv("axpy"), specialization={0: 32})
     assert "vendor 0x10de" in caplog.text and "is not this device's" in caplog.text
+
+
+# --- junk arguments: only the package's errors ----------------------------------------------------------------
+_JUNK = st.one_of(st.none(), st.booleans(), st.floats(), st.integers(-2**70, 2**70), st.text(max_size=3),
+                  st.lists(st.integers(-2, 70), max_size=4).map(tuple), st.just(np.float32(2.5)),
+                  st.just(np.uint64(1 << 40)), st.binary(max_size=12))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=_JUNK, push=_JUNK, timeout=_JUNK)
+def test_junk_run_arguments_raise_package_errors_only(device, groups, push, timeout):
+    pipeline = _increment_pipeline(device)
+    with device.empty(64, np.uint32) as counter:
+        try:
+            device.run(pipeline, [counter], groups, push, timeout_s=timeout)
+        except vkcoop.Error:
+            pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(selector=_JUNK, validate=_JUNK, fence=_JUNK, features=_JUNK)
+def test_junk_device_arguments_raise_package_errors_only(selector, validate, fence, features):
+    try:
+        vk.Device(selector, validate=validate, fence_timeout_s=fence, features=features, pipeline_cache=False).close()
+    except vkcoop.Error:
+        pass
+
+
+_PIPELINES: dict = {}
+
+
+def _increment_pipeline(device):
+    if id(device) not in _PIPELINES:
+        _PIPELINES.clear()
+        _PIPELINES[id(device)] = device.pipeline(spirv("increment"))
+    return _PIPELINES[id(device)]

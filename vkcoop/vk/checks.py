@@ -47,6 +47,12 @@ def flag(value, name: str, *, allow_none: bool = False) -> bool | None:
     return bool(value)
 
 
+def device_selector(device) -> None:
+    """``device`` must be an index, a (substring of a) name, or None."""
+    if isinstance(device, (bool, np.bool_)) or not isinstance(device, (int, np.integer, str, type(None))):
+        raise VulkanTypeError(f"device must be an index, a name or None, got {type(device).__name__} {device!r}")
+
+
 def name_list(value, name: str) -> list[str]:
     """A list (or tuple) of strings; a single string is a caller's slip."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):

@@ -140,6 +140,8 @@ class CommandBuffer(Resource):
         workgroup count (x[, y[, z]]). ``push``: bytes, a numpy array/structured scalar or a tuple of scalars
         (packed by :func:`pack_push_constants`)."""
         self._require_recording()
+        if label is not None:
+            checks.text(label, "label")
         if not isinstance(pipeline, ComputePipeline) or pipeline.closed:
             raise PipelineInputError(f"{self.name}: dispatch needs an open ComputePipeline, got {pipeline!r}")
         groups = self._check_groups(pipeline, groups)

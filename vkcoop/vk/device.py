@@ -17,7 +17,7 @@ from . import features as feature_registry
 from ._chain import StructChain
 from .commands import CommandBuffer, memory_barrier
 from .errors import MissingFeatureError, ValidationError, VulkanError, VulkanTypeError, check
-from .instance import Instance, PhysicalDevice, check_device_selector
+from .instance import Instance, PhysicalDevice
 from .memory import (MEMORY_ALLOCATE_DEVICE_ADDRESS, Buffer, MappedStaging, as_dtype)
 from .pipeline import ComputePipeline
 from .resource import Resource
@@ -73,7 +73,7 @@ class Device(Resource):
     # -- creation --------------------------------------------------------------------------------------------
     @staticmethod
     def _check_arguments(device, extensions, features, instance, pipeline_cache):
-        check_device_selector(device)
+        checks.device_selector(device)
         checks.name_list(extensions, "extensions")
         checks.name_list(features, "features")
         if instance is not None and not isinstance(instance, Instance):

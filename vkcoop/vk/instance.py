@@ -10,8 +10,8 @@ import vulkan as vk
 
 from . import coopmat2_ffi as side
 from ._chain import StructChain
-from .checks import flag, text
-from .errors import LayerNotFoundError, NoDeviceError, VulkanError, VulkanTypeError, check
+from .checks import device_selector, flag, text
+from .errors import LayerNotFoundError, NoDeviceError, VulkanError, check
 from .features import FEATURE_STRUCTS, FEATURE_TO_STRUCT
 from .resource import Resource
 from .tables import ShapeEntry
@@ -263,14 +263,8 @@ class Instance(Resource):
             pass
 
 
-def check_device_selector(device) -> None:
-    """``device`` must be an index, a (substring of a) name, or None."""
-    if isinstance(device, (bool, np.bool_)) or not isinstance(device, (int, np.integer, str, type(None))):
-        raise VulkanTypeError(f"device must be an index, a name or None, got {type(device).__name__} {device!r}")
-
-
 def select_physical_device(devices: list["PhysicalDevice"], device: int | str | None) -> "PhysicalDevice":
-    check_device_selector(device)
+    device_selector(device)
     listing = "; ".join(f"{d.index}: {d.name} ({d.device_type})" for d in devices) or "none"
     if not devices:
         raise NoDeviceError("no Vulkan physical devices")

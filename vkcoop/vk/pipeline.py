@@ -11,7 +11,7 @@ from . import checks
 from .errors import LimitError, MissingFeatureError, PipelineInputError, VulkanTypeError, check
 from .interface import (check_entry_point, reflect_module, resolve_bindings, resolve_push_constant_size,
                         validate_module)
-from .packing import SpecValue, pack_push_constants, pack_spec_value, push_constant_bytes  # noqa: F401
+from .packing import SpecValue, pack_spec_value
 from .resource import Resource
 
 REQUIRED_SUBGROUP_SIZE_STYPE = 1000225001
