@@ -12,32 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from support import toolchain_or_skip
+from support import toolchain_or_skip, vulkan_probe
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.vulkan, pytest.mark.toolchain]
 REFLECT_EXAMPLES, PIPELINE_EXAMPLES = 1600, 500
 
 
-def _validation_layer() -> bool:
-    vk = pytest.importorskip("vkcoop.vk")
-    try:
-        with vk.Instance() as instance:
-            instance.physical_devices()[0]
-    except (vk.VulkanError, IndexError) as error:
-        pytest.skip(f"no Vulkan device: {error}")
-    if os.environ.get("VKCOOP_TEST_VALIDATE", "1") == "0":
-        return False
-    try:
-        with vk.Instance(validate=True):
-            return True
-    except vk.LayerNotFoundError:
-        return False
-
-
 def test_damaged_modules_give_package_errors_only():
     toolchain_or_skip()
-    validate = _validation_layer()
+    have_device, reason, validate = vulkan_probe()
+    if not have_device:
+        pytest.skip(reason)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, str(REPO / "tests" / "spirv_fuzz_worker.py"), str(REFLECT_EXAMPLES),
                            str(PIPELINE_EXAMPLES), "1" if validate else "0"],

@@ -9,7 +9,7 @@ import pytest
 
 import spirv_tools
 from spirv_tools import InputError, InputTypeError, SpirvFormatError, binary
-from support import toolchain_or_skip
+from support import corrupt, toolchain_or_skip
 
 pytestmark = pytest.mark.toolchain
 
@@ -130,22 +130,12 @@ def test_validate_refuses_non_modules_before_running_spirv_val():
 
 # --- the SPIR-V cache checks itself ----------------------------------------------------------------------------
 
-def _corrupt(kind: str, data: bytes) -> bytes:
-    if kind == "empty":
-        return b""
-    if kind == "truncated":
-        return data[:len(data) // 2]
-    flipped = bytearray(data)
-    flipped[len(flipped) - 7] ^= 0x10  # a bit inside the SPIR-V payload
-    return bytes(flipped)
-
-
 @pytest.mark.parametrize("kind", ["empty", "truncated", "bit-flipped"])
 def test_a_corrupt_cache_entry_is_logged_dropped_and_rebuilt(tmp_path, caplog, kind):
     toolchain_or_skip()
     first = spirv_tools.compile(PLAIN, name="cached.comp")
     (entry,) = (tmp_path / "spirv-cache").glob("*.spvc")
-    entry.write_bytes(_corrupt(kind, entry.read_bytes()))
+    entry.write_bytes(corrupt(kind, entry.read_bytes()))
     with caplog.at_level(logging.WARNING, logger="spirv_tools.cache"):
         again = spirv_tools.compile(PLAIN, name="cached.comp")
     assert again == first

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vkcoop
-from support import toolchain_or_skip
+from support import corrupt, toolchain_or_skip, vulkan_probe
 from vkcoop.paths import shader_path
 
 vk = pytest.importorskip("vkcoop.vk")
@@ -25,22 +25,7 @@ pytestmark = pytest.mark.vulkan
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _probe():
-    try:
-        with vk.Instance() as instance:
-            instance.physical_devices()[0]
-    except (vk.VulkanError, IndexError) as error:
-        return False, f"no Vulkan device: {error}", False
-    if os.environ.get("VKCOOP_TEST_VALIDATE", "1") == "0":
-        return True, "", False
-    try:
-        with vk.Instance(validate=True):
-            return True, "", True
-    except vk.LayerNotFoundError:
-        return True, "", False
-
-
-HAVE_DEVICE, NO_DEVICE_REASON, VALIDATE = _probe()
+HAVE_DEVICE, NO_DEVICE_REASON, VALIDATE = vulkan_probe()
 if not HAVE_DEVICE:
     pytest.skip(NO_DEVICE_REASON, allow_module_level=True)
 
@@ -205,23 +190,13 @@ def test_spirv_val_runs_before_the_driver(device):
 
 # --- the pipeline cache checks itself ----------------------------------------------------------------------
 
-def _corrupt(kind: str, data: bytes) -> bytes:
-    if kind == "empty":
-        return b""
-    if kind == "truncated":
-        return data[:len(data) // 2]
-    flipped = bytearray(data)
-    flipped[len(flipped) // 2] ^= 0x04
-    return bytes(flipped)
-
-
 @pytest.mark.parametrize("kind", ["empty", "truncated", "bit-flipped"])
 def test_a_corrupt_pipeline_cache_is_logged_dropped_and_rebuilt(tmp_path, caplog, kind):
     module = spirv("axpy")
     with vk.Device(validate=VALIDATE, features=["maintenance4"], pipeline_cache=tmp_path) as first:
         first.pipeline(module, specialization={0: 32})
         path = first.pipeline_cache_path
-    path.write_bytes(_corrupt(kind, path.read_bytes()))
+    path.write_bytes(corrupt(kind, path.read_bytes()))
     with caplog.at_level(logging.WARNING, logger="spirv_tools.cache"):
         with vk.Device(validate=VALIDATE, features=["maintenance4"], pipeline_cache=tmp_path) as second, \
                 second.empty(4, np.float32) as x, second.empty(4, np.float32) as out:

@@ -4,37 +4,20 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from spirv_tools.cache import read_entry
+from support import vulkan_probe
 from vkcoop.paths import shader_path
 
 vk = pytest.importorskip("vkcoop.vk")
 pytestmark = pytest.mark.vulkan
 
 
-def _probe():
-    """(device available, reason, validation layer available)."""
-    try:
-        with vk.Instance() as instance:
-            instance.physical_devices()[0]
-    except (vk.VulkanError, OSError, IndexError) as error:
-        return False, f"no Vulkan device: {error}", False
-    if os.environ.get("VKCOOP_TEST_VALIDATE", "1") == "0":
-        return True, "", False
-    try:
-        with vk.Instance(validate=True):
-            pass
-        return True, "", True
-    except vk.LayerNotFoundError:
-        return True, "", False
-
-
-HAVE_DEVICE, NO_DEVICE_REASON, VALIDATE = _probe()
+HAVE_DEVICE, NO_DEVICE_REASON, VALIDATE = vulkan_probe()
 if not HAVE_DEVICE:
     pytest.skip(NO_DEVICE_REASON, allow_module_level=True)
 
