@@ -23,6 +23,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import Error
+
 #: Debian packages that make up the private prefix. libc6, libstdc++6 and libgcc-s1 come along
 #: because the tools need glibc 2.38 and GCC 14's runtime; they are only ever used through the
 #: prefix's own dynamic loader.
@@ -64,7 +66,7 @@ _private_dir_override: Path | None = None
 _pinned: Toolchain | None = None
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(Error, RuntimeError):
     """No capable toolchain, or the private one could not be installed."""
 
 

@@ -103,7 +103,7 @@ def test_cache_hits_and_is_invalidated_by_an_include_change(tmp_path, monkeypatc
            "layout(local_size_x = 1) in;\nlayout(set=0, binding=0) buffer D { uint d[]; };\n"
            "void main() { d[0] = VALUE; }\n")
     first = spirv_tools.compile(src, name=str(tmp_path / "v.comp"))
-    assert len(list(cache.glob("*.spv"))) == 1
+    assert len(list(cache.glob("*.spvc"))) == 1
     calls = []
     monkeypatch.setattr(compiler, "_compile_with_glslc", lambda *a, **k: calls.append(a) or b"")
     assert spirv_tools.compile(src, name=str(tmp_path / "v.comp")) == first
@@ -113,7 +113,7 @@ def test_cache_hits_and_is_invalidated_by_an_include_change(tmp_path, monkeypatc
     monkeypatch.setenv("SPIRV_TOOLS_CACHE_DIR", str(cache))
     second = spirv_tools.compile(src, name=str(tmp_path / "v.comp"))
     assert second != first
-    assert len(list(cache.glob("*.spv"))) == 2
+    assert len(list(cache.glob("*.spvc"))) == 2
 
 
 @needs_toolchain
@@ -159,13 +159,6 @@ void main() { if (FLAG) data_block.d[gl_LocalInvocationID.x + OFFSET] = SCALE * 
         (3, "uint32", 64), (4, "int32", -5), (5, "float32", 0.5), (6, "bool", True)]
     assert [(b.set, b.binding, b.name) for b in info.bindings] == [(1, 2, "data_block")]
     assert info.push_constant_blocks == ["pc"]
-
-
-def test_reflect_rejects_non_spirv():
-    with pytest.raises(spirv_tools.SpirvFormatError, match="magic"):
-        spirv_tools.reflect(b"\x00" * 40, grammar_path=None)
-    with pytest.raises(spirv_tools.SpirvFormatError):
-        spirv_tools.reflect(b"\x03\x02\x23", grammar_path=None)
 
 
 def test_compile_error_parser_without_a_line():
@@ -269,7 +262,9 @@ def test_private_prefix_runs_through_its_own_loader():
         pytest.skip(f"the chosen toolchain is {tc.name}, not the private prefix")
     argv = tc.tool("glslc")
     assert argv[0].endswith("ld-linux-x86-64.so.2") and argv[1] == "--library-path"
-    assert tc.versions.get("glslang", "0").split(".")[0] >= "15"
+    # A numeric compare: "9.0" >= "15" holds for strings, and "100" < "15" (the weak test this replaced).
+    major = int(tc.versions.get("glslang", "0").split(".")[0])
+    assert major >= 15, tc.versions
 
 
 @needs_toolchain

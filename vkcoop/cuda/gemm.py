@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from vkcoop.errors import InputError
 from vkcoop.gemm.types import DTYPES, RESULT_TOLERANCE
 from vkcoop.sparse import Compressed2to4, decompress_2to4, validate_compressed
 
@@ -90,7 +91,7 @@ class DeviceSparse:
                    shape=(m, k))
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError):
     """A problem shape or dtype a path cannot run (raised before any launch)."""
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from ..errors import InputError
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32)
 
@@ -23,7 +24,7 @@ RESULT_TOLERANCE = {np.dtype(np.float32): 0.0, np.dtype(np.float16): 2.0 ** -10,
                     np.dtype(np.int32): 0.0}
 
 
-class GemmInputError(ValueError):
+class GemmInputError(InputError):
     """A GEMM was handed arrays, shapes or tile sizes it cannot take. Raised before anything is dispatched."""
 
 

@@ -17,14 +17,20 @@ import operator
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..errors import InputError, InputTypeError
+
 MAX_DIM = 5
 UINT32_MAX = 0xFFFFFFFF
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 
 
-class TensorSpecError(ValueError):
-    """Invalid tensor layout/view parameter or state; the message names the parameter."""
+class TensorSpecError(InputError):
+    """Invalid tensor layout/view parameter or state (a ValueError); the message names the parameter."""
+
+
+class TensorTypeError(TensorSpecError, InputTypeError):
+    """A tensor parameter of the wrong type (also a TypeError): a float or bool where an integer belongs."""
 
 
 class UndefinedBehaviorError(TensorSpecError):
@@ -87,7 +93,7 @@ class ElementStatus(enum.IntEnum):
 
 def _check_dim_count(dim, name: str) -> int:
     if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TensorSpecError(f"{name} must be an int in 1..{MAX_DIM}, got {dim!r}")
+        raise TensorTypeError(f"{name} must be an int in 1..{MAX_DIM}, got {dim!r}")
     if not 1 <= dim <= MAX_DIM:
         raise TensorSpecError(f"{name} must be in 1..{MAX_DIM} (the spec's [1,5]), got {dim}")
     return dim
@@ -96,11 +102,11 @@ def _check_dim_count(dim, name: str) -> int:
 def _as_int(value, name: str) -> int:
     # numpy integers are fine; bools and floats are almost certainly mistakes.
     if isinstance(value, bool):
-        raise TensorSpecError(f"{name} must be an integer, got bool {value!r}")
+        raise TensorTypeError(f"{name} must be an integer, got bool {value!r}")
     try:
         return operator.index(value)
     except TypeError:
-        raise TensorSpecError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
+        raise TensorTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
 
 
 def _uint32(value, name: str) -> int:
@@ -125,7 +131,10 @@ def _wrap_int32(v: int) -> int:
 def _values(args: tuple, count: int, name: str, checker) -> tuple[int, ...]:
     """Accept f(a, b, c) or f((a, b, c)); check there are exactly `count` values."""
     if len(args) == 1 and not isinstance(args[0], int) and hasattr(args[0], "__len__"):
-        args = tuple(args[0])
+        try:
+            args = tuple(args[0])
+        except TypeError:  # e.g. a 0-d numpy array
+            raise TensorTypeError(f"{name} must be integers or one sequence of them, got {args[0]!r}") from None
     if len(args) != count:
         raise TensorSpecError(f"{name} needs exactly {count} values (one per dimension), got {len(args)}")
     return tuple(checker(a, f"{name}[{i}]") for i, a in enumerate(args))
@@ -164,8 +173,10 @@ class TensorLayout:
 
     def __post_init__(self):
         _check_dim_count(self.dim, "layout dim")
+        # ClampMode(1.0) and ClampMode(True) would both be Constant: only integers name a mode.
+        mode = _as_int(self.clamp_mode, "clamp_mode")
         try:
-            object.__setattr__(self, "clamp_mode", ClampMode(self.clamp_mode))
+            object.__setattr__(self, "clamp_mode", ClampMode(mode))
         except ValueError:
             raise TensorSpecError(f"clamp_mode must be one of {[m.value for m in ClampMode]}, "
                                   f"got {self.clamp_mode!r}") from None
