@@ -453,52 +453,20 @@ struct PipelinedKernel {
 
 }  // namespace mma_sp
 
-// One extern "C" entry point per (dtype, tile config).  The Python launcher
-// (vkcoop/cuda/gemm.py, MmaSpGemm.CONFIGS) knows these names and their shared-memory sizes.
-#define VK_MMA_SP_KERNEL(NAME, BF16, BM, BN, BK, WM_, WN_, ST)                                 \
-  extern "C" __global__ void __launch_bounds__(32 * WM_ * WN_)                                  \
+// One extern "C" entry point per (dtype, config), listed in the generated
+// mma_sp_instances.cuh from MmaSpGemm.CONFIGS (vkcoop/cuda/gemm.py).  KERNEL... is
+// mma_sp::Kernel<...> or mma_sp::PipelinedKernel<...>; NTHREADS is the launcher's
+// block size, checked against the kernel's own.
+#define VK_MMA_SP_ENTRY(NAME, NTHREADS, ...)                                                     \
+  static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
+  extern "C" __global__ void __launch_bounds__(NTHREADS)                                          \
       NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, int M, int N, int K) { \
-    mma_sp::Kernel<BF16, BM, BN, BK, WM_, WN_, ST>::run(a_values, a_meta, b_t, c, M, N, K);     \
+    __VA_ARGS__::run(a_values, a_meta, b_t, c, M, N, K);                                          \
   }
-#define VK_MMA_SP_BOTH(BM, BN, BK, WM_, WN_, ST)                                                 \
-  VK_MMA_SP_KERNEL(mma_sp_f16_##BM##x##BN##_k##BK##_##WM_##x##WN_##_s##ST, false, BM, BN, BK, WM_, WN_, ST) \
-  VK_MMA_SP_KERNEL(mma_sp_bf16_##BM##x##BN##_k##BK##_##WM_##x##WN_##_s##ST, true, BM, BN, BK, WM_, WN_, ST)
-
-VK_MMA_SP_BOTH(128, 128, 64, 2, 2, 4)
-VK_MMA_SP_BOTH(128, 256, 64, 2, 4, 3)
-VK_MMA_SP_BOTH(256, 128, 64, 4, 2, 3)
-VK_MMA_SP_BOTH(128, 128, 128, 2, 2, 3)
-VK_MMA_SP_BOTH(128, 256, 128, 2, 4, 2)
-VK_MMA_SP_BOTH(256, 128, 128, 4, 2, 3)
-VK_MMA_SP_BOTH(64, 16, 64, 4, 1, 6)
-// tuning candidates
-VK_MMA_SP_BOTH(128, 128, 128, 2, 4, 2)
-VK_MMA_SP_BOTH(256, 128, 64, 4, 2, 4)
-VK_MMA_SP_BOTH(128, 128, 128, 2, 2, 2)
-
-// Software-pipelined kernels (PipelinedKernel): names end in _p (A double-buffered,
-// B slides) or _pa (B double-buffered, A slides).
-#define VK_MMA_SP_PIPE(NAME, BF16, BM, BN, BK, WM_, WN_, ST, SA)                               \
-  extern "C" __global__ void __launch_bounds__(32 * WM_ * WN_)                                  \
-      NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, int M, int N, int K) { \
-    mma_sp::PipelinedKernel<BF16, BM, BN, BK, WM_, WN_, ST, SA>::run(a_values, a_meta, b_t, c, M, N, K); \
-  }
-#define VK_MMA_SP_PIPE_BOTH(BM, BN, BK, WM_, WN_, ST, SUFFIX, SA)                                \
-  VK_MMA_SP_PIPE(mma_sp_f16_##BM##x##BN##_k##BK##_##WM_##x##WN_##_s##ST##_##SUFFIX, false, BM, BN, BK, WM_, WN_, ST, SA) \
-  VK_MMA_SP_PIPE(mma_sp_bf16_##BM##x##BN##_k##BK##_##WM_##x##WN_##_s##ST##_##SUFFIX, true, BM, BN, BK, WM_, WN_, ST, SA)
-
-VK_MMA_SP_PIPE_BOTH(256, 128, 128, 4, 2, 3, p, false)
-VK_MMA_SP_PIPE_BOTH(256, 128, 64, 4, 2, 4, p, false)
-VK_MMA_SP_PIPE_BOTH(256, 128, 64, 4, 2, 5, p, false)
-VK_MMA_SP_PIPE_BOTH(128, 256, 64, 2, 4, 5, p, false)
-VK_MMA_SP_PIPE_BOTH(128, 256, 64, 2, 4, 4, p, false)
-VK_MMA_SP_PIPE_BOTH(128, 128, 128, 2, 2, 2, p, false)
-VK_MMA_SP_PIPE_BOTH(128, 128, 64, 2, 2, 4, p, false)
-VK_MMA_SP_PIPE_BOTH(128, 128, 64, 2, 2, 3, p, false)
-VK_MMA_SP_PIPE_BOTH(256, 128, 128, 4, 2, 3, pa, true)
-VK_MMA_SP_PIPE_BOTH(256, 128, 64, 4, 2, 4, pa, true)
-VK_MMA_SP_PIPE_BOTH(128, 128, 64, 2, 2, 4, pa, true)
-VK_MMA_SP_PIPE_BOTH(128, 256, 64, 2, 4, 4, pa, true)
+#ifndef VK_MMA_SP_INSTANCES  // tests point this at a header of their own
+#define VK_MMA_SP_INSTANCES "mma_sp_instances.cuh"
+#endif
+#include VK_MMA_SP_INSTANCES
 
 // Register-only throughput probe: every warp issues `iters` x 8 independent
 // mma.sp m16n8k32 (no memory traffic), the ceiling any mma.sp GEMM can reach.

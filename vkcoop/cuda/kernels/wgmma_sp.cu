@@ -295,59 +295,25 @@ struct Kernel {
 
 }  // namespace wgsp
 
-// One extern "C" entry point per (dtype, BN, consumer warpgroups, stages); the
-// Python launcher (vkcoop/cuda/gemm.py, WgmmaSpGemm.CONFIGS) mirrors this table.
-#define VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, WAIT)                                \
-  extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
-      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
-    wgsp::Kernel<BF16, BN, CONS, ST, NREG, WAIT>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);        \
+// One extern "C" entry point per (dtype, config), listed in the generated
+// wgmma_sp_instances.cuh from WgmmaSpGemm.CONFIGS and DIAGNOSTIC_CONFIGS
+// (vkcoop/cuda/gemm.py).  KERNEL... is a wgsp::Kernel<...>; NTHREADS is the
+// launcher's block size, checked against the kernel's own.  _X2: CTA pairs.
+#define VK_WGMMA_SP_PARAMS                                                                         \
+  const __grid_constant__ wgsp::TmaDesc tm_a, const __grid_constant__ wgsp::TmaDesc tm_b,          \
+      const __grid_constant__ wgsp::TmaDesc tm_meta, u16 *c, int M, int N, int K
+#define VK_WGMMA_SP_ENTRY(NAME, NTHREADS, ...)                                                   \
+  static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
+  extern "C" __global__ void __launch_bounds__(NTHREADS, 1) NAME(VK_WGMMA_SP_PARAMS) {            \
+    __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
   }
-#define VK_WGMMA_SP_KERNEL_X2(NAME, BF16, BN, CONS, ST, WAIT)                                   \
-  extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128 * (CONS + 1), 1)     \
-      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
-    wgsp::Kernel<BF16, BN, CONS, ST, true, WAIT, 2>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);     \
+#define VK_WGMMA_SP_ENTRY_X2(NAME, NTHREADS, ...)                                                \
+  static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
+  extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(NTHREADS, 1)             \
+      NAME(VK_WGMMA_SP_PARAMS) {                                                                  \
+    __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
   }
-#define VK_WGMMA_SP_KERNEL_M2(NAME, BF16, BN, CONS, ST)                                          \
-  extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
-      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
-    wgsp::Kernel<BF16, BN, CONS, ST, true, 1, 1, 2>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);     \
-  }
-#define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST, NREG) \
-  VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, 1)
-#define VK_WGMMA_SP_BOTH(BN, CONS, ST)                                                           \
-  VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn##BN##_c##CONS##_s##ST, false, BN, CONS, ST, true)            \
-  VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn##BN##_c##CONS##_s##ST, true, BN, CONS, ST, true)
-
-VK_WGMMA_SP_BOTH(256, 2, 4)
-VK_WGMMA_SP_BOTH(128, 2, 6)
-VK_WGMMA_SP_BOTH(16, 1, 8)
-VK_WGMMA_SP_BOTH(16, 2, 8)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s4_m2, false, 128, 2, 4)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s4_m2, true, 128, 2, 4)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s5_m2, false, 128, 2, 5)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s5_m2, true, 128, 2, 5)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s6_m2, false, 128, 2, 6)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s6_m2, true, 128, 2, 6)
-
-// Diagnostic variants (fp16 only), see WgmmaSpGemm.DIAGNOSTIC_CONFIGS.
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c1_s8, false, 64, 1, 8, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c1_s6, false, 128, 1, 6, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s4, false, 256, 1, 4, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c2_s8, false, 64, 2, 8, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s6_nr, false, 128, 2, 6, false)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s4_nr, false, 256, 2, 4, false)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s4, false, 128, 2, 4, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s3, false, 256, 2, 3, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s5, false, 256, 1, 5, true)
-VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn128_c2_s6_w0, false, 128, 2, 6, true, 0)
-VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn256_c2_s4_w0, false, 256, 2, 4, true, 0)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s5, false, 256, 2, 5, true)
-VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn256_c2_s4_x2, false, 256, 2, 4, 1)
-VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn256_c2_s5_x2, false, 256, 2, 5, 1)
-VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn128_c2_s6_x2, false, 128, 2, 6, 1)
+#ifndef VK_WGMMA_SP_INSTANCES  // tests point this at a header of their own
+#define VK_WGMMA_SP_INSTANCES "wgmma_sp_instances.cuh"
+#endif
+#include VK_WGMMA_SP_INSTANCES
