@@ -116,12 +116,9 @@ struct Kernel {
                             int K) {
     extern __shared__ __align__(128) unsigned char smem[];
     const u32 smem_base = smem_addr(smem);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
-
-    int tile_m, tile_n;
-    grouped_tile(blockIdx.x, M / BM, N / BN, 8, tile_m, tile_n);
-    const int m0 = tile_m * BM, n0 = tile_n * BN;
+    ThreadTile<BM, BN, WARPS_N> at;
+    at.init(M, N);
+    const int tid = at.tid, lane = at.lane, warp_m = at.warp_m, warp_n = at.warp_n, m0 = at.m0, n0 = at.n0;
     const int k_tiles = K / BK;
 
     float acc[MT][NT][4];

@@ -30,24 +30,22 @@ VK_DEVICE u32 swizzled(int row, int chunk) {
   }
 }
 
+// The same instruction for both input types T ("f16", "bf16"): D += A*B with D in fp32.
+#define VK_MMA_SP_16832(T)                                                                      \
+  asm volatile("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32." T "." T ".f32 "   \
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, %13;"        \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]),   \
+                 "r"(b[3]), "r"(meta), "n"(SEL))
 template <bool kBf16, int SEL>
 VK_DEVICE void mma_sp_16832(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 meta) {
   if (kBf16) {
-    asm volatile(
-        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, %13;"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]),
-          "r"(meta), "n"(SEL));
+    VK_MMA_SP_16832("bf16");
   } else {
-    asm volatile(
-        "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, %13;"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]),
-          "r"(meta), "n"(SEL));
+    VK_MMA_SP_16832("f16");
   }
 }
+#undef VK_MMA_SP_16832
 
 // k32 step `ks` of a slice: the two k32 steps of every 64-wide K block share one
 // metadata register, the even step reading it with selector 0, the odd with 1.
@@ -58,6 +56,25 @@ VK_DEVICE void mma_sp_step(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], 
   else
     mma_sp_16832<kBf16, 1>(d, a, b, meta);
 }
+
+// Where this thread works: its lane, its warp's place in the WARPS_M x WARPS_N
+// grid, and the CTA's BM x BN tile of C (grouped raster, groups of 8 row tiles).
+template <int BM, int BN, int WARPS_N>
+struct ThreadTile {
+  int tid, lane, warp_m, warp_n, m0, n0;
+
+  VK_DEVICE void init(int M, int N) {
+    tid = threadIdx.x;
+    lane = tid & 31;
+    const int warp = tid >> 5;
+    warp_m = warp / WARPS_N;
+    warp_n = warp % WARPS_N;
+    int tile_m, tile_n;
+    grouped_tile(blockIdx.x, M / BM, N / BN, 8, tile_m, tile_n);
+    m0 = tile_m * BM;
+    n0 = tile_n * BN;
+  }
+};
 
 template <int MT, int NT>
 VK_DEVICE void zero_accumulators(float (&acc)[MT][NT][4]) {
