@@ -1,5 +1,6 @@
 """CI without a GPU: every CUDA kernel source compiles for sm_90a with this machine's nvcc, and the
 instantiation headers generated from the Python configs are current and complete."""
+import dataclasses
 import re
 
 import pytest
@@ -75,8 +76,8 @@ def test_wrong_shared_memory_size_fails_compilation(stem, tmp_path):
     """The generated static_assert catches a launcher whose smem_bytes disagrees with the kernel."""
     family = FAMILIES[stem]
     inst = family.instances()[0]
-    wrong = inst.checks[0][:2] + (inst.checks[0][2] + 16,)
-    bad = gen_instances.Instance(**{**inst.__dict__, "checks": (wrong, *inst.checks[1:])})
+    member, prop, value = inst.checks[0]
+    bad = dataclasses.replace(inst, checks=((member, prop, value + 16), *inst.checks[1:]))
     header = tmp_path / "one_instance.cuh"
     header.write_text(gen_instances.render(family, [bad]))
     source = tmp_path / f"{stem}_wrong.cu"

@@ -32,7 +32,6 @@ class Instance:
     macro: str  # the entry macro of the .cu (launch bounds, cluster shape, parameters)
     kernel_type: str
     threads: int
-    smem_bytes: int
     checks: tuple[tuple[str, str, int], ...]  # (kernel constexpr, config property, the property's value)
     origin: str  # where the config comes from, for the comment line
 
@@ -80,7 +79,7 @@ def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
         kernel_type = f"mma_sp::PipelinedKernel<{args}, {_cxx_bool(cfg.slide_a)}>"
     else:
         kernel_type = f"mma_sp::Kernel<{args}>"
-    return Instance(cfg.kernel_name(dtype), "VK_MMA_SP_ENTRY", kernel_type, cfg.threads, cfg.smem_bytes,
+    return Instance(cfg.kernel_name(dtype), "VK_MMA_SP_ENTRY", kernel_type, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes),), origin)
 
 
@@ -91,7 +90,7 @@ def wgmma_sp_instance(cfg: WgmmaSpConfig, dtype: str, origin: str) -> Instance:
     if cfg.cluster not in (1, 2):
         raise ValueError(f"{origin}: cluster must be 1 or 2, got {cfg.cluster}")
     macro = "VK_WGMMA_SP_ENTRY" if cfg.cluster == 1 else "VK_WGMMA_SP_ENTRY_X2"
-    return Instance(cfg.kernel_name(dtype), macro, kernel_type, cfg.threads, cfg.smem_bytes,
+    return Instance(cfg.kernel_name(dtype), macro, kernel_type, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes), ("BM", "bm", cfg.bm)), origin)
 
 
