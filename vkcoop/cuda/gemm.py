@@ -162,6 +162,7 @@ class MmaSpConfig:
 
     @property
     def smem_bytes(self) -> int:
+        """Checked against the kernel's SMEM_BYTES by a static_assert in the generated instances header."""
         return self.stages * (self.bm * self.bk + self.bn * self.bk * 2
                               + (self.bm // 16) * (self.bk // 64) * 128)
 
@@ -231,6 +232,7 @@ class MmaSpGemm(HandWrittenSpGemm):
 
     name = "mma.sp"
     config_type = MmaSpConfig
+    # mma_sp.cu's kernel list: `python -m vkcoop.cuda.gen_instances` writes kernels/mma_sp_instances.cuh
     CONFIGS = {
         "128x128": MmaSpConfig(128, 128, 2, 2, 4),
         "128x256": MmaSpConfig(128, 256, 2, 4, 3),
@@ -239,7 +241,7 @@ class MmaSpGemm(HandWrittenSpGemm):
         "128x256k128": MmaSpConfig(128, 256, 2, 4, 2, bk=128),
         "256x128k128": MmaSpConfig(256, 128, 4, 2, 3, bk=128),
         "64x16": MmaSpConfig(64, 16, 4, 1, 6),
-        # tuning candidates (both dtypes instantiated)
+        # tuning candidates
         "128x128k128w8": MmaSpConfig(128, 128, 2, 4, 2, bk=128),
         "256x128s4": MmaSpConfig(256, 128, 4, 2, 4),
         "128x128k128s2": MmaSpConfig(128, 128, 2, 2, 2, bk=128),
@@ -304,6 +306,7 @@ class WgmmaSpConfig:
 
     @property
     def smem_bytes(self) -> int:
+        """Checked against the kernel's SMEM_BYTES by a static_assert in the generated instances header."""
         stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128
         stage = (stage + 1023) // 1024 * 1024
         return self.stages * stage + 1024 + self.stages * 16
@@ -324,6 +327,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
 
     name = "wgmma.sp"
     config_type = WgmmaSpConfig
+    # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
     CONFIGS = {
         "128x256": WgmmaSpConfig(256, 2, 4),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
@@ -334,7 +338,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
         "64x16": WgmmaSpConfig(16, 1, 8),
     }
     AUTO_ORDER = ("128x256", "128x128", "128x16", "64x16")
-    #: extra instantiations in wgmma_sp.cu (fp16 only) used to localise problems
+    #: extra instantiations (fp16 only) used to localise problems
     DIAGNOSTIC_CONFIGS = tuple(
         WgmmaSpConfig(bn, cons, st, setmaxnreg=nreg, fp16_only=True, wait_depth=wait)
         for bn, cons, st, nreg, wait in (
