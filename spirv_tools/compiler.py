@@ -290,26 +290,23 @@ def validate(spirv: bytes, target_env: str = "vulkan1.3", options=()) -> None:
     unknown = [o for o in options if o not in VALIDATOR_OPTIONS] if not isinstance(options, str) else [options]
     if unknown:
         raise InputError(f"options {unknown} are not among {list(VALIDATOR_OPTIONS)}")
-    words(spirv)
-    spirv = bytes(spirv)
-    tc = find_toolchain()
-    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
-        f.write(spirv)
-        f.flush()
-        proc = tc.run("spirv-val", ["--target-env", target_env, *options, f.name])
+    proc = _run_on_module("spirv-val", spirv, ["--target-env", target_env, *options])
     if proc.returncode != 0:
         raise SpirvValidationError((proc.stderr or proc.stdout).decode(errors="replace").strip())
 
 
 def disassemble(spirv: bytes) -> str:
+    return _run_on_module("spirv-dis", spirv, ["--raw-id"], check=True).stdout.decode()
+
+
+def _run_on_module(tool: str, spirv: bytes, arguments: list, check: bool = False):
+    """Run a SPIRV-Tools program of the toolchain on a module (checked as SPIR-V first) written to a file."""
     words(spirv)
-    spirv = bytes(spirv)
     tc = find_toolchain()
     with tempfile.NamedTemporaryFile(suffix=".spv") as f:
-        f.write(spirv)
+        f.write(bytes(spirv))
         f.flush()
-        proc = tc.run("spirv-dis", ["--raw-id", f.name], check=True)
-    return proc.stdout.decode()
+        return tc.run(tool, [*arguments, f.name], check=check)
 
 
 
