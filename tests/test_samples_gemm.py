@@ -16,6 +16,7 @@ from support import toolchain_or_skip
 FLEX = H200_CAPS.flexible
 KHR = H200_CAPS.khr
 GEMM_SHADERS = ["gemm/coopmat2_gemm.comp", "gemm/khr_shmem_gemm.comp", "gemm/coopmat2_sparse24.comp",
+                "gemm/coopmat2_staged_gemm.comp",
                 "gemm/l2_flush.comp"]
 
 
@@ -474,3 +475,44 @@ def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
     device = FakeDevice()
     kernel_runner.time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.0)
     assert device.commands.submits == 2   # count only: one warm-up, one timed
+
+
+# --------------------------------------------------------------------------- the staged experiment
+def test_staged_kernel_launch_and_its_limits():
+    tile = kernels.WorkgroupTile(256, 128, 128, 32, group_m=4)
+    kernel = kernels.StagedKernel("fp16->fp32", tile)
+    a, b = kernels.exact_inputs("fp16->fp32", 300, 136, 96, seed=4)
+    launch = kernel.launch(a, b)
+    (dispatch,) = launch.dispatches
+    assert dispatch.shader == "gemm/coopmat2_staged_gemm.comp" and dispatch.buffers == ("A", "B", "C")
+    assert dispatch.groups == (3 * 2, 1, 1) and [int(v) for v in dispatch.push] == [300, 136, 96, 96, 136, 136]
+    assert dispatch.specialization == {"WORKGROUP_SIZE": 256, "TILE_M": 128, "TILE_N": 128, "TILE_K": 32,
+                                       "GROUP_M": 4}
+    # two stages of (128 rows x 5 vectors) + (32 rows x 17 vectors), 16 bytes each
+    assert kernel.shared_memory_bytes() == 2 * 16 * (128 * 5 + 32 * 17)
+    kernel.check_shared_memory(49152)
+    with pytest.raises(kernels.GemmInputError, match="shared memory"):
+        kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 256, 32)).check_shared_memory(49152)
+    with pytest.raises(kernels.GemmInputError, match="multiples of 8"):
+        kernel.launch(a[:, :90], b[:90])
+    with pytest.raises(kernels.GemmInputError, match="16-bit"):
+        kernels.StagedKernel("s8->s32", tile)
+    with pytest.raises(kernels.GemmInputError, match="whole number"):
+        kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 32, 32, 16))
+    with pytest.raises(kernels.GemmInputError, match="split-K"):
+        kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@pytest.mark.parametrize("types", ["fp16->fp32", "bf16->fp32", "fp16->fp16"])
+def test_staged_kernel_is_bit_exact_on_the_gpu(types):
+    """Not yet run anywhere (written without a GPU): the first GPU session runs it before timing the kernel."""
+    from vkcoop import vk
+    features = kernels.features_for("coopmat2", types)
+    with vk.Device(features=features) as device:
+        for tile in (kernels.WorkgroupTile(256, 128, 128, 32), kernels.WorkgroupTile(128, 64, 64, 32)):
+            a, b = kernels.exact_inputs(types, 300, 136, 96 if types == "fp16->fp16" else 256, seed=11)
+            with kernels.StagedCoopMat2Gemm(device, types, tile) as staged:
+                got = staged.run(a, b)
+            assert np.array_equal(got, kernels.reference_gemm(a, b, kernels.gemm_types(types).output_dtype)), tile

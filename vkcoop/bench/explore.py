@@ -6,7 +6,8 @@ One process, many jobs, so every number of a sweep comes from the same device st
                                    --job sparse/fp16/8192,32,8192/256:64x32x128u2s4i4c
 
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
-fp16 accumulation) or ``sparse`` (the 2:4 decode path). A configuration is a
+fp16 accumulation), ``sparse`` (the 2:4 decode path) or ``staged`` (the experimental shared-memory-staged
+coopmat2 kernel, fp32 accumulation). A configuration is a
 :class:`vkcoop.gemm.paths.VulkanConfig` label, ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][sgSUBGROUPS_M]
 [pN_PARTS][iMETA_WORDS][c]``: ``sg`` selects subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
 interleaved 2:4 layout (sparse only), ``c`` column-major B. Each configuration is checked against the reference
@@ -25,7 +26,7 @@ from .. import gemm
 from ..gemm.paths import parse_config
 from ..gemm.path import GemmOperands, GemmProblem
 
-KERNELS = ("dense", "dense16", "sparse")
+KERNELS = ("dense", "dense16", "sparse", "staged")
 
 
 def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
@@ -49,6 +50,10 @@ def _kernel(device, flexible, kernel_kind, dtype, config):
         return gemm.Sparse24Gemm(device, dtype, config.tile, b_column_major=config.b_column_major,
                                  flexible=flexible, meta_words=config.meta_words)
     types = "fp16->fp16" if kernel_kind == "dense16" else gemm.accumulating_types(dtype)
+    if kernel_kind == "staged":
+        if config.b_column_major or config.meta_words:
+            raise ValueError(f"{config.label()}: the staged kernel reads row-major B and dense A")
+        return gemm.StagedCoopMat2Gemm(device, types, config.tile, flexible=flexible)
     return gemm.CoopMat2Gemm(device, types, config.tile, b_column_major=config.b_column_major, flexible=flexible)
 
 

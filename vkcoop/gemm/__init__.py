@@ -7,7 +7,8 @@
   (``parse_tile``).
 * :mod:`.launch` -- kernel descriptions (``CoopMat2Kernel``, ``Sparse24Kernel``, ``KhrKernel``), each producing
   one ``Launch`` (dispatches, named specialization constants, buffers) for samples and bench alike.
-* :mod:`.vulkan` -- ``CoopMat2Gemm``, ``Sparse24Gemm``, ``KhrSharedMemoryGemm``: a Launch on a device,
+* :mod:`.vulkan` -- ``CoopMat2Gemm``, ``Sparse24Gemm``, ``KhrSharedMemoryGemm`` (and the experimental
+  ``StagedCoopMat2Gemm``, A and B through shared memory): a Launch on a device,
   ``bind``/``result``/``time``/``run``; ``L2Flush``.
 * :mod:`.exact` -- exact inputs and references, and ``check_output``, the check every path passes.
 * :mod:`.interleave` -- the 2:4 format regrouped into interleaved blocks.
@@ -17,22 +18,22 @@
 from .exact import (check_output, check_rows, eighths_inputs, exact_inputs, reference_gemm,
                     sparse24_reference)
 from .interleave import META_WORDS_CHOICES, deinterleave_2to4, interleave_2to4
-from .launch import CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel
+from .launch import CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel, StagedKernel
 from .path import BoundGemm, GemmOperands, GemmPath, GemmProblem
 from .tiles import (SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile,
                     choose_subgroup_tile, choose_workgroup_tile, granularity_rows, parse_tile)
 from .types import (BF16, DTYPES, GEMM_TYPES, RESULT_TOLERANCE, SPARSE24_TYPES, GemmInputError, GemmTypes,
                     accumulating_types, features_for, gemm_types)
-from .vulkan import WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm
+from .vulkan import WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm, StagedCoopMat2Gemm
 
 __all__ = [
     "check_output", "check_rows", "eighths_inputs", "exact_inputs", "reference_gemm", "sparse24_reference",
     "META_WORDS_CHOICES", "deinterleave_2to4", "interleave_2to4",
-    "CoopMat2Kernel", "Dispatch", "KhrKernel", "Launch", "Sparse24Kernel",
+    "CoopMat2Kernel", "Dispatch", "KhrKernel", "Launch", "Sparse24Kernel", "StagedKernel",
     "BoundGemm", "GemmOperands", "GemmPath", "GemmProblem",
     "SUBGROUP_SIZE", "SubgroupTile", "WorkgroupTile", "check_subgroup_tile", "check_workgroup_tile",
     "choose_subgroup_tile", "choose_workgroup_tile", "granularity_rows", "parse_tile",
     "BF16", "DTYPES", "GEMM_TYPES", "RESULT_TOLERANCE", "SPARSE24_TYPES", "GemmInputError", "GemmTypes",
     "accumulating_types", "features_for", "gemm_types",
-    "WARMUP_SECONDS", "CoopMat2Gemm", "KhrSharedMemoryGemm", "L2Flush", "Sparse24Gemm",
+    "WARMUP_SECONDS", "CoopMat2Gemm", "KhrSharedMemoryGemm", "L2Flush", "Sparse24Gemm", "StagedCoopMat2Gemm",
 ]

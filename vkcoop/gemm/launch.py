@@ -21,6 +21,7 @@ COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
 KHR_SHADER = "gemm/khr_shmem_gemm.comp"
 SPARSE24_SHADER = "gemm/coopmat2_sparse24.comp"
 SPLIT_K_REDUCE_SHADER = "gemm/splitk_reduce.comp"
+STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
 REDUCE_WORKGROUP = 256  # local_size_x of splitk_reduce.comp
 
 
@@ -229,9 +230,7 @@ class KhrKernel:
     def launch(self, a, b) -> Launch:
         t = self.types
         a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
-        (m, k), (kb, n) = a.shape, b.shape
-        if kb != k:
-            raise GemmInputError(f"B has shape {b.shape}; with A {a.shape} it must be [K][N] with K={k}")
+        (m, k), n = a.shape, row_major_n(b, a.shape[1])
         e = t.elements_per_16_bytes
         if k % e or n % e:
             raise GemmInputError(f"the KHR shared-memory GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be "
@@ -241,3 +240,63 @@ class KhrKernel:
                             groups, _u32(m, n, k, k, n, n),
                             {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
         return Launch([dispatch], {"A": a, "B": b}, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
+
+
+class StagedKernel:
+    """coopmat2_staged_gemm.comp, an experiment (docs/gemm-notes.md): A and B copied to shared memory in 16-byte
+    vectors, double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the
+    A/B strides whole 16-byte vectors; any M."""
+    shader = STAGED_SHADER
+
+    def __init__(self, types, tile: WorkgroupTile):
+        self.types, self.tile = gemm_types(types), tile
+        if self.types.bytes_per_input != 2:
+            raise GemmInputError(f"the staged kernel takes 16-bit inputs, not {self.types.key}")
+        if tile.subgroup_scope or tile.n_parts != 1 or tile.split_k != 1:
+            raise GemmInputError(f"tile {tile.label()}: the staged kernel has one workgroup-scope accumulator and "
+                                 "no split-K")
+        e, invocations = self.types.elements_per_16_bytes, tile.workgroup_size
+        if (tile.tile_m * tile.tile_k // e) % invocations or (tile.tile_k * tile.tile_n // e) % invocations:
+            raise GemmInputError(f"tile {tile.label()}: each invocation must copy a whole number of 16-byte "
+                                 "vectors of the A and B tiles")
+        self.name = f"coopmat2 staged {self.types.key} {tile.label()}"
+
+    def shared_memory_bytes(self) -> int:
+        """Two stages of A and B, each shared row one 16-byte vector longer (the bank skew)."""
+        e = self.types.elements_per_16_bytes
+        return 2 * 16 * (self.tile.tile_m * (self.tile.tile_k // e + 1) + self.tile.tile_k * (self.tile.tile_n // e + 1))
+
+    def check_shared_memory(self, limit: int) -> None:
+        if self.shared_memory_bytes() > limit:
+            raise GemmInputError(f"staged tile {self.tile.label()} needs {self.shared_memory_bytes()} bytes of "
+                                 f"shared memory, above maxComputeSharedMemorySize ({limit})")
+
+    def store_b(self, b: np.ndarray) -> np.ndarray:
+        return b
+
+    def template_launch(self) -> Launch:
+        e = self.types.elements_per_16_bytes
+        return self.launch(np.zeros((1, e), self.types.input_dtype), np.zeros((e, e), self.types.input_dtype))
+
+    def launch(self, a, b) -> Launch:
+        t = self.types
+        a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
+        (m, k), n = a.shape, row_major_n(b, a.shape[1])
+        e = t.elements_per_16_bytes
+        if k % e or n % e:
+            raise GemmInputError(f"the staged GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be multiples "
+                                 f"of {e} for {t.key}")
+        tile = self.tile
+        specialization = {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
+                          "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
+        tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
+        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, ("A", "B", "C"), (tiles, 1, 1),
+                            _u32(m, n, k, k, n, n))
+        return Launch([dispatch], {"A": a, "B": b}, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
+
+
+def row_major_n(b: np.ndarray, k: int) -> int:
+    """N of a row-major B [K][N], after checking its K."""
+    if b.shape[0] != k:
+        raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k}")
+    return b.shape[1]

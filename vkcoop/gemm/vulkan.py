@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from .. import shaders as shader_catalog
-from .launch import CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel
+from .launch import CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel, StagedKernel
 from .tiles import SubgroupTile, WorkgroupTile, check_workgroup_tile
 from .types import GemmInputError
 
@@ -218,6 +218,27 @@ class KhrSharedMemoryGemm(VulkanGemm):
 
     def __init__(self, device, types, tile: SubgroupTile):
         kernel = KhrKernel(types, tile)
+        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
+        super().__init__(device, kernel)
+
+    def bind(self, a, b):
+        return self.bind_launch(self.kernel.launch(a, b))
+
+    def run(self, a, b) -> np.ndarray:
+        self.bind(a, b)
+        try:
+            return self.result()
+        finally:
+            self.release()
+
+
+class StagedCoopMat2Gemm(VulkanGemm):
+    """The staged coopmat2 GEMM (an experiment, :class:`vkcoop.gemm.launch.StagedKernel`): A, B through shared
+    memory in 16-byte vectors, then workgroup-scope matrix loads from there."""
+
+    def __init__(self, device, types, tile: WorkgroupTile, *, flexible=None):
+        kernel = StagedKernel(types, tile)
+        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
         kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
         super().__init__(device, kernel)
 
