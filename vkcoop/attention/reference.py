@@ -52,7 +52,7 @@ def reference_attention(q, k, v, *, causal: bool = False, scale=None, rows=None)
     weights = np.exp(scores - peak)
     total = weights.sum(axis=-1, keepdims=True)
     out = np.einsum("bhqk,bhkd->bhqd", weights / total, vv)
-    return out, (peak + np.log(total))[..., 0]
+    return np.ascontiguousarray(out), np.ascontiguousarray((peak + np.log(total))[..., 0])
 
 
 @dataclass(frozen=True)
