@@ -358,3 +358,20 @@ def run(args, console=None) -> int:
         print(f"vkcoop: error: no path could run here: {reasons[:300]}; run it on a GPU host", file=sys.stderr)
         return EXIT_ENVIRONMENT
     return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def main(argv=None) -> int:
+    """``python -m vkcoop.bench.attention [options]``: the bench before (and besides) the CLI's wiring."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.attention", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ValueError as error:
+        parser.exit(2, f"vkcoop: error: {error}; check the arguments\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
