@@ -71,9 +71,10 @@ def _tile(q_tile, k_plane, v_plane, scale_log2, row0, ranges: BlockRange, causal
 
 
 def blocked_attention(q, k, v, tile: AttentionTile, *, causal: bool = False, scale=None, kv_splits: int = 1,
-                      emulate: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                      emulate: bool = False, combine: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(O, lse) computed the shader's way: query tiles of BR rows, key blocks of BC, optional key slices merged
-    as attention_combine.comp merges them. ``emulate``: fp32 arithmetic and P rounded to the input type."""
+    as attention_combine.comp merges them (``combine=False``: the [kv_splits] partials, unmerged).
+    ``emulate``: fp32 arithmetic and P rounded to the input type."""
     _, shape = check_inputs(q, k, v)
     work = np.dtype(np.float32) if emulate else np.dtype(np.float64)
     p_dtype = q.dtype if emulate else None
@@ -96,6 +97,8 @@ def blocked_attention(q, k, v, tile: AttentionTile, *, causal: bool = False, sca
                     o_t, lse_t = _tile(q_tile, k_plane, v_plane, scale_log2, row0, ranges, causal, bc, p_dtype)
                     out[split, b, h, row0:row0 + br], lse[split, b, h, row0:row0 + br] = o_t, lse_t
     out, lse = out[..., :shape.seq_q, :], lse[..., :shape.seq_q]
+    if not combine:
+        return out, lse
     return combine_splits(out, lse) if kv_splits > 1 else (out[0], lse[0])
 
 
