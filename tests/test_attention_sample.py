@@ -15,13 +15,8 @@ from vkcoop import shaders
 from vkcoop.gemm import BF16
 from vkcoop.samples import CAPABILITY_FEATURES, case, get_sample
 from vkcoop.samples.fixtures import H200_CAPS
+from support import toolchain_or_skip
 
-try:
-    spirv_tools.find_toolchain()
-    _NO_TOOLCHAIN = None
-except spirv_tools.ToolchainError as exc:
-    _NO_TOOLCHAIN = str(exc)
-needs_toolchain = pytest.mark.skipif(_NO_TOOLCHAIN is not None, reason=f"no coopmat2 toolchain: {_NO_TOOLCHAIN}")
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +69,9 @@ def test_within_tolerance_comparison_counts_nan_and_far_values():
     assert case.compare_within(got, expected, 0.0, 0.04).tolist() == [False, True, False]
 
 
-@needs_toolchain
+@pytest.mark.toolchain
 def test_the_requirements_cover_every_capability_of_both_shaders():
+    toolchain_or_skip()
     declared = set(get_sample("attention").requires.features)
     for variant in shaders.all_variants("attention/"):
         for capability in spirv_tools.reflect(shaders.compile_variant(variant)).capabilities:
@@ -83,10 +79,10 @@ def test_the_requirements_cover_every_capability_of_both_shaders():
             assert feature is None or feature in declared, (variant.label, capability)
 
 
-@needs_toolchain
+@pytest.mark.toolchain
 def test_the_shader_specialised_to_each_sample_tile_validates(cases):
     """spirv-opt freezes the specialization constants the cases use; spirv-val checks the result."""
-    toolchain = spirv_tools.find_toolchain()
+    toolchain = toolchain_or_skip().find_toolchain()
     seen = set()
     for c in cases.values():
         if c.shader != attn.ATTENTION_SHADER:

@@ -60,24 +60,20 @@ class AttentionCase:
 
 @dataclass
 class AttentionResult:
+    """One path on one case; JSON through ``dataclasses.asdict`` (the shape becomes a nested object)."""
     path: str
     case: str
     kind: str
     dtype: str
     causal: bool
-    batch: int
-    q_heads: int
-    kv_heads: int
-    seq_q: int
-    seq_kv: int
-    head_dim: int
+    shape: AttentionShape
     status: str                      # "ok", "failed" (check), "skipped" (cannot run here), "error"
     reason: str = ""
     config: str = ""
+    tflops: float | None = None      # 4·b·h·s_q·s_kv·d (halved when causal) per median time
+    gbs: float | None = None         # K and V bytes read per second
     median_ms: float | None = None
     min_ms: float | None = None
-    tflops: float | None = None
-    gbs: float | None = None         # K and V bytes read per second
     max_abs_error: float | None = None
     ratio_best_torch: float | None = None
     ratio_ceiling: float | None = None
@@ -88,15 +84,12 @@ def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_
                causal=(False, True), tokens: int = PREFILL_TOKENS, hidden: int = HIDDEN,
                decode_batch: int = 1) -> list[AttentionCase]:
     """The prefill and decode cases; ValueError naming the option for anything out of range."""
-    for value, allowed, option in ((kinds, KINDS, "--kinds"), (dtypes, tuple(DTYPES), "--dtype"),
-                                   (head_dims, HEAD_DIMS, "--head-dims")):
-        bad = [v for v in value if v not in allowed]
-        if bad:
-            raise ValueError(f"{option} {bad[0]!r}: choose from {', '.join(map(str, allowed))}")
-    for name, values in (("--seqs", seqs), ("--decode-seqs", decode_seqs), ("--tokens", [tokens]),
-                         ("--decode-batch", [decode_batch])):
-        if any(int(v) < 1 for v in values):
-            raise ValueError(f"{name} must be positive")
+    _choices("--kinds", kinds, KINDS)
+    _choices("--dtype", dtypes, tuple(DTYPES))
+    _choices("--head-dims", head_dims, HEAD_DIMS)
+    for option, values in (("--seqs", seqs), ("--decode-seqs", decode_seqs), ("--tokens", [tokens]),
+                           ("--decode-batch", [decode_batch])):
+        _at_least(option, values, 1)
     cases = []
     for dtype in dtypes:
         check_dtype(dtype)
@@ -139,9 +132,7 @@ def check_planes(case: AttentionCase, inputs, rows_per_plane: int = 48, seed: in
 
 
 def result_for(path: str, case: AttentionCase, status: str, reason: str = "") -> AttentionResult:
-    s = case.shape
-    return AttentionResult(path, case.label, case.kind, case.dtype, case.causal, s.batch, s.q_heads, s.kv_heads,
-                           s.seq_q, s.seq_kv, s.head_dim, status, reason)
+    return AttentionResult(path, case.label, case.kind, case.dtype, case.causal, case.shape, status, reason)
 
 
 def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int) -> AttentionResult:
@@ -220,14 +211,16 @@ class _Paths:
             path.close()
 
 
-def _check_settings(iters, warmup, paths) -> list[str]:
-    if iters < 1 or warmup < 0:
-        raise ValueError(f"--iters must be >= 1 and --warmup >= 0 (got {iters}, {warmup})")
-    wanted = list(PATH_NAMES) if paths is None else list(paths)
-    unknown = [p for p in wanted if p not in PATH_NAMES]
-    if unknown:
-        raise ValueError(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATH_NAMES)}")
-    return wanted
+def _choices(option: str, values, allowed) -> list:
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ValueError(f"{option} {bad[0]!r}: choose from {', '.join(map(str, allowed))}")
+    return list(values)
+
+
+def _at_least(option: str, values, minimum: int) -> None:
+    if any(int(v) < minimum for v in values):
+        raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
 
 
 def _run_case(case, wanted, available, iters, warmup) -> list[AttentionResult]:
@@ -260,7 +253,9 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
                         validate: bool = False, console=None, progress: bool = True) -> BenchResult:
     """Check and time every path on every case; bad arguments raise ValueError before any GPU work."""
-    wanted = _check_settings(iters, warmup, paths)
+    wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
+    _at_least("--iters", [iters], 1)
+    _at_least("--warmup", [warmup], 0)
     cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch)
     settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
                 "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,

@@ -85,9 +85,9 @@ def torch_status() -> tuple[bool, str]:
         import torch
     except ImportError:
         return False, "torch is not installed (pip install vkcoop[cuda])"
-    if not torch.cuda.is_available():
-        return False, "torch sees no CUDA device"
-    return True, f"{torch.cuda.get_device_name()} (torch {torch.__version__})"
+    found = torch.cuda.is_available()
+    return found, (f"{torch.cuda.get_device_name()} (torch {torch.__version__})" if found
+                   else "torch sees no CUDA device")
 
 
 class TorchInputs:

@@ -47,11 +47,10 @@ def print_table(outcome, console=None) -> None:
     rows, notes = table_rows(outcome)
     for cells, result in zip(rows, outcome.results):
         table.add_row(*(escape(c) for c in cells), style=STYLES.get(result.status))
-    console.print(table)
-    for reason, number in notes.items():
-        console.print(f"[dim]note {number}: skipped because {escape(reason)}[/]")
+    footer = [f"[dim]note {number}: skipped because {escape(reason)}[/]" for reason, number in notes.items()]
     if outcome.failed:
-        console.print(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
+        footer.append(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
+    console.print(table, *footer, sep="\n")
 
 
 def plot(outcome, path) -> Path:
@@ -80,8 +79,10 @@ def plot(outcome, path) -> Path:
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fig.savefig(target, dpi=120)
+    finally:
+        plt.close(fig)   # also when the write fails: pyplot keeps every open figure
+    return target
