@@ -13,7 +13,7 @@ import spirv_tools
 from vkcoop import attention as attn
 from vkcoop import shaders
 from vkcoop.gemm import BF16
-from vkcoop.samples import CAPABILITY_FEATURES, case, get_sample
+from vkcoop.samples import CAPABILITY_FEATURES, Binding, Case, Requirements, Sample, case, get_sample
 from vkcoop.samples.fixtures import H200_CAPS
 from support import toolchain_or_skip
 
@@ -67,6 +67,39 @@ def test_within_tolerance_comparison_counts_nan_and_far_values():
     got = np.array([1.0005, np.nan, 3.1], np.float32)
     assert case.compare_within(got, expected, 1e-3, 0.0).tolist() == [False, True, True]
     assert case.compare_within(got, expected, 0.0, 0.04).tolist() == [False, True, False]
+
+
+class ToleranceSelfTest(Sample):
+    """Not registered: samples/selftest/scale.comp (no cooperative matrices) with a tolerance on its output."""
+    name = "selftest-tolerance"
+    requires = Requirements()
+
+    def __init__(self, offset: float):
+        self.offset = offset
+
+    def cases(self, caps):
+        x = np.arange(100, dtype=np.float32) / 4   # small values: the offsets stay visible in fp32
+        expected = (x * 2 + 3 + self.offset).astype(np.float32)
+        return [Case("within", "samples/selftest/scale.comp", {"OFFSET": "3"},
+                     [Binding("source", x), Binding("destination", np.zeros_like(x), expected=expected,
+                                                    tolerance=(0.01, 0.0))],
+                     specialization={"SCALE": 2.0}, groups=(2, 1, 1))]
+
+
+@pytest.mark.vulkan
+def test_the_runner_compares_within_a_tolerance_and_says_so():
+    from vkcoop import vk
+    try:
+        with vk.Instance() as instance:
+            instance.physical_devices()[0]
+    except (vk.VulkanError, OSError, IndexError) as error:
+        pytest.skip(f"no Vulkan device: {error}")
+    toolchain_or_skip()
+    close = ToleranceSelfTest(0.005).run()
+    assert close.status == "pass", close.to_dict()
+    assert close.reason == "1 cases: 0 outputs bit-exact, 1 within their documented tolerance"
+    far = ToleranceSelfTest(0.02).run()
+    assert far.status == "fail" and far.mismatch_count == 100
 
 
 @pytest.mark.toolchain
