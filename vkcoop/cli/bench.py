@@ -63,6 +63,17 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
     p.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write a bar chart of the timed paths")
     p.set_defaults(func=cmd_bench_sparse)
+    _add_attention_parser(kinds)
+
+
+def _add_attention_parser(kinds) -> None:
+    from ..bench import attention
+
+    p = kinds.add_parser("attention", help="the coopmat2 flash-attention kernel against torch SDPA's backends",
+                         description="The coopmat2 flash-attention kernel and every torch SDPA backend on the same "
+                                     "inputs, prefill and decode shapes: each is checked, then timed.")
+    attention.add_arguments(p)
+    p.set_defaults(func=attention.run)
 
 
 # --- fuzz -----------------------------------------------------------------------------------------------------

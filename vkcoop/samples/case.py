@@ -17,11 +17,14 @@ class Binding:
 
     ``data`` is uploaded before the dispatch. With ``expected`` set the buffer is an output: after the
     dispatch it is read back and must equal ``expected`` bit for bit (``nan_equal``: any NaN matches any
-    NaN, for decodes whose NaN payloads the reference does not model)."""
+    NaN, for decodes whose NaN payloads the reference does not model). With ``tolerance`` = (atol, rtol) it
+    must instead lie within atol + rtol·|expected| of it (a documented bound, for results such as exp that no
+    reference reproduces bit for bit; NaN never matches)."""
     name: str
     data: np.ndarray
     expected: np.ndarray | None = None
     nan_equal: bool = False
+    tolerance: tuple | None = None
 
     @property
     def is_output(self) -> bool:
@@ -108,8 +111,19 @@ def compare_bits(got: np.ndarray, expected: np.ndarray, *, nan_equal: bool = Fal
     return differ
 
 
+def compare_within(got: np.ndarray, expected: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """Boolean mask of elements farther than atol + rtol·|expected| from ``expected`` (NaN always is)."""
+    if got.dtype != expected.dtype or got.shape != expected.shape:
+        raise SampleInputError(f"cannot compare {got.dtype}{got.shape} with {expected.dtype}{expected.shape}")
+    exact = expected.astype(np.float64)
+    return ~(np.abs(got.astype(np.float64) - exact) <= atol + rtol * np.abs(exact))
+
+
 def find_mismatches(case: str, binding: Binding, got: np.ndarray, limit: int) -> tuple[int, list[Mismatch]]:
-    differ = compare_bits(got, binding.expected, nan_equal=binding.nan_equal)
+    if binding.tolerance is not None:
+        differ = compare_within(got, binding.expected, *binding.tolerance)
+    else:
+        differ = compare_bits(got, binding.expected, nan_equal=binding.nan_equal)
     count = int(differ.sum())
     found = []
     for index in np.argwhere(differ)[:limit]:

@@ -88,7 +88,11 @@ class Sample:
             result.reason = (f"{len(result.failed_cases)} of {result.cases} cases failed: "
                              + ", ".join(result.failed_cases[:6]) + ("..." if len(result.failed_cases) > 6 else ""))
         else:
-            result.reason = f"{result.cases} cases bit-exact"
+            outputs = [b for c in cases for b in c.bindings if b.is_output]
+            within = sum(b.tolerance is not None for b in outputs)
+            result.reason = (f"{result.cases} cases bit-exact" if not within else
+                             f"{result.cases} cases: {len(outputs) - within} outputs bit-exact, {within} within "
+                             "their documented tolerance")
         result.wall_time_s = time.perf_counter() - started
         return result
 

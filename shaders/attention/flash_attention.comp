@@ -1,0 +1,205 @@
+#version 450
+// @variants ELEMENT=F16|BF16
+// Flash attention forward: O = softmax(Q Kᵀ · scale + mask) V, one workgroup per BR query rows of one head,
+// walking the keys BC at a time with online softmax (running row max m and row sum l, O rescaled as m grows).
+// Every coopmat2 feature has one job here (docs/attention.md):
+//   workgroup scope    Q, K, V, S, P and O are workgroup-scope matrices: the driver stages them, not us;
+//   tensor layouts     Q/K/V/O through 2-D layouts (Constant clamp, value 0, where a tile crosses seq_q or
+//                      seq_kv: padded Q rows and K/V rows read as 0), K through a transposing view, the
+//                      log-sum-exp through a 3-D layout whose last dimension is 1 (only column 0 survives);
+//   per-element ops    the padded-key and causal mask (they need the element's row and column), exp2;
+//   reductions         row max and row sum of S and P, and the "smear" of a per-row value onto O's shape;
+//   conversions        P (fp32 accumulator) to an A matrix of the input type for P·V; O to the input type.
+// Scores are kept in log2 units (scale · log2 e folded into one multiply) so exp becomes exp2.
+//   defines:        ELEMENT = F16 | BF16 (input and output type; accumulation is fp32)
+//   spec constants: 0 WORKGROUP_SIZE, 1 BR (query rows), 2 BC (keys per step), 3 HEAD_DIM (64 or 128),
+//                   4 CAUSAL (key j is visible to query i iff j <= i: torch's is_causal, top-left aligned),
+//                   5 KV_SPLITS (> 1: the keys are cut into that many slices, gl_WorkGroupID.z = batch *
+//                   KV_SPLITS + slice; each slice writes its normalised fp32 O and its log-sum-exp to the
+//                   partial buffers, and attention_combine.comp merges them: flash decoding)
+//                   BR, BC and HEAD_DIM are multiples of a flexible-dimensions granularity row whose
+//                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
+//   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
+//                   head h / group), scale_log2 (softmax scale · log2 e)
+//   bindings:       0 Q [batch][q_heads][seq_q][HEAD_DIM], 1 K and 2 V [batch][kv_heads][seq_kv][HEAD_DIM],
+//                   3 O [batch][q_heads][seq_q][HEAD_DIM] (ELEMENT; fp32 [KV_SPLITS][...] when split),
+//                   4 LSE [batch][q_heads][seq_q] fp32, natural log of the row sum of exp(scaled scores)
+//                   ([KV_SPLITS][...] when split)
+//   grid:           (ceil(seq_q / BR), q_heads, batch * KV_SPLITS); offsets are 32-bit (elements < 2^32)
+#include "vkcoop/common.glsl"
+#extension GL_EXT_control_flow_attributes : enable
+
+#if ELEMENT != F16 && ELEMENT != BF16
+#error "ELEMENT must be F16 or BF16"
+#endif
+
+layout(constant_id = 0) const uint WORKGROUP_SIZE = 128;
+layout(constant_id = 1) const uint BR = 64;
+layout(constant_id = 2) const uint BC = 64;
+layout(constant_id = 3) const uint HEAD_DIM = 64;
+layout(constant_id = 4) const bool CAUSAL = false;
+layout(constant_id = 5) const uint KV_SPLITS = 1;
+layout(local_size_x_id = 0) in;
+
+layout(set = 0, binding = 0) readonly buffer Queries { ELEMENT_TYPE q[]; };
+layout(set = 0, binding = 1) readonly buffer Keys { ELEMENT_TYPE k[]; };
+layout(set = 0, binding = 2) readonly buffer Values { ELEMENT_TYPE v[]; };
+layout(set = 0, binding = 3) writeonly buffer Output { ELEMENT_TYPE o[]; };
+layout(set = 0, binding = 4) writeonly buffer LogSumExp { float lse[]; };
+// The split path writes fp32 partials into the same binding (one SPIR-V, KV_SPLITS a spec constant).
+layout(set = 0, binding = 3) writeonly buffer PartialOutput { float o_partial[]; };
+
+layout(push_constant) uniform Shape {
+    uint batch, seq_q, seq_kv;
+    uint q_heads, kv_heads, group;
+    float scale_log2;
+} shape;
+
+#define SCOPE gl_ScopeWorkgroup
+#define MAT_Q coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA>
+#define MAT_KT coopmat<ELEMENT_TYPE, SCOPE, HEAD_DIM, BC, gl_MatrixUseB>
+#define MAT_V coopmat<ELEMENT_TYPE, SCOPE, BC, HEAD_DIM, gl_MatrixUseB>
+#define MAT_S coopmat<float, SCOPE, BR, BC, gl_MatrixUseAccumulator>
+#define MAT_P coopmat<ELEMENT_TYPE, SCOPE, BR, BC, gl_MatrixUseA>
+#define MAT_O coopmat<float, SCOPE, BR, HEAD_DIM, gl_MatrixUseAccumulator>
+#define CLAMPED gl_CooperativeMatrixClampModeConstantNV
+
+// Finite, not -infinity: exp2(MASKED - m) is 0 for any real m, and MASKED - MASKED is 0, never NaN. No row is
+// ever masked whole: block 0 is always processed and holds key 0, which every query row may see.
+const float MASKED = -1.0e30;
+const float LN2 = 0.69314718055994531;
+
+float max_combine(const in float a, const in float b) { return max(a, b); }
+float sum_combine(const in float a, const in float b) { return a + b; }
+float pairwise_max(const in uint32_t row, const in uint32_t col, const in float a, const in float b) {
+    return max(a, b);
+}
+float exp2_element(const in uint32_t row, const in uint32_t col, const in float x) { return exp2(x); }
+
+// Keys past seq_kv (Constant clamp read them as 0, a real score) and, when CAUSAL, keys after the query.
+float mask_scores(const in uint32_t row, const in uint32_t col, const in float s, const in uint row0,
+                  const in uint col0, const in uint seq_kv) {
+    const uint key = col0 + col;
+    const bool hidden = key >= seq_kv || (CAUSAL && key > row0 + row);
+    return hidden ? MASKED : s;
+}
+
+// Natural log-sum-exp of a row from its log2-unit max m and its sum l of exp2(s - m).
+float log_sum_exp(const in uint32_t row, const in uint32_t col, const in float m, const in float l) {
+    return (m + log2(l)) * LN2;
+}
+
+void main() {
+    const uint q_tiles = (shape.seq_q + BR - 1) / BR;
+    // Causal tiles further down carry more keys: start those first so the short ones fill the tail.
+    const uint q_tile = CAUSAL ? q_tiles - 1 - gl_WorkGroupID.x : gl_WorkGroupID.x;
+    const uint head = gl_WorkGroupID.y;
+    const uint batch = gl_WorkGroupID.z / KV_SPLITS;
+    const uint split = gl_WorkGroupID.z % KV_SPLITS;
+    const uint kv_head = head / shape.group;
+    const uint row0 = q_tile * BR;
+    const uint bh = batch * shape.q_heads + head;
+    // Element offsets of this head's [seq][HEAD_DIM] planes: multiples of HEAD_DIM (>= 64), so 16-byte aligned.
+    const uint q_base = bh * shape.seq_q * HEAD_DIM;
+    const uint kv_base = (batch * shape.kv_heads + kv_head) * shape.seq_kv * HEAD_DIM;
+
+    tensorLayoutNV<2, CLAMPED> layout_q = createTensorLayoutNV(2, CLAMPED);
+    layout_q = setTensorLayoutDimensionNV(layout_q, shape.seq_q, HEAD_DIM);
+    layout_q = setTensorLayoutStrideNV(layout_q, HEAD_DIM, 1);
+    tensorLayoutNV<2, CLAMPED> layout_kv_clamped = createTensorLayoutNV(2, CLAMPED);
+    layout_kv_clamped = setTensorLayoutDimensionNV(layout_kv_clamped, shape.seq_kv, HEAD_DIM);
+    layout_kv_clamped = setTensorLayoutStrideNV(layout_kv_clamped, HEAD_DIM, 1);
+    // Blocks wholly inside seq_kv read without clamping (the GEMM's fast path: no per-element bounds test).
+    tensorLayoutNV<2> layout_kv = createTensorLayoutNV(2);
+    layout_kv = setTensorLayoutDimensionNV(layout_kv, shape.seq_kv, HEAD_DIM);
+    layout_kv = setTensorLayoutStrideNV(layout_kv, HEAD_DIM, 1);
+    // K is stored [seq_kv][HEAD_DIM]; Kᵀ (the B of Q Kᵀ) is read through a view that swaps the dimensions.
+    tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
+
+    MAT_Q tile_q;
+    coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+
+    MAT_O acc = MAT_O(0.0);
+    MAT_S m = MAT_S(MASKED);   // running row max (log2 units), the same value across each row
+    MAT_S l = MAT_S(0.0);      // running row sum of exp2(s - m)
+
+    // Keys this tile sees: causal rows stop at the tile's last row. Blocks [0, unmasked) need no mask at all.
+    const uint kv_end = CAUSAL ? min(shape.seq_kv, row0 + BR) : shape.seq_kv;
+    const uint blocks_total = (kv_end + BC - 1) / BC;
+    const uint per_split = (blocks_total + KV_SPLITS - 1) / KV_SPLITS;
+    const uint block_begin = min(blocks_total, split * per_split);
+    const uint block_end = min(blocks_total, block_begin + per_split);
+    const uint inside = shape.seq_kv / BC;                          // blocks that end inside seq_kv
+    const uint unmasked = min(block_end, CAUSAL ? min(inside, (row0 + 1) / BC) : inside);
+    uint block = block_begin;
+
+// One block of BC keys: S = Q Kᵀ, masked where MASK, then the online-softmax update of m, l and acc.
+#define ATTENTION_STEP(LAYOUT, MASK)                                                                          \
+    {                                                                                                         \
+        const uint col0 = block * BC;                                                                         \
+        MAT_KT tile_kt;                                                                                       \
+        coopMatLoadTensorNV(tile_kt, k, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM), transposed); \
+        MAT_S s = coopMatMulAdd(tile_q, tile_kt, MAT_S(0.0));                                                 \
+        s = s * shape.scale_log2;                                                                             \
+        if (MASK) {                                                                                           \
+            coopMatPerElementNV(s, s, mask_scores, row0, col0, shape.seq_kv);                                 \
+        }                                                                                                     \
+        MAT_S block_max;                                                                                      \
+        coopMatReduceNV(block_max, s, gl_CooperativeMatrixReduceRowNV, max_combine);                          \
+        MAT_S m_new;                                                                                          \
+        coopMatPerElementNV(m_new, m, pairwise_max, block_max);                                               \
+        MAT_S p;                                                                                              \
+        coopMatPerElementNV(p, s - m_new, exp2_element);                                                      \
+        MAT_S rescale;                                                                                        \
+        coopMatPerElementNV(rescale, m - m_new, exp2_element);                                                \
+        m = m_new;                                                                                            \
+        MAT_S block_sum;                                                                                      \
+        coopMatReduceNV(block_sum, p, gl_CooperativeMatrixReduceRowNV, sum_combine);                          \
+        l = l * rescale + block_sum;                                                                          \
+        /* every element of a row of rescale is equal: a row max "smears" it onto O's shape */                \
+        MAT_O rescale_o;                                                                                      \
+        coopMatReduceNV(rescale_o, rescale, gl_CooperativeMatrixReduceRowNV, max_combine);                    \
+        acc = acc * rescale_o;                                                                                \
+        MAT_V tile_v;                                                                                         \
+        coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));         \
+        acc = coopMatMulAdd(MAT_P(p), tile_v, acc);                                                           \
+    }
+
+    [[dont_unroll]] for (; block < unmasked; ++block) {
+        ATTENTION_STEP(layout_kv, false)
+    }
+    [[dont_unroll]] for (; block < block_end; ++block) {
+        ATTENTION_STEP(layout_kv_clamped, true)
+    }
+
+    // O = acc / l. An empty split (no blocks) has l = 0: it writes O = 0 and a log-sum-exp of MASKED, which
+    // the combine pass weighs by exp(MASKED - lse) = 0.
+    const bool empty = block_begin >= block_end;
+    MAT_O l_o;
+    coopMatReduceNV(l_o, l, gl_CooperativeMatrixReduceRowNV, max_combine);
+    if (!empty) {
+        acc = acc / l_o;
+    }
+    MAT_S row_lse = m;
+    if (!empty) {
+        coopMatPerElementNV(row_lse, m, log_sum_exp, l);
+    }
+
+    // Rows past seq_q fall outside the clamped layouts: "out of bounds stores are dropped".
+    const uint planes = shape.batch * shape.q_heads;
+    const uint plane = split * planes + bh;   // [split][batch * q_heads]
+    if (KV_SPLITS == 1) {
+        // Use A, not Accumulator: the driver's table lists bf16 only as an A/B type.
+        coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA> result =
+            coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA>(acc);
+        coopMatStoreTensorNV(result, o, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+    } else {
+        coopMatStoreTensorNV(acc, o_partial, plane * shape.seq_q * HEAD_DIM,
+                             sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+    }
+    // [planes][seq_q][1]: the matrix's BC columns all hold the row's value; columns >= 1 are out of bounds.
+    tensorLayoutNV<3, CLAMPED> layout_lse = createTensorLayoutNV(3, CLAMPED);
+    layout_lse = setTensorLayoutDimensionNV(layout_lse, KV_SPLITS * planes, shape.seq_q, 1);
+    layout_lse = setTensorLayoutStrideNV(layout_lse, shape.seq_q, 1, 1);
+    coopMatStoreTensorNV(row_lse, lse, 0, sliceTensorLayoutNV(layout_lse, plane, 1, row0, BR, 0, BC));
+}

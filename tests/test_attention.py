@@ -1,0 +1,160 @@
+"""vkcoop.attention without a GPU: input errors, tiles from the H200 table, the Launch, the float64 reference and
+its properties, the shader's block loop in numpy, and the tolerance (held by an fp32 emulation, and tight enough to
+catch an off-by-one mask). The dispatches themselves are in test_attention_sample.py (marked gpu)."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from vkcoop import attention as attn
+from vkcoop.gemm import BF16, GemmInputError
+from vkcoop.paths import shader_root
+from vkcoop.samples.fixtures import H200_CAPS
+
+FLEX = H200_CAPS.flexible
+
+
+def arrays(b=1, hq=2, hkv=2, sq=5, skv=7, d=64, dtype=np.float16, seed=0, limit=1.0):
+    rng = np.random.default_rng(seed)
+
+    def make(shape):
+        return (rng.integers(-16, 17, size=shape) * (limit / 16)).astype(np.float32).astype(dtype)
+
+    return make((b, hq, sq, d)), make((b, hkv, skv, d)), make((b, hkv, skv, d))
+
+
+# --------------------------------------------------------------------------- input errors
+def _bad_inputs():
+    q, k, v = arrays()
+    return [
+        ((q.tolist(), k, v), r"^q must be a numpy array"),
+        ((q[0], k, v), r"^q must be a non-empty 4-D array"),
+        ((q[:, :, :0], k, v), r"^q must be a non-empty 4-D array"),
+        ((q.astype(np.float32), k, v), r"^dtype float32: attention takes float16 or bfloat16"),
+        ((q, k.astype(BF16), v), r"^k has dtype bfloat16; q has float16"),
+        ((q, k, v[:, :, :3]), r"^v has shape \(1, 2, 3, 64\); it must equal k's"),
+        ((q, np.concatenate([k, k]), np.concatenate([v, v])), r"^k has batch 2; q has 1"),
+        ((q, k[..., :32], v[..., :32]), r"^k has head_dim 32; q has 64"),
+        ((q[..., :48], k[..., :48], v[..., :48]), r"^head_dim=48: the kernel is built for 64 or 128"),
+        ((np.concatenate([q, q[:, :1]], axis=1), k, v), r"^k has 2 heads; q's 3 heads must be a multiple"),
+    ]
+
+
+@pytest.mark.parametrize("args, message", _bad_inputs())
+def test_bad_inputs_are_one_line_errors_naming_the_parameter(args, message):
+    with pytest.raises(attn.AttentionInputError, match=message) as info:
+        attn.check_inputs(*args)
+    assert "\n" not in str(info.value) and isinstance(info.value, GemmInputError)
+
+
+@pytest.mark.parametrize("scale, message", [(float("nan"), "scale=nan must be finite"),
+                                            ("0.1", "scale must be a number"), (True, "scale must be a number")])
+def test_bad_scales_are_refused(scale, message):
+    with pytest.raises(attn.AttentionInputError, match=message):
+        attn.resolve_scale(scale, 64)
+    assert attn.resolve_scale(None, 64) == 0.125 and attn.resolve_scale(2, 128) == 2.0
+
+
+def test_attention_refuses_bad_input_before_opening_a_device(monkeypatch):
+    from vkcoop import vk
+
+    def no_device(*args, **kwargs):
+        raise AssertionError("a device was opened")
+
+    monkeypatch.setattr(vk, "Device", no_device)
+    q, k, v = arrays()
+    with pytest.raises(attn.AttentionInputError, match="^v has shape"):
+        attn.attention(q, k, v[:, :1])
+    with pytest.raises(attn.AttentionInputError, match="^scale=inf"):
+        attn.attention(q, k, v, scale=float("inf"))
+    with pytest.raises(attn.AttentionInputError, match="^kv_splits=0"):
+        attn.attention(q, k, v, kv_splits=0)
+
+
+# --------------------------------------------------------------------------- tiles
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("head_dim", attn.HEAD_DIMS)
+def test_tiles_come_from_the_h200_table(dtype, head_dim):
+    assert attn.choose_attention_tile(FLEX, dtype, head_dim).label() == "128:64x64"
+    assert attn.choose_attention_tile(FLEX, dtype, head_dim, invocations=256).label() == "256:64x64"
+    # 128 invocations: M 32, N and K 16; 256: M 32, N 32 (BC rounds to the lcm of N and K).
+    assert attn.choose_attention_tile(FLEX, dtype, head_dim, target=(40, 40)).label() == "128:64x48"
+    assert attn.choose_attention_tile(FLEX, dtype, head_dim, invocations=256, target=(40, 40)).label() == "256:64x64"
+    assert attn.choose_attention_tile(FLEX, dtype, head_dim, invocations=64, target=(16, 16)).label() == "64:16x16"
+
+
+@pytest.mark.parametrize("label, message", [
+    ("128:48x64", "matches no workgroup-scope"), ("256:64x48", "matches no workgroup-scope"),
+    ("512:64x64", "matches no workgroup-scope"), ("128:64x512", "exceeds"), ("128:0x64", "must be positive")])
+def test_tiles_that_fit_no_row_are_refused(label, message):
+    with pytest.raises(attn.AttentionInputError, match=message):
+        attn.check_attention_tile(FLEX, "fp16", 64, attn.parse_attention_tile(label), max_dimension=256)
+
+
+def test_tile_labels_parse_back_and_bad_ones_are_refused():
+    tile = attn.AttentionTile(256, 64, 32)
+    assert attn.parse_attention_tile(tile.label()) == tile
+    with pytest.raises(attn.AttentionInputError, match="INVOCATIONS:BRxBC"):
+        attn.parse_attention_tile("64x64")
+    with pytest.raises(attn.AttentionInputError, match="lists no workgroup-scope"):
+        attn.choose_attention_tile((), "fp16", 64)
+    with pytest.raises(attn.AttentionInputError, match="workgroupInvocations=96"):
+        attn.choose_attention_tile(FLEX, "fp16", 64, invocations=96)
+
+
+# --------------------------------------------------------------------------- the launch
+def _shader_text() -> str:
+    return (shader_root() / attn.ATTENTION_SHADER).read_text()
+
+
+def test_the_launch_matches_the_shaders_constants_push_block_and_grid():
+    q, k, v = arrays(b=2, hq=6, hkv=2, sq=70, skv=90)
+    kernel = attn.AttentionKernel("fp16", 64, attn.AttentionTile(128, 64, 32), causal=True)
+    (flash,) = kernel.launch(q, k, v, scale=0.5).dispatches
+    declared = re.findall(r"constant_id = (\d+)\) const \w+ (\w+)", _shader_text())
+    assert list(flash.specialization) == [name for _, name in declared]
+    assert flash.specialization["CAUSAL"] is True and flash.defines == {"ELEMENT": "F16"}
+    members = re.search(r"uniform Shape \{(.*?)\}", _shader_text(), re.S).group(1)
+    assert len(flash.push) == len(re.findall(r"\w+(?=[,;])", members)) == 7
+    assert [int(x) for x in flash.push[:6]] == [2, 70, 90, 6, 2, 3]
+    assert flash.push[6].dtype == np.float32 and math.isclose(flash.push[6], 0.5 / math.log(2), rel_tol=1e-7)
+    assert flash.groups == (2, 6, 2) and flash.buffers == ("Q", "K", "V", "O", "LSE")
+
+
+def test_a_split_launch_adds_the_combine_pass():
+    q, k, v = arrays(b=1, hq=8, hkv=2, sq=1, skv=300, d=128)
+    launch = attn.AttentionKernel("bf16", 128, attn.AttentionTile(128, 64, 64), kv_splits=3).launch(
+        q.astype(BF16), k.astype(BF16), v.astype(BF16))
+    flash, combine = launch.dispatches
+    assert flash.groups == (1, 8, 3) and flash.buffers[3:] == ("O partial", "LSE partial")
+    assert combine.shader == attn.COMBINE_SHADER and combine.buffers == ("O partial", "LSE partial", "O", "LSE")
+    assert [int(x) for x in combine.push] == [8, 128, 3] and combine.groups == (4, 1, 1)
+    assert launch.outputs["O partial"] == ((3, 1, 8, 1, 128), np.float32)
+    assert launch.outputs["O"] == ((1, 8, 1, 128), BF16) and launch.result == "O"
+
+
+def test_kernel_refuses_other_dtypes_splits_and_grid_limits():
+    q, k, v = arrays()
+    kernel = attn.AttentionKernel("bf16", 64, attn.AttentionTile(128, 64, 64))
+    with pytest.raises(attn.AttentionInputError, match="this kernel is built for bf16"):
+        kernel.launch(q, k, v)
+    with pytest.raises(attn.AttentionInputError, match="kv_splits=1.5"):
+        attn.AttentionKernel("fp16", 64, attn.AttentionTile(128, 64, 64), kv_splits=1.5)
+    many = np.zeros((1, 65536, 1, 64), np.float16)
+    with pytest.raises(attn.AttentionInputError, match="workgroup count limits"):
+        attn.AttentionKernel("fp16", 64, attn.AttentionTile(128, 64, 64)).launch(many, many[:, :1], many[:, :1])
+    assert len(kernel.template_launch().dispatches) == 1
+
+
+def test_key_splits_fill_the_gpu_for_decode_only():
+    tile = attn.AttentionTile(128, 64, 64)
+    prefill = attn.AttentionShape(4, 16, 16, 4096, 4096, 128)
+    decode = attn.AttentionShape(1, 32, 8, 1, 32768, 128)
+    assert attn.choose_kv_splits(prefill, tile) == 1
+    assert attn.choose_kv_splits(decode, tile) == 9   # 32 workgroups -> 264
+    assert attn.choose_kv_splits(attn.AttentionShape(1, 1, 1, 1, 100, 64), tile) == 2   # one slice per block
+    assert decode.flops(False) == 4 * 32 * 32768 * 128 and prefill.flops(True) == prefill.flops(False) / 2
+    assert decode.kv_bytes() == 2 * 8 * 32768 * 128 * 2 and decode.label() == "b1 h32/8 q1 kv32768 d128"

@@ -1,0 +1,203 @@
+"""``vkcoop bench attention`` without a GPU: FLOP counting, the case lists, the check-then-time loop and the table
+with fake paths, the CLI hooks; and (marked gpu, cuda) a small real run."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+import numpy as np
+import pytest
+
+from vkcoop.attention import AttentionShape, reference_attention
+from vkcoop.bench import attention as bench
+from vkcoop.bench import attention_report, report
+
+
+def test_flops_are_four_bhsd_and_halved_for_causal():
+    shape = AttentionShape(2, 16, 4, 1024, 4096, 128)
+    assert shape.flops(False) == 4 * 2 * 16 * 1024 * 4096 * 128
+    assert shape.flops(True) == shape.flops(False) / 2
+    assert shape.kv_bytes(2) == 2 * 2 * 4 * 4096 * 128 * 2 and shape.group == 4
+
+
+def test_the_default_cases_fill_the_gpu_with_the_same_tokens():
+    cases = bench.make_cases(dtypes=("fp16", "bf16"))
+    prefill = [c for c in cases if c.kind == "prefill"]
+    decode = [c for c in cases if c.kind == "decode"]
+    assert len(prefill) == 2 * 2 * 5 * 2 and len(decode) == 2 * 2 * 4
+    for c in prefill:
+        s = c.shape
+        assert s.batch * s.seq_q == bench.PREFILL_TOKENS and s.seq_q == s.seq_kv
+        assert s.q_heads * s.head_dim == bench.HIDDEN and s.q_heads == s.kv_heads
+    assert {c.shape.seq_q for c in prefill} == {1024, 2048, 4096, 8192, 16384}
+    assert {c.causal for c in prefill} == {False, True} and not any(c.causal for c in decode)
+    assert {(c.shape.seq_q, c.shape.q_heads, c.shape.kv_heads) for c in decode} == {(1, 32, 8)}
+    assert {c.shape.seq_kv for c in decode} == {8192, 16384, 32768, 65536}
+    assert prefill[1].label == "prefill fp16 b16 h32 q1024 kv1024 d64 causal"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kinds": ["train"]}, "--kinds 'train'"), ({"dtypes": ["fp8"]}, "--dtype 'fp8'"),
+    ({"head_dims": [96]}, "--head-dims 96"), ({"seqs": [0]}, "--seqs must be >= 1")])
+def test_bad_case_options_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        bench.make_cases(**kwargs)
+
+
+def test_unknown_paths_and_iterations_are_refused_before_any_gpu_work():
+    with pytest.raises(ValueError, match="--paths 'torch-fast'"):
+        bench.run_attention_bench(paths=["torch-fast"])
+    with pytest.raises(ValueError, match="--iters"):
+        bench.run_attention_bench(iters=0)
+
+
+# --------------------------------------------------------------------------- fake paths
+class FakePath:
+    """Returns the reference (or something off by ``error``) and fixed times."""
+
+    def __init__(self, name, ms, error=0.0, unsupported=None):
+        self.name, self.ms, self.error, self.unsupported, self.timed = name, ms, error, unsupported, 0
+
+    def bind(self, case, inputs):
+        if self.unsupported:
+            raise bench.Unsupported(self.unsupported)
+        q, k, v = inputs if isinstance(inputs, tuple) else inputs.arrays
+        path = self
+
+        class Bound:
+            config = "fake"
+
+            def rows(self, b, h, rows):
+                kv = h // case.shape.group
+                ref = reference_attention(q[b:b + 1, h:h + 1], k[b:b + 1, kv:kv + 1], v[b:b + 1, kv:kv + 1],
+                                          causal=case.causal, rows=rows)[0][0, 0]
+                return (ref + path.error).astype(q.dtype)
+
+            def time(self, iters, warmup):
+                path.timed += 1
+                return [path.ms * 1e-3] * iters
+
+            def release(self):
+                pass
+        return Bound()
+
+    def close(self):
+        pass
+
+
+class FakeTorchInputs:
+    def __init__(self, inputs):
+        self.arrays = inputs
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    paths = {"vk-coopmat2": FakePath("vk-coopmat2", 2.0), "torch-flash": FakePath("torch-flash", 1.0),
+             "torch-efficient": FakePath("torch-efficient", 1.5, error=0.5),
+             "torch-cudnn": FakePath("torch-cudnn", 0.5, unsupported="No available kernel")}
+
+    class FakePaths:
+        def __init__(self, wanted, dtypes, device, validate, tile):
+            self.objects = {n: p for n, p in paths.items() if n in wanted}
+            self.skipped = {"torch-math": "not today"}
+            self.vulkan_name, self.torch_name = "Fake GPU H200", "fake torch"
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(bench, "_Paths", FakePaths)
+    monkeypatch.setattr(bench, "TorchInputs", FakeTorchInputs)
+    outcome = bench.run_attention_bench(kinds=("prefill", "decode"), head_dims=(64,), seqs=(64,), decode_seqs=(256,),
+                                        causal=(True,), tokens=128, iters=3, warmup=0, ceiling_tflops=100.0,
+                                        progress=False)
+    return outcome, paths
+
+
+def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(fake_run):
+    outcome, paths = fake_run
+    by = {(r.case, r.path): r for r in outcome.results}
+    case = "prefill fp16 b2 h32 q64 kv64 d64 causal"
+    assert by[(case, "vk-coopmat2")].status == "ok" and by[(case, "vk-coopmat2")].median_ms == 2.0
+    flops = AttentionShape(2, 32, 32, 64, 64, 64).flops(True)
+    assert by[(case, "vk-coopmat2")].tflops == pytest.approx(flops / 2e-3 / 1e12)
+    assert by[(case, "vk-coopmat2")].ratio_best_torch == pytest.approx(0.5)   # flash (1 ms) is the best torch
+    assert by[(case, "vk-coopmat2")].ratio_ceiling == pytest.approx(flops / 2e-3 / 1e12 / 100)
+    wrong = by[(case, "torch-efficient")]
+    assert wrong.status == "failed" and "outside the tolerance" in wrong.reason and wrong.tflops is None
+    assert paths["torch-efficient"].timed == 0                     # a failing path is never timed
+    assert by[(case, "torch-cudnn")].status == "skipped" and by[(case, "torch-cudnn")].reason == "No available kernel"
+    assert by[(case, "torch-math")].reason == "not today"
+    decode = by[("decode fp16 b1 h32/8 q1 kv256 d64", "vk-coopmat2")]
+    assert decode.gbs == pytest.approx(2 * 8 * 256 * 64 * 2 / 2e-3 / 1e9)
+    assert decode.roofline == pytest.approx(decode.gbs / 4800.0)   # H200 by name
+    assert len(outcome.failed) == 2 and outcome.settings["bandwidth_gbs"] == 4800.0
+    json.dumps(outcome.to_dict(), default=str)
+
+
+def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, tmp_path):
+    from rich.console import Console
+    outcome, _ = fake_run
+    rows, notes = attention_report.table_rows(outcome)
+    assert notes == {"No available kernel": 1, "not today": 2}
+    assert rows[0][:6] == ("prefill fp16 b2 h32 q64 kv64 d64 causal", "vk-coopmat2", "ok", "2.000",
+                           rows[0][4], "1") and rows[1][0] == ""
+    text = io.StringIO()
+    bench.print_table(outcome, Console(file=text, width=200))
+    assert "note 2: skipped because not today" in text.getvalue() and "2 path(s) failed" in text.getvalue()
+    assert bench.plot(outcome, tmp_path / "a" / "plot.png").stat().st_size > 1000
+    assert report.write_json(outcome, tmp_path / "r.json").exists()
+
+
+def test_bandwidth_comes_from_the_gpu_name():
+    assert bench.bandwidth_for("NVIDIA H100 PCIe") == 2000.0 and bench.bandwidth_for("NVIDIA H100 80GB HBM3") == 3350.0
+    assert bench.bandwidth_for("NVIDIA H200") == 4800.0 and bench.bandwidth_for("llvmpipe") is None
+
+
+# --------------------------------------------------------------------------- the CLI hooks
+def _parse(*argv):
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_the_arguments_parse_lists_and_refuse_bad_values(capsys):
+    args = _parse("--kinds", "decode", "--head-dims", "128", "--decode-seqs", "4096,8192", "--tile", "128:64x32")
+    assert args.kinds == ["decode"] and args.head_dims == [128] and args.decode_seqs == [4096, 8192]
+    assert args.tile.label() == "128:64x32" and args.paths is None and args.causal == "both"
+    for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"]):
+        with pytest.raises(SystemExit):
+            _parse(*bad)
+
+
+def test_run_reports_an_environment_error_when_nothing_can_run(monkeypatch, tmp_path, capsys):
+    class NothingRuns:
+        def __init__(self, wanted, *rest):
+            self.objects, self.skipped = {}, {name: "no GPU here" for name in wanted}
+            self.vulkan_name = self.torch_name = None
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(bench, "_Paths", NothingRuns)
+    args = _parse("--kinds", "decode", "--decode-seqs", "64", "--json", str(tmp_path / "out" / "r.json"))
+    assert bench.run(args) == bench.EXIT_ENVIRONMENT
+    assert "no path could run here: no GPU here" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "r.json").read_text())["results"][0]["status"] == "skipped"
+
+
+# --------------------------------------------------------------------------- on the GPU
+@pytest.mark.gpu
+@pytest.mark.cuda
+def test_a_small_real_run_checks_and_times_every_path_that_can_run():
+    ok, why = bench.torch_status()
+    if not ok:
+        pytest.skip(why)
+    outcome = bench.run_attention_bench(head_dims=(128,), seqs=(1024,), decode_seqs=(8192,), iters=3, warmup=1,
+                                        progress=False)
+    assert not outcome.failed, [(r.case, r.path, r.reason) for r in outcome.failed]
+    assert any(r.path == "vk-coopmat2" and r.tflops for r in outcome.results)
+    assert any(r.path.startswith("torch-") and r.tflops for r in outcome.results)

@@ -1,0 +1,165 @@
+"""The path from ``attention()`` through :class:`VulkanAttention` and :class:`vkcoop.gemm.vulkan.VulkanGemm` to the
+buffers, on a stand-in device whose "dispatch" runs the numpy model of the shader (fp32, P rounded) on the bound
+buffers. It checks the plumbing (pipelines per distinct dispatch, buffers in binding order, outputs read back, the
+split pass feeding the combine pass, the push constants' scale), not the shader: that is the gpu tests' job."""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import pytest
+
+import spirv_tools
+from vkcoop import attention as attn
+from vkcoop.attention.kernel import LOG2_E
+from vkcoop.gemm import BF16
+from vkcoop.samples.fixtures import H200_CAPS
+
+from support import toolchain_or_skip
+
+pytestmark = pytest.mark.toolchain
+
+
+@pytest.fixture(autouse=True)
+def _toolchain():
+    """The stand-in device still compiles the real shaders (VulkanGemm creates pipelines from SPIR-V)."""
+    toolchain_or_skip()
+
+
+class Buffer:
+    def __init__(self, array):
+        self.array = array
+
+    def read(self):
+        return self.array.copy()
+
+    def close(self):
+        pass
+
+
+class Pipeline:
+    def __init__(self, specialization):
+        self.specialization, self.name = specialization, "fake"
+
+    def close(self):
+        pass
+
+
+def run_flash(pipeline, buffers, push):
+    s = pipeline.specialization
+    q, k, v = (b.array for b in buffers[:3])
+    tile = attn.AttentionTile(s["WORKGROUP_SIZE"], s["BR"], s["BC"])
+    scale = float(push[6]) / LOG2_E
+    out, lse = attn.blocked_attention(q, k, v, tile, causal=s["CAUSAL"], scale=scale, kv_splits=s["KV_SPLITS"],
+                                      emulate=True, combine=False)
+    if s["KV_SPLITS"] == 1:
+        out, lse = out[0], lse[0]
+    buffers[3].array[...] = out.astype(buffers[3].array.dtype)
+    buffers[4].array[...] = lse
+
+
+def run_combine(buffers):
+    out, lse = attn.combine_splits(buffers[0].array.astype(np.float64), buffers[1].array.astype(np.float64))
+    buffers[2].array[...] = out.astype(buffers[2].array.dtype)
+    buffers[3].array[...] = lse
+
+
+class Commands:
+    def __init__(self):
+        self.recorded = []
+
+    @contextlib.contextmanager
+    def recording(self):
+        yield
+
+    def dispatch(self, pipeline, buffers, groups, push=None, label=None):
+        self.recorded.append((pipeline, buffers, push))
+
+    def submit(self, **kwargs):
+        for pipeline, buffers, push in self.recorded:   # in order: the split pass before the combine pass
+            run_flash(pipeline, buffers, push) if "BR" in pipeline.specialization else run_combine(buffers)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+class Physical:
+    name = "stand-in"
+
+    def flexible_shapes(self):
+        return H200_CAPS.flexible
+
+    def cooperative_matrix2_properties(self):
+        return {"cooperativeMatrixFlexibleDimensionsMaxDimension": 256}
+
+
+class Device:
+    def __init__(self, *args, **kwargs):
+        self.physical, self.pipelines, self.closed = Physical(), [], False
+
+    def pipeline(self, spirv, *, name, specialization, **options):
+        assert spirv_tools.reflect(spirv).entry_point == "main"
+        self.pipelines.append(Pipeline(specialization))
+        return self.pipelines[-1]
+
+    def upload(self, array, name=""):
+        return Buffer(np.array(array))
+
+    def empty(self, shape, dtype, name=""):
+        return Buffer(np.zeros(shape, dtype))
+
+    def command_buffer(self, **kwargs):
+        return Commands()
+
+    def close(self):
+        self.closed = True
+
+
+def inputs(b, hq, hkv, sq, skv, d, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple((rng.integers(-32, 33, size=s) / 16).astype(np.float32).astype(dtype)
+                 for s in ((b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal, splits", [(False, None), (True, 1), (False, 3)])
+def test_attention_reaches_the_buffers_and_reads_o_and_lse_back(monkeypatch, dtype, causal, splits):
+    from vkcoop import vk
+    monkeypatch.setattr(vk, "Device", Device)
+    q, k, v = inputs(1, 4, 2, 70, 150, 64, dtype)
+    device = Device()
+    out, lse = attn.attention(q, k, v, causal=causal, scale=0.2, device=device, kv_splits=splits, return_lse=True)
+    ref, ref_lse = attn.reference_attention(q, k, v, causal=causal, scale=0.2)
+    tolerance = attn.tolerance_for(q, k, v, scale=0.2)
+    assert out.dtype == dtype and out.shape == q.shape and lse.shape == q.shape[:3]
+    assert attn.check_attention(out, ref, tolerance)[0] and attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]
+    if splits is None:   # chosen to fill the GPU: 2 query tiles x 4 heads are far fewer than 264 workgroups
+        splits = attn.choose_kv_splits(attn.AttentionShape(1, 4, 2, 70, 150, 64), attn.AttentionTile(128, 64, 64))
+        assert splits == 3
+    assert device.pipelines[0].specialization["KV_SPLITS"] == splits
+    # the template launch names every pipeline: the combine pass's too when split; a given device stays open
+    assert len(device.pipelines) == (2 if splits > 1 else 1) and not device.closed
+
+
+def test_attention_opens_and_closes_its_own_device(monkeypatch):
+    from vkcoop import vk
+    opened = []
+
+    class Recording(Device):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            self.features = kwargs["features"]
+            opened.append(self)
+
+    monkeypatch.setattr(vk, "Device", Recording)
+    q, k, v = inputs(2, 2, 2, 1, 300, 128, BF16)
+    out = attn.attention(q, k, v)   # decode: the key splits are chosen to fill the GPU
+    assert len(opened) == 1 and opened[0].closed
+    assert "shaderBFloat16CooperativeMatrix" in opened[0].features
+    assert opened[0].pipelines[0].specialization["KV_SPLITS"] == attn.choose_kv_splits(
+        attn.AttentionShape(2, 2, 2, 1, 300, 128), attn.AttentionTile(128, 64, 64))
+    assert math.isfinite(float(out.astype(np.float32).sum()))

@@ -1,0 +1,179 @@
+"""Sample ``attention``: its cases from the H200 table (pure), the shader specialised to every tile the sample uses
+(spirv-val on the frozen module), the requirements against the SPIR-V's capabilities, and (marked gpu) the
+dispatches: the sample itself and ``vkcoop.attention.attention`` against the reference."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import spirv_tools
+from vkcoop import attention as attn
+from vkcoop import shaders
+from vkcoop.gemm import BF16
+from vkcoop.samples import CAPABILITY_FEATURES, Binding, Case, Requirements, Sample, case, get_sample
+from vkcoop.samples.fixtures import H200_CAPS
+from support import toolchain_or_skip
+
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return {c.name: c for c in get_sample("attention").prepared_cases(H200_CAPS)}
+
+
+def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
+    assert len(cases) == 32
+    for dtype in ("fp16", "bf16"):
+        for d in (64, 128):
+            label = f"{dtype} d{d} 128:64x64"
+            names = [n for n in cases if n.startswith(label)]
+            assert {"ragged", "causal", "GQA", "rescale", "partials", "combine", "exact"} <= \
+                {word for n in names for word in n.split()}
+    for c in cases.values():
+        outputs = [b for b in c.bindings if b.is_output]
+        assert {b.name for b in outputs} in ({"O", "LSE"}, {"O partial", "LSE partial"}), c.name
+        for b in outputs:
+            exact = b.name == "O" and "exact" in c.name
+            assert (b.tolerance is None) == exact, (c.name, b.name)
+            assert not np.array_equal(b.expected.view(np.uint8), np.zeros_like(b.data).view(np.uint8))
+    assert cases["fp16 d64 128:64x64 causal GQA 4/2 q61 kv73"].groups == (1, 4, 2)
+
+
+def test_the_split_cases_expect_what_the_shaders_loop_computes(cases):
+    first = cases["bf16 d128 128:64x64 decode split 3 kv323 partials"]
+    q, k, v = (b.data for b in first.bindings[:3])
+    o_partial, lse_partial = first.bindings[3], first.bindings[4]
+    for split in range(3):
+        ranges = attn.block_ranges(0, 323, 64, 64, False, 3, split)
+        assert ranges.end - ranges.begin == 2
+        keys = slice(ranges.begin * 64, min(323, ranges.end * 64))
+        got, got_lse = attn.blocked_attention(q, k[:, :, keys], v[:, :, keys], attn.AttentionTile(128, 64, 64),
+                                              emulate=True)
+        assert not case.compare_within(got.astype(np.float32), o_partial.expected[split],
+                                       *o_partial.tolerance).any()
+        assert not case.compare_within(got_lse.astype(np.float32), lse_partial.expected[split],
+                                       *lse_partial.tolerance).any()
+    combine = cases["bf16 d128 128:64x64 decode split 3 kv323 combine"]
+    expected = next(b for b in combine.bindings if b.name == "O").expected
+    whole = attn.reference_attention(q, k, v)[0].astype(BF16)   # merging exact slices gives the whole
+    assert not case.compare_within(expected, whole, 0.0, 2.0 ** -8).any()
+
+
+def test_within_tolerance_comparison_counts_nan_and_far_values():
+    expected = np.array([1.0, 2.0, 3.0], np.float32)
+    got = np.array([1.0005, np.nan, 3.1], np.float32)
+    assert case.compare_within(got, expected, 1e-3, 0.0).tolist() == [False, True, True]
+    assert case.compare_within(got, expected, 0.0, 0.04).tolist() == [False, True, False]
+
+
+class ToleranceSelfTest(Sample):
+    """Not registered: samples/selftest/scale.comp (no cooperative matrices) with a tolerance on its output."""
+    name = "selftest-tolerance"
+    requires = Requirements()
+
+    def __init__(self, offset: float):
+        self.offset = offset
+
+    def cases(self, caps):
+        x = np.arange(100, dtype=np.float32) / 4   # small values: the offsets stay visible in fp32
+        expected = (x * 2 + 3 + self.offset).astype(np.float32)
+        return [Case("within", "samples/selftest/scale.comp", {"OFFSET": "3"},
+                     [Binding("source", x), Binding("destination", np.zeros_like(x), expected=expected,
+                                                    tolerance=(0.01, 0.0))],
+                     specialization={"SCALE": 2.0}, groups=(2, 1, 1))]
+
+
+@pytest.mark.vulkan
+def test_the_runner_compares_within_a_tolerance_and_says_so():
+    from test_samples import _vulkan_or_skip   # any Vulkan device and the toolchain, or skip
+    _vulkan_or_skip()
+    close = ToleranceSelfTest(0.005).run()
+    assert close.status == "pass", close.to_dict()
+    assert close.reason == "1 cases: 0 outputs bit-exact, 1 within their documented tolerance"
+    far = ToleranceSelfTest(0.02).run()
+    assert far.status == "fail" and far.mismatch_count == 100
+
+
+@pytest.mark.toolchain
+def test_the_requirements_cover_every_capability_of_both_shaders():
+    toolchain_or_skip()
+    declared = set(get_sample("attention").requires.features)
+    for variant in shaders.all_variants("attention/"):
+        for capability in spirv_tools.reflect(shaders.compile_variant(variant)).capabilities:
+            feature = CAPABILITY_FEATURES.get(capability)
+            assert feature is None or feature in declared, (variant.label, capability)
+
+
+@pytest.mark.toolchain
+def test_the_shader_specialised_to_each_sample_tile_validates(cases):
+    """spirv-opt freezes the specialization constants the cases use; spirv-val checks the result."""
+    toolchain = toolchain_or_skip().find_toolchain()
+    seen = set()
+    for c in cases.values():
+        if c.shader != attn.ATTENTION_SHADER:
+            continue
+        key = (c.variant(), tuple(c.specialization.items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        ids = {"WORKGROUP_SIZE": 0, "BR": 1, "BC": 2, "HEAD_DIM": 3, "CAUSAL": 4, "KV_SPLITS": 5}
+        values = " ".join(f"{ids[name]}:{str(value).lower()}" for name, value in c.specialization.items())
+        with tempfile.TemporaryDirectory() as folder:
+            source, frozen = os.path.join(folder, "a.spv"), os.path.join(folder, "b.spv")
+            with open(source, "wb") as f:
+                f.write(shaders.compile_variant(c.variant()))
+            run = toolchain.run("spirv-opt", ["--set-spec-const-default-value", values, "--freeze-spec-const",
+                                              source, "-o", frozen])
+            assert run.returncode == 0, run.stderr
+            with open(frozen, "rb") as f:
+                spirv_tools.validate(f.read())
+    assert len(seen) == 12   # 2 types x 2 head dims x (plain, causal, split)
+
+
+# --------------------------------------------------------------------------- on the GPU
+def _coopmat2_device_or_reason():
+    try:
+        from vkcoop import vk
+        with vk.Instance() as instance:
+            if any(p.has_extension("VK_NV_cooperative_matrix2") for p in instance.physical_devices()):
+                return None
+        return "no Vulkan device lists VK_NV_cooperative_matrix2"
+    except Exception as error:  # noqa: BLE001 - no loader, no driver...
+        return f"no usable Vulkan: {error}"
+
+
+_NO_GPU = _coopmat2_device_or_reason()
+on_gpu = pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+
+
+@pytest.mark.gpu
+@on_gpu
+def test_the_attention_sample_passes_on_the_gpu():
+    result = get_sample("attention").run(validate=os.environ.get("VKCOOP_VALIDATE", "") == "1")
+    assert result.status == "pass", (result.reason, [m.to_dict() for m in result.mismatches],
+                                     result.validation_messages[:5])
+    assert result.cases == 32 and result.reason == ("32 cases: 8 outputs bit-exact, 56 within their documented "
+                                                    "tolerance")
+
+
+@pytest.mark.gpu
+@on_gpu
+@pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("shape, causal, splits", [
+    ((2, 8, 2, 300, 300, 128), True, None), ((1, 4, 4, 77, 1000, 64), False, None),
+    ((3, 16, 4, 1, 4099, 128), False, None), ((1, 2, 1, 130, 517, 64), True, 4)])
+def test_attention_matches_the_reference_on_the_gpu(dtype, shape, causal, splits):
+    b, hq, hkv, sq, skv, d = shape
+    rng = np.random.default_rng(sq + skv)
+    q, k, v = ((rng.standard_normal(s).clip(-3, 3)).astype(np.float32).astype(dtype)
+               for s in ((b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
+    out, lse = attn.attention(q, k, v, causal=causal, kv_splits=splits, return_lse=True)
+    ref, ref_lse = attn.reference_attention(q, k, v, causal=causal)
+    tolerance = attn.tolerance_for(q, k, v)
+    assert out.dtype == dtype and lse.dtype == np.float32
+    ok, worst, why = attn.check_attention(out, ref, tolerance)
+    assert ok, why
+    assert attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]

@@ -1,0 +1,103 @@
+"""The flash attention kernel as data: a :class:`vkcoop.gemm.Launch` that the sample checks and the bench times.
+
+One dispatch of ``attention/flash_attention.comp`` writes O and the log-sum-exp; with ``kv_splits`` > 1 it writes
+fp32 partial results per key slice and a second dispatch (``attention/attention_combine.comp``) merges them
+(flash decoding: a decode step has one query row per head, too few workgroups to fill the GPU otherwise).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..gemm import Dispatch, Launch
+from .shapes import (AttentionInputError, AttentionShape, check_dtype, check_head_dim, check_inputs,
+                     resolve_scale)
+from .tiles import AttentionTile
+
+ATTENTION_SHADER = "attention/flash_attention.comp"
+COMBINE_SHADER = "attention/attention_combine.comp"
+COMBINE_WORKGROUP = 256   # local_size_x of attention_combine.comp
+ELEMENT_DEFINES = {"fp16": "F16", "bf16": "BF16"}
+#: maxComputeWorkGroupCount[1] and [2] that every Vulkan device offers (x goes to 2**31 - 1 on NVIDIA).
+MAX_GROUPS_YZ = 65535
+LOG2_E = 1.0 / math.log(2.0)
+
+
+def choose_kv_splits(shape: AttentionShape, tile: AttentionTile, target_workgroups: int = 264) -> int:
+    """Key slices so that about ``target_workgroups`` (two per SM on a 132-SM GPU) run at once; 1 when the query
+    tiles alone fill that (prefill), at most one slice per BC keys."""
+    workgroups = -(-shape.seq_q // tile.br) * shape.q_heads * shape.batch
+    if workgroups >= target_workgroups:
+        return 1
+    blocks = -(-shape.seq_kv // tile.bc)
+    return max(1, min(blocks, -(-target_workgroups // workgroups), MAX_GROUPS_YZ // shape.batch))
+
+
+def check_kv_splits(kv_splits) -> int:
+    if isinstance(kv_splits, bool) or not isinstance(kv_splits, (int, np.integer)) or kv_splits < 1:
+        raise AttentionInputError(f"kv_splits={kv_splits!r} must be a whole number >= 1")
+    return int(kv_splits)
+
+
+class AttentionKernel:
+    """flash_attention.comp for one dtype, head dim, tile, mask and key split: ``launch(q, k, v)``."""
+
+    def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
+                 kv_splits: int = 1):
+        check_dtype(dtype)
+        check_head_dim(head_dim)
+        self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
+        self.causal, self.kv_splits = bool(causal), check_kv_splits(kv_splits)
+        split = f" split{self.kv_splits}" if self.kv_splits > 1 else ""
+        self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}"
+
+    def defines(self) -> dict:
+        return {"ELEMENT": ELEMENT_DEFINES[self.dtype]}
+
+    def specialization(self) -> dict:
+        return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
+                "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits}
+
+    def template_launch(self) -> Launch:
+        """The smallest launch: its dispatches name every pipeline this kernel needs."""
+        one = np.zeros((1, 1, 1, self.head_dim), check_dtype(self.dtype))
+        return self.launch(one, one, one)
+
+    def check(self, q, k, v) -> AttentionShape:
+        dtype, shape = check_inputs(q, k, v)
+        if dtype != self.dtype or shape.head_dim != self.head_dim:
+            raise AttentionInputError(f"q is {dtype} with head_dim {shape.head_dim}; this kernel is built for "
+                                      f"{self.dtype} with head_dim {self.head_dim}")
+        if shape.q_heads > MAX_GROUPS_YZ or shape.batch * self.kv_splits > MAX_GROUPS_YZ:
+            raise AttentionInputError(f"q heads ({shape.q_heads}) and batch x kv_splits "
+                                      f"({shape.batch} x {self.kv_splits}) must each be <= {MAX_GROUPS_YZ} "
+                                      "(workgroup count limits)")
+        if self.kv_splits > 1 and self.kv_splits * q.size >= 1 << 32:
+            raise AttentionInputError(f"kv_splits={self.kv_splits}: the partial outputs would pass 2**32 elements")
+        return shape
+
+    def launch(self, q, k, v, scale=None) -> Launch:
+        """O = softmax(q kᵀ · scale [+ causal mask]) v for q [b][hq][sq][d], k and v [b][hkv][skv][d]."""
+        shape = self.check(q, k, v)
+        scale = resolve_scale(scale, shape.head_dim)
+        b, hq, sq, d = shape.batch, shape.q_heads, shape.seq_q, shape.head_dim
+        push = (np.uint32(b), np.uint32(sq), np.uint32(shape.seq_kv), np.uint32(hq), np.uint32(shape.kv_heads),
+                np.uint32(shape.group), np.float32(scale * LOG2_E))
+        groups = (-(-sq // self.tile.br), hq, b * self.kv_splits)
+        inputs = {"Q": np.ascontiguousarray(q), "K": np.ascontiguousarray(k), "V": np.ascontiguousarray(v)}
+        outputs = {"O": ((b, hq, sq, d), check_dtype(self.dtype)), "LSE": ((b, hq, sq), np.dtype(np.float32))}
+        if self.kv_splits == 1:
+            flash = Dispatch(ATTENTION_SHADER, self.defines(), self.specialization(), ("Q", "K", "V", "O", "LSE"),
+                             groups, push)
+            return Launch([flash], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
+        s = self.kv_splits
+        outputs["O partial"] = ((s, b, hq, sq, d), np.dtype(np.float32))
+        outputs["LSE partial"] = ((s, b, hq, sq), np.dtype(np.float32))
+        flash = Dispatch(ATTENTION_SHADER, self.defines(), self.specialization(),
+                         ("Q", "K", "V", "O partial", "LSE partial"), groups, push)
+        rows = b * hq * sq
+        combine = Dispatch(COMBINE_SHADER, self.defines(), {}, ("O partial", "LSE partial", "O", "LSE"),
+                           (min(-(-rows * d // COMBINE_WORKGROUP), MAX_GROUPS_YZ), 1, 1),
+                           (np.uint32(rows), np.uint32(d), np.uint32(s)))
+        return Launch([flash, combine], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))

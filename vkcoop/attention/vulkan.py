@@ -1,0 +1,103 @@
+"""Flash attention on a Vulkan device: :class:`VulkanAttention` (the GEMM runner, reused) and the numpy API.
+
+``attention(q, k, v, causal=False, scale=None, device=None)`` checks everything before it touches a device, creates
+one with exactly the features the kernel needs (or uses the :class:`vkcoop.vk.Device` it is given), picks the
+tile from the driver's flexible-dimensions table, dispatches, and returns O (and the log-sum-exp on request).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..gemm import accumulating_types
+from ..gemm.vulkan import VulkanGemm
+from .kernel import AttentionKernel, check_kv_splits, choose_kv_splits
+from .shapes import AttentionInputError, check_dtype, check_inputs, resolve_scale
+from .tiles import AttentionTile, check_attention_tile, choose_attention_tile
+
+EXTENSIONS = ("VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
+#: What flash_attention.comp uses besides its element types. maintenance4: local_size_x_id (LocalSizeId).
+ATTENTION_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
+                      "cooperativeMatrixTensorAddressing", "cooperativeMatrixReductions",
+                      "cooperativeMatrixConversions", "cooperativeMatrixPerElementOperations",
+                      "vulkanMemoryModel", "maintenance4")
+
+
+def attention_features(dtypes=("fp16",)) -> list[str]:
+    """Device features the kernel needs for these dtypes (fp16 storage is needed by both)."""
+    features = list(ATTENTION_FEATURES)
+    for dtype in dtypes:
+        check_dtype(dtype)
+        features += accumulating_types(dtype).features
+    return list(dict.fromkeys(features + ["shaderFloat16", "storageBuffer16BitAccess"]))
+
+
+class VulkanAttention(VulkanGemm):
+    """An :class:`AttentionKernel` on a device: ``bind(q, k, v, scale)``, ``outputs()`` -> (O, lse), ``time()``."""
+
+    def __init__(self, device, dtype: str, head_dim: int, tile: AttentionTile | None = None, *,
+                 causal: bool = False, kv_splits: int = 1, flexible=None):
+        flexible = device.physical.flexible_shapes() if flexible is None else flexible
+        props = device.physical.cooperative_matrix2_properties() or {}
+        limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
+        if tile is None:
+            tile = choose_attention_tile(flexible, dtype, head_dim, max_dimension=limit)
+        else:
+            check_attention_tile(flexible, dtype, head_dim, tile, limit)
+        super().__init__(device, AttentionKernel(dtype, head_dim, tile, causal=causal, kv_splits=kv_splits))
+
+    def bind(self, q, k, v, scale=None):
+        return self.bind_launch(self.kernel.launch(q, k, v, scale))
+
+    def outputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Run the bound attention once; (O, log-sum-exp)."""
+        out = self.result()
+        _, _, buffers = self._require_bound()
+        return out, buffers["LSE"].read()
+
+    def run(self, q, k, v, scale=None) -> tuple[np.ndarray, np.ndarray]:
+        self.bind(q, k, v, scale)
+        try:
+            return self.outputs()
+        finally:
+            self.release()
+
+
+def _open_device(device, dtype: str):
+    """(device, whether we own it): a vkcoop.vk.Device passes through; anything else selects one."""
+    from .. import vk
+    if isinstance(device, vk.Device):
+        return device, False
+    return vk.Device(device, extensions=EXTENSIONS, features=attention_features((dtype,))), True
+
+
+def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: AttentionTile | None = None,
+              kv_splits: int | None = None, return_lse: bool = False):
+    """softmax(q kᵀ · scale [+ causal mask]) v on the GPU, O in q's dtype.
+
+    q [batch][q_heads][seq_q][head_dim], k and v [batch][kv_heads][seq_kv][head_dim] (q_heads a multiple of
+    kv_heads: grouped-query attention), fp16 or bfloat16 (ml_dtypes), head_dim 64 or 128. ``scale`` defaults to
+    1/sqrt(head_dim); ``causal`` is torch's ``is_causal`` (query i sees keys 0..i). ``device``: a
+    :class:`vkcoop.vk.Device`, an index, a name substring or None. ``kv_splits``: key slices (None: enough to
+    fill the GPU). With ``return_lse`` also the fp32 log-sum-exp [batch][q_heads][seq_q] (natural log).
+    Bad input raises :class:`AttentionInputError` before any device is opened."""
+    dtype, shape = check_inputs(q, k, v)
+    resolve_scale(scale, shape.head_dim)
+    if kv_splits is not None:
+        check_kv_splits(kv_splits)
+    gpu, owned = _open_device(device, dtype)
+    try:
+        flexible = gpu.physical.flexible_shapes()
+        if tile is None:
+            tile = choose_attention_tile(flexible, dtype, shape.head_dim)
+        splits = choose_kv_splits(shape, tile) if kv_splits is None else kv_splits
+        with VulkanAttention(gpu, dtype, shape.head_dim, tile, causal=causal, kv_splits=splits,
+                             flexible=flexible) as runner:
+            out, lse = runner.run(q, k, v, scale)
+    finally:
+        if owned:
+            gpu.close()
+    return (out, lse) if return_lse else out
+
+
+__all__ = ["ATTENTION_FEATURES", "EXTENSIONS", "VulkanAttention", "attention", "attention_features",
+           "AttentionInputError"]

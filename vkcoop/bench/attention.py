@@ -1,0 +1,372 @@
+"""``vkcoop bench attention``: the Vulkan flash attention kernel against torch's SDPA backends, in one process.
+
+Paths: ``vk-coopmat2`` (``shaders/attention/flash_attention.comp``, tile from the flexible-dimensions table, key
+splits for decode) and ``torch-flash``, ``torch-efficient``, ``torch-cudnn``, ``torch-math``
+(``scaled_dot_product_attention`` under ``sdpa_kernel([backend])``), each reported separately; a backend that
+refuses a case is reported as skipped with torch's reason.
+
+Cases: prefill (seq_q = seq_kv from 1k to 16k, batch = ``tokens`` // seq so every case carries the same number of
+query rows, q heads = ``hidden`` // head_dim, causal and not) and decode (seq_q = 1, long seq_kv, GQA 32/8).
+Every path is checked first on rows of the first and last (batch, head) planes against the float64 reference
+with the documented tolerance (:mod:`vkcoop.attention.reference`); one that fails is reported as failed and not
+timed. Throughput: 4·b·h·s_q·s_kv·d FLOPs (halved when causal) over the median time; decode also reports GB/s
+of K and V read and the fraction of the memory bandwidth (``bandwidth_gbs``, default from the GPU's name). Ratios:
+to the fastest torch backend of the case, and to a coopmat2 ceiling in TFLOP/s (``vkcoop bench peak``) if given.
+
+API for the CLI: :func:`run_attention_bench` returns a :class:`vkcoop.bench.sparse.BenchResult` of
+:class:`AttentionResult`; :func:`print_table`, :func:`plot`; :func:`add_arguments` and :func:`run`.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..attention import AttentionShape, check_attention, reference_attention, tolerance_for
+from ..attention.shapes import HEAD_DIMS, check_dtype
+from ..gemm import DTYPES
+from . import report
+from .attention_paths import TORCH_BACKENDS, VULKAN_PATH, TorchInputs, TorchSdpaPath, Unsupported, VulkanPath
+from .attention_paths import torch_status
+from .attention_report import plot, print_table
+from .sparse import BenchResult
+
+PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
+KINDS = ("prefill", "decode")
+PREFILL_SEQS = (1024, 2048, 4096, 8192, 16384)
+DECODE_SEQS = (8192, 16384, 32768, 65536)
+PREFILL_TOKENS = 16384     # batch x seq of every prefill case
+HIDDEN = 2048              # q heads x head_dim
+DECODE_HEADS = (32, 8)     # q heads, kv heads (GQA)
+#: Spec-sheet HBM bandwidth in GB/s by a substring of the GPU's name (more specific first).
+BANDWIDTH_GBS = (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100 NVL", 3900.0), ("H100", 3350.0),
+                 ("A100-SXM4-80GB", 2039.0), ("A100", 1555.0))
+#: Exit codes, the CLI's (vkcoop.cli.common.Exit): all ran and passed, a check failed, nothing could run, Ctrl-C.
+EXIT_OK, EXIT_FAILED, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 3, 130
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    kind: str
+    dtype: str
+    causal: bool
+    shape: AttentionShape
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.dtype} {self.shape.label()}{' causal' if self.causal else ''}"
+
+
+@dataclass
+class AttentionResult:
+    """One path on one case; JSON through ``dataclasses.asdict`` (the shape becomes a nested object)."""
+    path: str
+    case: str
+    kind: str
+    dtype: str
+    causal: bool
+    shape: AttentionShape
+    status: str                      # "ok", "failed" (check), "skipped" (cannot run here), "error"
+    reason: str = ""
+    config: str = ""
+    tflops: float | None = None      # 4·b·h·s_q·s_kv·d (halved when causal) per median time
+    gbs: float | None = None         # K and V bytes read per second
+    median_ms: float | None = None
+    min_ms: float | None = None
+    max_abs_error: float | None = None
+    ratio_best_torch: float | None = None
+    ratio_ceiling: float | None = None
+    roofline: float | None = None    # decode: gbs / the GPU's bandwidth
+
+
+def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS, decode_seqs=DECODE_SEQS,
+               causal=(False, True), tokens: int = PREFILL_TOKENS, hidden: int = HIDDEN,
+               decode_batch: int = 1) -> list[AttentionCase]:
+    """The prefill and decode cases; ValueError naming the option for anything out of range."""
+    _choices("--kinds", kinds, KINDS)
+    _choices("--dtype", dtypes, tuple(DTYPES))
+    _choices("--head-dims", head_dims, HEAD_DIMS)
+    for option, values in (("--seqs", seqs), ("--decode-seqs", decode_seqs), ("--tokens", [tokens]),
+                           ("--decode-batch", [decode_batch])):
+        _at_least(option, values, 1)
+    cases = []
+    for dtype in dtypes:
+        check_dtype(dtype)
+        for d in head_dims:
+            if "prefill" in kinds:
+                heads = max(1, hidden // d)
+                cases += [AttentionCase("prefill", dtype, bool(c), AttentionShape(max(1, tokens // s), heads, heads,
+                                                                                  s, s, d))
+                          for s in seqs for c in causal]
+            if "decode" in kinds:
+                cases += [AttentionCase("decode", dtype, False, AttentionShape(decode_batch, *DECODE_HEADS, 1, s, d))
+                          for s in decode_seqs]
+    return cases
+
+
+def make_inputs(case: AttentionCase, seed: int = 0):
+    """q, k, v: standard normal values clipped to ±3, in the case's dtype."""
+    rng = np.random.default_rng(seed)
+    s, dtype = case.shape, DTYPES[case.dtype]
+    shapes = ((s.batch, s.q_heads, s.seq_q, s.head_dim), (s.batch, s.kv_heads, s.seq_kv, s.head_dim),
+              (s.batch, s.kv_heads, s.seq_kv, s.head_dim))
+    return tuple(np.clip(rng.standard_normal(shape, np.float32), -3, 3).astype(dtype) for shape in shapes)
+
+
+def check_planes(case: AttentionCase, inputs, rows_per_plane: int = 48, seed: int = 1):
+    """[((b, h, rows), reference O rows)] for the first and last (batch, head) planes: the first and last 8 rows
+    and a random sample; and the tolerance of these inputs."""
+    q, k, v = inputs
+    s = case.shape
+    rng = np.random.default_rng(seed)
+    rows = np.unique(np.concatenate([np.arange(min(8, s.seq_q)), np.arange(max(0, s.seq_q - 8), s.seq_q),
+                                     rng.integers(0, s.seq_q, rows_per_plane)]))
+    planes = []
+    for b, h in dict.fromkeys([(0, 0), (s.batch - 1, s.q_heads - 1)]):
+        kv = h // s.group
+        ref, _ = reference_attention(q[b:b + 1, h:h + 1], k[b:b + 1, kv:kv + 1], v[b:b + 1, kv:kv + 1],
+                                     causal=case.causal, rows=rows)
+        planes.append(((b, h, rows), ref[0, 0]))
+    return planes, tolerance_for(q, k, v)
+
+
+def result_for(path: str, case: AttentionCase, status: str, reason: str = "") -> AttentionResult:
+    return AttentionResult(path, case.label, case.kind, case.dtype, case.causal, case.shape, status, reason)
+
+
+def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int) -> AttentionResult:
+    """Bind, check the sampled rows, then time; every failure is a result, never an exception."""
+    result = result_for(path.name, case, "ok")
+    try:
+        bound = path.bind(case, inputs)
+    except Unsupported as why:
+        result.status, result.reason = "skipped", str(why)
+        return result
+    try:
+        result.config = bound.config
+        worst = 0.0
+        for (b, h, rows), reference in planes:
+            ok, error, why = check_attention(bound.rows(b, h, rows), reference, tolerance)
+            worst = max(worst, error)
+            if not ok:
+                result.status, result.reason, result.max_abs_error = "failed", f"plane b{b} h{h}: {why}", worst
+                return result
+        result.max_abs_error = worst
+        times = bound.time(iters, warmup)
+    finally:
+        bound.release()
+    result.median_ms, result.min_ms = statistics.median(times) * 1e3, min(times) * 1e3
+    result.tflops = case.shape.flops(case.causal) / (result.median_ms * 1e-3) / 1e12
+    result.gbs = case.shape.kv_bytes(DTYPES[case.dtype].itemsize) / (result.median_ms * 1e-3) / 1e9
+    return result
+
+
+def add_ratios(results, ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None) -> None:
+    """Each timed result over the fastest torch backend of its case, the ceiling, and (decode) the bandwidth."""
+    best = {}
+    for r in results:
+        if r.path in TORCH_BACKENDS and r.tflops:
+            best[r.case] = max(best.get(r.case, 0.0), r.tflops)
+    for r in results:
+        if not r.tflops:
+            continue
+        if best.get(r.case):
+            r.ratio_best_torch = r.tflops / best[r.case]
+        if ceiling_tflops:
+            r.ratio_ceiling = r.tflops / ceiling_tflops
+        if bandwidth_gbs and r.kind == "decode":
+            r.roofline = r.gbs / bandwidth_gbs
+
+
+def bandwidth_for(name: str | None) -> float | None:
+    for key, value in BANDWIDTH_GBS:
+        if name and key in name:
+            return value
+    return None
+
+
+class _Paths:
+    """The path objects of a run, or for each one that cannot run here the reason."""
+
+    def __init__(self, wanted, dtypes, device, validate, tile):
+        self.objects, self.skipped, self.vulkan_name, self.torch_name = {}, {}, None, None
+        if VULKAN_PATH in wanted:
+            try:
+                path = VulkanPath(dtypes, device=device, validate=validate, tile=tile)
+                self.objects[VULKAN_PATH], self.vulkan_name = path, path.device.physical.name
+            except Exception as error:  # noqa: BLE001 - no Vulkan / no coopmat2: skip the path, say why
+                self.skipped[VULKAN_PATH] = f"{type(error).__name__}: {error}"
+        torch_wanted = [p for p in wanted if p in TORCH_BACKENDS]
+        ok, why = torch_status() if torch_wanted else (False, "")
+        for name in torch_wanted:
+            if ok:
+                self.objects[name] = TorchSdpaPath(name)
+            else:
+                self.skipped[name] = why
+        self.torch_name = why if ok else None
+
+    def close(self):
+        for path in self.objects.values():
+            path.close()
+
+
+def _choices(option: str, values, allowed) -> list:
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ValueError(f"{option} {bad[0]!r}: choose from {', '.join(map(str, allowed))}")
+    return list(values)
+
+
+def _at_least(option: str, values, minimum: int) -> None:
+    if any(int(v) < minimum for v in values):
+        raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
+
+
+def _run_case(case, wanted, available, iters, warmup) -> list[AttentionResult]:
+    if not any(name in available.objects for name in wanted):   # nothing runs here: make no inputs either
+        return [result_for(name, case, "skipped", available.skipped[name]) for name in wanted]
+    inputs = make_inputs(case)
+    planes, tolerance = check_planes(case, inputs)
+    results, device_inputs = [], None
+    try:
+        for name in wanted:
+            if name not in available.objects:
+                results.append(result_for(name, case, "skipped", available.skipped[name]))
+                continue
+            if name in TORCH_BACKENDS and device_inputs is None:
+                device_inputs = TorchInputs(inputs)
+            operands = device_inputs if name in TORCH_BACKENDS else inputs
+            try:
+                results.append(measure(available.objects[name], case, operands, planes, tolerance, iters, warmup))
+            except Exception as error:  # noqa: BLE001 - report it and go on with the next path
+                results.append(result_for(name, case, "error", f"{type(error).__name__}: {error}"))
+    finally:
+        if device_inputs is not None:
+            device_inputs.close()
+    return results
+
+
+def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS,
+                        decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
+                        tokens: int = PREFILL_TOKENS, decode_batch: int = 1, tile=None,
+                        ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
+                        validate: bool = False, console=None, progress: bool = True) -> BenchResult:
+    """Check and time every path on every case; bad arguments raise ValueError before any GPU work."""
+    wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
+    _at_least("--iters", [iters], 1)
+    _at_least("--warmup", [warmup], 0)
+    cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch)
+    settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
+                "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
+                "warmup": warmup, "tokens": tokens, "decode_batch": decode_batch,
+                "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops}
+    available = _Paths(wanted, dtypes, device, validate, tile)
+    environment = report.environment(available.vulkan_name, available.torch_name)
+    environment["skip_reasons"] = dict(available.skipped)
+    bandwidth_gbs = bandwidth_gbs or bandwidth_for(environment["nvidia_smi"].get("name") or available.vulkan_name)
+    settings["bandwidth_gbs"] = bandwidth_gbs
+    results, interrupted = [], False
+    try:
+        with report.progress_bar(console, enabled=progress) as bar:
+            task = bar.add_task("bench attention", total=len(cases))
+            for case in cases:
+                bar.update(task, description=case.label)
+                results += _run_case(case, wanted, available, iters, warmup)
+                bar.advance(task)
+    except KeyboardInterrupt:
+        interrupted = True   # report what was measured
+    finally:
+        available.close()
+    add_ratios(results, ceiling_tflops, bandwidth_gbs)
+    return BenchResult(results, environment, settings, interrupted)
+
+
+# --- the CLI's hooks: ``vkcoop bench attention`` -------------------------------------------------------------
+def _list_of(kind, allowed=None):
+    """An argparse type: comma-separated values of ``kind``, each in ``allowed`` if given."""
+    import argparse
+
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind.__name__}") from None
+        bad = [v for v in values if allowed is not None and v not in allowed]
+        if not values or bad or (kind is int and min(values) < 1):
+            choices = f" from {','.join(map(str, allowed))}" if allowed else " (positive)"
+            raise argparse.ArgumentTypeError(f"{text!r}: choose{choices}")
+        return values
+    return parse
+
+
+def add_arguments(parser) -> None:
+    """The options of ``vkcoop bench attention`` on an argparse (sub)parser."""
+    from ..attention import parse_attention_tile
+
+    parser.add_argument("--kinds", type=_list_of(str, KINDS), default=list(KINDS), help="prefill,decode")
+    parser.add_argument("--dtype", type=_list_of(str, tuple(DTYPES)), default=["fp16"], help="fp16,bf16")
+    parser.add_argument("--head-dims", type=_list_of(int, HEAD_DIMS), default=list(HEAD_DIMS), help="64,128")
+    parser.add_argument("--seqs", type=_list_of(int), default=list(PREFILL_SEQS), help="prefill seq_q = seq_kv")
+    parser.add_argument("--decode-seqs", type=_list_of(int), default=list(DECODE_SEQS), help="decode seq_kv")
+    parser.add_argument("--causal", choices=("both", "on", "off"), default="both", help="prefill masks")
+    parser.add_argument("--paths", type=_list_of(str, PATH_NAMES), default=None, help=",".join(PATH_NAMES))
+    parser.add_argument("--iters", type=int, default=20, help="timed runs per path (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
+    parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
+    parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
+    parser.add_argument("--tile", type=parse_attention_tile, default=None,
+                        help="Vulkan tile INVOCATIONS:BRxBC (default: from the flexible-dimensions table)")
+    parser.add_argument("--ceiling", type=float, default=None, metavar="TFLOPS",
+                        help="coopmat2 ceiling from `vkcoop bench peak`, for the 'x ceiling' column")
+    parser.add_argument("--bandwidth", type=float, default=None, metavar="GB/S",
+                        help="memory bandwidth for decode's 'x bandwidth' (default: by GPU name)")
+    parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
+    parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
+    parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
+    parser.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write the bar charts")
+
+
+def run(args, console=None) -> int:
+    """Run, print, write files; the exit code (EXIT_*). Bad arguments raise ValueError before any GPU work."""
+    import sys
+    from pathlib import Path
+
+    for target in (args.json_path, args.plot_path):
+        if target:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+    causal = {"both": (False, True), "on": (True,), "off": (False,)}[args.causal]
+    outcome = run_attention_bench(kinds=args.kinds, dtypes=args.dtype, head_dims=args.head_dims, seqs=args.seqs,
+                                  decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,
+                                  warmup=args.warmup, tokens=args.tokens, decode_batch=args.decode_batch,
+                                  tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
+                                  device=args.device, validate=args.validate, console=console)
+    print_table(outcome, console)
+    if args.json_path:
+        print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)
+    if args.plot_path and any(r.tflops for r in outcome.results):
+        print(f"wrote {plot(outcome, args.plot_path)}", file=sys.stderr)
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    if outcome.results and all(r.status == "skipped" for r in outcome.results):
+        reasons = " / ".join(sorted({r.reason for r in outcome.results}))
+        print(f"vkcoop: error: no path could run here: {reasons[:300]}; run it on a GPU host", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def main(argv=None) -> int:
+    """``python -m vkcoop.bench.attention [options]``: the bench before (and besides) the CLI's wiring."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.attention", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ValueError as error:
+        parser.exit(2, f"vkcoop: error: {error}; check the arguments\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

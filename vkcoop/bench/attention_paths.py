@@ -1,0 +1,167 @@
+"""The paths ``vkcoop bench attention`` compares: the Vulkan kernel and each SDPA backend torch offers.
+
+Every path has the same small shape: ``bind(case, inputs)`` uploads once and returns a bound object with
+``rows(b, h, rows)`` (O's rows for the check, as numpy) and ``time(iters, warmup)`` (seconds per run), or raises
+:class:`Unsupported` with the reason the path cannot take the case (reported as skipped).
+"""
+from __future__ import annotations
+
+import warnings
+
+from ..attention import AttentionInputError, VulkanAttention, attention_features, choose_attention_tile
+from ..attention.kernel import choose_kv_splits
+
+VULKAN_PATH = "vk-coopmat2"
+#: Path name -> torch.nn.attention.SDPBackend member.
+TORCH_BACKENDS = {"torch-flash": "FLASH_ATTENTION", "torch-efficient": "EFFICIENT_ATTENTION",
+                  "torch-cudnn": "CUDNN_ATTENTION", "torch-math": "MATH"}
+#: The math backend materialises the fp32 score matrix (and its softmax): skip cases where that passes this.
+MATH_BYTES_LIMIT = 16 << 30
+
+
+class Unsupported(Exception):
+    """The path cannot run this case here; the message says why."""
+
+
+class VulkanPath:
+    """flash_attention.comp on one device; one VulkanAttention (pipelines) per kernel configuration."""
+    name = VULKAN_PATH
+
+    def __init__(self, dtypes, device=None, validate: bool = False, tile=None):
+        from .. import vk
+        from ..attention import EXTENSIONS
+        self.device = vk.Device(device, extensions=EXTENSIONS, features=attention_features(dtypes),
+                                validate=validate)
+        self.flexible = self.device.physical.flexible_shapes()
+        self.tile = tile
+        self._runners: dict = {}
+
+    def config(self, case):
+        try:
+            tile = self.tile or choose_attention_tile(self.flexible, case.dtype, case.shape.head_dim)
+        except AttentionInputError as error:
+            raise Unsupported(str(error)) from None
+        return tile, choose_kv_splits(case.shape, tile)
+
+    def bind(self, case, inputs):
+        tile, splits = self.config(case)
+        key = (case.dtype, case.shape.head_dim, case.causal, tile, splits)
+        if key not in self._runners:
+            try:
+                self._runners[key] = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile,
+                                                     causal=case.causal, kv_splits=splits, flexible=self.flexible)
+            except AttentionInputError as error:
+                raise Unsupported(str(error)) from None
+        runner = self._runners[key]
+        runner.bind(*inputs)
+        label = tile.label() + (f" split {splits}" if splits > 1 else "")
+        return _BoundVulkan(runner, label)
+
+    def close(self):
+        for runner in self._runners.values():
+            runner.close()
+        self._runners.clear()
+        self.device.close()
+
+
+class _BoundVulkan:
+    def __init__(self, runner, config: str):
+        self.runner, self.config, self._out = runner, config, None
+
+    def rows(self, b: int, h: int, rows):
+        if self._out is None:
+            self._out = self.runner.result()
+        return self._out[b, h, rows]
+
+    def time(self, iters: int, warmup: int) -> list[float]:
+        return self.runner.time(iters, warmup)
+
+    def release(self):
+        self._out = None
+        self.runner.release()
+
+
+def torch_status() -> tuple[bool, str]:
+    """(True, device) when torch sees a CUDA device, else (False, why not)."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed (pip install vkcoop[cuda])"
+    found = torch.cuda.is_available()
+    return found, (f"{torch.cuda.get_device_name()} (torch {torch.__version__})" if found
+                   else "torch sees no CUDA device")
+
+
+class TorchInputs:
+    """One case's q, k, v on the CUDA device, shared by every SDPA backend."""
+
+    def __init__(self, inputs):
+        from ..cuda.gemm import to_torch
+        self.q, self.k, self.v = (to_torch(a) for a in inputs)
+
+    def close(self):
+        self.q = self.k = self.v = None
+
+
+class TorchSdpaPath:
+    """``torch.nn.functional.scaled_dot_product_attention`` restricted to one backend by ``sdpa_kernel``."""
+
+    def __init__(self, name: str):
+        import torch.nn.attention as sdpa
+        self.name = name
+        self.backend = getattr(sdpa.SDPBackend, TORCH_BACKENDS[name])
+
+    def call(self, case, device_inputs):
+        """The SDPA call alone; run it inside :meth:`only_this_backend`."""
+        import torch.nn.functional as functional
+        gqa = case.shape.q_heads != case.shape.kv_heads
+
+        def run():
+            return functional.scaled_dot_product_attention(device_inputs.q, device_inputs.k, device_inputs.v,
+                                                           is_causal=case.causal, enable_gqa=gqa)
+        return run
+
+    def only_this_backend(self):
+        from torch.nn.attention import sdpa_kernel
+        return sdpa_kernel([self.backend])
+
+    def bind(self, case, device_inputs):
+        s = case.shape
+        scores = 3 * 4 * s.batch * s.q_heads * s.seq_q * s.seq_kv
+        if self.name == "torch-math" and scores > MATH_BYTES_LIMIT:
+            raise Unsupported(f"the math backend would hold {scores >> 30} GiB of scores "
+                              f"(limit {MATH_BYTES_LIMIT >> 30} GiB)")
+        run = self.call(case, device_inputs)
+        with warnings.catch_warnings(record=True) as caught:   # torch says why a backend refuses in warnings
+            warnings.simplefilter("always")
+            try:
+                with self.only_this_backend():
+                    out = run()
+            except RuntimeError as error:   # "No available kernel", out of memory
+                why = [str(w.message).strip().splitlines()[0] for w in caught] + [str(error).strip()]
+                raise Unsupported(why[0][:200]) from None
+        return _BoundTorch(run, out, self.only_this_backend)
+
+    def close(self):
+        pass
+
+
+class _BoundTorch:
+    config = ""
+
+    def __init__(self, run, out, backend_context):
+        self.run, self.out, self.backend_context = run, out, backend_context
+
+    def rows(self, b: int, h: int, rows):
+        import numpy as np
+        import torch
+        picked = self.out[b, h, torch.as_tensor(rows, device=self.out.device)].float().cpu().numpy()
+        return picked.astype(np.float32)
+
+    def time(self, iters: int, warmup: int) -> list[float]:
+        from ..cuda.timing import time_cuda
+        with self.backend_context():   # entered once: its Python cost stays out of the timed calls
+            return [t * 1e-3 for t in time_cuda(self.run, warmup=warmup, iters=iters).times_ms]
+
+    def release(self):
+        self.out = None

@@ -1,0 +1,88 @@
+"""Printing ``vkcoop bench attention``: the rich table (skip reasons as numbered notes) and the plot.
+
+JSON goes through :func:`vkcoop.bench.report.write_json`, like ``bench sparse``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+STYLES = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}
+COLUMNS = (("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"), ("TFLOP/s", "right"),
+           ("GB/s", "right"), ("x best torch", "right"), ("x ceiling", "right"), ("x bandwidth", "right"),
+           ("config / reason", "left"))
+
+
+def _number(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table_rows(outcome) -> tuple[list[tuple], dict]:
+    """(cells of each row, skip reason -> note number): what :func:`print_table` shows, as plain strings."""
+    rows, notes, previous = [], {}, None
+    for r in outcome.results:
+        note = r.config if r.status == "ok" else r.reason
+        if r.status == "skipped":   # one reason usually repeats for every case: number it once
+            note = f"see note {notes.setdefault(r.reason, len(notes) + 1)}"
+        rows.append((r.case if r.case != previous else "", r.path, r.status, _number(r.median_ms, ".3f"),
+                     _number(r.tflops, ".1f"), _number(r.gbs, ".0f"), _number(r.ratio_best_torch, ".2f"),
+                     _number(r.ratio_ceiling, ".2f"), _number(r.roofline, ".2f"), note[:160]))
+        previous = r.case
+    return rows, notes
+
+
+def print_table(outcome, console=None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:   # logs and pipes: keep the columns
+            console = Console(width=190)
+    env = outcome.environment
+    smi = env.get("nvidia_smi", {})
+    table = Table(title=f"vkcoop bench attention: {env.get('vulkan_device') or env.get('cuda_device') or 'no GPU'}"
+                        f" (driver {smi.get('driver_version', '?')}, SM clock {smi.get('clocks.sm', '?')})")
+    for column, justify in COLUMNS:
+        table.add_column(column, justify=justify, overflow="fold")
+    rows, notes = table_rows(outcome)
+    for cells, result in zip(rows, outcome.results):
+        table.add_row(*(escape(c) for c in cells), style=STYLES.get(result.status))
+    footer = [f"[dim]note {number}: skipped because {escape(reason)}[/]" for reason, number in notes.items()]
+    if outcome.failed:
+        footer.append(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
+    console.print(table, *footer, sep="\n")
+
+
+def plot(outcome, path) -> Path:
+    """Two panels: prefill TFLOP/s and decode GB/s, one bar per path and case."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(kind, unit, [r for r in outcome.results if r.kind == kind]) for kind, unit in
+              (("prefill", "tflops"), ("decode", "gbs"))]
+    panels = [p for p in panels if p[2]]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 4.5 * len(panels)), squeeze=False)
+    for ax, (kind, unit, results) in zip(axes[:, 0], panels):
+        cases = list(dict.fromkeys(r.case for r in results))
+        names = list(dict.fromkeys(r.path for r in results))
+        value = {(r.case, r.path): getattr(r, unit) or 0.0 for r in results}
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            ax.bar([c + (i - (len(names) - 1) / 2) * width for c in range(len(cases))],
+                   [value.get((case, name), 0.0) for case in cases], width, label=name)
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels([c.split(" ", 1)[1].replace(" q", "\nq", 1) for c in cases], fontsize=7)
+        ax.set_ylabel("TFLOP/s (4·b·h·s_q·s_kv·d)" if unit == "tflops" else "GB/s of K and V")
+        ax.set_title(f"attention {kind}")
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fig.savefig(target, dpi=120)
+    finally:
+        plt.close(fig)   # also when the write fails: pyplot keeps every open figure
+    return target
