@@ -204,21 +204,20 @@ class Sparse24Kernel(_WorkgroupKernel):
         return self._launch(inputs, m, n, k, push, self.defines(), np.float32)
 
 
-class KhrKernel:
-    """khr_shmem_gemm.comp: subgroup-scope KHR matrices fed from shared memory. K and N must be multiples of
-    16 bytes of elements (8 fp16/bf16, 16 int8); M is free."""
-    shader = KHR_SHADER
+class _SharedMemoryKernel:
+    """What the kernels that stage A and B through shared memory in 16-byte vectors share: row-major operands
+    whose K and N are whole vectors, a shared-memory budget, and one dispatch over A, B, C."""
+    shader = ""
+    what = ""
 
-    def __init__(self, types, tile: SubgroupTile):
-        self.types, self.tile = gemm_types(types), tile
-        check_subgroup_tile(tile, self.types)
-        self.name = f"khr {self.types.key} {tile.label()}"
+    def shared_memory_bytes(self) -> int:
+        raise NotImplementedError
 
     def check_shared_memory(self, limit: int) -> None:
-        needed = self.tile.shared_memory_bytes(self.types)
+        needed = self.shared_memory_bytes()
         if needed > limit:
-            raise GemmInputError(f"KHR tile {self.tile.label()} needs {needed} bytes of shared memory, above "
-                                 f"maxComputeSharedMemorySize ({limit})")
+            raise GemmInputError(f"{self.what} tile {self.tile.label()} needs {needed} bytes of shared memory, "
+                                 f"above maxComputeSharedMemorySize ({limit})")
 
     def store_b(self, b: np.ndarray) -> np.ndarray:
         return b
@@ -227,26 +226,53 @@ class KhrKernel:
         e = self.types.elements_per_16_bytes
         return self.launch(np.zeros((1, e), self.types.input_dtype), np.zeros((e, e), self.types.input_dtype))
 
-    def launch(self, a, b) -> Launch:
+    def _operands(self, a, b):
+        """(A, B, M, N, K) for row-major A [M][K] and B [K][N] with K and N whole 16-byte vectors."""
         t = self.types
         a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
-        (m, k), n = a.shape, row_major_n(b, a.shape[1])
+        (m, k), (kb, n) = a.shape, b.shape
+        if kb != k:
+            raise GemmInputError(f"B has shape {b.shape}; with A {a.shape} it must be [K][N] with K={k}")
         e = t.elements_per_16_bytes
         if k % e or n % e:
-            raise GemmInputError(f"the KHR shared-memory GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be "
+            raise GemmInputError(f"the {self.what} GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be "
                                  f"multiples of {e} for {t.key}")
-        groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
-        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, self.tile.specialization(), ("A", "B", "C"),
-                            groups, _u32(m, n, k, k, n, n),
-                            {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
+        return a, b, m, n, k
+
+    def _one_dispatch(self, a, b, m, n, k, specialization: dict, groups: tuple, options: dict) -> Launch:
+        t = self.types
+        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, ("A", "B", "C"), groups,
+                            _u32(m, n, k, k, n, n), options)
         return Launch([dispatch], {"A": a, "B": b}, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
 
 
-class StagedKernel:
+class KhrKernel(_SharedMemoryKernel):
+    """khr_shmem_gemm.comp: subgroup-scope KHR matrices fed from shared memory. K and N must be multiples of
+    16 bytes of elements (8 fp16/bf16, 16 int8); M is free."""
+    shader = KHR_SHADER
+    what = "KHR shared-memory"
+
+    def __init__(self, types, tile: SubgroupTile):
+        self.types, self.tile = gemm_types(types), tile
+        check_subgroup_tile(tile, self.types)
+        self.name = f"khr {self.types.key} {tile.label()}"
+
+    def shared_memory_bytes(self) -> int:
+        return self.tile.shared_memory_bytes(self.types)
+
+    def launch(self, a, b) -> Launch:
+        a, b, m, n, k = self._operands(a, b)
+        groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
+        return self._one_dispatch(a, b, m, n, k, self.tile.specialization(), groups,
+                                  {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
+
+
+class StagedKernel(_SharedMemoryKernel):
     """coopmat2_staged_gemm.comp, an experiment (docs/gemm-notes.md): A and B copied to shared memory in 16-byte
     vectors, double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the
     A/B strides whole 16-byte vectors; any M."""
     shader = STAGED_SHADER
+    what = "staged"
 
     def __init__(self, types, tile: WorkgroupTile):
         self.types, self.tile = gemm_types(types), tile
@@ -263,40 +289,13 @@ class StagedKernel:
 
     def shared_memory_bytes(self) -> int:
         """Two stages of A and B, each shared row one 16-byte vector longer (the bank skew)."""
-        e = self.types.elements_per_16_bytes
-        return 2 * 16 * (self.tile.tile_m * (self.tile.tile_k // e + 1) + self.tile.tile_k * (self.tile.tile_n // e + 1))
-
-    def check_shared_memory(self, limit: int) -> None:
-        if self.shared_memory_bytes() > limit:
-            raise GemmInputError(f"staged tile {self.tile.label()} needs {self.shared_memory_bytes()} bytes of "
-                                 f"shared memory, above maxComputeSharedMemorySize ({limit})")
-
-    def store_b(self, b: np.ndarray) -> np.ndarray:
-        return b
-
-    def template_launch(self) -> Launch:
-        e = self.types.elements_per_16_bytes
-        return self.launch(np.zeros((1, e), self.types.input_dtype), np.zeros((e, e), self.types.input_dtype))
+        e, tile = self.types.elements_per_16_bytes, self.tile
+        return 2 * 16 * (tile.tile_m * (tile.tile_k // e + 1) + tile.tile_k * (tile.tile_n // e + 1))
 
     def launch(self, a, b) -> Launch:
-        t = self.types
-        a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
-        (m, k), n = a.shape, row_major_n(b, a.shape[1])
-        e = t.elements_per_16_bytes
-        if k % e or n % e:
-            raise GemmInputError(f"the staged GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be multiples "
-                                 f"of {e} for {t.key}")
+        a, b, m, n, k = self._operands(a, b)
         tile = self.tile
         specialization = {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
                           "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
         tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
-        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, ("A", "B", "C"), (tiles, 1, 1),
-                            _u32(m, n, k, k, n, n))
-        return Launch([dispatch], {"A": a, "B": b}, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
-
-
-def row_major_n(b: np.ndarray, k: int) -> int:
-    """N of a row-major B [K][N], after checking its K."""
-    if b.shape[0] != k:
-        raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k}")
-    return b.shape[1]
+        return self._one_dispatch(a, b, m, n, k, specialization, (tiles, 1, 1), {})

@@ -170,25 +170,29 @@ class VulkanGemm:
         self.close()
 
 
-class CoopMat2Gemm(VulkanGemm):
+class _TwoOperandGemm(VulkanGemm):
+    """A GEMM of two dense operands: ``bind(A, B in the kernel's layout)``, ``run(A, B [K][N])``."""
+
+    def bind(self, a, b):
+        """Upload A [M][K] and B (in the kernel's layout: :meth:`store_b`) and allocate C [M][N]."""
+        return self.bind_launch(self.kernel.launch(a, b))
+
+    def run(self, a, b) -> np.ndarray:
+        """C = A @ B, B given as [K][N] (transposed here for a column-major-B kernel)."""
+        self.bind(a, self.kernel.store_b(b) if isinstance(b, np.ndarray) else b)
+        try:
+            return self.result()
+        finally:
+            self.release()
+
+
+class CoopMat2Gemm(_TwoOperandGemm):
     """Workgroup-scope coopmat2 GEMM (sample ``coopmat2-gemm``'s kernel): C = A @ B, any M, N, K."""
 
     def __init__(self, device, types, tile: WorkgroupTile, *, b_column_major: bool = False, flexible=None):
         kernel = CoopMat2Kernel(types, tile, b_column_major=b_column_major)
         check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
         super().__init__(device, kernel)
-
-    def bind(self, a, b):
-        """Upload A [M][K] and B ([K][N], or [N][K] for a column-major-B kernel) and allocate C [M][N]."""
-        return self.bind_launch(self.kernel.launch(a, b))
-
-    def run(self, a, b) -> np.ndarray:
-        """C = A @ B (B given as [K][N]; transposed here for a column-major-B kernel)."""
-        self.bind(a, self.kernel.store_b(b) if isinstance(b, np.ndarray) else b)
-        try:
-            return self.result()
-        finally:
-            self.release()
 
 
 class Sparse24Gemm(VulkanGemm):
@@ -213,7 +217,7 @@ class Sparse24Gemm(VulkanGemm):
             self.release()
 
 
-class KhrSharedMemoryGemm(VulkanGemm):
+class KhrSharedMemoryGemm(_TwoOperandGemm):
     """Subgroup-scope KHR coopmat GEMM through shared memory (sample ``khr-shmem-gemm``'s kernel)."""
 
     def __init__(self, device, types, tile: SubgroupTile):
@@ -221,18 +225,8 @@ class KhrSharedMemoryGemm(VulkanGemm):
         kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
         super().__init__(device, kernel)
 
-    def bind(self, a, b):
-        return self.bind_launch(self.kernel.launch(a, b))
 
-    def run(self, a, b) -> np.ndarray:
-        self.bind(a, b)
-        try:
-            return self.result()
-        finally:
-            self.release()
-
-
-class StagedCoopMat2Gemm(VulkanGemm):
+class StagedCoopMat2Gemm(_TwoOperandGemm):
     """The staged coopmat2 GEMM (an experiment, :class:`vkcoop.gemm.launch.StagedKernel`): A, B through shared
     memory in 16-byte vectors, then workgroup-scope matrix loads from there."""
 
@@ -241,13 +235,3 @@ class StagedCoopMat2Gemm(VulkanGemm):
         check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
         kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
         super().__init__(device, kernel)
-
-    def bind(self, a, b):
-        return self.bind_launch(self.kernel.launch(a, b))
-
-    def run(self, a, b) -> np.ndarray:
-        self.bind(a, b)
-        try:
-            return self.result()
-        finally:
-            self.release()
