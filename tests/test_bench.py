@@ -11,6 +11,7 @@ from vkcoop import sparse as sparse24
 from vkcoop.bench import measure
 from vkcoop.bench import report
 from vkcoop.bench import sparse as bench
+from vkcoop.bench.tuning import TuningCache
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, parse_config
 
@@ -87,7 +88,7 @@ def test_ratios_use_the_same_case_only():
 
 def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
     outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0,
-                                     progress=False)
+                                     llm_tokens=32, progress=False, cache=TuningCache(tmp_path / "tuning"))
     report.write_json(outcome, tmp_path / "bench.json")
     statuses = {r.path: r.status for r in outcome.results}
     assert set(statuses) == set(bench.PATH_NAMES)
@@ -117,7 +118,7 @@ def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
     from vkcoop.samples.fixtures import H200_CAPS
     flex = H200_CAPS.flexible
     for table in SEED_CONFIGS.values():
-        assert set(table) == set(bench.SHAPES)
+        assert set(table) == {"square", "llm"}   # the seed families (vkcoop.gemm.configs.seed_family)
         for configs in table.values():
             for config in configs:
                 gemm.check_workgroup_tile(flex, "fp16->fp32", config.tile)
