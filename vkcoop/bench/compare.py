@@ -117,7 +117,9 @@ def print_comparison(rows: list[CaseComparison], a: dict, b: dict, a_name: str, 
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console(width=160)
+    console = console or Console()
+    if not console.is_terminal:   # logs and pipes: do not squeeze the table into 80 columns
+        console = Console(width=170)
     table = Table(title=f"B/A throughput: A = {escape(_describe(a, a_name))}, B = {escape(_describe(b, b_name))}")
     for column, justify in (("case", "left"), ("path", "left"), ("A TFLOP/s", "right"), ("B TFLOP/s", "right"),
                             ("B/A", "right"), ("noise band", "right"), ("verdict", "left")):

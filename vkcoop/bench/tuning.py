@@ -160,6 +160,7 @@ class Tuner:
         self.budget_left, self.search_budget = float(budget), float(search_budget)
         self.tunings_left = 0
         self.tuned: dict[tuple, dict] = {}
+        self.attempted: set[tuple] = set()     # tuned in this run, winner or not
         self.stored: list[str] = []
 
     def identity(self, path) -> DeviceIdentity | None:
@@ -178,7 +179,7 @@ class Tuner:
         if identity is None:
             return False
         key = (identity, path.name, problem.dtype, tuning_class(problem))
-        if key in self.tuned:
+        if key in self.attempted:
             return False
         if self.retune:
             return True
@@ -218,6 +219,7 @@ class Tuner:
             return
         self.budget_left = max(0.0, self.budget_left - (time.monotonic() - plan.started))
         self.tunings_left = max(0, self.tunings_left - 1)
+        self.attempted.add(plan.key)
         best = best_entry(result.tuning)
         if best is None:
             return

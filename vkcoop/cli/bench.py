@@ -95,6 +95,7 @@ def cmd_bench_compare(args) -> int:
 
 
 def cmd_bench_tuning(args) -> int:
+    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -116,7 +117,7 @@ def cmd_bench_tuning(args) -> int:
         table.add_row(escape(f"{r['device']} ({(r.get('uuid') or '')[:8]})"), r.get("driver") or "?", r["path"],
                       r["dtype"], r["class"], escape(r["config"]), "-" if tflops is None else f"{tflops:.1f}",
                       r.get("problem", "?"), str(r.get("candidates", "?")), r.get("when", "?"))
-    console.print(table)
+    (console if console.is_terminal else Console(width=190)).print(table)
     return Exit.OK
 
 

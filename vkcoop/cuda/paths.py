@@ -159,8 +159,9 @@ class CuSparseLtPath(CudaPath):
         self._stage: dict[GemmProblem, int] = {}
 
     def _named(self, configs) -> list[CsltConfig]:
+        configs = list(configs)
         self._by_label.update({c.label(): c for c in configs})
-        return list(configs)
+        return configs
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         self._stage[problem] = 0
