@@ -93,7 +93,7 @@ class FakeTorch:
         self.max_alg, self.library_pick, self.best_alg, self.broken_alg = max_alg, library_pick, best_alg, broken_alg
         self.host_ms, self.base_ms, self.with_mm_search = host_ms, base_ms, with_mm_search
         self.blas_lt_faster = blas_lt_faster
-        self.clock_ms, self.capturing, self.calls = 0.0, None, Counter()
+        self.clock_ms, self.capturing, self.calls, self.searches = 0.0, None, Counter(), 0
         self.blas_library = "cublas"
 
     # --- the cost model -------------------------------------------------------------------------------------
@@ -135,6 +135,7 @@ class FakeTorch:
         return result
 
     def mm_search(self, compressed, b, bias, alpha, out_dtype, transpose_result):
+        self.searches += 1
         alg, split_k, mode = self.library_pick
         return alg, split_k, mode, self.max_alg
 

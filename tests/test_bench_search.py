@@ -31,6 +31,7 @@ def test_cusparselt_search_tries_every_algorithm_checks_each_first_and_reports_t
     tried = {e["config"]: e for e in result.tuning}
     # stage 1: the library's own pick for each B layout and result layout, and the default algorithm
     assert {"search", "search-tr", "search-bcol", "search-tr-bcol", "alg0"} <= set(tried)
+    assert fake.searches == 4     # once per layout: binding a searched configuration again times the same choice
     # stage 2: every algorithm id up to the maximum mm_search reports, with the best layout (transposed result)
     assert {f"alg{a}-tr" for a in range(6)} <= set(tried)
     # the broken algorithm fails its check and is never timed: bound once to probe, run once for the check
@@ -86,7 +87,7 @@ def test_cublas_search_records_what_this_torch_cannot_do_and_restores_the_backen
     fake = install(monkeypatch, FakeTorch(host_ms=0.01))
     _, result = _search("cuBLAS", tmp_path=tmp_path)
     tried = {e["config"]: e for e in result.tuning}
-    assert set(tried) == {"mm", "mm-cublaslt", "mm-bcol", "scaled_mm", "mm-cublaslt-graph"}
+    assert set(tried) == {"mm", "mm-cublaslt", "mm-bcol", "scaled_mm", "scaled_mm-bcol", "mm-cublaslt-graph"}
     assert tried["scaled_mm"]["status"] == "error" and "fp8" in tried["scaled_mm"]["reason"]
     assert result.status == "ok" and "cublaslt" in result.config
     assert fake.blas_library == "cublas"     # the process-wide backend choice is put back

@@ -84,6 +84,7 @@ class CuSparseLtGemm:
     def __init__(self):
         self.max_alg_id: int | None = None     # what the last library search reported
         self._compressed = (None, None)
+        self._searched: dict = {}              # the library's pick per A, B layout and result layout
 
     def supports(self, m, n, k, dtype) -> tuple[bool, str]:
         ok, what = _cslt_available(_torch())
@@ -100,6 +101,7 @@ class CuSparseLtGemm:
         """The compressed A, made once per A."""
         if self._compressed[0] is not a:
             self._compressed = (a, _torch()._cslt_compress(a.dense))
+            self._searched = {}
         return self._compressed[1]
 
     def _search(self, compressed, b, transpose: bool) -> dict:
@@ -113,8 +115,11 @@ class CuSparseLtGemm:
 
     def settings(self, compressed, b, config: CsltConfig) -> dict:
         """The keyword arguments of ``_cslt_sparse_mm`` for ``config``."""
-        if config.alg_id is None:
-            settings = self._search(compressed, b, config.transpose_result)
+        if config.alg_id is None:   # searched once per layout, so binding it again times the same choice
+            key = (config.transpose_result, config.b_column_major)
+            if key not in self._searched:
+                self._searched[key] = self._search(compressed, b, config.transpose_result)
+            settings = dict(self._searched[key])
         else:
             settings = {"alg_id": config.alg_id, "split_k": config.split_k}
             if config.split_k_mode > 0:

@@ -208,7 +208,7 @@ class CublasPath(CudaPath):
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         return [BlasConfig(), BlasConfig(library="cublaslt"), BlasConfig(b_column_major=True),
-                BlasConfig(op="scaled_mm")]
+                BlasConfig(op="scaled_mm"), BlasConfig(op="scaled_mm", b_column_major=True)]
 
     def refine(self, problem: GemmProblem, tried: list) -> list:
         labels = {c.label(): c for c in self.configs(problem, True)}
