@@ -13,12 +13,15 @@ mkdir -p "$bundle/host-debs" "$bundle/toolchain-debs" "$bundle/wheels"
 apt_state=$(mktemp -d)
 trap 'rm -rf "$apt_state"' EXIT
 mkdir -p "$apt_state/lists/partial" "$apt_state/cache/archives/partial"
+py=${PYTHON:-python3}
 # Private apt configurations: nothing here touches the system's sources or package state.
 apt_with_suite() {  # $1 = suite, rest = apt-get args
   local suite=$1; shift
   local dir="$apt_state/$suite"
   mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" >"$dir/sources.list"
+  # The system's own Debian mirror, signed by the archive keyring (spirv_tools.debian refuses otherwise).
+  PYTHONPATH=$PWD "$py" -c 'import sys; from spirv_tools.debian import sources_line; print(sources_line(sys.argv[1]), end="")' \
+    "$suite" >"$dir/sources.list" || return 1
   apt-get -q -o Dir::Etc::SourceList="$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null \
     -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" -o Debug::NoLocking=1 \
     -o APT::Architecture=amd64 -o APT::Architectures=amd64 -o APT::Sandbox::User=root "$@"
@@ -28,12 +31,14 @@ if ! apt_with_suite bookworm update >/dev/null; then
   exit 1
 fi
 (cd "$bundle/host-debs" && apt_with_suite bookworm download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libopengl0 libgles2 >/dev/null)
-py=${PYTHON:-python3}
 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} "$py" -c '
 import sys
 from pathlib import Path
-from spirv_tools.toolchain import download_packages
-download_packages(Path(sys.argv[1]), Path(sys.argv[2]), log=lambda m: None)' "$bundle/toolchain-debs" "$apt_state/toolchain"
+from spirv_tools.debian import download_packages
+from spirv_tools.lock import read_lock
+from spirv_tools.toolchain import PRIVATE_PACKAGES
+download_packages(Path(sys.argv[1]), Path(sys.argv[2]), suite=read_lock()["suite"], packages=PRIVATE_PACKAGES,
+                  log=lambda m: None)' "$bundle/toolchain-debs" "$apt_state/toolchain"
 
 "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \

@@ -8,22 +8,30 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import numbers
 import os
 import re
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .shaderc import TARGET_ENVS, ShadercLibrary, resolve_include
-from .toolchain import PROBE_SHADER, Toolchain, find_toolchain
+from .binary import MAGIC, words
+from .cache import read_entry, write_entry
+from .errors import Error, InputError, InputTypeError
+from .reflect import reflect
+from .shaderc import SHADER_KINDS, TARGET_ENVS, ShadercLibrary, resolve_include
+from .toolchain import PROBE_SHADER, Toolchain, find_toolchain, on_selection_reset
 
 _ERROR_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): error: (?P<msg>.*)$", re.M)
+_ERROR_NO_LINE = re.compile(r"^(?P<file>[^:\n]+): error: (?P<msg>.*)$", re.M)  # e.g. "x.comp: error: #version..."
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
-_CACHE_FORMAT = "1"
+_CACHE_FORMAT = "2"  # 2: entries carry a checksum (spirv_tools.cache)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class ShaderCompileError(RuntimeError):
+class ShaderCompileError(Error, RuntimeError):
     """A shader failed to compile; carries the first error's file and line and the whole log."""
 
     def __init__(self, file: str, line: int | None, message: str, log: str):
@@ -41,9 +49,15 @@ class Backend:
 
 
 def parse_compile_error(log: str, default_file: str) -> ShaderCompileError:
+    """The first error of a compiler log as a ShaderCompileError (file, line where the log has one, message)."""
+    if not isinstance(log, str) or not isinstance(default_file, str):
+        raise InputTypeError("parse_compile_error takes the log and the default file name as str")
     match = _ERROR_LINE.search(log)
     if match:
         return ShaderCompileError(match["file"], int(match["line"]), match["msg"].strip(), log)
+    match = _ERROR_NO_LINE.search(log)
+    if match and match["file"] not in ("glslc", "glslangValidator"):
+        return ShaderCompileError(match["file"], None, match["msg"].strip(), log)
     first = next((ln for ln in log.splitlines() if ln.strip()), "compilation failed")
     return ShaderCompileError(default_file, None, first.strip(), log)
 
@@ -105,24 +119,19 @@ def compile(source: str | None = None, *, path: str | os.PathLike | None = None,
             include_dirs=(), entry: str = "main", name: str | None = None, use_cache: bool = True) -> bytes:
     """Compile GLSL to SPIR-V words (as bytes).
 
-    Give either ``source`` (with an optional display ``name``) or ``path``. ``defines`` maps macro names to
-    values (None for a bare define). ``target_env`` is ``vulkan1.0`` .. ``vulkan1.4``; vulkan1.3 means SPIR-V 1.6.
-    Raises :class:`ShaderCompileError` with the first error's file:line and the compiler's message.
+    Give either ``source`` (with an optional display ``name``) or ``path``. ``defines`` maps macro names (C
+    identifiers) to one-line values (None for a bare define). ``target_env`` is ``vulkan1.0`` .. ``vulkan1.4``;
+    vulkan1.3 means SPIR-V 1.6. ``entry`` must be an entry point of the result (GLSL's is always ``main``).
+    Raises :class:`ShaderCompileError` with the first error's file:line and the compiler's message, and
+    :class:`~spirv_tools.errors.InputError` (a ValueError) naming the argument for bad arguments.
     """
-    if (source is None) == (path is None):
-        raise ValueError("compile() takes exactly one of source= or path=")
-    if target_env not in TARGET_ENVS:
-        raise ValueError(f"target_env {target_env!r} is not one of {sorted(TARGET_ENVS)}")
-    if path is not None:
-        path = Path(path).resolve()
-        source = path.read_text()
-        name = str(path)
-    name = name or "shader.comp"
-    include_dirs = tuple(str(Path(d).resolve()) for d in include_dirs)
-    macro_values = {str(k): ("" if v is None else _macro_text(v)) for k, v in (defines or {}).items()}
+    source, name, path = _check_source(source, path, name)
+    _check_options(stage, target_env, entry)
+    include_dirs = _check_include_dirs(include_dirs)
+    macro_values = _check_defines(defines)
 
     be = backend()
-    key = None
+    cached = None
     if use_cache:
         h = hashlib.sha256()
         for part in (_CACHE_FORMAT, be.identity, target_env, stage, entry, name,
@@ -130,10 +139,10 @@ def compile(source: str | None = None, *, path: str | os.PathLike | None = None,
             h.update(part.encode() + b"\0")
         for part in _included_sources(source, name, include_dirs, set()):
             h.update(part + b"\0")
-        key = h.hexdigest()
-        cached = cache_dir() / f"{key}.spv"
-        if cached.is_file():
-            return cached.read_bytes()
+        cached = cache_dir() / f"{h.hexdigest()}.spvc"  # a checked entry, not bare SPIR-V
+        spirv = read_entry(cached, check=_spirv_problem)
+        if spirv is not None:
+            return spirv
 
     if be.library is not None:
         ok, spirv, log = be.library.compile(source, name=name, stage=stage, entry=entry, defines=macro_values,
@@ -143,9 +152,96 @@ def compile(source: str | None = None, *, path: str | os.PathLike | None = None,
     else:
         spirv = _compile_with_glslc(be.toolchain, source, name, path, stage, target_env, entry,
                                     macro_values, include_dirs)
-    if key is not None:
-        _store(cache_dir(), key, spirv)
+    _check_entry(spirv, entry, name)
+    if cached is not None:
+        write_entry(cached, spirv)
     return spirv
+
+
+def _spirv_problem(payload: bytes) -> str | None:
+    """A cache entry's own check: whole words, at least a header, the SPIR-V magic first."""
+    if len(payload) < 20 or len(payload) % 4:
+        return f"{len(payload)} bytes is not a SPIR-V module"
+    if int.from_bytes(payload[:4], "little") != MAGIC:
+        return f"bad SPIR-V magic 0x{int.from_bytes(payload[:4], 'little'):08x}"
+    return None
+
+
+def _check_entry(spirv: bytes, entry: str, name: str) -> None:
+    """The compiler ignores an unknown entry name for GLSL; reflection says what the module really has."""
+    names = [e.name for e in reflect(spirv).entry_points]
+    if entry not in names:
+        raise InputError(f"{name}: entry {entry!r} is not an entry point of the compiled module (it has "
+                         f"{names or 'none'}; a GLSL shader's entry point is main)")
+
+
+def _check_source(source, path, name) -> tuple[str, str, Path | None]:
+    if (source is None) == (path is None):
+        raise InputError("compile() takes exactly one of source= or path=")
+    if name is not None:
+        if not isinstance(name, str):
+            raise InputTypeError(f"name must be a str, got {type(name).__name__}")
+        if not name.strip() or Path(name).name in ("", ".", "..") or any(c in name for c in "\0\n\r"):
+            raise InputError(f"name {name!r} is not a file name (it names the shader in error messages and "
+                             "anchors its relative includes)")
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputTypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        path = Path(path).resolve()
+        if not path.is_file():
+            raise InputError(f"path {str(path)!r} is not a file")
+        source, name = path.read_text(), str(path)
+    elif not isinstance(source, str):
+        hint = " (decode bytes first, or pass path=)" if isinstance(source, (bytes, bytearray)) else ""
+        raise InputTypeError(f"source must be a str of GLSL, got {type(source).__name__}{hint}")
+    name = name or "shader.comp"
+    if not source.strip():
+        raise InputError(f"{name}: the source is empty")
+    return source, name, path
+
+
+def _check_options(stage, target_env, entry) -> None:
+    if stage not in SHADER_KINDS:
+        raise InputError(f"stage {stage!r} is not one of {sorted(SHADER_KINDS)}")
+    if target_env not in TARGET_ENVS:
+        raise InputError(f"target_env {target_env!r} is not one of {sorted(TARGET_ENVS)}")
+    if not isinstance(entry, str) or not _IDENTIFIER.match(entry):
+        raise InputError(f"entry must be an identifier, got {entry!r}")
+
+
+def _check_include_dirs(include_dirs) -> tuple[str, ...]:
+    if isinstance(include_dirs, (str, bytes, os.PathLike)):
+        raise InputTypeError(f"include_dirs must be a list of directories, got the single {include_dirs!r}")
+    try:
+        dirs = list(include_dirs)
+    except TypeError:
+        raise InputTypeError(f"include_dirs must be a list of directories, got {type(include_dirs).__name__}") \
+            from None
+    for d in dirs:
+        if not isinstance(d, (str, os.PathLike)):
+            raise InputTypeError(f"include_dirs entry {d!r} is not a str or os.PathLike")
+    return tuple(str(Path(d).resolve()) for d in dirs)
+
+
+def _check_defines(defines) -> dict[str, str]:
+    """Macro name -> value text; names are C identifiers, values one line (no directive can ride along)."""
+    if defines is None:
+        return {}
+    if not isinstance(defines, Mapping):
+        raise InputTypeError(f"defines must be a dict of macro name -> value, got {type(defines).__name__}")
+    values = {}
+    for key, value in defines.items():
+        if not isinstance(key, str) or not _IDENTIFIER.match(key):
+            raise InputError(f"defines: macro name {key!r} is not an identifier")
+        if value is not None and not isinstance(value, (str, numbers.Number)):
+            raise InputTypeError(f"defines[{key!r}] must be a str, number, bool or None, got "
+                                 f"{type(value).__name__}")
+        text = "" if value is None else _macro_text(value)
+        if any(c in text for c in "\n\r\0") or text.endswith("\\"):
+            raise InputError(f"defines[{key!r}] = {text!r} must be a single line (no line break, NUL or "
+                             "trailing backslash)")
+        values[key] = text
+    return values
 
 
 def _macro_text(value) -> str:
@@ -177,40 +273,43 @@ def _compile_with_glslc(tc: Toolchain, source, name, path, stage, target_env, en
         return out.read_bytes()
 
 
-def _store(directory: Path, key: str, spirv: bytes) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{key}.{os.getpid()}.tmp"
-        tmp.write_bytes(spirv)
-        os.replace(tmp, directory / f"{key}.spv")
-    except OSError:
-        pass  # a read-only cache only costs time
+class SpirvValidationError(Error, ValueError):
+    """spirv-val rejected a module."""
 
 
-def validate(spirv: bytes, target_env: str = "vulkan1.3") -> None:
-    """Run spirv-val; raises SpirvValidationError with its message."""
-    tc = find_toolchain()
-    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
-        f.write(spirv)
-        f.flush()
-        proc = tc.run("spirv-val", ["--target-env", target_env, f.name])
+VALIDATOR_OPTIONS = ("--scalar-block-layout", "--uniform-buffer-standard-layout", "--workgroup-scalar-block-layout",
+                     "--relax-block-layout", "--skip-block-layout", "--before-hlsl-legalization")
+
+
+def validate(spirv: bytes, target_env: str = "vulkan1.3", options=()) -> None:
+    """Run spirv-val; raises SpirvValidationError with its message (SpirvFormatError for non-SPIR-V bytes).
+    ``options``: spirv-val flags from :data:`VALIDATOR_OPTIONS`, e.g. ``--scalar-block-layout`` where the
+    device enables scalarBlockLayout."""
+    if target_env not in TARGET_ENVS:
+        raise InputError(f"target_env {target_env!r} is not one of {sorted(TARGET_ENVS)}")
+    unknown = [o for o in options if o not in VALIDATOR_OPTIONS] if not isinstance(options, str) else [options]
+    if unknown:
+        raise InputError(f"options {unknown} are not among {list(VALIDATOR_OPTIONS)}")
+    proc = _run_on_module("spirv-val", spirv, ["--target-env", target_env, *options])
     if proc.returncode != 0:
         raise SpirvValidationError((proc.stderr or proc.stdout).decode(errors="replace").strip())
 
 
 def disassemble(spirv: bytes) -> str:
+    return _run_on_module("spirv-dis", spirv, ["--raw-id"], check=True).stdout.decode()
+
+
+def _run_on_module(tool: str, spirv: bytes, arguments: list, check: bool = False):
+    """Run a SPIRV-Tools program of the toolchain on a module (checked as SPIR-V first) written to a file."""
+    words(spirv)
     tc = find_toolchain()
     with tempfile.NamedTemporaryFile(suffix=".spv") as f:
-        f.write(spirv)
+        f.write(bytes(spirv))
         f.flush()
-        proc = tc.run("spirv-dis", ["--raw-id", f.name], check=True)
-    return proc.stdout.decode()
+        return tc.run(tool, [*arguments, f.name], check=check)
 
 
-class SpirvValidationError(RuntimeError):
-    """spirv-val rejected a module."""
 
 
-def clear_backend_cache() -> None:
-    backend.cache_clear()
-    find_toolchain.cache_clear()
+# A new toolchain selection means a new backend: forget the cached one with it.
+on_selection_reset(backend.cache_clear)

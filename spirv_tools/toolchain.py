@@ -1,18 +1,20 @@
-"""Finding (and, on Debian 12, installing) a shader toolchain that can compile coopmat2 GLSL.
+"""Finding (and, on Debian, installing) a shader toolchain that can compile coopmat2 GLSL.
 
 GL_NV_cooperative_matrix2 needs glslang >= 15.1 and shaderc/SPIRV-Tools from 2025. The search order is:
 
 1. ``$VULKAN_SDK/bin`` (a LunarG SDK),
 2. the tools on ``PATH``,
-3. a private prefix of Debian packages unpacked with ``dpkg -x`` (see :func:`install_private`). The suite
-   defaults to forky (Debian 14, testing): trixie's glslang 15.1 compiles coopmat2 but lacks GL_EXT_bfloat16,
-   which bf16 matrices need; ``VKCOOP_TOOLCHAIN_SUITE=trixie`` picks trixie. Those binaries need glibc >= 2.38, so on older systems they run through the prefix's own
+3. a private prefix of Debian packages unpacked with ``dpkg -x`` (:mod:`spirv_tools.install`). Those binaries
+   need glibc >= 2.38, so on older systems they run through the prefix's own
    ``ld-linux-x86-64.so.2 --library-path``; nothing is installed system-wide.
 
 Each candidate must pass a capability probe: compile a tiny coopmat2 shader and validate it.
+:func:`spirv_tools.install.require_toolchain` is the first-use entry point: the chosen toolchain, a one-line
+:class:`ToolchainMissingError`, or (asked to) a fresh install.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -21,6 +23,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import Error
+
 #: Debian packages that make up the private prefix. libc6, libstdc++6 and libgcc-s1 come along
 #: because the tools need glibc 2.38 and GCC 14's runtime; they are only ever used through the
 #: prefix's own dynamic loader.
@@ -28,8 +32,6 @@ PRIVATE_PACKAGES = (
     "glslc", "libshaderc1", "glslang-tools", "spirv-tools", "spirv-headers",
     "vulkan-validationlayers", "libc6", "libstdc++6", "libgcc-s1",
 )
-DEBIAN_SUITE = os.environ.get("VKCOOP_TOOLCHAIN_SUITE", "forky")
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
 _LIB_SUBDIR = "usr/lib/x86_64-linux-gnu"
 _GRAMMAR_SUBPATH = "include/spirv/unified1/spirv.core.grammar.json"
 
@@ -51,8 +53,29 @@ void main() {
 """
 
 
-class ToolchainError(RuntimeError):
+#: A GL_EXT_bfloat16 shader: the feature probe that tells forky's glslang (16) from trixie's (15.1).
+BF16_PROBE_SHADER = """#version 450
+#extension GL_EXT_bfloat16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types : enable
+layout(local_size_x = 32) in;
+layout(set = 0, binding = 0) buffer Data { bfloat16_t data[]; };
+void main() { data[gl_LocalInvocationID.x] = bfloat16_t(float(data[0]) * 2.0); }
+"""
+
+_private_dir_override: Path | None = None
+_pinned: Toolchain | None = None
+
+
+class ToolchainError(Error, RuntimeError):
     """No capable toolchain, or the private one could not be installed."""
+
+
+class ToolchainMissingError(ToolchainError):
+    """No capable toolchain exists (yet). The message is one line; ``rejected`` says why each candidate failed."""
+
+    def __init__(self, message: str, rejected: list[str] | None = None):
+        super().__init__(message)
+        self.rejected = list(rejected or [])
 
 
 @dataclass(frozen=True)
@@ -98,8 +121,10 @@ class Candidate:
 
 
 def default_private_dir() -> Path:
-    """Where the private prefix lives: $VKCOOP_TOOLCHAIN_DIR, else .toolchain/ in a source checkout,
-    else $XDG_DATA_HOME/vkcoop/toolchain."""
+    """Where the private prefix lives: the one :func:`set_private_dir` chose (an install's ``dest``), else
+    $VKCOOP_TOOLCHAIN_DIR, else .toolchain/ in a source checkout, else $XDG_DATA_HOME/vkcoop/toolchain."""
+    if _private_dir_override is not None:
+        return _private_dir_override
     override = os.environ.get("VKCOOP_TOOLCHAIN_DIR")
     if override:
         return Path(override)
@@ -108,6 +133,43 @@ def default_private_dir() -> Path:
         return checkout / ".toolchain"
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data) / "vkcoop" / "toolchain"
+
+
+def set_private_dir(prefix: Path | None) -> None:
+    """Make ``prefix`` this process's private prefix (None: back to the default) and forget the selection."""
+    global _private_dir_override
+    _private_dir_override = Path(prefix).resolve() if prefix is not None else None
+    reset_selection()
+
+
+#: What else remembers the selection (the compiler's backend registers its cache here), forgotten with it.
+_SELECTION_LISTENERS: list = []
+
+
+def on_selection_reset(forget) -> None:
+    """Call ``forget()`` whenever the toolchain selection is reset (the layers above cache what they chose)."""
+    _SELECTION_LISTENERS.append(forget)
+
+
+def reset_selection() -> None:
+    """Forget the chosen toolchain and whatever was chosen from it, so the next use searches again."""
+    find_toolchain.cache_clear()
+    for forget in _SELECTION_LISTENERS:
+        forget()
+
+
+@contextlib.contextmanager
+def using(tc: Toolchain):
+    """Within the block, :func:`find_toolchain` (and so every compile) returns ``tc``, e.g. to check a
+    prefix before it is accepted."""
+    global _pinned
+    previous, _pinned = _pinned, tc
+    reset_selection()
+    try:
+        yield tc
+    finally:
+        _pinned = previous
+        reset_selection()
 
 
 def _private_toolchain(prefix: Path) -> Toolchain | None:
@@ -163,26 +225,35 @@ def _parse_versions(text: str) -> dict:
     return found
 
 
-def probe(tc: Toolchain) -> Candidate:
-    """Compile and validate PROBE_SHADER; a toolchain that can't is rejected with the tool's message."""
+def _compile_failure(tc: Toolchain, source: str, what: str) -> str | None:
+    """None when ``tc`` compiles and validates ``source``; else why not, with the tool's first message."""
     with tempfile.TemporaryDirectory(prefix="vkcoop-probe-") as tmp:
         src, spv = Path(tmp) / "probe.comp", Path(tmp) / "probe.spv"
-        src.write_text(PROBE_SHADER)
-        try:
-            proc = tc.run("glslc", ["--target-env=vulkan1.3", "-fshader-stage=compute", str(src), "-o", str(spv)])
-        except (ToolchainError, OSError) as exc:
-            return Candidate(tc, False, f"glslc does not run: {exc}")
-        if proc.returncode != 0:
-            first = proc.stderr.decode(errors="replace").strip().splitlines()[:1]
-            return Candidate(tc, False, "glslc cannot compile GL_NV_cooperative_matrix2: " + " ".join(first))
-        try:
-            val = tc.run("spirv-val", ["--target-env", "vulkan1.3", str(spv)])
-        except (ToolchainError, OSError) as exc:
-            return Candidate(tc, False, f"spirv-val does not run: {exc}")
-        if val.returncode != 0:
-            first = (val.stderr or val.stdout).decode(errors="replace").strip().splitlines()[:1]
-            return Candidate(tc, False, "spirv-val rejects coopmat2 SPIR-V: " + " ".join(first))
-    return Candidate(tc, True, "ok")
+        src.write_text(source)
+        steps = (("glslc", ["--target-env=vulkan1.3", "-fshader-stage=compute", str(src), "-o", str(spv)],
+                  f"glslc cannot compile {what}"),
+                 ("spirv-val", ["--target-env", "vulkan1.3", str(spv)], f"spirv-val rejects {what} SPIR-V"))
+        for tool, args, failed in steps:
+            try:
+                proc = tc.run(tool, args)
+            except (ToolchainError, OSError) as exc:
+                return f"{tool} does not run: {exc}"
+            if proc.returncode != 0:
+                first = (proc.stderr or proc.stdout).decode(errors="replace").strip().splitlines()[:1]
+                return f"{failed}: " + " ".join(first)
+    return None
+
+
+def probe(tc: Toolchain) -> Candidate:
+    """Compile and validate PROBE_SHADER; a toolchain that can't is rejected with the tool's message."""
+    why = _compile_failure(tc, PROBE_SHADER, "GL_NV_cooperative_matrix2")
+    return Candidate(tc, why is None, why or "ok")
+
+
+def features(tc: Toolchain) -> dict:
+    """What ``tc`` compiles: ``{"coopmat2": bool, "bfloat16": bool}`` (GL_EXT_bfloat16 needs glslang >= 16)."""
+    return {"coopmat2": _compile_failure(tc, PROBE_SHADER, "GL_NV_cooperative_matrix2") is None,
+            "bfloat16": _compile_failure(tc, BF16_PROBE_SHADER, "GL_EXT_bfloat16") is None}
 
 
 def candidates() -> list[Toolchain]:
@@ -210,18 +281,27 @@ def survey() -> list[Candidate]:
 
 @functools.lru_cache(maxsize=1)
 def find_toolchain() -> Toolchain:
-    """The first capable toolchain in search order; raises ToolchainError listing why each was rejected."""
+    """The first capable toolchain in search order (or the one :func:`using` pins); raises
+    ToolchainMissingError (one line; ``rejected`` lists why each candidate failed)."""
+    if _pinned is not None:
+        return _pinned
     rejected = []
     for tc in candidates():
         cand = probe(tc)
         if cand.capable:
             tc.versions.update(_tool_versions(tc))
             return tc
-        rejected.append(f"  {tc.describe()}: {cand.reason}")
-    detail = "\n".join(rejected) if rejected else "  none found (no VULKAN_SDK, no glslc on PATH, no private prefix)"
-    raise ToolchainError(
-        "no shader toolchain can compile GL_NV_cooperative_matrix2.\n" + detail +
-        f"\nInstall the private Debian toolchain with `vkcoop toolchain install` (into {default_private_dir()}).")
+        rejected.append(f"{tc.describe()}: {cand.reason}")
+    where = default_private_dir()
+    if rejected:
+        names = ", ".join(r.split(" (", 1)[0] for r in rejected)
+        found = f"rejected: {names}; `vkcoop toolchain` says why"
+    else:
+        found = f"no VULKAN_SDK, no glslc on PATH, no private prefix in {where}"
+    raise ToolchainMissingError(
+        f"no shader toolchain that can compile GL_NV_cooperative_matrix2 ({found}); install one with "
+        f"`vkcoop toolchain install` (into {where}), or pass --yes or set VKCOOP_AUTO_TOOLCHAIN=1 to let "
+        f"vkcoop install it", rejected)
 
 
 def grammar_path() -> Path | None:
@@ -234,77 +314,3 @@ def grammar_path() -> Path | None:
         pass
     private = _private_toolchain(default_private_dir())
     return private.grammar if private else None
-
-
-# --- installing the private prefix ---------------------------------------------------------------
-
-def _apt(state: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """apt-get with a private configuration: its own sources list, lists and cache directories."""
-    sources = state / "sources.list"
-    opts = [
-        f"-oDir::Etc::SourceList={sources}", "-oDir::Etc::SourceParts=/dev/null",
-        f"-oDir::State::Lists={state / 'lists'}", f"-oDir::Cache={state / 'cache'}",
-        "-oDebug::NoLocking=1", "-oAPT::Architecture=amd64", "-oAPT::Architectures=amd64",
-        "-oAPT::Sandbox::User=root",
-    ]
-    return subprocess.run(["apt-get", "-q", *opts, *args], capture_output=True, text=True, cwd=cwd)
-
-
-def download_packages(debs_dir: Path, state: Path, *, log=print) -> Path:
-    """``apt-get download`` PRIVATE_PACKAGES from DEBIAN_SUITE into ``debs_dir`` through a private
-    apt configuration kept in ``state`` (its own sources list, lists and cache)."""
-    debs_dir, state = Path(debs_dir), Path(state)
-    debs_dir.mkdir(parents=True, exist_ok=True)
-    (state / "lists" / "partial").mkdir(parents=True, exist_ok=True)
-    (state / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
-    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    signed = f"[signed-by={keyring}] " if Path(keyring).exists() else "[trusted=yes] "
-    (state / "sources.list").write_text(f"deb {signed}{DEBIAN_MIRROR} {DEBIAN_SUITE} main\n")
-    log(f"fetching the Debian {DEBIAN_SUITE} package index (private apt configuration in {state})")
-    upd = _apt(state, "update")
-    if upd.returncode != 0 or "Err:" in upd.stdout:
-        raise ToolchainError(
-            f"cannot reach Debian's package registry ({DEBIAN_MIRROR} {DEBIAN_SUITE}) to fetch the shader "
-            f"toolchain:\n{(upd.stderr or upd.stdout).strip()}")
-    for old in debs_dir.glob("*.deb"):
-        old.unlink()
-    log("downloading " + ", ".join(PRIVATE_PACKAGES))
-    dl = _apt(state, "download", *PRIVATE_PACKAGES, cwd=debs_dir)
-    if dl.returncode != 0:
-        raise ToolchainError(f"apt-get download failed:\n{dl.stderr.strip()}")
-    return debs_dir
-
-
-def install_private(dest: Path | None = None, *, debs_dir: Path | None = None, force: bool = False,
-                    log=print) -> Toolchain:
-    """Download (or take from ``debs_dir``) the toolchain's Debian packages and unpack them into ``dest``.
-
-    Idempotent: a completed prefix that passes the probe is left as it is unless ``force``.
-    """
-    dest = Path(dest or default_private_dir())
-    marker = dest / ".complete"
-    if marker.exists() and not force:
-        tc = _private_toolchain(dest)
-        if tc and probe(tc).capable:
-            log(f"private toolchain already installed in {dest}")
-            return tc
-    if shutil.which("dpkg") is None:
-        raise ToolchainError("installing the private toolchain needs dpkg (Debian/Ubuntu)")
-    dest.mkdir(parents=True, exist_ok=True)
-    if debs_dir is None:
-        debs_dir = download_packages(dest / "debs", dest / "apt", log=log)
-    debs = sorted(Path(debs_dir).glob("*.deb"))
-    if not debs:
-        raise ToolchainError(f"no .deb files in {debs_dir}")
-    for deb in debs:
-        subprocess.run(["dpkg", "-x", str(deb), str(dest)], check=True)
-    tc = _private_toolchain(dest)
-    if tc is None:
-        raise ToolchainError(f"unpacked {len(debs)} packages into {dest} but found no glslc/ld-linux there")
-    cand = probe(tc)
-    if not cand.capable:
-        raise ToolchainError(f"private toolchain in {dest} failed the coopmat2 probe: {cand.reason}")
-    marker.write_text("\n".join(d.name for d in debs) + "\n")
-    find_toolchain.cache_clear()
-    log(f"private toolchain ready in {dest}")
-    return tc

@@ -12,3 +12,35 @@ def toolchain_or_skip():
     except Exception as error:  # noqa: BLE001 - any failure means no usable toolchain
         pytest.skip(f"no coopmat2-capable shader toolchain: {error}")
     return spirv_tools
+
+
+def vulkan_probe() -> tuple[bool, str, bool]:
+    """(a Vulkan device exists, why not, the validation layer is usable). VKCOOP_TEST_VALIDATE=0 turns the layer
+    off in the tests; it is on wherever it is installed."""
+    import os
+
+    vk = pytest.importorskip("vkcoop.vk")
+    try:
+        with vk.Instance() as instance:
+            instance.physical_devices()[0]
+    except (vk.VulkanError, OSError, IndexError) as error:
+        return False, f"no Vulkan device: {error}", False
+    if os.environ.get("VKCOOP_TEST_VALIDATE", "1") == "0":
+        return True, "", False
+    try:
+        with vk.Instance(validate=True):
+            return True, "", True
+    except vk.LayerNotFoundError:
+        return True, "", False
+
+
+def corrupt(kind: str, data: bytes) -> bytes:
+    """A cache entry damaged as disks and interrupted writes damage files: "empty", "truncated" or
+    "bit-flipped" (one bit near the end, inside the payload)."""
+    if kind == "empty":
+        return b""
+    if kind == "truncated":
+        return data[:len(data) // 2]
+    flipped = bytearray(data)
+    flipped[len(flipped) - 7] ^= 0x10
+    return bytes(flipped)

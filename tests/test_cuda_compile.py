@@ -1,13 +1,40 @@
-"""CI without a GPU: every CUDA kernel source compiles for sm_90a with this machine's nvcc."""
+"""CI without a GPU: every CUDA kernel source compiles for sm_90a with this machine's nvcc, and the
+instantiation headers generated from the Python configs are current and complete."""
+import dataclasses
 import re
 
 import pytest
 
 from vkcoop.cuda import build
+from vkcoop.cuda import gen_instances
 from vkcoop.cuda import gen_wgmma_ops
 
 NVCC = build.find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)")
+FAMILIES = {family.stem: family for family in gen_instances.FAMILIES}
+#: entry points written by hand in the .cu files, outside the generated lists
+HAND_WRITTEN_ENTRIES = {"mma_sp": {"mma_sp_peak_f16"}, "wgmma_sp": set()}
+
+
+def _expected_names(family) -> set[str]:
+    """Every kernel name the launcher may ask for: both dtypes, fp16 only for fp16_only diagnostics."""
+    names = set()
+    for _origin, cfg in family.configs():
+        for dtype in ("float16",) if getattr(cfg, "fp16_only", False) else ("float16", "bfloat16"):
+            names.add(cfg.kernel_name(dtype))
+    return names
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Each .cu compiled once with ptxas -v: {stem: (cubin bytes, ptxas log)}."""
+    out_dir = tmp_path_factory.mktemp("cubins")
+    result = {}
+    for source in build.kernel_sources():
+        out = out_dir / (source.stem + ".cubin")
+        log = build.nvcc_compile(source, out, extra_flags=("-Xptxas", "-v"))
+        result[source.stem] = (out.read_bytes(), log)
+    return result
 
 
 def test_there_are_kernel_sources():
@@ -16,29 +43,23 @@ def test_there_are_kernel_sources():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("source", build.kernel_sources(), ids=lambda p: p.name)
-def test_kernel_compiles_to_sm90a_cubin(source, tmp_path):
-    out = tmp_path / (source.stem + ".cubin")
-    log = build.nvcc_compile(source, out, extra_flags=("-Xptxas", "-v"))
-    data = out.read_bytes()
+@pytest.mark.parametrize("stem", [p.stem for p in build.kernel_sources()])
+def test_kernel_compiles_to_sm90a_cubin(stem, compiled):
+    data, log = compiled[stem]
     assert data[:4] == b"\x7fELF", "nvcc -cubin should produce an ELF cubin"
     entries = re.findall(r"Compiling entry function '(\w+)' for 'sm_90a'", log)
     assert entries, log
     spills = re.findall(r"(\d+) bytes spill stores", log)
-    assert all(int(s) == 0 for s in spills), f"register spills in {source.name}:\n{log}"
-    assert "serialized" not in log, f"ptxas serialized wgmma in {source.name}:\n{log}"
+    assert all(int(s) == 0 for s in spills), f"register spills in {stem}.cu:\n{log}"
+    assert "serialized" not in log, f"ptxas serialized wgmma in {stem}.cu:\n{log}"
 
 
 @needs_nvcc
-def test_launcher_kernel_names_exist_in_cubins(tmp_path):
-    from vkcoop.cuda.gemm import MmaSpGemm, WgmmaSpGemm
-    for stem, path_cls in (("mma_sp", MmaSpGemm), ("wgmma_sp", WgmmaSpGemm)):
-        out = tmp_path / f"{stem}.cubin"
-        build.nvcc_compile(build.KERNEL_DIR / f"{stem}.cu", out)
-        data = out.read_bytes()
-        for cfg in [*path_cls.CONFIGS.values(), *getattr(path_cls, "DIAGNOSTIC_CONFIGS", ())]:
-            for dtype in ("float16",) if getattr(cfg, "fp16_only", False) else ("float16", "bfloat16"):
-                assert cfg.kernel_name(dtype).encode() in data, (stem, cfg)
+@pytest.mark.parametrize("stem", sorted(FAMILIES))
+def test_cubin_entries_are_exactly_the_configs(stem, compiled):
+    _data, log = compiled[stem]
+    entries = set(re.findall(r"Compiling entry function '(\w+)' for 'sm_90a'", log))
+    assert entries == _expected_names(FAMILIES[stem]) | HAND_WRITTEN_ENTRIES[stem]
 
 
 @needs_nvcc
@@ -49,6 +70,42 @@ def test_syntax_error_is_reported(tmp_path):
         build.nvcc_compile(bad, tmp_path / "bad.cubin")
 
 
+@needs_nvcc
+@pytest.mark.parametrize("stem", sorted(FAMILIES))
+def test_wrong_shared_memory_size_fails_compilation(stem, tmp_path):
+    """The generated static_assert catches a launcher whose smem_bytes disagrees with the kernel."""
+    family = FAMILIES[stem]
+    inst = family.instances()[0]
+    member, prop, value = inst.checks[0]
+    bad = dataclasses.replace(inst, checks=((member, prop, value + 16), *inst.checks[1:]))
+    header = tmp_path / "one_instance.cuh"
+    header.write_text(gen_instances.render(family, [bad]))
+    source = tmp_path / f"{stem}_wrong.cu"
+    source.write_text(f'#define VK_{stem.upper()}_INSTANCES "{header}"\n#include "{stem}.cu"\n')
+    with pytest.raises(build.KernelBuildError, match=r"smem_bytes != SMEM_BYTES"):
+        build.nvcc_compile(source, tmp_path / "wrong.cubin")
+
+
 def test_generated_wgmma_header_is_current():
     assert gen_wgmma_ops.HEADER.read_text() == gen_wgmma_ops.render(), \
         "run: python -m vkcoop.cuda.gen_wgmma_ops"
+
+
+@pytest.mark.parametrize("stem", sorted(FAMILIES))
+def test_generated_instance_header_is_current(stem):
+    family = FAMILIES[stem]
+    assert family.header.read_text() == gen_instances.render(family), "run: python -m vkcoop.cuda.gen_instances"
+
+
+@pytest.mark.parametrize("stem", sorted(FAMILIES))
+def test_every_config_has_one_instance_and_vice_versa(stem):
+    """Read as text: the committed header instantiates exactly the configs' kernel names, and the .cu
+    includes it and defines no other entry point besides the hand-written ones."""
+    family = FAMILIES[stem]
+    listed = re.findall(r"^VK_\w+_ENTRY\w*\((\w+),", family.header.read_text(), re.M)
+    assert len(listed) == len(set(listed)), "a kernel name is instantiated twice"
+    assert set(listed) == _expected_names(family)
+    source = (build.KERNEL_DIR / f"{stem}.cu").read_text()
+    assert f'"{family.header.name}"' in source
+    by_hand = set(re.findall(r'^extern "C" __global__ void (?:__\w+\([^)]*\) )*(\w+)\(', source, re.M))
+    assert by_hand == HAND_WRITTEN_ENTRIES[stem]

@@ -44,10 +44,9 @@ def test_slow_reference_agrees_with_mask_rule():
         assert lane_metadata_reference(meta, 1, 1, lane) == _lane_word_from_mask(mask, 1, 1, lane)
 
 
-def test_reorder_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="M % 16"):
-        reorder_metadata_for_mma(np.zeros((8, 2), dtype=np.uint32))
-    with pytest.raises(ValueError, match="K % 64"):
-        reorder_metadata_for_mma(np.zeros((16, 3), dtype=np.uint32))
-    with pytest.raises(TypeError, match="uint32"):
-        reorder_metadata_for_mma(np.zeros((16, 2), dtype=np.int64))
+@pytest.mark.parametrize("shape, dtype, error, message", [
+    ((8, 2), np.uint32, ValueError, "M % 16"), ((16, 3), np.uint32, ValueError, "K % 64"),
+    ((16, 2), np.int64, TypeError, "uint32")])
+def test_reorder_rejects_bad_shapes(shape, dtype, error, message):
+    with pytest.raises(error, match=message):
+        reorder_metadata_for_mma(np.zeros(shape, dtype=dtype))

@@ -41,7 +41,7 @@ class EmulatedHwRunner(hw.HwRunner):
         for i, case in enumerate(cases):
             layout = self.layout_hook(case)
             if variant.kind == "load":
-                previous = np.full((rows, cols), hw._as_component([fc.PREVIOUS_VALUE], variant.component)[0])
+                previous = np.full((rows, cols), hw.as_component([fc.PREVIOUS_VALUE], variant.component)[0])
                 for k in range(load_digits + 1):
                     region = source[k * fc.SOURCE_ELEMENTS:(k + 1) * fc.SOURCE_ELEMENTS]
                     m = tensor.load(region, layout, rows, cols, case.view, dtype=component_dtype, previous=previous)

@@ -55,6 +55,19 @@ def test_installed_package_finds_and_compiles_its_shaders_outside_the_repo(wheel
     expected = sorted(str(p.relative_to(REPO / "shaders")) for p in (REPO / "shaders").rglob("*.comp"))
     assert files == expected
 
+    # First use with no toolchain: every command that compiles says so in one line and exits 3.
+    empty = tmp_path / "no-toolchain"
+    empty.mkdir()
+    bare = {**env, "VKCOOP_TOOLCHAIN_DIR": str(empty)}
+    for argv in (["shaders", "check"], ["demo"], ["fuzz", "--target", "portable"]):
+        first = subprocess.run([str(env_dir / "bin" / "vkcoop"), *argv], capture_output=True, text=True,
+                               cwd=tmp_path, env=bare)
+        assert first.returncode == 3, (argv, first.stderr[-2000:])
+        assert "Traceback" not in first.stderr and first.stderr.count("\n") == 1, first.stderr
+        assert first.stderr.startswith("vkcoop: error: no coopmat2-capable shader toolchain")
+        assert "vkcoop toolchain install" in first.stderr and "--yes" in first.stderr
+    assert list(empty.iterdir()) == []   # nothing installed without being asked
+
     # Compile and validate the installed shaders (with their includes) through the installed console script.
     try:
         tc = spirv_tools.find_toolchain()
@@ -69,3 +82,54 @@ def test_installed_package_finds_and_compiles_its_shaders_outside_the_repo(wheel
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
     results = json.loads(check.stdout)
     assert len(results) >= len(expected) and all(r["ok"] for r in results)
+
+
+# --- first use of an installed wheel with no toolchain (the toolchain part) ------------------------------
+
+FIRST_USE = """
+import json, spirv_tools
+out = {"file": spirv_tools.__file__, "locked": sorted(spirv_tools.read_lock()["packages"])}
+try:
+    spirv_tools.require_toolchain(auto_install=False)
+except spirv_tools.ToolchainMissingError as exc:
+    out["error"], out["message"] = type(exc).__name__, str(exc)
+print(json.dumps(out))
+"""
+
+
+def _bare_venv_with(wheel: Path, where: Path) -> Path:
+    """A venv outside the repository holding the wheel, plus the test's own cffi and pycparser (the only
+    third-party modules spirv_tools imports), linked in so that nothing is fetched."""
+    venv.EnvBuilder(with_pip=False).create(where)
+    py = where / "bin" / "python"
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                              str(wheel)], capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr[-3000:]
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    import _cffi_backend
+    import cffi
+    import pycparser
+    for module in (cffi, pycparser):
+        (site / Path(module.__file__).parent.name).symlink_to(Path(module.__file__).parent)
+    (site / Path(_cffi_backend.__file__).name).symlink_to(_cffi_backend.__file__)
+    return py
+
+
+@pytest.mark.slow
+def test_installed_wheel_without_a_toolchain_says_so_in_one_line(wheel, tmp_path):
+    py = _bare_venv_with(wheel, tmp_path / "venv")
+    empty, bare_bin = tmp_path / "no-toolchain", tmp_path / "bin"
+    empty.mkdir()
+    bare_bin.mkdir()
+    env = {"PATH": str(bare_bin), "HOME": str(tmp_path), "VKCOOP_TOOLCHAIN_DIR": str(empty)}
+    proc = subprocess.run([str(py), "-c", FIRST_USE], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["file"].startswith(str(tmp_path / "venv"))  # the wheel's copy, not the checkout's
+    assert "glslc" in out["locked"]  # the lock file ships in the wheel
+    assert out["error"] == "ToolchainMissingError"
+    message = out["message"]
+    assert "\n" not in message and message.startswith("no shader toolchain that can compile")
+    assert "`vkcoop toolchain install`" in message and str(empty) in message
+    assert list(empty.iterdir()) == []  # nothing installed without being asked

@@ -35,6 +35,20 @@ def test_every_declared_variant_compiles_and_validates(shader):
 
 
 @pytest.mark.toolchain
+@pytest.mark.toolchain
+def test_spec_constants_are_reflected_under_their_declared_names():
+    """glslang also names aliases such as `const uint OWN_M = TILE_M;` on TILE_M's id: the declared name wins,
+    so the named specialization constants of the launches reach the right ids."""
+    import spirv_tools
+    from vkcoop import shaders
+    toolchain_or_skip()
+    for shader, names in (("gemm/coopmat2_gemm.comp", {1: "TILE_M", 2: "TILE_N", 8: "SUBGROUPS_M"}),
+                          ("gemm/khr_shmem_gemm.comp", {4: "TILE_M", 7: "SUBGROUPS_M"})):
+        spirv = shaders.compile_variant(shaders.declared_variants(shader)[0])
+        reflected = {c.spec_id: c.name for c in spirv_tools.reflect(spirv).spec_constants}
+        assert {i: reflected[i] for i in names} == names
+
+
 def test_sparse_shader_uses_a_decode_function_on_block_loads():
     spirv_tools = toolchain_or_skip()
     from vkcoop import shaders

@@ -1,4 +1,6 @@
 """The shared 2:4 format: pruning, compression, metadata validity, round trips."""
+import random
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -6,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import vkcoop
 from vkcoop import sparse
 from vkcoop.sparse import (Compressed2to4, SparseFormatError, check_2to4, compress_2to4,
                            decompress_2to4, metadata_nibbles, prune_2to4, validate_metadata)
@@ -155,14 +158,53 @@ def test_property_round_trip_and_validity(dense):
         np.array_equal(prune_2to4(pruned).astype(np.float32), pruned.astype(np.float32))
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_property_metadata_word_validity_matches_nibble_rule(word):
+#: The six nibbles idx0 | idx1 << 2 with idx0 < idx1.
+VALID_NIBBLES = [i0 | i1 << 2 for i0 in range(4) for i1 in range(4) if i0 < i1]
+
+
+def _word(nibbles, replace_at, replacement) -> int:
+    """A metadata word from eight valid nibbles, one of them optionally replaced by any value. A uniform uint32
+    is valid with p = (6/16)**8 < 0.0004, so a test drawing those almost never reaches its valid branch."""
+    nibbles = list(nibbles)
+    if replace_at is not None:
+        nibbles[replace_at] = replacement
+    return sum(n << (4 * j) for j, n in enumerate(nibbles))
+
+
+def _valid_by_rule(word: int) -> bool:
+    return all((n & 3) < (n >> 2) for n in ((word >> (4 * j)) & 0xF for j in range(8)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(VALID_NIBBLES), min_size=8, max_size=8), st.none() | st.integers(0, 7),
+       st.integers(0, 15))
+def test_property_metadata_word_validity_matches_nibble_rule(nibbles, replace_at, replacement):
+    word = _word(nibbles, replace_at, replacement)
     metadata = np.array([[word]], dtype=np.uint32)
-    nibbles = [(word >> (4 * j)) & 0xF for j in range(8)]
-    valid = all((n & 3) < (n >> 2) for n in nibbles)
-    if valid:
+    if _valid_by_rule(word):
         validate_metadata(metadata)
     else:
-        with pytest.raises(SparseFormatError):
+        with pytest.raises(SparseFormatError, match="invalid nibble"):
             validate_metadata(metadata)
+
+
+def test_metadata_words_reach_both_branches():
+    rng = random.Random(0)
+    valid = [_valid_by_rule(_word([rng.choice(VALID_NIBBLES) for _ in range(8)], rng.choice([None, *range(8)]),
+                                  rng.randrange(16))) for _ in range(300)]
+    assert 60 < sum(valid) < 240
+
+
+def test_compressed_pairs_are_checked_when_built():
+    c = compress_2to4(np.ones((2, 64), dtype=np.float16))
+    with pytest.raises(SparseFormatError, match=r"values must be 2-D \[M\]\[K/2\]"):
+        Compressed2to4(c.values.reshape(-1), c.metadata)  # used to fail later with IndexError
+    with pytest.raises(SparseFormatError, match="uint32"):
+        Compressed2to4(c.values, c.metadata.astype(np.int32))
+    with pytest.raises(sparse.SparseTypeError, match="compressed must be a Compressed2to4"):
+        decompress_2to4((c.values, c.metadata))
+    with pytest.raises(sparse.SparseTypeError, match="accept_sparse must be True or False"):
+        compress_2to4(np.ones((2, 64), dtype=np.float16), accept_sparse="no")
+    with pytest.raises(sparse.SparseTypeError, match="metadata must be a numpy array"):
+        metadata_nibbles([[1]])
+    assert issubclass(SparseFormatError, vkcoop.Error) and issubclass(sparse.SparseTypeError, TypeError)

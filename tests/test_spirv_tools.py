@@ -1,7 +1,6 @@
 """spirv_tools: toolchain search, compile (both backends), errors, cache, validate, reflect."""
 from __future__ import annotations
 
-import shutil
 import struct
 import subprocess
 import sys
@@ -104,7 +103,7 @@ def test_cache_hits_and_is_invalidated_by_an_include_change(tmp_path, monkeypatc
            "layout(local_size_x = 1) in;\nlayout(set=0, binding=0) buffer D { uint d[]; };\n"
            "void main() { d[0] = VALUE; }\n")
     first = spirv_tools.compile(src, name=str(tmp_path / "v.comp"))
-    assert len(list(cache.glob("*.spv"))) == 1
+    assert len(list(cache.glob("*.spvc"))) == 1
     calls = []
     monkeypatch.setattr(compiler, "_compile_with_glslc", lambda *a, **k: calls.append(a) or b"")
     assert spirv_tools.compile(src, name=str(tmp_path / "v.comp")) == first
@@ -114,7 +113,7 @@ def test_cache_hits_and_is_invalidated_by_an_include_change(tmp_path, monkeypatc
     monkeypatch.setenv("SPIRV_TOOLS_CACHE_DIR", str(cache))
     second = spirv_tools.compile(src, name=str(tmp_path / "v.comp"))
     assert second != first
-    assert len(list(cache.glob("*.spv"))) == 2
+    assert len(list(cache.glob("*.spvc"))) == 2
 
 
 @needs_toolchain
@@ -160,13 +159,6 @@ void main() { if (FLAG) data_block.d[gl_LocalInvocationID.x + OFFSET] = SCALE * 
         (3, "uint32", 64), (4, "int32", -5), (5, "float32", 0.5), (6, "bool", True)]
     assert [(b.set, b.binding, b.name) for b in info.bindings] == [(1, 2, "data_block")]
     assert info.push_constant_blocks == ["pc"]
-
-
-def test_reflect_rejects_non_spirv():
-    with pytest.raises(spirv_tools.SpirvFormatError, match="magic"):
-        spirv_tools.reflect(b"\x00" * 40, grammar_path=None)
-    with pytest.raises(spirv_tools.SpirvFormatError):
-        spirv_tools.reflect(b"\x03\x02\x23", grammar_path=None)
 
 
 def test_compile_error_parser_without_a_line():
@@ -253,18 +245,14 @@ def test_no_toolchain_error_lists_the_install_command(monkeypatch):
     monkeypatch.setattr(toolchain, "candidates", lambda: [])
     toolchain.find_toolchain.cache_clear()
     try:
-        with pytest.raises(spirv_tools.ToolchainError, match="vkcoop toolchain install"):
+        with pytest.raises(spirv_tools.ToolchainMissingError, match="vkcoop toolchain install") as exc:
             toolchain.find_toolchain()
+        assert "\n" not in str(exc.value)
     finally:
         toolchain.find_toolchain.cache_clear()
 
 
-def test_unreachable_registry_is_a_clear_error(tmp_path, monkeypatch):
-    if shutil.which("apt-get") is None:
-        pytest.skip("needs apt-get")
-    monkeypatch.setattr(toolchain, "DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
-    with pytest.raises(spirv_tools.ToolchainError, match="cannot reach Debian's package registry"):
-        toolchain.download_packages(tmp_path / "debs", tmp_path / "apt", log=lambda m: None)
+# The private prefix's signatures, mirror, lock file and install: tests/test_toolchain*.py.
 
 
 @needs_toolchain
@@ -274,7 +262,9 @@ def test_private_prefix_runs_through_its_own_loader():
         pytest.skip(f"the chosen toolchain is {tc.name}, not the private prefix")
     argv = tc.tool("glslc")
     assert argv[0].endswith("ld-linux-x86-64.so.2") and argv[1] == "--library-path"
-    assert tc.versions.get("glslang", "0").split(".")[0] >= "15"
+    # A numeric compare: "9.0" >= "15" holds for strings, and "100" < "15" (the weak test this replaced).
+    major = int(tc.versions.get("glslang", "0").split(".")[0])
+    assert major >= 15, tc.versions
 
 
 @needs_toolchain

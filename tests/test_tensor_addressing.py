@@ -468,5 +468,7 @@ def test_buffer_must_be_contiguous_numpy():
     t = TensorLayout.create(1).set_dimension(2)
     with pytest.raises(TensorSpecError, match="C-contiguous"):
         vt.load(np.zeros((4, 4), np.float32)[:, 1], t, 1, 2)
-    with pytest.raises(TensorSpecError, match="writeable numpy array"):
+    with pytest.raises(TensorSpecError, match="buffer must be a numpy array, got list"):
         vt.store(np.zeros((1, 2), np.float32), [0.0, 0.0], t)
+    with pytest.raises(TensorSpecError, match="writeable numpy array"):
+        vt.store(np.zeros((1, 2), np.float32), np.frombuffer(b"\0" * 8, np.float32), t)  # read-only

@@ -2,23 +2,14 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 vk = pytest.importorskip("vkcoop.vk")
+from support import vulkan_probe  # noqa: E402
 from vkcoop.vk import coopmat2_ffi as side  # noqa: E402
 
-
-def _has_device() -> tuple[bool, str]:
-    try:
-        with vk.Instance() as instance:
-            return bool(instance.physical_devices()), "no Vulkan physical devices"
-    except (vk.VulkanError, OSError) as error:
-        return False, f"no Vulkan device: {error}"
-
-
-HAVE_DEVICE, NO_DEVICE_REASON = _has_device()
+HAVE_DEVICE, NO_DEVICE_REASON, LAYER = vulkan_probe()
 needs_vulkan = pytest.mark.skipif(not HAVE_DEVICE, reason=NO_DEVICE_REASON)
 
 
@@ -34,17 +25,6 @@ def _coopmat2_device():
 
 COOPMAT2_INDEX = _coopmat2_device()
 needs_coopmat2 = pytest.mark.skipif(COOPMAT2_INDEX is None, reason="no device lists VK_NV_cooperative_matrix2")
-VALIDATE = os.environ.get("VKCOOP_TEST_VALIDATE", "1") != "0"
-
-
-def _validate_if_available() -> bool:
-    if not (HAVE_DEVICE and VALIDATE):
-        return False
-    try:
-        with vk.Instance(validate=True):
-            return True
-    except vk.LayerNotFoundError:
-        return False
 
 
 # -- pure checks (no device) -----------------------------------------------------------------------------------
@@ -155,7 +135,7 @@ def test_unknown_feature_name_is_rejected():
 @pytest.mark.vulkan
 @needs_vulkan
 def test_capabilities_report_is_json_and_consistent():
-    validate = _validate_if_available()
+    validate = LAYER
     report = vk.capabilities(validate=validate)
     assert json.loads(json.dumps(report)) == report
     with vk.Instance() as instance:
@@ -188,7 +168,7 @@ def test_capabilities_of_all_devices():
 @pytest.mark.gpu
 @needs_coopmat2
 def test_coopmat2_report_on_a_capable_device():
-    validate = _validate_if_available()
+    validate = LAYER
     report = vk.capabilities(COOPMAT2_INDEX, validate=validate)
     nv2 = report["cooperative_matrix2"]
     assert nv2["supported"] and any(nv2["features"].values())
@@ -210,7 +190,7 @@ def test_coopmat2_report_on_a_capable_device():
 @pytest.mark.gpu
 @needs_coopmat2
 def test_device_with_every_coopmat2_feature():
-    validate = _validate_if_available()
+    validate = LAYER
     with vk.Instance() as instance:
         supported = [n for n in vk.COOPMAT2_FEATURES if instance.physical_devices()[COOPMAT2_INDEX].features[n]]
     with vk.Device(COOPMAT2_INDEX, features=supported + ["cooperativeMatrix"], validate=validate,

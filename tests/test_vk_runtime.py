@@ -4,36 +4,20 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+from spirv_tools.cache import read_entry
+from support import vulkan_probe
 from vkcoop.paths import shader_path
 
 vk = pytest.importorskip("vkcoop.vk")
 pytestmark = pytest.mark.vulkan
 
 
-def _probe():
-    """(device available, reason, validation layer available)."""
-    try:
-        with vk.Instance() as instance:
-            instance.physical_devices()[0]
-    except (vk.VulkanError, OSError, IndexError) as error:
-        return False, f"no Vulkan device: {error}", False
-    if os.environ.get("VKCOOP_TEST_VALIDATE", "1") == "0":
-        return True, "", False
-    try:
-        with vk.Instance(validate=True):
-            pass
-        return True, "", True
-    except vk.LayerNotFoundError:
-        return True, "", False
-
-
-HAVE_DEVICE, NO_DEVICE_REASON, VALIDATE = _probe()
+HAVE_DEVICE, NO_DEVICE_REASON, VALIDATE = vulkan_probe()
 if not HAVE_DEVICE:
     pytest.skip(NO_DEVICE_REASON, allow_module_level=True)
 
@@ -171,11 +155,13 @@ def test_bad_spec_constants_are_rejected_before_creation(device, specialization,
 
 def test_bad_push_constants_are_rejected(device):
     with device.empty(64, np.uint32) as counter:
-        pipeline = device.pipeline(spirv("increment"), push_constant_size=8)
-        with pytest.raises(vk.PipelineInputError, match="multiple of 4"):
+        pipeline = device.pipeline(spirv("increment"), push_constant_size=12)
+        with pytest.raises(vk.PipelineInputError, match="3 bytes of push constants for the shader's 8-byte"):
             device.run(pipeline, [counter], groups=1, push=b"\x01\x02\x03")
+        with pytest.raises(vk.PipelineInputError, match="multiple of 4"):
+            device.run(pipeline, [counter], groups=1, push=b"\x01" * 10)
         with pytest.raises(vk.PipelineInputError, match="exceed the pipeline's push_constant_size"):
-            device.run(pipeline, [counter], groups=1, push=(1, 2, 3))
+            device.run(pipeline, [counter], groups=1, push=(1, 2, 3, 4))
         with pytest.raises(vk.LimitError, match="maxPushConstantsSize"):
             device.pipeline(spirv("increment"), push_constant_size=4 * int(device.physical.limits.maxPushConstantsSize))
 
@@ -374,7 +360,7 @@ def test_pipeline_cache_is_written_and_reloaded(tmp_path):
         path = first.pipeline_cache_path
         assert bytes(first.physical.properties.pipelineCacheUUID).hex() in path.name
     assert path.is_file() and path.stat().st_size > 0
-    saved = path.read_bytes()
+    saved = read_entry(path)  # the driver's data inside vkcoop's checked entry
     with vk.Device(features=["maintenance4"], validate=VALIDATE, pipeline_cache=tmp_path) as second:
         assert second.pipeline_cache_path == path
         second.pipeline(spirv("axpy"), specialization={0: 32})

@@ -30,6 +30,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .tensor import ElementStatus, IndexMap, TensorLayout, TensorView, index_map
 
 SHADER = "portable/tensor_addressing.comp"
@@ -59,7 +60,7 @@ class AddressingCase(NamedTuple):
     explicit_view_stride: bool = False
 
 
-class PortableInputError(ValueError):
+class PortableInputError(InputError):
     """A case the portable shader cannot take (names the case and the parameter)."""
 
 

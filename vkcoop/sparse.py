@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InputError, InputTypeError
+
 try:  # bf16 support; ml_dtypes is a declared dependency
     import ml_dtypes
 
@@ -47,8 +49,18 @@ _NIBBLES_PER_WORD = 8
 _CHUNK = 4
 
 
-class SparseFormatError(ValueError):
-    """A matrix or compressed operand does not follow the 2:4 format."""
+class SparseFormatError(InputError):
+    """A matrix or compressed operand does not follow the 2:4 format (a ValueError)."""
+
+
+class SparseTypeError(SparseFormatError, InputTypeError):
+    """An operand of the wrong type or dtype (also a TypeError)."""
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise SparseTypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def supported_dtypes() -> tuple[np.dtype, ...]:
@@ -61,12 +73,12 @@ def supported_dtypes() -> tuple[np.dtype, ...]:
 
 def _check_dense(name: str, dense) -> np.ndarray:
     if not isinstance(dense, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array, got {type(dense).__name__}")
+        raise SparseTypeError(f"{name} must be a numpy array, got {type(dense).__name__}")
     if dense.ndim != 2:
         raise SparseFormatError(f"{name} must be 2-D [M][K], got shape {dense.shape}")
     if dense.dtype not in supported_dtypes():
         names = ", ".join(str(d) for d in supported_dtypes())
-        raise TypeError(f"{name} has dtype {dense.dtype}; the 2:4 format supports {names}")
+        raise SparseTypeError(f"{name} has dtype {dense.dtype}; the 2:4 format supports {names}")
     m, k = dense.shape
     if m == 0 or k == 0:
         raise SparseFormatError(f"{name} is empty (shape {dense.shape})")
@@ -129,6 +141,10 @@ class Compressed2to4:
     values: np.ndarray
     metadata: np.ndarray
 
+    def __post_init__(self):
+        # Checked at construction: a malformed pair used to fail later, deep inside decompress (IndexError).
+        validate_compressed(self.values, self.metadata)
+
     @property
     def shape(self) -> tuple[int, int]:
         """The dense shape ``(M, K)``."""
@@ -161,6 +177,7 @@ def prune_2to4(dense: np.ndarray, *, accept_sparse: bool = False,
     ``return_mask=True`` also the boolean keep mask (exactly 2 per chunk).
     """
     dense = _check_dense("dense", dense)
+    accept_sparse, return_mask = _flag(accept_sparse, "accept_sparse"), _flag(return_mask, "return_mask")
     m, k = dense.shape
     mask = _mask_from_indices(_kept_indices(dense, accept_sparse), m, k)
     pruned = np.where(mask, dense, np.zeros((), dtype=dense.dtype)).astype(dense.dtype)
@@ -170,6 +187,7 @@ def prune_2to4(dense: np.ndarray, *, accept_sparse: bool = False,
 def compress_2to4(dense: np.ndarray, *, accept_sparse: bool = False) -> Compressed2to4:
     """Prune (see :func:`prune_2to4`) and compress ``dense`` into the shared format."""
     dense = _check_dense("dense", dense)
+    accept_sparse = _flag(accept_sparse, "accept_sparse")
     m, k = dense.shape
     kept = _kept_indices(dense, accept_sparse)                     # [M][K/4][2]
     values = np.take_along_axis(_chunks(dense), kept, axis=-1).reshape(m, k // 2)
@@ -182,9 +200,19 @@ def compress_2to4(dense: np.ndarray, *, accept_sparse: bool = False) -> Compress
 
 def metadata_nibbles(metadata: np.ndarray) -> np.ndarray:
     """[M][K/32] uint32 -> [M][K/4] uint8: the per-chunk nibbles in column order."""
+    _check_metadata_array(metadata, "metadata")
     shifts = (4 * np.arange(_NIBBLES_PER_WORD, dtype=np.uint32))
     nibbles = (metadata[..., None] >> shifts) & 0xF
     return nibbles.reshape(metadata.shape[0], -1).astype(np.uint8)
+
+
+def _check_metadata_array(metadata, name: str) -> None:
+    if not isinstance(metadata, np.ndarray):
+        raise SparseTypeError(f"{name} must be a numpy array, got {type(metadata).__name__}")
+    if metadata.dtype != np.uint32:
+        raise SparseTypeError(f"{name} must be uint32, got {metadata.dtype}")
+    if metadata.ndim != 2:
+        raise SparseFormatError(f"{name} must be 2-D [M][K/32], got shape {metadata.shape}")
 
 
 def validate_metadata(metadata: np.ndarray, *, name: str = "metadata") -> None:
@@ -193,12 +221,7 @@ def validate_metadata(metadata: np.ndarray, *, name: str = "metadata") -> None:
     That rejects the PTX-invalid patterns 0b0000/0b0101/0b1010/0b1111 and the
     unordered ones that ``mma.sp::ordered_metadata`` forbids.
     """
-    if not isinstance(metadata, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array, got {type(metadata).__name__}")
-    if metadata.dtype != np.uint32:
-        raise TypeError(f"{name} must be uint32, got {metadata.dtype}")
-    if metadata.ndim != 2:
-        raise SparseFormatError(f"{name} must be 2-D [M][K/32], got shape {metadata.shape}")
+    _check_metadata_array(metadata, name)
     nibbles = metadata_nibbles(metadata)
     ordered = (nibbles & 3) < (nibbles >> 2)
     if not ordered.all():
@@ -214,9 +237,9 @@ def validate_metadata(metadata: np.ndarray, *, name: str = "metadata") -> None:
 def validate_compressed(values: np.ndarray, metadata: np.ndarray) -> None:
     """Check a (values, metadata) pair for shape, dtype and metadata validity."""
     if not isinstance(values, np.ndarray):
-        raise TypeError(f"values must be a numpy array, got {type(values).__name__}")
+        raise SparseTypeError(f"values must be a numpy array, got {type(values).__name__}")
     if values.dtype not in supported_dtypes():
-        raise TypeError(f"values has dtype {values.dtype}; expected one of "
+        raise SparseTypeError(f"values has dtype {values.dtype}; expected one of "
                         + ", ".join(str(d) for d in supported_dtypes()))
     if values.ndim != 2:
         raise SparseFormatError(f"values must be 2-D [M][K/2], got shape {values.shape}")
@@ -232,6 +255,8 @@ def validate_compressed(values: np.ndarray, metadata: np.ndarray) -> None:
 
 def decompress_2to4(compressed: Compressed2to4) -> np.ndarray:
     """Rebuild the pruned dense [M][K] matrix (dropped positions ``+0.0``), bit exact."""
+    if not isinstance(compressed, Compressed2to4):
+        raise SparseTypeError(f"compressed must be a Compressed2to4, got {type(compressed).__name__}")
     values, metadata = compressed.values, compressed.metadata
     validate_compressed(values, metadata)
     m, k = compressed.shape

@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..errors import InputError
 from .stats import relative_noise
 
 #: The smallest noise band: run-to-run differences of clocks and placement that one run's spread does not show.
@@ -46,14 +47,14 @@ def load_run(path) -> dict:
     try:
         data = json.loads(path.read_text())
     except OSError as error:
-        raise ValueError(f"{path}: cannot read it ({error.strerror or error})") from None
+        raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not JSON ({getattr(error, 'msg', error)})") from None
+        raise InputError(f"{path}: not JSON ({getattr(error, 'msg', error)})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise ValueError(f"{path}: not a `vkcoop bench sparse --json` file (no results list)")
+        raise InputError(f"{path}: not a `vkcoop bench sparse --json` file (no results list)")
     for index, row in enumerate(data["results"]):
         if not isinstance(row, dict) or not {"path", "dtype", "m", "n", "k", "status"} <= set(row):
-            raise ValueError(f"{path}: result {index + 1} lacks path, dtype, m, n, k or status")
+            raise InputError(f"{path}: result {index + 1} lacks path, dtype, m, n, k or status")
     return data
 
 
@@ -83,7 +84,7 @@ def compare_pair(a: dict | None, b: dict | None, min_noise: float = MIN_NOISE) -
 def compare_runs(a: dict, b: dict, min_noise: float = MIN_NOISE) -> list[CaseComparison]:
     """Every case and path of either run, in A's order, then B's extra ones."""
     if min_noise < 0:
-        raise ValueError(f"--min-noise {min_noise}: must be >= 0")
+        raise InputError(f"--min-noise {min_noise}: must be >= 0")
     left = {_key(r): r for r in a["results"]}
     right = {_key(r): r for r in b["results"]}
     keys = list(left) + [k for k in right if k not in left]

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import InputError
 from ..gemm import DTYPES
 from ..gemm.path import GemmProblem
 
@@ -50,15 +51,15 @@ def _shape(where: str, label, m, n, k, source: str) -> UserShape:
     try:
         m, n, k = (int(str(v).strip()) for v in (m, n, k))
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: M, N, K must be whole numbers (got {m!r}, {n!r}, {k!r})") from None
+        raise InputError(f"{where}: M, N, K must be whole numbers (got {m!r}, {n!r}, {k!r})") from None
     if min(m, n, k) < 1:
-        raise ValueError(f"{where}: M, N, K must be at least 1 (got {m}x{n}x{k})")
+        raise InputError(f"{where}: M, N, K must be at least 1 (got {m}x{n}x{k})")
     if k % K_MULTIPLE:
-        raise ValueError(f"{where}: K={k} is not a multiple of {K_MULTIPLE} (one 2:4 metadata word covers 32 "
+        raise InputError(f"{where}: K={k} is not a multiple of {K_MULTIPLE} (one 2:4 metadata word covers 32 "
                          "columns)")
     label = str(label).strip() if label not in (None, "") else "user"
     if not _LABEL.fullmatch(label):
-        raise ValueError(f"{where}: label {label!r} must be 1-40 characters of letters, digits and _.:+-")
+        raise InputError(f"{where}: label {label!r} must be 1-40 characters of letters, digits and _.:+-")
     return UserShape(label, m, n, k, source)
 
 
@@ -66,15 +67,15 @@ def _from_json(path: Path, text: str) -> list[UserShape]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
+        raise InputError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
     rows = data.get("shapes") if isinstance(data, dict) else data
     if not isinstance(rows, list):
-        raise ValueError(f"{path}: expected a list of {{\"label\", \"m\", \"n\", \"k\"}} or {{\"shapes\": [...]}}")
+        raise InputError(f"{path}: expected a list of {{\"label\", \"m\", \"n\", \"k\"}} or {{\"shapes\": [...]}}")
     shapes = []
     for index, row in enumerate(rows):
         where = f"{path}: shape {index + 1}"
         if not isinstance(row, dict) or not {"m", "n", "k"} <= {key.lower() for key in row}:
-            raise ValueError(f"{where}: needs m, n and k")
+            raise InputError(f"{where}: needs m, n and k")
         lower = {key.lower(): value for key, value in row.items()}
         shapes.append(_shape(where, lower.get("label"), lower["m"], lower["n"], lower["k"], str(path)))
     return shapes
@@ -93,13 +94,13 @@ def _from_csv(path: Path, text: str) -> list[UserShape]:
         for number, row in rows[1:]:
             where = f"{path}:{number}"
             if len(row) < len(header):
-                raise ValueError(f"{where}: {len(row)} columns, the header has {len(header)}")
+                raise InputError(f"{where}: {len(row)} columns, the header has {len(header)}")
             label = row[label_at] if label_at is not None else None
             shapes.append(_shape(where, label, *(row[column[c]] for c in ("m", "n", "k")), str(path)))
         return shapes
     for number, row in rows:
         if len(row) not in (3, 4):
-            raise ValueError(f"{path}:{number}: expected M,N,K[,LABEL] (or a header naming label,m,n,k)")
+            raise InputError(f"{path}:{number}: expected M,N,K[,LABEL] (or a header naming label,m,n,k)")
         shapes.append(_shape(f"{path}:{number}", row[3] if len(row) == 4 else None, *row[:3], str(path)))
     return shapes
 
@@ -111,11 +112,11 @@ def read_shape_file(path) -> list[UserShape]:
     try:
         text = path.read_text()
     except OSError as error:
-        raise ValueError(f"--shapes {path}: cannot read it ({error.strerror or error})") from None
+        raise InputError(f"--shapes {path}: cannot read it ({error.strerror or error})") from None
     stripped = text.lstrip()
     shapes = _from_json(path, text) if stripped[:1] in ("[", "{") else _from_csv(path, text)
     if not shapes:
-        raise ValueError(f"--shapes {path}: no shapes in the file")
+        raise InputError(f"--shapes {path}: no shapes in the file")
     return shapes
 
 
@@ -128,7 +129,7 @@ def parse_shapes(items) -> list:
         elif Path(item).suffix.lower() in (".json", ".csv") or Path(item).exists():
             parsed.extend(read_shape_file(item))
         else:
-            raise ValueError(f"--shapes {item!r}: neither a shape class ({', '.join(SHAPES)}) nor a .json/.csv "
+            raise InputError(f"--shapes {item!r}: neither a shape class ({', '.join(SHAPES)}) nor a .json/.csv "
                              "file")
     return parsed
 
@@ -136,7 +137,7 @@ def parse_shapes(items) -> list:
 def _tokens(llm_tokens) -> list[int]:
     tokens = [int(llm_tokens)] if isinstance(llm_tokens, int) else [int(t) for t in llm_tokens]
     if not tokens or min(tokens) < 1:
-        raise ValueError(f"--llm-tokens {tokens}: each must be at least 1")
+        raise InputError(f"--llm-tokens {tokens}: each must be at least 1")
     return list(dict.fromkeys(tokens))
 
 
@@ -144,7 +145,7 @@ def _problems(dtype: str, shape, sizes, tokens) -> list[GemmProblem]:
     if isinstance(shape, UserShape):
         return [GemmProblem(dtype, shape.label, shape.m, shape.n, shape.k)]
     if shape not in SHAPES:
-        raise ValueError(f"--shapes {shape!r}: choose from {', '.join(SHAPES)} or give a shape file")
+        raise InputError(f"--shapes {shape!r}: choose from {', '.join(SHAPES)} or give a shape file")
     if shape == "mlp":
         return [GemmProblem(dtype, "mlp", m, n, k) for _, m, n, k in MLP_SHAPES]
     if shape == "square":
@@ -159,12 +160,12 @@ def make_cases(dtypes, sizes, shapes, llm_tokens=LLM_TOKENS) -> list[GemmProblem
     for size in sizes:
         size = int(size)
         if size <= 0 or size % 64:
-            raise ValueError(f"--sizes {size}: sizes must be positive multiples of 64")
+            raise InputError(f"--sizes {size}: sizes must be positive multiples of 64")
         checked.append(size)
     cases = []
     for dtype in dtypes:
         if dtype not in DTYPES:
-            raise ValueError(f"--dtype {dtype!r}: choose from {', '.join(DTYPES)}")
+            raise InputError(f"--dtype {dtype!r}: choose from {', '.join(DTYPES)}")
         for shape in shapes:
             cases.extend(_problems(dtype, shape, checked, tokens))
     return list(dict.fromkeys(cases))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
+from ..errors import InputError
 from ..gemm.path import GemmOperands
 from .measure import PathResult, measure_path, path_result
 from .shapes import LLM_TOKENS, SHAPES, describe_shapes, make_cases
@@ -127,13 +128,13 @@ class _Paths:
 
 def _check_settings(iters, warmup, paths, tune_budget, search_budget) -> list[str]:
     if iters < 1 or warmup < 0:
-        raise ValueError(f"--iters must be >= 1 and --warmup >= 0 (got {iters}, {warmup})")
+        raise InputError(f"--iters must be >= 1 and --warmup >= 0 (got {iters}, {warmup})")
     if tune_budget <= 0 or search_budget <= 0:
-        raise ValueError(f"--tune-budget and --search-budget must be positive (got {tune_budget}, {search_budget})")
+        raise InputError(f"--tune-budget and --search-budget must be positive (got {tune_budget}, {search_budget})")
     wanted = list(PATH_NAMES) if paths is None else list(paths)
     unknown = [p for p in wanted if p not in PATH_NAMES]
     if unknown:
-        raise ValueError(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATH_NAMES)}")
+        raise InputError(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATH_NAMES)}")
     return wanted
 
 
@@ -205,7 +206,7 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
 
     wanted = _check_settings(iters, warmup, paths, tune_budget, search_budget)
     if baseline not in PATH_NAMES:
-        raise ValueError(f"--baseline {baseline!r}: choose from {', '.join(PATH_NAMES)}")
+        raise InputError(f"--baseline {baseline!r}: choose from {', '.join(PATH_NAMES)}")
     cases = make_cases(dtypes, sizes, shapes, llm_tokens)
     settings = {"dtypes": list(dtypes), "sizes": [int(s) for s in sizes], "shapes": describe_shapes(shapes),
                 "iters": iters, "warmup": warmup, "flush_l2": flush_l2, "tune": tune, "retune": retune,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..errors import InputError
+
 SPREAD_FIELDS = ("median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms")
 
 
@@ -17,9 +19,9 @@ def percentile(values, q: float) -> float:
     """The ``q``-th percentile (0..100) of ``values``, linearly interpolated between order statistics."""
     ordered = sorted(float(v) for v in values)
     if not ordered:
-        raise ValueError("percentile of no values")
+        raise InputError("percentile of no values")
     if not 0 <= q <= 100:
-        raise ValueError(f"percentile {q} is outside 0..100")
+        raise InputError(f"percentile {q} is outside 0..100")
     position = (len(ordered) - 1) * q / 100
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
@@ -30,7 +32,7 @@ def spread_ms(times_s) -> dict:
     """Median, min, max, p10, p90 (milliseconds) and the count of a list of times in seconds."""
     times = [float(t) * 1e3 for t in times_s]
     if not times:
-        raise ValueError("no timed iterations")
+        raise InputError("no timed iterations")
     return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
             "p10_ms": percentile(times, 10), "p90_ms": percentile(times, 90), "iterations": len(times)}
 

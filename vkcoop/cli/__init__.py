@@ -14,6 +14,15 @@ from .device import add_device_parsers
 from .errors import classify
 from .toolchain import add_shaders_parser, add_toolchain_parser
 
+
+def add_explain_parser(sub) -> None:
+    from .. import explain_command
+
+    p = sub.add_parser("explain", help="see what a tensor layout and view do to each matrix cell",
+                       description=explain_command.DESCRIPTION)
+    explain_command.add_arguments(p)
+    p.set_defaults(func=explain_command.run)
+
 #: Commands that compile shaders, so they need the toolchain first.
 NEEDS_TOOLCHAIN = {"shaders", "run", "bench", "fuzz", "demo"}
 
@@ -44,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_fuzz_parser(sub)
     add_demo_parser(sub)
+    add_explain_parser(sub)
     return parser
 
 
@@ -51,22 +61,20 @@ def require_toolchain(auto_install: bool) -> None:
     """Exit 3 with one line when no coopmat2 toolchain exists, unless asked to install one."""
     import spirv_tools
 
+    from .toolchain import accept_by_shader_check
     try:
-        spirv_tools.find_toolchain()
-        return
-    except spirv_tools.ToolchainError as error:
-        if not auto_install:
-            raise CliError(f"no coopmat2-capable shader toolchain ({str(error).splitlines()[0][:200]})",
-                           "run `vkcoop toolchain install`, or add --yes", Exit.ENVIRONMENT) from None
-    err_console.print("vkcoop: installing the shader toolchain (--yes)")
-    spirv_tools.install_private(None, log=lambda msg: err_console.print(msg))
+        spirv_tools.require_toolchain(auto_install or None, accept=accept_by_shader_check,
+                                      log=lambda msg: err_console.print(msg))
+    except spirv_tools.ToolchainMissingError as error:
+        raise CliError(f"no coopmat2-capable shader toolchain ({str(error).splitlines()[0][:200]})",
+                       "run `vkcoop toolchain install`, or add --yes", Exit.ENVIRONMENT) from None
 
 
 def _dispatch(argv) -> int:
     args = build_parser().parse_args(argv)
     if (args.command in NEEDS_TOOLCHAIN and getattr(args, "needs_toolchain", True)
             and not (args.command == "shaders" and args.action == "list")):
-        require_toolchain(args.yes or os.environ.get("VKCOOP_AUTO_TOOLCHAIN") == "1")
+        require_toolchain(args.yes)
     return int(args.func(args))
 
 

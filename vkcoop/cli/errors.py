@@ -12,8 +12,7 @@ def _first_line(error: BaseException) -> str:
 def _table():
     """(error classes, exit code, what to do) in match order; imported lazily so --help stays fast."""
     import spirv_tools
-    from .. import fuzz, gemm, sparse, tensor, vk
-    from ..samples import SampleInputError
+    from .. import errors, sparse, tensor, vk
 
     return [
         ((spirv_tools.ToolchainError,), Exit.ENVIRONMENT, "run `vkcoop toolchain install`"),
@@ -21,9 +20,8 @@ def _table():
          "`vkcoop info` shows what this device has"),
         ((spirv_tools.ShaderCompileError, spirv_tools.SpirvValidationError), Exit.FAILED,
          "the shader needs fixing (file:line above)"),
-        ((SampleInputError, fuzz.FuzzInputError, gemm.GemmInputError, sparse.SparseFormatError,
-          tensor.TensorSpecError), Exit.USAGE, "check the arguments"),
-        ((vk.VulkanError,), Exit.FAILED, "rerun with --debug for the details"),
+        ((errors.InputError, sparse.SparseFormatError, tensor.TensorSpecError), Exit.USAGE, "check the arguments"),
+        ((vk.VulkanError, errors.Error), Exit.FAILED, "rerun with --debug for the details"),
         ((IsADirectoryError, NotADirectoryError, FileNotFoundError, PermissionError), Exit.USAGE,
          "check the path"),
         ((ValueError,), Exit.USAGE, "check the arguments"),

@@ -1,7 +1,6 @@
 """``vkcoop toolchain`` and ``vkcoop shaders``: the shader toolchain, and compiling, checking and reading shaders."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rich.table import Table
@@ -10,6 +9,15 @@ from .common import CliError, Exit, console, emit_json, err_console, progress_ba
 
 
 # --- toolchain ------------------------------------------------------------------------------------------------
+def accept_by_shader_check(toolchain, features: dict):
+    """What an install must pass before its prefix is accepted: every shader variant compiles and validates
+    with the candidate (bf16 variants skipped by name where it cannot compile them)."""
+    import spirv_tools
+    from .. import shaders
+
+    return spirv_tools.check_shaders(shaders.all_variants(), shaders.check_variant, features)
+
+
 def toolchain_report() -> dict:
     """The toolchain search as data: every candidate in search order, the chosen one and its compile backend."""
     import spirv_tools
@@ -23,7 +31,7 @@ def toolchain_report() -> dict:
         be = spirv_tools.backend()
         backend = {"compile_backend": be.name, "identity": be.identity}
     return {"chosen": chosen.describe() if chosen else None, "backend": backend,
-            "private_dir": str(toolchain.default_private_dir()),
+            "private_dir": str(toolchain.default_private_dir()), "manifest": spirv_tools.manifest(),
             "candidates": [{"toolchain": c.toolchain.describe(), "capable": c.capable, "reason": c.reason,
                             "versions": c.toolchain.versions} for c in survey]}
 
@@ -48,9 +56,7 @@ def cmd_toolchain(args) -> int:
     if args.action == "install":
         dest = Path(args.dest).resolve() if args.dest else None
         spirv_tools.install_private(dest, debs_dir=Path(args.debs) if args.debs else None, force=args.force,
-                                    log=lambda msg: err_console.print(msg))
-        if dest is not None:   # report on what was just installed, not on the default prefix
-            os.environ["VKCOOP_TOOLCHAIN_DIR"] = str(dest)
+                                    accept=accept_by_shader_check, log=lambda msg: err_console.print(msg))
     report = toolchain_report()
     if args.json:
         emit_json(report, None)

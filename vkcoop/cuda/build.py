@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from vkcoop.errors import Error
 from vkcoop.paths import cache_root
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
@@ -27,7 +28,7 @@ ARCH = "sm_90a"
 NVCC_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-O3", "-std=c++17")
 
 
-class KernelBuildError(RuntimeError):
+class KernelBuildError(Error, RuntimeError):
     """A kernel failed to compile (the message carries the compiler's output)."""
 
 

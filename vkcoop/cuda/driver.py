@@ -15,6 +15,8 @@ import ctypes
 import ctypes.util
 from typing import Sequence
 
+from ..errors import Error
+
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
@@ -26,7 +28,7 @@ SWIZZLE_NONE, SWIZZLE_32B, SWIZZLE_64B, SWIZZLE_128B = 0, 1, 2, 3
 L2_PROMOTION_128B = 2
 
 
-class CudaError(RuntimeError):
+class CudaError(Error, RuntimeError):
     """A CUDA driver call failed."""
 
 

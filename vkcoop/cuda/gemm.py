@@ -24,10 +24,12 @@ from typing import Callable
 
 import numpy as np
 
+from vkcoop.errors import InputError
 from vkcoop.gemm.types import DTYPES, RESULT_TOLERANCE
 from vkcoop.sparse import Compressed2to4, decompress_2to4, validate_compressed
 
 from . import build, driver
+from .configs import MmaSpConfig, WgmmaSpConfig
 from .layout import reorder_metadata_for_mma
 
 SUPPORTED = ("float16", "bfloat16")
@@ -90,7 +92,7 @@ class DeviceSparse:
                    shape=(m, k))
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError):
     """A problem shape or dtype a path cannot run (raised before any launch)."""
 
 
@@ -142,32 +144,6 @@ def _stream() -> int:
 
 
 # --------------------------------------------------------------------------- mma.sp
-
-
-@dataclass(frozen=True)
-class MmaSpConfig:
-    bm: int
-    bn: int
-    warps_m: int
-    warps_n: int
-    stages: int
-    bk: int = 64  # dense K per pipeline stage (64 or 128)
-    pipelined: bool = False  # PipelinedKernel: spread copies, A double-buffered, early barrier
-    slide_a: bool = False  # pipelined with B double-buffered and A reloaded row by row instead
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps_m * self.warps_n
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.stages * (self.bm * self.bk + self.bn * self.bk * 2
-                              + (self.bm // 16) * (self.bk // 64) * 128)
-
-    def kernel_name(self, dtype_name: str) -> str:
-        short = "f16" if dtype_name == "float16" else "bf16"
-        return (f"mma_sp_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}"
-                f"_s{self.stages}" + ("_pa" if self.slide_a else "_p" if self.pipelined else ""))
 
 
 class HandWrittenSpGemm:
@@ -230,6 +206,7 @@ class MmaSpGemm(HandWrittenSpGemm):
 
     name = "mma.sp"
     config_type = MmaSpConfig
+    # mma_sp.cu's kernel list: `python -m vkcoop.cuda.gen_instances` writes kernels/mma_sp_instances.cuh
     CONFIGS = {
         "128x128": MmaSpConfig(128, 128, 2, 2, 4),
         "128x256": MmaSpConfig(128, 256, 2, 4, 3),
@@ -238,7 +215,7 @@ class MmaSpGemm(HandWrittenSpGemm):
         "128x256k128": MmaSpConfig(128, 256, 2, 4, 2, bk=128),
         "256x128k128": MmaSpConfig(256, 128, 4, 2, 3, bk=128),
         "64x16": MmaSpConfig(64, 16, 4, 1, 6),
-        # tuning candidates (both dtypes instantiated)
+        # tuning candidates
         "128x128k128w8": MmaSpConfig(128, 128, 2, 4, 2, bk=128),
         "256x128s4": MmaSpConfig(256, 128, 4, 2, 4),
         "128x128k128s2": MmaSpConfig(128, 128, 2, 2, 2, bk=128),
@@ -282,39 +259,6 @@ class MmaSpGemm(HandWrittenSpGemm):
 # --------------------------------------------------------------------------- wgmma.sp
 
 
-@dataclass(frozen=True)
-class WgmmaSpConfig:
-    bn: int
-    consumers: int
-    stages: int
-    setmaxnreg: bool = True  # rebalance registers from producer to consumer warpgroups
-    fp16_only: bool = False  # diagnostic instantiations exist for fp16 only
-    wait_depth: int = 1  # wgmma groups left in flight before releasing a slice
-    cluster: int = 1  # 2: CTA pairs along M share B through TMA multicast
-    msub: int = 1  # m64 sub-tiles per consumer warpgroup (2: 128 rows each)
-
-    @property
-    def bm(self) -> int:
-        return 64 * self.consumers * self.msub
-
-    @property
-    def threads(self) -> int:
-        return 128 * (self.consumers + 1)
-
-    @property
-    def smem_bytes(self) -> int:
-        stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128
-        stage = (stage + 1023) // 1024 * 1024
-        return self.stages * stage + 1024 + self.stages * 16
-
-    def kernel_name(self, dtype_name: str) -> str:
-        short = "f16" if dtype_name == "float16" else "bf16"
-        suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
-                  + ("" if self.cluster == 1 else f"_x{self.cluster}")
-                  + ("" if self.msub == 1 else f"_m{self.msub}"))
-        return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
-
-
 class WgmmaSpGemm(HandWrittenSpGemm):
     """Hopper ``wgmma.mma_async.sp`` m64nNk32 kernel with TMA + mbarrier pipeline (kernels/wgmma_sp.cu).
 
@@ -323,6 +267,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
 
     name = "wgmma.sp"
     config_type = WgmmaSpConfig
+    # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
     CONFIGS = {
         "128x256": WgmmaSpConfig(256, 2, 4),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
@@ -333,7 +278,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
         "64x16": WgmmaSpConfig(16, 1, 8),
     }
     AUTO_ORDER = ("128x256", "128x128", "128x16", "64x16")
-    #: extra instantiations in wgmma_sp.cu (fp16 only) used to localise problems
+    #: extra instantiations (fp16 only) used to localise problems
     DIAGNOSTIC_CONFIGS = tuple(
         WgmmaSpConfig(bn, cons, st, setmaxnreg=nreg, fp16_only=True, wait_depth=wait)
         for bn, cons, st, nreg, wait in (

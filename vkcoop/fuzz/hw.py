@@ -47,7 +47,7 @@ STATUS_GARBAGE = 254
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
-def _as_component(values, component: str) -> np.ndarray:
+def as_component(values, component: str) -> np.ndarray:
     """Integers (digits, markers) as the component type: floats by value, integers by bit pattern."""
     dtype = COMPONENT_DTYPES[component]
     values = np.asarray(values, dtype=np.int64)
@@ -144,14 +144,14 @@ class HwRunner:
         load_digits, store_digits, base = DIGITS[component]
         if kind == "load":
             i = np.arange(SOURCE_ELEMENTS, dtype=np.int64)
-            parts = [_as_component((i // base ** k) % base, component) for k in range(load_digits)]
-            parts.append(_as_component(np.full(SOURCE_ELEMENTS, MARK_VALUE), component))
+            parts = [as_component((i // base ** k) % base, component) for k in range(load_digits)]
+            parts.append(as_component(np.full(SOURCE_ELEMENTS, MARK_VALUE), component))
             data = np.concatenate(parts)
         elif kind == "store":
             rows, cols = Variant("store", component, 1, ClampMode.Constant).hw_shape
             ids = np.arange(rows * cols, dtype=np.int64)
-            parts = [_as_component((ids // base ** k) % base, component) for k in range(store_digits)]
-            parts.append(_as_component(np.full(rows * cols, MARK_VALUE), component))
+            parts = [as_component((ids // base ** k) % base, component) for k in range(store_digits)]
+            parts.append(as_component(np.full(rows * cols, MARK_VALUE), component))
             data = np.concatenate(parts)
         else:  # decode: contents unused, only addresses
             data = np.zeros(SOURCE_ELEMENTS, dtype=COMPONENT_DTYPES[component])
@@ -213,8 +213,8 @@ class HwRunner:
         dtype = COMPONENT_DTYPES[component]
         width = 8 * dtype.itemsize
         bits = _bits(raw).astype(np.int64)
-        mark = int(_bits(_as_component([MARK_VALUE], component))[0])
-        previous = int(_bits(_as_component([PREVIOUS_VALUE], component))[0])
+        mark = int(_bits(as_component([MARK_VALUE], component))[0])
+        previous = int(_bits(as_component([PREVIOUS_VALUE], component))[0])
         clamp = (clamp_values & ((1 << width) - 1))[:, None]
         status = self._status(bits[:, -1], bits[:, :-1], mark, previous, clamp)
         digits = _digit_values(raw[:, :-1], component)

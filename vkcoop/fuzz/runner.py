@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from . import compare
 from .cases import PORTABLE_MAX_SIDE, FuzzCase, generate_case, variant_pool
 from .models import explain, tags
@@ -30,7 +31,7 @@ FIRST_MISMATCHES_KEPT = 8
 _TASK_CASES = 256
 
 
-class FuzzInputError(ValueError):
+class FuzzInputError(InputError):
     """Bad arguments to :func:`run` (names the parameter)."""
 
 

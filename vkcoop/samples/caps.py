@@ -11,11 +11,12 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from ..errors import InputError
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, COMPONENT_UINT8, SCOPES)
 
 
-class SampleInputError(ValueError):
+class SampleInputError(InputError):
     """A sample or case was given bad input (dtype, shape, shader variant, parameter); raised before dispatch."""
 
 

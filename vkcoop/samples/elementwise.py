@@ -179,7 +179,7 @@ class ElementWise(Sample):
                 continue  # no shape fits both matrices on this device
             seed += 1
             source_dtype = element_type(CONVERSIONS[conversion][0]).dtype
-            count = clamped_layout(*shape, source_dtype).element_count()
+            count = clamped_layout(*shape, source_dtype, 0).element_count()  # the clamp value does not count
             label = conversion.removeprefix("CONV_").lower().replace("_", "-")
             yield convert_case(f"convert/{label}", conversion, *shape,
                                conversion_source(CONVERSIONS[conversion][0], count, seed))

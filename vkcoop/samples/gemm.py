@@ -31,9 +31,8 @@ COOPMAT2_GEMM_REQUIRES = Requirements(
     features=gemm.types.COOPMAT2_GEMM_FEATURES + _ALL_TYPE_FEATURES) + INT8 + BFLOAT16
 # The sample dispatches the KHR kernel without the bench's required subgroup size of 32 (as it always has), so
 # it needs no subgroupSizeControl.
-KHR_GEMM_REQUIRES = Requirements(
-    extensions=("VK_KHR_cooperative_matrix",),
-    features=("cooperativeMatrix", "vulkanMemoryModel", "maintenance4") + _ALL_TYPE_FEATURES) + INT8 + BFLOAT16
+KHR_GEMM_REQUIRES = Requirements(extensions=("VK_KHR_cooperative_matrix",),
+                                 features=gemm.types.KHR_CORE_FEATURES + _ALL_TYPE_FEATURES) + INT8 + BFLOAT16
 SPARSE_GEMM_REQUIRES = COOPMAT2_GEMM_REQUIRES + Requirements(features=gemm.types.SPARSE24_FEATURES)
 
 

@@ -68,17 +68,22 @@ coord_in_block)``, ``smod`` (OpSMod) and ``clamp_coordinate(mode, c, L)``.
 
 Errors
 ------
-``TensorSpecError`` (a ValueError) names the bad parameter: dimension count outside
-1..5, zero block size, non-permutation, view/layout dimension mismatch, values
-outside uint32/int32, zero span. ``UndefinedBehaviorError`` (a TensorSpecError)
-comes from load/store when an element's result is undefined.
+``TensorSpecError`` (a ValueError and a ``vkcoop.Error``) names the bad parameter:
+dimension count outside 1..5, zero block size, non-permutation, view/layout dimension
+mismatch, values outside uint32/int32, zero span, a matrix above
+``vectorized.MAX_ELEMENTS`` (2**28) elements. ``TensorTypeError`` (also a TypeError):
+a float, bool or other object where an integer, array or layout belongs.
+``UndefinedBehaviorError`` comes from load/store when an element's result is undefined,
+``TensorIndexError`` (also an IndexError) when an index falls beyond the buffer.
+``clamp_value_bits`` refuses values the component type cannot hold exactly unless
+``rounding=True``.
 """
 from .spec import (ElementAddress, TensorCoord, check_view_matches, clamp_coordinate, clip_contains,
                    element_address, linear_to_span_coord, linear_to_view_coord, matrix_coord_to_linear,
                    matrix_coord_to_linear_with_view, matrix_coord_to_tensor_element,
                    matrix_coord_to_tensor_element_with_view, smod, span_coord_to_tensor_coord,
                    tensor_coord_to_linear, view_coord_to_linear, view_dimensions, view_strides)
-from .state import (MAX_DIM, ClampMode, ElementStatus, TensorLayout, TensorSpecError, TensorView,
+from .state import (MAX_DIM, ClampMode, ElementStatus, TensorLayout, TensorSpecError, TensorTypeError, TensorView,
                     UndefinedBehaviorError, createTensorLayoutNV, createTensorViewNV,
                     gl_CooperativeMatrixClampModeClampToEdgeNV, gl_CooperativeMatrixClampModeConstantNV,
                     gl_CooperativeMatrixClampModeMirrorRepeatNV, gl_CooperativeMatrixClampModeRepeatNV,
@@ -86,11 +91,13 @@ from .state import (MAX_DIM, ClampMode, ElementStatus, TensorLayout, TensorSpecE
                     setTensorLayoutClampValueNV, setTensorLayoutDimensionNV, setTensorLayoutStrideNV,
                     setTensorViewClipNV, setTensorViewDimensionsNV, setTensorViewStrideNV,
                     sliceTensorLayoutNV)
-from .vectorized import IndexMap, clamp_value_as, clamp_value_bits, index_map, load, store
+from .clamp import clamp_value_as, clamp_value_bits
+from .vectorized import IndexMap, TensorIndexError, index_map, load, store
+from . import present as _present  # noqa: E402,F401 - registers explain()/_repr_png_ on layouts and views
 
 __all__ = [
     "MAX_DIM", "ClampMode", "ElementStatus", "TensorLayout", "TensorView", "TensorSpecError",
-    "UndefinedBehaviorError", "IndexMap", "ElementAddress", "TensorCoord",
+    "TensorTypeError", "TensorIndexError", "UndefinedBehaviorError", "IndexMap", "ElementAddress", "TensorCoord",
     "index_map", "load", "store", "clamp_value_as", "clamp_value_bits",
     "element_address", "matrix_coord_to_linear", "matrix_coord_to_linear_with_view",
     "linear_to_span_coord", "span_coord_to_tensor_coord", "tensor_coord_to_linear",

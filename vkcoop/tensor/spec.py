@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .state import (ClampMode, ElementStatus, TensorLayout, TensorSpecError, TensorView,
-                    UINT32_MAX, _wrap_int32)
+from .state import (ClampMode, ElementStatus, TensorLayout, TensorSpecError, TensorTypeError, TensorView,
+                    UINT32_MAX, _as_int, _int32, _uint32, _values, _wrap_int32)
 
 Coord = tuple  # tuple[int, ...] of length LDim or VDim
 
@@ -31,11 +31,31 @@ def _check_op(op: str) -> str:
     return op
 
 
+def _check_layout(t) -> TensorLayout:
+    if not isinstance(t, TensorLayout):
+        raise TensorTypeError(f"t (the tensor layout) must be a TensorLayout, got {type(t).__name__}")
+    return t
+
+
+def _check_view(v) -> TensorView:
+    if not isinstance(v, TensorView):
+        raise TensorTypeError(f"v (the tensor view) must be a TensorView, got {type(v).__name__}")
+    return v
+
+
+def _coord(values, dim: int, name: str) -> Coord:
+    """A coordinate of ``dim`` uint32 entries (one sequence)."""
+    return _values((values,), dim, name, _uint32)
+
+
 def smod(a: int, b: int) -> int:
     """OpSMod: signed remainder whose sign follows the divisor (floor modulo for b > 0).
 
     The spec says "remainders are computed as defined in OpSMod"; Python's ``%`` is
-    exactly that. ``b == 0`` is undefined in SPIR-V and raises ZeroDivisionError here."""
+    exactly that. ``b == 0`` is undefined in SPIR-V and raises TensorSpecError here."""
+    a, b = _as_int(a, "a"), _as_int(b, "b")
+    if b == 0:
+        raise TensorSpecError("smod: the divisor b is 0 (OpSMod by zero is undefined)")
     return a % b
 
 
@@ -71,6 +91,8 @@ def check_view_matches(t: TensorLayout, v: TensorView) -> None:
 
     With hasDimensions false the view's dimensions *are* the layout span, so VDim must
     equal LDim; with hasDimensions true every viewDimension must be non-zero."""
+    _check_layout(t)
+    _check_view(v)
     if not v.has_dimensions and v.dim != t.dim:
         raise TensorSpecError(f"view dim ({v.dim}) must equal layout dim ({t.dim}) when the view's "
                               f"has_dimensions is False (its dimensions are the layout span)")
@@ -97,7 +119,10 @@ def clamp_coordinate(mode: ClampMode, c: int, layout_dimension: int) -> int | No
       L == 1 makes the period zero; the reference returns 0, the only in-bounds
       coordinate (erratum/ambiguity, see docs/spec-notes.md).
     """
-    L = layout_dimension
+    mode = _as_int(mode, "mode")
+    if mode not in ClampMode._value2member_map_:
+        raise TensorSpecError(f"mode must be a ClampMode (0..4), got {mode!r}")
+    c, L = _int32(c, "c"), _uint32(layout_dimension, "layout_dimension")
     if mode == ClampMode.ClampToEdge:
         return None if L == 0 else min(max(c, 0), L - 1)
     if mode == ClampMode.Repeat:
@@ -117,13 +142,16 @@ def clamp_coordinate(mode: ClampMode, c: int, layout_dimension: int) -> int | No
 
 def matrix_coord_to_linear(t: TensorLayout, row: int, col: int, N: int) -> int:
     """matrixCoordToLinear(t, row, col, N): ``row * N + col`` in uint32."""
+    _check_layout(t)
+    row, col, N = _check_matrix_coord(row, col, N)
     return (row * N + col) & UINT32_MAX
 
 
 def linear_to_span_coord(t: TensorLayout, index: int) -> Coord:
     """linearToSpanCoord(t, index): peel span coordinates innermost first;
     the outermost coordinate wraps modulo span[0] when the index exceeds the span."""
-    _check_spans(t)
+    _check_spans(_check_layout(t))
+    index = _uint32(index, "index")
     span_coord = [0] * t.dim
     for dim in range(t.dim - 1, -1, -1):
         span_coord[dim] = index % t.span[dim]
@@ -141,6 +169,7 @@ def span_coord_to_tensor_coord(t: TensorLayout, span_coord: Coord, op: str = LOA
     UNDEFINED (Undefined). Then ``coordInBlock = c % blockSize`` and
     ``blockCoord = c / blockSize``."""
     _check_op(op)
+    span_coord = _coord(span_coord, _check_layout(t).dim, "span_coord")
     block_coord = [0] * t.dim
     coord_in_block = [0] * t.dim
     for dim in range(t.dim):
@@ -165,6 +194,7 @@ def span_coord_to_tensor_coord(t: TensorLayout, span_coord: Coord, op: str = LOA
 
 def tensor_coord_to_linear(t: TensorLayout, block_coord: Coord) -> int:
     """tensorCoordToLinear(t, blockCoord): ``sum(blockCoord[dim] * stride[dim])`` in uint32."""
+    block_coord = _coord(block_coord, _check_layout(t).dim, "block_coord")
     index = 0
     for dim in range(t.dim):
         index = (index + block_coord[dim] * t.stride[dim]) & UINT32_MAX
@@ -179,13 +209,18 @@ def _finish(t: TensorLayout, index: int, op: str) -> ElementAddress:
     return ElementAddress(status, tensor_coord_to_linear(t, block_coord), block_coord, coord_in_block)
 
 
-def _check_matrix_coord(row: int, col: int, N: int) -> None:
+def _check_matrix_coord(row, col, N) -> tuple[int, int, int]:
+    row, col, N = _as_int(row, "row"), _as_int(col, "col"), _as_int(N, "N")
     if N <= 0:
         raise TensorSpecError(f"N (matrix column count) must be positive, got {N}")
     if not 0 <= col < N:
         raise TensorSpecError(f"col must be in 0..{N - 1}, got {col}")
     if row < 0:
         raise TensorSpecError(f"row must be non-negative, got {row}")
+    # No matrix has 2**32 elements: an index that would wrap is a caller's bug, not the spec's arithmetic.
+    if row * N + col > UINT32_MAX:
+        raise TensorSpecError(f"row {row} * N {N} + col {col} exceeds uint32: no matrix is that large")
+    return row, col, N
 
 
 def matrix_coord_to_tensor_element(t: TensorLayout, row: int, col: int, N: int,
@@ -193,7 +228,6 @@ def matrix_coord_to_tensor_element(t: TensorLayout, row: int, col: int, N: int,
     """matrixCoordToTensorElement(t, row, col, N): (row,col) -> linear index in span ->
     span coordinate -> tensor coordinate -> linear index in tensor."""
     _check_op(op)
-    _check_matrix_coord(row, col, N)
     return _finish(t, matrix_coord_to_linear(t, row, col, N), op)
 
 
@@ -216,7 +250,9 @@ def matrix_coord_to_linear_with_view(t: TensorLayout, v: TensorView, row: int, c
     Returns ``None`` when (row, col) is outside the clip region ("load or store is
     skipped"); otherwise ``(row - clipRowOffset) * min(N, clipColSpan) + (col - clipColOffset)``
     in uint32. Note the width is min(N, clipColSpan), not N - clipColOffset."""
-    if not clip_contains(v, row, col):
+    _check_layout(t)
+    row, col, N = _check_matrix_coord(row, col, N)
+    if not clip_contains(_check_view(v), row, col):
         return None
     row -= v.clip_row_offset
     col -= v.clip_col_offset
@@ -245,6 +281,7 @@ def linear_to_view_coord(t: TensorLayout, v: TensorView, index: int) -> Coord:
     ``viewCoord[p[dim]] = index % dimensions[p[dim]]`` for dim = VDim-1 .. 0."""
     check_view_matches(t, v)
     _check_spans(t)
+    index = _uint32(index, "index")
     dimensions = view_dimensions(t, v)
     view_coord = [0] * v.dim
     for dim in range(v.dim - 1, -1, -1):
@@ -256,6 +293,8 @@ def linear_to_view_coord(t: TensorLayout, v: TensorView, index: int) -> Coord:
 
 def view_coord_to_linear(t: TensorLayout, v: TensorView, view_coord: Coord) -> int:
     """viewCoordToLinear(t, v, viewCoord): ``sum(viewCoord[dim] * stride[dim])`` in uint32."""
+    check_view_matches(t, v)
+    view_coord = _coord(view_coord, v.dim, "view_coord")
     stride = view_strides(t, v)
     index = 0
     for dim in range(v.dim - 1, -1, -1):
@@ -269,7 +308,6 @@ def matrix_coord_to_tensor_element_with_view(t: TensorLayout, v: TensorView, row
     view -> view coordinate -> linear index in span -> span coordinate -> tensor
     coordinate -> linear index in tensor. (The spec's signature omits ``v``.)"""
     _check_op(op)
-    _check_matrix_coord(row, col, N)
     check_view_matches(t, v)
     index = matrix_coord_to_linear_with_view(t, v, row, col, N)
     if index is None:
@@ -282,6 +320,7 @@ def matrix_coord_to_tensor_element_with_view(t: TensorLayout, v: TensorView, row
 def element_address(t: TensorLayout, row: int, col: int, N: int, view: TensorView | None = None,
                     op: str = LOAD) -> ElementAddress:
     """Dispatch to matrix_coord_to_tensor_element or its _with_view variant."""
+    _check_layout(t)
     if view is None:
         return matrix_coord_to_tensor_element(t, row, col, N, op)
     return matrix_coord_to_tensor_element_with_view(t, view, row, col, N, op)

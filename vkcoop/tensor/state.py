@@ -17,14 +17,20 @@ import operator
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..errors import InputError, InputTypeError
+
 MAX_DIM = 5
 UINT32_MAX = 0xFFFFFFFF
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
 
 
-class TensorSpecError(ValueError):
-    """Invalid tensor layout/view parameter or state; the message names the parameter."""
+class TensorSpecError(InputError):
+    """Invalid tensor layout/view parameter or state (a ValueError); the message names the parameter."""
+
+
+class TensorTypeError(TensorSpecError, InputTypeError):
+    """A tensor parameter of the wrong type (also a TypeError): a float or bool where an integer belongs."""
 
 
 class UndefinedBehaviorError(TensorSpecError):
@@ -87,7 +93,7 @@ class ElementStatus(enum.IntEnum):
 
 def _check_dim_count(dim, name: str) -> int:
     if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TensorSpecError(f"{name} must be an int in 1..{MAX_DIM}, got {dim!r}")
+        raise TensorTypeError(f"{name} must be an int in 1..{MAX_DIM}, got {dim!r}")
     if not 1 <= dim <= MAX_DIM:
         raise TensorSpecError(f"{name} must be in 1..{MAX_DIM} (the spec's [1,5]), got {dim}")
     return dim
@@ -96,11 +102,11 @@ def _check_dim_count(dim, name: str) -> int:
 def _as_int(value, name: str) -> int:
     # numpy integers are fine; bools and floats are almost certainly mistakes.
     if isinstance(value, bool):
-        raise TensorSpecError(f"{name} must be an integer, got bool {value!r}")
+        raise TensorTypeError(f"{name} must be an integer, got bool {value!r}")
     try:
         return operator.index(value)
     except TypeError:
-        raise TensorSpecError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
+        raise TensorTypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
 
 
 def _uint32(value, name: str) -> int:
@@ -125,7 +131,10 @@ def _wrap_int32(v: int) -> int:
 def _values(args: tuple, count: int, name: str, checker) -> tuple[int, ...]:
     """Accept f(a, b, c) or f((a, b, c)); check there are exactly `count` values."""
     if len(args) == 1 and not isinstance(args[0], int) and hasattr(args[0], "__len__"):
-        args = tuple(args[0])
+        try:
+            args = tuple(args[0])
+        except TypeError:  # e.g. a 0-d numpy array
+            raise TensorTypeError(f"{name} must be integers or one sequence of them, got {args[0]!r}") from None
     if len(args) != count:
         raise TensorSpecError(f"{name} needs exactly {count} values (one per dimension), got {len(args)}")
     return tuple(checker(a, f"{name}[{i}]") for i, a in enumerate(args))
@@ -136,6 +145,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 # --------------------------------------------------------------------------- TensorLayout
+
+#: vkcoop.tensor.present, registered when the package is imported: it draws layouts and views (text, PNG,
+#: HTML) from the reference above this module, so this module does not import it.
+PRESENTER = None
+
 
 @dataclass(frozen=True)
 class TensorLayout:
@@ -159,8 +173,10 @@ class TensorLayout:
 
     def __post_init__(self):
         _check_dim_count(self.dim, "layout dim")
+        # ClampMode(1.0) and ClampMode(True) would both be Constant: only integers name a mode.
+        mode = _as_int(self.clamp_mode, "clamp_mode")
         try:
-            object.__setattr__(self, "clamp_mode", ClampMode(self.clamp_mode))
+            object.__setattr__(self, "clamp_mode", ClampMode(mode))
         except ValueError:
             raise TensorSpecError(f"clamp_mode must be one of {[m.value for m in ClampMode]}, "
                                   f"got {self.clamp_mode!r}") from None
@@ -233,6 +249,19 @@ class TensorLayout:
                                 f"/blockSize[{i + 1}]) = {need}")
         return problems
 
+    # ---- looking at it (vkcoop.tensor.explain; matplotlib only for pictures) ---------------------
+    def explain(self, rows: int | None = None, cols: int | None = None, view: "TensorView | None" = None,
+                op: str = "load", decode: bool = False) -> str:
+        """Text grid of the element each cell of a rows x cols matrix reads (or writes), with a legend and
+        this state; the shape defaults to one covering the span."""
+        return PRESENTER.explain_for(self, view, rows, cols, op, decode)
+
+    def _repr_png_(self):
+        return PRESENTER.repr_png(self)
+
+    def _repr_html_(self):
+        return PRESENTER.repr_html(self)
+
 
 # --------------------------------------------------------------------------- TensorView
 
@@ -302,6 +331,18 @@ class TensorView:
             clip_row_span=_uint32(row_span, "clip_row_span"),
             clip_col_offset=_uint32(col_offset, "clip_col_offset"),
             clip_col_span=_uint32(col_span, "clip_col_span"))
+
+    # ---- looking at it (vkcoop.tensor.explain) ----------------------------------------------------
+    def explain(self, layout: TensorLayout | None = None, rows: int | None = None, cols: int | None = None,
+                op: str = "load", decode: bool = False) -> str:
+        """Text grid of what this view does with ``layout`` (default: a packed layout of the view's size)."""
+        return PRESENTER.explain_for(layout, self, rows, cols, op, decode)
+
+    def _repr_png_(self):
+        return PRESENTER.repr_png(None, self)
+
+    def _repr_html_(self):
+        return PRESENTER.repr_html(None, self)
 
 
 # --------------------------------------------------------------------------- GLSL spellings

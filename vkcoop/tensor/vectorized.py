@@ -15,12 +15,21 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .spec import LOAD, STORE, _check_op, _check_spans, check_view_matches, view_dimensions, view_strides
-from .state import (ClampMode, ElementStatus, TensorLayout, TensorSpecError, TensorView,
+from .clamp import clamp_value_as, clamp_value_bits  # noqa: F401  (re-exported: their home before clamp.py)
+from .spec import (LOAD, STORE, _check_layout, _check_op, _check_spans, check_view_matches, view_dimensions,
+                   view_strides)
+from .state import (ClampMode, ElementStatus, TensorLayout, TensorSpecError, TensorTypeError, TensorView,
                     UndefinedBehaviorError, UINT32_MAX)
 
 _U32 = np.uint32
 _IN_BOUNDS = np.uint8(ElementStatus.IN_BOUNDS)
+#: index_map (and so load and store) refuses matrices with more elements than this; index_map(max_elements=)
+#: or setting this attribute raises it. 2**28 elements of a 2-D layout already need 10 GiB of results.
+MAX_ELEMENTS = 1 << 28
+
+
+class TensorIndexError(TensorSpecError, IndexError):
+    """load/store: a tensor element index falls beyond the buffer given."""
 
 
 class IndexMap(NamedTuple):
@@ -125,20 +134,25 @@ _CHUNK_ELEMENTS = 1 << 15
 
 
 def index_map(layout: TensorLayout, rows: int, cols: int, view: TensorView | None = None,
-              op: str = LOAD) -> IndexMap:
+              op: str = LOAD, *, max_elements: int | None = None) -> IndexMap:
     """matrixCoordToTensorElement(WithView) for every element of a rows x cols matrix.
 
     ``op`` is "load" or "store" (out-of-bounds stores are DISCARDED in every clamp
     mode but Undefined). Returns an :class:`IndexMap`; agrees element for element
-    with :func:`vkcoop.tensor.spec.element_address`.
+    with :func:`vkcoop.tensor.spec.element_address`. More than ``max_elements``
+    (default :data:`MAX_ELEMENTS`) elements raise TensorSpecError with the memory
+    the result would need.
     """
     _check_op(op)
     if not isinstance(layout, TensorLayout):
-        raise TensorSpecError(f"layout must be a TensorLayout, got {type(layout).__name__}")
+        raise TensorTypeError(f"layout must be a TensorLayout, got {type(layout).__name__}")
     for name, n in (("rows", rows), ("cols", cols)):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TensorTypeError(f"{name} must be a positive int, got {type(n).__name__} {n!r}")
+        if n <= 0:
             raise TensorSpecError(f"{name} must be a positive int, got {n!r}")
     rows, cols = int(rows), int(cols)
+    _check_size(rows, cols, layout.dim, MAX_ELEMENTS if max_elements is None else max_elements)
     _check_spans(layout)
     if view is not None:
         if not isinstance(view, TensorView):
@@ -157,6 +171,19 @@ def index_map(layout: TensorLayout, rows: int, cols: int, view: TensorView | Non
             _index_map_rows(layout, row0, row1, cols, view, op, indices[row0:row1], status[row0:row1],
                             block[:, row0:row1], inblock[:, row0:row1])
     return IndexMap(indices, status, np.moveaxis(block, 0, -1), np.moveaxis(inblock, 0, -1))
+
+
+def _check_size(rows: int, cols: int, dim: int, limit: int) -> None:
+    elements = rows * cols
+    result_bytes = elements * (8 + 1 + 2 * dim * 8)  # int64 index, uint8 status, two int64 coordinates per dim
+    if elements > limit:
+        raise TensorSpecError(
+            f"index_map of {rows} x {cols} = {elements} elements is above max_elements ({limit}): its result "
+            f"alone would need {result_bytes / 2**30:.1f} GiB; pass max_elements= (or set "
+            "vkcoop.tensor.vectorized.MAX_ELEMENTS) to allow it")
+    if elements > 1 << 32:
+        raise TensorSpecError(f"a {rows} x {cols} matrix has more than 2**32 elements; its linear index "
+                              "(uint32 in the spec) would wrap")
 
 
 def _index_map_rows(layout, row0, row1, cols, view, op, indices, status, block, inblock) -> None:
@@ -255,43 +282,19 @@ def _remap(mode: ClampMode, c_u32: np.ndarray, L: int) -> np.ndarray:
     return out.astype(_U32)
 
 
-# --------------------------------------------------------------------------- clamp value
-
-def clamp_value_as(clamp_value: int, dtype) -> np.generic:
-    """The Constant-mode load result: the low bits of the 32-bit clampValue as ``dtype``.
-
-    GL_NV_cooperative_matrix2: "out of bounds loads return the bit pattern in the LSBs of
-    value". 8/16-bit types take the low 8/16 bits; 32-bit types all 32 bits; 64-bit
-    types get the value zero-extended (the spec does not say; see docs/spec-notes.md).
-    """
-    dt = np.dtype(dtype)
-    if isinstance(clamp_value, TensorLayout):
-        clamp_value = clamp_value.clamp_value
-    bits = int(clamp_value) & UINT32_MAX
-    size = dt.itemsize
-    raw = (bits & ((1 << (8 * size)) - 1) if size < 4 else bits).to_bytes(size, "little")
-    return np.frombuffer(raw, dtype=dt)[0]
-
-
-def clamp_value_bits(value, dtype) -> int:
-    """The uint32 clampValue whose low bits encode ``value`` in ``dtype`` (e.g. -0.5 as fp16 -> 0xB800)."""
-    dt = np.dtype(dtype)
-    if dt.itemsize > 4:
-        raise TensorSpecError(f"dtype {dt} is wider than the 32-bit clampValue")
-    raw = np.asarray(value, dtype=dt).reshape(()).tobytes()
-    return int.from_bytes(raw, "little")
-
-
 # --------------------------------------------------------------------------- load / store
 
 def _component_view(buffer: np.ndarray, element_offset: int, dtype: np.dtype, name: str) -> np.ndarray:
     """buffer's bytes from &buffer[element_offset] reinterpreted as an array of ``dtype``
     (the spec multiplies the index by the component size and adds it to that address)."""
-    if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous:
+    if not isinstance(buffer, np.ndarray):
+        raise TensorTypeError(f"{name} must be a numpy array, got {type(buffer).__name__}")
+    if not buffer.flags.c_contiguous:
         raise TensorSpecError(f"{name} must be a C-contiguous numpy array (it is addressed as flat memory)")
     buffer = buffer.reshape(-1)  # a view: stores through it reach the caller's array
-    if isinstance(element_offset, bool) or not isinstance(element_offset, (int, np.integer)) \
-            or element_offset < 0:
+    if isinstance(element_offset, bool) or not isinstance(element_offset, (int, np.integer)):
+        raise TensorTypeError(f"element_offset must be a non-negative int, got {element_offset!r}")
+    if element_offset < 0:
         raise TensorSpecError(f"element_offset must be a non-negative int, got {element_offset!r}")
     base = int(element_offset) * buffer.itemsize
     if base % 16:
@@ -300,6 +303,16 @@ def _component_view(buffer: np.ndarray, element_offset: int, dtype: np.dtype, na
     raw = buffer.view(np.uint8)[base:]
     usable = (raw.size // dtype.itemsize) * dtype.itemsize
     return raw[:usable].view(dtype)
+
+
+def _as_dtype(dtype) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TensorTypeError(f"dtype {dtype!r} is not a numpy dtype") from None
+    if dt.hasobject or dt.itemsize == 0:
+        raise TensorSpecError(f"dtype {dt} is not a plain component type")
+    return dt
 
 
 def _raise_undefined(m: IndexMap, what: str) -> None:
@@ -314,7 +327,7 @@ def _raise_undefined(m: IndexMap, what: str) -> None:
 
 def _check_in_buffer(idx: np.ndarray, size: int, what: str) -> None:
     if idx.size and int(idx.max()) >= size:
-        raise IndexError(f"{what}: tensor element index {int(idx.max())} is beyond the buffer "
+        raise TensorIndexError(f"{what}: tensor element index {int(idx.max())} is beyond the buffer "
                          f"({size} elements from the base)")
 
 
@@ -334,12 +347,16 @@ def load(buffer: np.ndarray, layout: TensorLayout, rows: int, cols: int,
       IN_BOUNDS elements; Constant-clamped elements get the clamp value undecoded.
     * ``previous``: the matrix before the load (elements outside the view's clip keep
       it); default zeros.
-    Raises UndefinedBehaviorError if any element is UNDEFINED and IndexError if an index
-    falls beyond the buffer.
+    Raises UndefinedBehaviorError if any element is UNDEFINED and TensorIndexError (an
+    IndexError) if an index falls beyond the buffer.
     """
+    if not isinstance(buffer, np.ndarray):
+        raise TensorTypeError(f"buffer must be a numpy array, got {type(buffer).__name__}")
+    if decode is not None and not callable(decode):
+        raise TensorTypeError(f"decode must be callable, got {type(decode).__name__}")
     if decode is not None and dtype is None:
         raise TensorSpecError("dtype (the matrix component type) is required with decode")
-    dt = np.dtype(buffer.dtype if dtype is None else dtype)
+    dt = _as_dtype(buffer.dtype if dtype is None else dtype)
     m = index_map(layout, rows, cols, view, LOAD)
     _raise_undefined(m, "load")
     if previous is None:
@@ -380,13 +397,18 @@ def store(matrix: np.ndarray, buffer: np.ndarray, layout: TensorLayout,
     Raises for block sizes > 1 (the SPIR-V spec forbids them for stores) and for
     UNDEFINED elements. Returns the IndexMap used.
     """
-    matrix = np.asarray(matrix)
-    if matrix.ndim != 2:
-        raise TensorSpecError(f"matrix must be 2-D, got shape {matrix.shape}")
+    _check_layout(layout)
+    if not isinstance(matrix, np.ndarray):
+        raise TensorTypeError(f"matrix must be a numpy array, got {type(matrix).__name__}")
+    if matrix.ndim != 2 or matrix.dtype.hasobject:
+        raise TensorSpecError(f"matrix must be a 2-D array of plain numbers, got shape {matrix.shape} "
+                              f"dtype {matrix.dtype}")
     if any(b != 1 for b in layout.block_size):
         raise TensorSpecError(f"store needs block_size 1 in every dimension (SPV_NV_cooperative_matrix2: "
                               f"block sizes > 1 must not be used with stores), got {layout.block_size}")
-    if not isinstance(buffer, np.ndarray) or not buffer.flags.writeable:
+    if not isinstance(buffer, np.ndarray):
+        raise TensorTypeError(f"buffer must be a numpy array, got {type(buffer).__name__}")
+    if not buffer.flags.writeable:
         raise TensorSpecError("buffer must be a writeable numpy array")
     rows, cols = matrix.shape
     m = index_map(layout, rows, cols, view, STORE)

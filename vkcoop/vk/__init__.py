@@ -44,20 +44,26 @@ Buffer (from Device.upload / Device.empty)
     read() -> new numpy array; fill_zero(); device_address (needs feature "bufferDeviceAddress"); close().
 
 ComputePipeline (Device.pipeline(spirv, ...))
+    The module is checked before the driver sees it (vkcoop.vk.interface): spirv_tools.reflect must parse it
+    (PipelineInputError for truncated or corrupted modules), spirv-val must accept it where a toolchain exists
+    (validate_spirv=None; True requires it, False skips it), entry_point= must be one of its compute entry points.
     specialization={constant_id or name: value}: typed by reflection (bool/int32/uint32/float32/16/64-bit types;
-    range and representability checked); without reflection bool->VkBool32, int->int32/uint32, float->float32,
-    numpy scalars keep their type. bindings=: None (reflection), a count, a list of binding numbers, or
-    {binding: "storage"|"uniform"} (set 0 only). push_constant_size=: default = device maximum when the shader has
-    a push block. local_size=: overrides reflection (used for the limit check). required_subgroup_size=,
-    full_subgroups=: need features "subgroupSizeControl" / "computeFullSubgroups". The workgroup size is checked
-    against maxComputeWorkGroupSize/Invocations (LimitError) before creation. Created through the device's
-    on-disk VkPipelineCache.
+    type, range and representability checked). bindings=: None (reflection), or a count, a list of binding
+    numbers or {binding: "storage"|"uniform"} that must describe the shader's bindings (set 0 only).
+    push_constant_size=: default = the shader's push block rounded up to 4 bytes; smaller than the block is an
+    error. push_block_size: bytes every dispatch must push. local_size=: overrides reflection (used for the limit
+    check). required_subgroup_size=, full_subgroups=: need features "subgroupSizeControl" /
+    "computeFullSubgroups". The workgroup size is checked against maxComputeWorkGroupSize/Invocations (LimitError)
+    before creation. Created through the device's on-disk VkPipelineCache (a checked entry: length, SHA-256 and
+    the driver's VkPipelineCacheHeaderVersionOne compared with the device; a bad one is logged, dropped, rebuilt).
 
 CommandBuffer (Device.command_buffer(timestamps=True))
     ``with cb.recording(): cb.dispatch(pipeline, buffers, groups, push=None, label=None)`` (buffers: list in
-    binding order or {binding: Buffer}); barriers between dispatches are automatic. cb.submit(wait=True,
-    timeout_s=None) may be called any number of times; cb.wait(timeout_s); cb.dispatch_times_ns() -> [ns per
-    dispatch of the last submission]; total_time_ns(). FenceTimeoutError / DeviceLostError on timeout / loss.
+    binding order or {binding: Buffer}; groups: 1 to 3 integers, numpy integers too; push: at least the shader's
+    push block); barriers between dispatches are automatic. cb.submit(wait=True, timeout_s=None) may be called
+    any number of times; cb.wait(timeout_s) (0 polls; timeouts are finite seconds, checked before submission);
+    cb.dispatch_times_ns() -> [ns per dispatch of the last submission]; total_time_ns(). FenceTimeoutError /
+    DeviceLostError on timeout / loss.
 
 pack_push_constants(*scalars) -> bytes (natural alignment; np.uint64 for device addresses).
 capabilities(device=None, all_devices=False, validate=False) -> JSON-able dict (``vkcoop info``).
@@ -67,9 +73,10 @@ PhysicalDevice: name, api_version, driver_version, extensions, features (name ->
     cooperative_matrix_properties(), flexible_dimensions_properties() (dicts as the driver fills them),
     khr_shapes(), flexible_shapes() (the same as typed ShapeEntry rows), cooperative_matrix2_properties(),
     subgroup_properties(), timestamp_valid_bits, timestamp_period_ns.
-Errors (all VulkanError): NoDeviceError, LayerNotFoundError, MissingFeatureError, FenceTimeoutError,
-    DeviceLostError, ValidationError (.messages), LimitError, BufferDTypeError, BufferShapeError,
-    PipelineInputError.
+Errors (all VulkanError, itself a vkcoop.Error): NoDeviceError, LayerNotFoundError, MissingFeatureError,
+    FenceTimeoutError, DeviceLostError, ValidationError (.messages); for bad arguments VulkanInputError (a
+    ValueError): LimitError, BufferShapeError, PipelineInputError; for wrong types VulkanTypeError (a TypeError):
+    BufferDTypeError. Device(1.5), Device(validate='no'), Device(fence_timeout_s=nan) name their parameter.
 Validation on the GPU host: the toolchain's layer manifest names its library without a path; see
     docs/runtime.md ("Validation") for the two-line fix until scripts/gpu_env.sh does it.
 Environment: VKCOOP_DEVICE (device index or name), VKCOOP_VALIDATE=1 (validation when validate=None),
@@ -80,11 +87,12 @@ from .commands import CommandBuffer
 from .device import Device
 from .errors import (BufferDTypeError, BufferShapeError, DeviceLostError, FenceTimeoutError, LayerNotFoundError,
                      LimitError, MissingFeatureError, NoDeviceError, PipelineInputError, ValidationError,
-                     VulkanError)
+                     VulkanError, VulkanInputError, VulkanTypeError)
 from .features import COOPMAT2_FEATURES, FEATURE_TO_STRUCT
 from .instance import Instance, PhysicalDevice, ValidationMessage, release_pooled_instances
 from .memory import Buffer, as_dtype
-from .pipeline import ComputePipeline, pack_push_constants
+from .packing import pack_push_constants
+from .pipeline import ComputePipeline
 from .tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
 
 __all__ = [
@@ -94,4 +102,5 @@ __all__ = [
     "capabilities", "device_report", "pack_push_constants", "as_dtype", "COOPMAT2_FEATURES", "FEATURE_TO_STRUCT",
     "VulkanError", "NoDeviceError", "LayerNotFoundError", "MissingFeatureError", "FenceTimeoutError",
     "DeviceLostError", "ValidationError", "LimitError", "BufferDTypeError", "BufferShapeError", "PipelineInputError",
+    "VulkanInputError", "VulkanTypeError",
 ]

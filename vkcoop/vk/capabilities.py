@@ -4,6 +4,7 @@ from __future__ import annotations
 import vulkan as vk
 
 from . import coopmat2_ffi as side
+from .checks import flag
 from .features import FEATURE_TO_STRUCT
 from .instance import Instance, PhysicalDevice, _string
 
@@ -112,6 +113,7 @@ def device_report(physical: PhysicalDevice) -> dict:
 def capabilities(device: int | str | None = None, *, all_devices: bool = False, validate: bool = False) -> dict:
     """The report for the selected device (``device``/``$VKCOOP_DEVICE``), or for every device with
     ``all_devices=True``. With ``validate=True`` the collected validation messages are included."""
+    all_devices = flag(all_devices, "all_devices")
     with Instance(validate=validate) as instance:
         if all_devices:
             result = {"devices": [device_report(p) for p in instance.physical_devices()]}

@@ -4,9 +4,12 @@ from __future__ import annotations
 import numpy as np
 import vulkan as vk
 
-from .errors import DeviceLostError, FenceTimeoutError, LimitError, PipelineInputError, VulkanError, check
+from . import checks
+from .errors import (DeviceLostError, FenceTimeoutError, LimitError, PipelineInputError, VulkanError,
+                     VulkanTypeError, check)
 from .memory import WHOLE_SIZE, Buffer
-from .pipeline import SHADER_STAGE_COMPUTE, ComputePipeline, push_constant_bytes
+from .packing import push_constant_bytes
+from .pipeline import SHADER_STAGE_COMPUTE, ComputePipeline
 from .resource import Resource
 
 _ALL_COMMANDS = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
@@ -48,7 +51,9 @@ class CommandBuffer(Resource):
     """
 
     def __init__(self, device, *, timestamps: bool = False, max_dispatches: int = 64, name: str = "commands"):
-        self.device, self.name = device, name
+        self.device, self.name = device, checks.text(name, "name")
+        timestamps = checks.flag(timestamps, "timestamps")
+        max_dispatches = checks.integer(max_dispatches, "max_dispatches", minimum=1, maximum=1 << 20)
         self.handle = self.fence = self.query_pool = None
         self._descriptor_pools = []
         self._keep = []
@@ -135,11 +140,18 @@ class CommandBuffer(Resource):
         workgroup count (x[, y[, z]]). ``push``: bytes, a numpy array/structured scalar or a tuple of scalars
         (packed by :func:`pack_push_constants`)."""
         self._require_recording()
+        if label is not None:
+            checks.text(label, "label")
         if not isinstance(pipeline, ComputePipeline) or pipeline.closed:
             raise PipelineInputError(f"{self.name}: dispatch needs an open ComputePipeline, got {pipeline!r}")
         groups = self._check_groups(pipeline, groups)
         bound = self._check_buffers(pipeline, buffers)
         push_data = push_constant_bytes(push)
+        if len(push_data) < pipeline.push_block_size:
+            # The shader would read garbage past what was pushed.
+            given = f"{len(push_data)} bytes of push constants" if push_data else "no push constants"
+            raise PipelineInputError(f"{pipeline.name}: {given} for the shader's {pipeline.push_block_size}-byte "
+                                     "push-constant block")
         if len(push_data) % 4:
             raise PipelineInputError(f"{pipeline.name}: push constants are {len(push_data)} bytes; Vulkan needs a "
                                      "multiple of 4")
@@ -172,10 +184,14 @@ class CommandBuffer(Resource):
         self._recorded_objects += [pipeline, *bound.values()]
 
     def _check_groups(self, pipeline, groups):
-        groups = (groups,) if isinstance(groups, (int, np.integer)) else tuple(groups)
-        groups = tuple(int(g) for g in groups) + (1,) * (3 - len(groups))
+        """1 to 3 integer workgroup counts (numpy integers too; 2.7 is refused, not truncated)."""
+        if isinstance(groups, (int, np.integer)):
+            groups = (groups,)
+        if not isinstance(groups, (tuple, list)) or not 1 <= len(groups) <= 3:
+            raise VulkanTypeError(f"{pipeline.name}: groups must be 1 to 3 integers, got {groups!r}")
+        groups = tuple(checks.integer(g, "groups") for g in groups) + (1,) * (3 - len(groups))
         limits = [int(v) for v in self.device.physical.limits.maxComputeWorkGroupCount]
-        if len(groups) != 3 or any(g < 1 or g > limit for g, limit in zip(groups, limits)):
+        if any(g < 1 or g > limit for g, limit in zip(groups, limits)):
             raise LimitError(f"{pipeline.name}: workgroup count {groups} is outside [1, maxComputeWorkGroupCount "
                              f"{tuple(limits)}]")
         return groups
@@ -183,6 +199,9 @@ class CommandBuffer(Resource):
     def _check_buffers(self, pipeline, buffers) -> dict[int, Buffer]:
         if buffers is None:
             buffers = []
+        if not isinstance(buffers, (list, tuple, dict)):
+            raise VulkanTypeError(f"{pipeline.name}: buffers must be a list in binding order or a "
+                                  f"{{binding: Buffer}} dict, got {type(buffers).__name__}")
         if isinstance(buffers, dict):
             bound = dict(buffers)
         else:
@@ -240,6 +259,9 @@ class CommandBuffer(Resource):
     # -- submission ------------------------------------------------------------------------------------------
     def submit(self, *, wait: bool = True, timeout_s: float | None = None):
         """Submit the recorded commands; by default wait for them (see :meth:`wait`)."""
+        wait = checks.flag(wait, "wait")
+        if timeout_s is not None:  # checked before submission: a bad timeout must not strand submitted work
+            checks.timeout_seconds(timeout_s, "timeout_s", allow_zero=True)
         if self._state == "pending":
             self.wait(timeout_s)
         if self._state != "executable":
@@ -260,11 +282,12 @@ class CommandBuffer(Resource):
     def wait(self, timeout_s: float | None = None):
         """Wait for the fence. Raises FenceTimeoutError after ``timeout_s`` (default: the device's
         ``fence_timeout_s``) and DeviceLostError on VK_ERROR_DEVICE_LOST."""
+        timeout_s = self.device.fence_timeout_s if timeout_s is None else checks.timeout_seconds(
+            timeout_s, "timeout_s", allow_zero=True)
         if self._state != "pending":
             return
-        timeout_s = self.device.fence_timeout_s if timeout_s is None else timeout_s
         fences = vk.ffi.new("VkFence[]", [self.fence])
-        result = _wait_for_fences(self.device.handle, 1, fences, 1, max(0, int(timeout_s * 1e9)))
+        result = _wait_for_fences(self.device.handle, 1, fences, 1, min(int(timeout_s * 1e9), 2**64 - 1))
         if result == vk.VK_TIMEOUT:
             raise FenceTimeoutError(f"{self.name}: GPU work ({', '.join(self.labels) or 'no dispatches'}) did not "
                                     f"finish within {timeout_s:g} s; it may still be running")

@@ -99,15 +99,6 @@ FEATURE_STRUCTS = {
 }
 
 
-def new_struct(name: str, s_type: int, **fields):
-    """A zeroed side-FFI struct with its sType set (and optional fields); returns the owning pointer."""
-    pointer = ffi.new(name + "*")
-    pointer.sType = s_type
-    for field, value in fields.items():
-        setattr(pointer, field, value)
-    return pointer
-
-
 def address_of(cdata) -> int:
     """The integer address of a cdata pointer from *any* cffi FFI (this one or the ``vulkan`` package's)."""
     return int(ffi.cast("uintptr_t", cdata))

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
+import struct
 from pathlib import Path
 
 import numpy as np
 import vulkan as vk
+from spirv_tools.cache import drop_entry, read_entry, write_entry
 
 from .. import paths
+from . import checks
 from . import features as feature_registry
 from ._chain import StructChain
 from .commands import CommandBuffer, memory_barrier
-from .errors import MissingFeatureError, ValidationError, VulkanError, check
+from .errors import MissingFeatureError, ValidationError, VulkanError, VulkanTypeError, check
 from .instance import Instance, PhysicalDevice
 from .memory import (MEMORY_ALLOCATE_DEVICE_ADDRESS, Buffer, MappedStaging, as_dtype)
 from .pipeline import ComputePipeline
@@ -22,6 +24,8 @@ from .resource import Resource
 
 DEFAULT_FENCE_TIMEOUT_S = 60.0
 VALIDATE_ENV = "VKCOOP_VALIDATE"
+# VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID, pipelineCacheUUID[16].
+_CACHE_HEADER = struct.Struct("<IIII16s")
 
 
 def _env_flag(name: str) -> bool:
@@ -51,7 +55,9 @@ class Device(Resource):
         self._children: dict[int, object] = {}
         self._owns_instance = instance is None
         self._lost = False
-        self.fence_timeout_s = fence_timeout_s
+        self._check_arguments(device, extensions, features, instance, pipeline_cache)
+        self.fence_timeout_s = checks.timeout_seconds(fence_timeout_s, "fence_timeout_s")
+        validate = checks.flag(validate, "validate", allow_none=True)
         if validate is None:
             validate = _env_flag(VALIDATE_ENV)
         self.instance = instance or Instance(validate=validate)
@@ -65,10 +71,17 @@ class Device(Resource):
             raise
 
     # -- creation --------------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_arguments(device, extensions, features, instance, pipeline_cache):
+        checks.device_selector(device)
+        checks.name_list(extensions, "extensions")
+        checks.name_list(features, "features")
+        if instance is not None and not isinstance(instance, Instance):
+            raise VulkanTypeError(f"instance must be a vkcoop Instance or None, got {type(instance).__name__}")
+        checks.path_or_flag(pipeline_cache, "pipeline_cache")
+
     def _resolve_requirements(self, extensions, features):
         physical = self.physical
-        if isinstance(extensions, str) or isinstance(features, str):
-            raise TypeError("extensions and features are lists of names, not a single string")
         if physical.api_version[:2] < (1, 3):
             raise MissingFeatureError(physical.name, missing_features=["Vulkan 1.3"],
                                       reason=f"the device reports API {'.'.join(map(str, physical.api_version))}")
@@ -135,18 +148,31 @@ class Device(Resource):
         properties = self.physical.properties
         device_name = re.sub(r"[^A-Za-z0-9]+", "-", self.physical.name).strip("-")[:48]
         # pipelineCacheUUID changes whenever the driver's cache format or compiler does; the driver version and
-        # device ids keep caches of different GPUs/drivers apart as well.
+        # device ids keep caches of different GPUs/drivers apart as well. ".pcache": a checked entry (length and
+        # SHA-256 ahead of the driver's data, spirv_tools.cache), not the bare driver blob of earlier ".bin" files.
         key = (f"{int(properties.vendorID):04x}-{int(properties.deviceID):04x}-{device_name}-"
                f"{int(properties.driverVersion):08x}-{bytes(properties.pipelineCacheUUID).hex()}")
-        self.pipeline_cache_path = directory / f"{key}.bin"
-        initial = b""
-        try:
-            initial = self.pipeline_cache_path.read_bytes()
-        except OSError:
-            pass
+        self.pipeline_cache_path = directory / f"{key}.pcache"
+        initial = read_entry(self.pipeline_cache_path, check=self._pipeline_cache_header_problem) or b""
         self.pipeline_cache_handle = self._create_pipeline_cache(initial)
-        if self.pipeline_cache_handle is None:  # the driver refused stale or corrupt data: start empty
+        if self.pipeline_cache_handle is None:  # the driver refused the data anyway: start empty
+            drop_entry(self.pipeline_cache_path, "the driver refused its data")
             self.pipeline_cache_handle = self._create_pipeline_cache(b"")
+
+    def _pipeline_cache_header_problem(self, data: bytes) -> str | None:
+        """Check VkPipelineCacheHeaderVersionOne (Vulkan spec 10.7.4 "Pipeline Cache Header") against this
+        device before the driver sees the data: size, version, vendorID, deviceID and pipelineCacheUUID."""
+        if len(data) < _CACHE_HEADER.size:
+            return f"{len(data)} bytes, shorter than a pipeline cache header"
+        header_size, version, vendor, device, uuid = _CACHE_HEADER.unpack_from(data)
+        properties = self.physical.properties
+        expected = (1, int(properties.vendorID), int(properties.deviceID), bytes(properties.pipelineCacheUUID))
+        if header_size < _CACHE_HEADER.size or header_size > len(data):
+            return f"header size {header_size} does not fit {len(data)} bytes"
+        if (version, vendor, device, uuid) != expected:
+            return (f"header (version {version}, vendor 0x{vendor:x}, device 0x{device:x}, UUID {uuid.hex()}) "
+                    f"is not this device's")
+        return None
 
     def _create_pipeline_cache(self, initial: bytes):
         data = vk.ffi.new("char[]", initial) if initial else vk.ffi.NULL
@@ -160,8 +186,12 @@ class Device(Resource):
         check(result, "vkCreatePipelineCache")
         return cache[0]
 
+    def mark_pipeline_cache_dirty(self) -> None:
+        """A pipeline was created through the cache: close() (or save_pipeline_cache()) writes it back."""
+        self._pipeline_cache_dirty = True
+
     def save_pipeline_cache(self) -> Path | None:
-        """Write the pipeline cache to disk (atomically); done automatically by close()."""
+        """Write the pipeline cache to disk (atomically, as a checked entry); done automatically by close()."""
         if self.handle is None or self.pipeline_cache_path is None or not self._pipeline_cache_dirty:
             return None
         size = vk.ffi.new("size_t*")
@@ -171,12 +201,7 @@ class Device(Resource):
         result = vk.lib.vkGetPipelineCacheData(self.handle, self.pipeline_cache_handle, size, data)
         if result not in (0, 5):
             check(result, "vkGetPipelineCacheData")
-        try:
-            self.pipeline_cache_path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=self.pipeline_cache_path.parent, delete=False) as temporary:
-                temporary.write(vk.ffi.buffer(data, size[0]))
-            os.replace(temporary.name, self.pipeline_cache_path)
-        except OSError:
+        if not write_entry(self.pipeline_cache_path, bytes(vk.ffi.buffer(data, size[0]))):
             return None  # a read-only cache directory must not break a run
         self._pipeline_cache_dirty = False
         return self.pipeline_cache_path
@@ -255,7 +280,7 @@ class Device(Resource):
     def upload(self, array: np.ndarray, *, name: str = "buffer") -> Buffer:
         """A device-local buffer holding a copy of ``array`` (its shape and dtype are remembered)."""
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"upload({name}): expected a numpy array, got {type(array).__name__}")
+            raise VulkanTypeError(f"upload({name}): array must be a numpy array, got {type(array).__name__}")
         buffer = Buffer(self, array.shape, array.dtype, name=name)
         buffer.write(array)
         return buffer
@@ -275,7 +300,12 @@ class Device(Resource):
         return CommandBuffer(self, timestamps=timestamps, max_dispatches=max_dispatches, name=name)
 
     def run(self, pipeline: ComputePipeline, buffers, groups, push=None, *, timeout_s: float | None = None) -> float:
-        """Record, submit and wait for one dispatch; returns its GPU time in nanoseconds."""
+        """Record, submit and wait for one dispatch; returns its GPU time in nanoseconds. Every argument is
+        checked (against the pipeline's reflected interface) before anything is recorded or submitted."""
+        if timeout_s is not None:
+            checks.timeout_seconds(timeout_s, "timeout_s", allow_zero=True)
+        if not isinstance(pipeline, ComputePipeline):
+            raise VulkanTypeError(f"pipeline must be a ComputePipeline, got {type(pipeline).__name__}")
         with self.command_buffer(timestamps=True, max_dispatches=1, name=pipeline.name) as commands:
             with commands.recording():
                 commands.dispatch(pipeline, buffers, groups, push)

@@ -1,9 +1,21 @@
-"""Errors raised by the vkcoop Vulkan runtime. All derive from :class:`VulkanError`."""
+"""Errors raised by the vkcoop Vulkan runtime. All derive from :class:`VulkanError` (a ``vkcoop.Error``); those
+for bad arguments also from :class:`VulkanInputError` (a ValueError), wrong types from :class:`VulkanTypeError`
+(a TypeError as well)."""
 from __future__ import annotations
 
+from ..errors import Error, InputError, InputTypeError
 
-class VulkanError(RuntimeError):
+
+class VulkanError(Error, RuntimeError):
     """A Vulkan call failed or the runtime was used in a way Vulkan does not allow."""
+
+
+class VulkanInputError(VulkanError, InputError):
+    """A runtime call got a bad argument, found before anything reached the driver; names the parameter."""
+
+
+class VulkanTypeError(VulkanInputError, InputTypeError):
+    """A runtime call got an argument of the wrong type (Device(1.5), groups=(2.7,), validate='no')."""
 
 
 class NoDeviceError(VulkanError):
@@ -50,20 +62,20 @@ class ValidationError(VulkanError):
         super().__init__(f"{len(self.messages)} validation message(s):\n{lines}{more}")
 
 
-class LimitError(VulkanError, ValueError):
+class LimitError(VulkanInputError):
     """A request exceeds a device limit (workgroup size, dispatch size, push constants, buffer range...)."""
 
 
-class BufferDTypeError(VulkanError, TypeError):
+class BufferDTypeError(VulkanTypeError):
     """An array's dtype does not match the buffer's dtype."""
 
 
-class BufferShapeError(VulkanError, ValueError):
+class BufferShapeError(VulkanInputError):
     """An array's shape or byte size does not match the buffer."""
 
 
-class PipelineInputError(VulkanError, ValueError):
-    """Bad specialization constants, push constants or bindings for a pipeline."""
+class PipelineInputError(VulkanInputError):
+    """Bad SPIR-V, entry point, specialization constants, push constants or bindings for a pipeline or dispatch."""
 
 
 _RESULT_NAMES = {

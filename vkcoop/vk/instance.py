@@ -5,10 +5,12 @@ import atexit
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import vulkan as vk
 
 from . import coopmat2_ffi as side
 from ._chain import StructChain
+from .checks import device_selector, flag, text
 from .errors import LayerNotFoundError, NoDeviceError, VulkanError, check
 from .features import FEATURE_STRUCTS, FEATURE_TO_STRUCT
 from .resource import Resource
@@ -61,6 +63,19 @@ class ValidationMessage:
 
     def __str__(self):
         return f"[{self.severity}/{self.kind}] {self.message_id}: {self.message}"
+
+
+def proc_address(instance_handle, name: str) -> int:
+    """vkGetInstanceProcAddr as an integer address (0 when the loader has no such function)."""
+    return side.address_of(vk.lib.vkGetInstanceProcAddr(instance_handle, name.encode()))
+
+
+def instance_function(instance_handle, name: str, pfn_type: str):
+    """An instance-level function the ``vulkan`` package does not wrap, cast to ``pfn_type``."""
+    address = proc_address(instance_handle, name)
+    if not address:
+        raise VulkanError(f"{name} is not available from the loader")
+    return vk.ffi.cast(pfn_type, address)
 
 
 def driver_version_string(vendor_id: int, version: int) -> str:
@@ -119,7 +134,8 @@ class _NativeInstance:
         check(result, "vkCreateInstance")
         self.handle = handle[0]
         if validate:
-            create = self.function("vkCreateDebugUtilsMessengerEXT", "PFN_vkCreateDebugUtilsMessengerEXT")
+            create = instance_function(self.handle, "vkCreateDebugUtilsMessengerEXT",
+                                       "PFN_vkCreateDebugUtilsMessengerEXT")
             messenger = vk.ffi.new("VkDebugUtilsMessengerEXT*")
             check(create(self.handle, messenger_info, vk.ffi.NULL, messenger), "vkCreateDebugUtilsMessengerEXT")
             self.messenger = messenger[0]
@@ -152,17 +168,12 @@ class _NativeInstance:
         self.keep += [on_message, info]
         return info
 
-    def function(self, name: str, pfn_type: str):
-        address = side.address_of(vk.lib.vkGetInstanceProcAddr(self.handle, name.encode()))
-        if not address:
-            raise VulkanError(f"{name} is not available from the loader")
-        return vk.ffi.cast(pfn_type, address)
-
     def destroy(self):
         if self.handle is None:
             return
         if self.messenger is not None:
-            destroy = self.function("vkDestroyDebugUtilsMessengerEXT", "PFN_vkDestroyDebugUtilsMessengerEXT")
+            destroy = instance_function(self.handle, "vkDestroyDebugUtilsMessengerEXT",
+                                        "PFN_vkDestroyDebugUtilsMessengerEXT")
             destroy(self.handle, self.messenger, vk.ffi.NULL)
             self.messenger = None
         vk.lib.vkDestroyInstance(self.handle, vk.ffi.NULL)
@@ -196,7 +207,8 @@ class Instance(Resource):
     """
 
     def __init__(self, validate: bool = False, application_name: str = "vkcoop"):
-        self.validate = bool(validate)
+        self.validate = flag(validate, "validate")  # validate='no' must not turn the layer on
+        text(application_name, "application_name")
         self.messages: list[ValidationMessage] = []
         self.suppressed_messages: list[ValidationMessage] = []  # see KNOWN_ENVIRONMENT_MESSAGES
         idle = _idle_natives[self.validate]
@@ -220,14 +232,7 @@ class Instance(Resource):
 
     def proc_address(self, name: str) -> int:
         """vkGetInstanceProcAddr as an integer address (0 when the loader has no such function)."""
-        function = vk.lib.vkGetInstanceProcAddr(self.handle, name.encode())
-        return side.address_of(function)
-
-    def _instance_function(self, name: str, pfn_type: str):
-        address = self.proc_address(name)
-        if not address:
-            raise VulkanError(f"{name} is not available from the loader")
-        return vk.ffi.cast(pfn_type, address)
+        return proc_address(self.handle, name)
 
     def physical_devices(self) -> list["PhysicalDevice"]:
         if self._physical_devices is None:
@@ -259,6 +264,7 @@ class Instance(Resource):
 
 
 def select_physical_device(devices: list["PhysicalDevice"], device: int | str | None) -> "PhysicalDevice":
+    device_selector(device)
     listing = "; ".join(f"{d.index}: {d.name} ({d.device_type})" for d in devices) or "none"
     if not devices:
         raise NoDeviceError("no Vulkan physical devices")
@@ -269,7 +275,8 @@ def select_physical_device(devices: list["PhysicalDevice"], device: int | str | 
         return min(devices, key=lambda d: (_DEVICE_TYPE_PREFERENCE.get(d.device_type_id, 9), d.index))
     if isinstance(device, str) and device.strip().isdigit():
         device = int(device)
-    if isinstance(device, int):
+    if isinstance(device, (int, np.integer)):
+        device = int(device)
         if not 0 <= device < len(devices):
             raise NoDeviceError(f"{source}: no Vulkan device with index {device} (devices: {listing})")
         return devices[device]
@@ -395,7 +402,7 @@ class PhysicalDevice:
         if side.KHR_COOPERATIVE_MATRIX_EXTENSION_NAME not in self.extensions:
             return []
         name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
-        function = self.instance._instance_function(name, "PFN_" + name)
+        function = instance_function(self.instance.handle, name, "PFN_" + name)
         count = vk.ffi.new("uint32_t*")
         check(function(self.handle, count, vk.ffi.NULL), name)
         entries = vk.ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])

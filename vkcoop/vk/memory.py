@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import vulkan as vk
 
-from .errors import BufferDTypeError, BufferShapeError, MissingFeatureError, VulkanError, check
+from .errors import BufferDTypeError, BufferShapeError, MissingFeatureError, VulkanError, VulkanTypeError, check
 from .resource import Resource
 
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE as a VkDeviceSize (the package spells it -1)
@@ -37,8 +37,14 @@ def as_dtype(dtype) -> np.dtype:
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
+    """Integer extents only: empty((2.7,)) used to make a buffer of shape (2,)."""
     if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise BufferShapeError(f"shape must be an int or a tuple of ints, got {type(shape).__name__} {shape!r}")
+    for extent in shape:
+        if isinstance(extent, (bool, np.bool_)) or not isinstance(extent, (int, np.integer)):
+            raise BufferShapeError(f"shape {tuple(shape)!r} has the non-integer extent {extent!r}")
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise BufferShapeError(f"shape {shape} has a negative extent")
@@ -56,6 +62,8 @@ class Buffer(Resource):
     def __init__(self, device, shape, dtype, *, name: str = "buffer"):
         device.require_open()
         self.device = device
+        if not isinstance(name, str):
+            raise VulkanTypeError(f"name must be a str, got {type(name).__name__}")
         self.name = name
         self.dtype = as_dtype(dtype)
         self.shape = _normalize_shape(shape)

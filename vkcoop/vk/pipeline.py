@@ -3,13 +3,15 @@ required subgroup size, and workgroup-size checks against device limits before a
 from __future__ import annotations
 
 import math
-import struct
-from dataclasses import dataclass
 
 import numpy as np
 import vulkan as vk
 
-from .errors import LimitError, MissingFeatureError, PipelineInputError, check
+from . import checks
+from .errors import LimitError, MissingFeatureError, PipelineInputError, VulkanTypeError, check
+from .interface import (check_entry_point, reflect_module, resolve_bindings, resolve_push_constant_size,
+                        validate_module)
+from .packing import SpecValue, pack_spec_value
 from .resource import Resource
 
 REQUIRED_SUBGROUP_SIZE_STYPE = 1000225001
@@ -17,195 +19,69 @@ STAGE_ALLOW_VARYING_SUBGROUP_SIZE = 0x1
 STAGE_REQUIRE_FULL_SUBGROUPS = 0x2
 SHADER_STAGE_COMPUTE = 0x20
 
-# Specialization constant types the reflector reports -> numpy dtype of the bytes Vulkan reads.
-# A bool constant is read as a VkBool32 (Vulkan spec, VkSpecializationMapEntry: "size ... sizeof(VkBool32)").
-_SPEC_DTYPES = {
-    "bool": np.dtype(np.uint32), "int8": np.dtype(np.int8), "uint8": np.dtype(np.uint8),
-    "int16": np.dtype(np.int16), "uint16": np.dtype(np.uint16), "int32": np.dtype(np.int32),
-    "uint32": np.dtype(np.uint32), "int64": np.dtype(np.int64), "uint64": np.dtype(np.uint64),
-    "float16": np.dtype(np.float16), "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
-}
-_STORAGE_CLASS_DESCRIPTORS = {
-    "StorageBuffer": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "StorageClass12": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-    "Uniform": vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, "StorageClass2": vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
-}
-
-
-def reflect_spirv(spirv: bytes):
-    """``spirv_tools.reflect`` when it is importable and works, else None (callers then need explicit inputs)."""
-    try:
-        import spirv_tools
-        return spirv_tools.reflect(spirv)
-    except ImportError:
-        return None
-    except Exception as error:  # a malformed module is the caller's bug: report it
-        if type(error).__name__ == "SpirvFormatError":
-            raise PipelineInputError(f"not a SPIR-V module: {error}") from None
-        return None
-
-
-@dataclass(frozen=True)
-class SpecValue:
-    """One packed specialization constant."""
-    constant_id: int
-    data: bytes
-
-
-def _pack_spec_value(key, value, reflected_type: str | None) -> bytes:
-    where = f"specialization constant {key!r}"
-    if reflected_type is not None:
-        if reflected_type not in _SPEC_DTYPES:
-            raise PipelineInputError(f"{where} has SPIR-V type {reflected_type}, which cannot be specialized")
-        if reflected_type == "bool":
-            if not isinstance(value, (bool, np.bool_)):
-                raise PipelineInputError(f"{where} is a bool in the shader; pass True or False, got {value!r}")
-            return struct.pack("<I", int(bool(value)))
-        dtype = _SPEC_DTYPES[reflected_type]
-        if isinstance(value, (bool, np.bool_)):
-            raise PipelineInputError(f"{where} is {reflected_type} in the shader; got the bool {value!r}")
-        if dtype.kind in "iu":
-            if isinstance(value, (float, np.floating)):
-                raise PipelineInputError(f"{where} is {reflected_type} in the shader; got the float {value!r}")
-            info = np.iinfo(dtype)
-            if not info.min <= int(value) <= info.max:
-                raise PipelineInputError(f"{where} = {value} is out of range for {reflected_type}")
-            return np.array(int(value), dtype=dtype).tobytes()
-        converted = np.array(value, dtype=dtype)
-        if np.isfinite(value) and float(converted) != float(value):
-            raise PipelineInputError(f"{where} = {value!r} is not exactly representable as {reflected_type}")
-        return converted.tobytes()
-    # No reflection: the value's own type decides.
-    if isinstance(value, (bool, np.bool_)):
-        return struct.pack("<I", int(bool(value)))
-    if isinstance(value, np.generic):
-        return value.tobytes()
-    if isinstance(value, int):
-        if -(1 << 31) <= value < 0:
-            return struct.pack("<i", value)
-        if 0 <= value < (1 << 32):
-            return struct.pack("<I", value)  # same bits as int32 for values < 2**31
-        raise PipelineInputError(f"{where} = {value} does not fit 32 bits; pass a np.int64/np.uint64")
-    if isinstance(value, float):
-        return struct.pack("<f", value)
-    raise PipelineInputError(f"{where}: unsupported value {value!r} (use bool, int, float or a numpy scalar)")
-
-
-def pack_push_constants(*values) -> bytes:
-    """Pack scalars with natural alignment (each at a multiple of its size, as std430/scalar layout place
-    scalars). Python ints become uint32 (int32 if negative), floats float32, bools uint32; numpy scalars keep
-    their type (np.uint64 for device addresses)."""
-    out = bytearray()
-    for value in values:
-        if isinstance(value, (bool, np.bool_)):
-            data = struct.pack("<I", int(bool(value)))
-        elif isinstance(value, np.generic):
-            data = value.tobytes()
-        elif isinstance(value, int):
-            data = struct.pack("<i" if value < 0 else "<I", value)
-        elif isinstance(value, float):
-            data = struct.pack("<f", value)
-        else:
-            raise PipelineInputError(f"push constant {value!r}: use bool, int, float or a numpy scalar")
-        padding = (-len(out)) % len(data)
-        out += b"\0" * padding + data
-    return bytes(out)
-
-
-def push_constant_bytes(push) -> bytes:
-    """bytes/bytearray/memoryview/numpy array/structured scalar/tuple of scalars -> bytes."""
-    if push is None:
-        return b""
-    if isinstance(push, (bytes, bytearray, memoryview)):
-        return bytes(push)
-    if isinstance(push, np.ndarray):
-        return np.ascontiguousarray(push).tobytes()
-    if isinstance(push, np.void):
-        return push.tobytes()
-    if isinstance(push, (tuple, list)):
-        return pack_push_constants(*push)
-    raise PipelineInputError(f"push constants must be bytes, a numpy array or a tuple of scalars, got {push!r}")
-
 
 class ComputePipeline(Resource):
     """A compute pipeline with one descriptor set (set 0) of buffer bindings and an optional push constant range.
 
-    Reflection (``spirv_tools.reflect``) supplies the bindings, the specialization constants' ids, names and types,
-    and the workgroup size; ``bindings=`` / ``local_size=`` override or replace it where it is unavailable.
+    The module is checked first (see :mod:`vkcoop.vk.interface`): reflection must parse it, spirv-val must accept
+    it where a toolchain exists (``validate_spirv``: None = where available, True = required, False = skip),
+    ``entry_point`` must be one of its compute entry points. Reflection supplies the bindings, the
+    specialization constants' ids, names and types, the push-constant block's size and the workgroup size;
+    ``bindings=`` must agree with it, ``push_constant_size=`` must cover the block, ``local_size=`` overrides it
+    for the limit check.
     """
 
     def __init__(self, device, spirv: bytes, *, specialization: dict | None = None, bindings=None,
                  push_constant_size: int | None = None, local_size=None, required_subgroup_size: int | None = None,
-                 full_subgroups: bool = False, entry_point: str = "main", name: str = "shader"):
+                 full_subgroups: bool = False, entry_point: str = "main", name: str = "shader",
+                 validate_spirv: bool | None = None):
         device.require_open()
-        self.device, self.name = device, name
+        self.device, self.name = device, checks.text(name, "name")
         self.handle = self.layout = self.set_layout = None
-        if not isinstance(spirv, (bytes, bytearray, memoryview)) or len(spirv) % 4 or len(spirv) < 20:
-            raise PipelineInputError(f"{name}: spirv must be SPIR-V bytes (a multiple of 4, at least 20 bytes)")
+        self.reflection = reflect_module(spirv, name)
         spirv = bytes(spirv)
-        self.reflection = reflect_spirv(spirv)
-        self.bindings = self._resolve_bindings(bindings)
+        check_entry_point(self.reflection, entry_point, name)
+        self.bindings = resolve_bindings(self.reflection, bindings, name)
+        if specialization is not None and not isinstance(specialization, dict):
+            raise VulkanTypeError(f"{name}: specialization must be a dict, got {type(specialization).__name__}")
         self.specialization = self._pack_specialization(specialization or {})
         self.local_size = self._resolve_local_size(local_size)
-        self.push_constant_size = self._resolve_push_constant_size(push_constant_size)
-        self.required_subgroup_size = required_subgroup_size
-        self.full_subgroups = full_subgroups
+        self.push_constant_size = resolve_push_constant_size(
+            self.reflection, push_constant_size, int(device.physical.limits.maxPushConstantsSize), name)
+        #: bytes every dispatch must push: the shader's push-constant block (0: none, or its size is unknown)
+        self.push_block_size = self.reflection.push_constant_size or 0
+        self.required_subgroup_size = None if required_subgroup_size is None else checks.integer(
+            required_subgroup_size, "required_subgroup_size")
+        self.full_subgroups = checks.flag(full_subgroups, "full_subgroups")
         self._check_limits()
+        validate_module(spirv, checks.flag(validate_spirv, "validate_spirv", allow_none=True),
+                        device.enabled_features, name)
         device._track(self)
         self._create(spirv, entry_point)
 
     # -- inputs ----------------------------------------------------------------------------------------------
-    def _resolve_bindings(self, bindings) -> dict[int, int]:
-        """binding number -> VkDescriptorType (set 0 only)."""
-        if bindings is not None:
-            if isinstance(bindings, int):
-                bindings = range(bindings)
-            if isinstance(bindings, dict):
-                kinds = {"storage": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "uniform": vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER}
-                try:
-                    return {int(b): kinds[k] for b, k in sorted(bindings.items())}
-                except KeyError as error:
-                    raise PipelineInputError(f"{self.name}: binding kind {error} is not 'storage' or 'uniform'") from None
-            return {int(b): vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER for b in sorted(bindings)}
-        if self.reflection is None:
-            raise PipelineInputError(f"{self.name}: SPIR-V reflection is unavailable; pass bindings=[0, 1, ...]")
-        result = {}
-        for binding in self.reflection.bindings:
-            if binding.set != 0:
-                raise PipelineInputError(f"{self.name}: binding {binding.name} uses descriptor set {binding.set}; "
-                                         "vkcoop pipelines use set 0 only")
-            kind = _STORAGE_CLASS_DESCRIPTORS.get(binding.storage_class)
-            if kind is None:
-                raise PipelineInputError(f"{self.name}: binding {binding.name} has storage class "
-                                         f"{binding.storage_class}; only buffers are supported")
-            result[binding.binding] = kind
-        return result
-
     def _pack_specialization(self, values: dict) -> list[SpecValue]:
-        reflected = {s.spec_id: s for s in self.reflection.spec_constants} if self.reflection else None
-        by_name = {s.name: s for s in self.reflection.spec_constants} if self.reflection else {}
+        reflected = {s.spec_id: s for s in self.reflection.spec_constants}
+        by_name = {s.name: s for s in self.reflection.spec_constants}
         packed = []
         for key, value in values.items():
             if isinstance(key, str):
                 if key not in by_name:
                     known = ", ".join(f"{s.name} (id {s.spec_id})" for s in by_name.values()) or "none"
                     raise PipelineInputError(f"{self.name}: no specialization constant named {key!r} "
-                                             f"(known: {known})" if self.reflection else
-                                             f"{self.name}: naming specialization constants needs reflection")
+                                             f"(known: {known})")
                 constant_id = by_name[key].spec_id
             elif isinstance(key, (int, np.integer)) and not isinstance(key, bool) and key >= 0:
                 constant_id = int(key)
             else:
                 raise PipelineInputError(f"{self.name}: specialization key {key!r} is not a constant_id or name")
-            reflected_type = None
-            if reflected is not None:
-                if constant_id not in reflected:
-                    known = ", ".join(f"{s.spec_id} ({s.name}: {s.type})" for s in reflected.values()) or "none"
-                    raise PipelineInputError(f"{self.name}: the shader has no specialization constant with "
-                                             f"constant_id {constant_id} (known: {known})")
-                reflected_type = reflected[constant_id].type
+            if constant_id not in reflected:
+                known = ", ".join(f"{s.spec_id} ({s.name}: {s.type})" for s in reflected.values()) or "none"
+                raise PipelineInputError(f"{self.name}: the shader has no specialization constant with "
+                                         f"constant_id {constant_id} (known: {known})")
             if any(p.constant_id == constant_id for p in packed):
                 raise PipelineInputError(f"{self.name}: constant_id {constant_id} is given twice")
-            packed.append(SpecValue(constant_id, _pack_spec_value(key, value, reflected_type)))
+            packed.append(SpecValue(constant_id, pack_spec_value(key, value, reflected[constant_id].type)))
         return packed
 
     def _spec_value(self, constant_id: int):
@@ -216,36 +92,28 @@ class ComputePipeline(Resource):
 
     def _resolve_local_size(self, local_size) -> tuple[int, int, int] | None:
         if local_size is not None:
-            size = tuple(int(s) for s in local_size) + (1,) * (3 - len(tuple(local_size)))
-            return size
-        if self.reflection is None or self.reflection.local_size is None:
-            return None
+            if isinstance(local_size, (int, np.integer)):
+                local_size = (local_size,)
+            if not isinstance(local_size, (tuple, list)) or not 1 <= len(local_size) <= 3:
+                raise VulkanTypeError(f"{self.name}: local_size must be 1 to 3 integers, got {local_size!r}")
+            return tuple(checks.integer(s, "local_size") for s in local_size) + (1,) * (3 - len(local_size))
+        if self.reflection.local_size is None:
+            # VUID-RuntimeSpirv-LocalSize: a compute entry point must declare its workgroup size.
+            raise PipelineInputError(f"{self.name}: the module declares no workgroup size (LocalSize, LocalSizeId "
+                                     "or a WorkgroupSize constant)")
         size = list(self.reflection.local_size)
         for axis, spec_id in enumerate(self.reflection.local_size_spec_ids or ()):
             if spec_id is not None and self._spec_value(spec_id) is not None:
                 size[axis] = self._spec_value(spec_id)
-        if any(s is None for s in size):
-            return None
-        return tuple(int(s) for s in size)
-
-    def _resolve_push_constant_size(self, size) -> int:
-        limit = int(self.device.physical.limits.maxPushConstantsSize)
-        if size is None:
-            uses_push = bool(self.reflection and self.reflection.push_constant_blocks)
-            # Without an explicit size, cover everything the device allows; dispatches may send less.
-            return limit if uses_push else 0
-        if size < 0 or size % 4:
-            raise PipelineInputError(f"{self.name}: push_constant_size {size} must be a non-negative multiple of 4")
-        if size > limit:
-            raise LimitError(f"{self.name}: push_constant_size {size} exceeds maxPushConstantsSize ({limit})")
-        return size
+        if len(size) != 3 or any(isinstance(s, bool) or not isinstance(s, int) for s in size):
+            return None  # a size reflection could not resolve to three integers: no limit check
+        return tuple(size)
 
     def _check_limits(self):
         physical, limits = self.device.physical, self.device.physical.limits
         subgroup = physical.subgroup_properties()
         needed = []
-        if (self.reflection is not None and getattr(self.reflection, "uses_local_size_id", False)
-                and not self.device.enabled_features.get("maintenance4")):
+        if self.reflection.uses_local_size_id and not self.device.enabled_features.get("maintenance4"):
             # VUID-RuntimeSpirv-LocalSizeId-06434: local_size_*_id compiles to LocalSizeId for SPIR-V 1.6.
             needed.append("maintenance4")
         if self.required_subgroup_size is not None or self.full_subgroups:
@@ -348,7 +216,7 @@ class ComputePipeline(Resource):
             check(vk.lib.vkCreateComputePipelines(device, self.device.pipeline_cache_handle, 1, pipeline_info,
                                                   vk.ffi.NULL, pipeline), f"vkCreateComputePipelines ({self.name})")
             self.handle = pipeline[0]
-            self.device._pipeline_cache_dirty = True
+            self.device.mark_pipeline_cache_dirty()
             del keep
         finally:
             vk.lib.vkDestroyShaderModule(device, module[0], vk.ffi.NULL)

@@ -19,6 +19,11 @@
 // with wgmma.fence, committed with wgmma.commit_group and retired with
 // wgmma.wait_group 1, after which the previous slice is released through its
 // `empty` mbarrier.
+//
+// Kernel::run is split into forceinline device functions: the producer's
+// load_slice, the consumers' consume -> consume_slice (load_slice_meta,
+// issue_mma, retire) -> store.  The split left every kernel's SASS
+// byte-identical (docs/cuda-notes.md); check again after reshaping it.
 #include "common.cuh"
 #include "wgmma_sp_ops.cuh"
 
@@ -126,19 +131,30 @@ struct Kernel {
   // +1024 for aligning the ring, +16 per stage for the two mbarriers
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + STAGES * 16;
   static constexpr int ACC = BN / 2;
+  // empty[s] collects every consumer thread (one CTA) or one lane per consumer
+  // warp of every CTA in the cluster
+  static constexpr u32 EMPTY_COUNT = CLUSTER == 1 ? CONSUMERS * 128 : CLUSTER * CONSUMERS * 4;
 
-  static VK_DEVICE void run(const TmaDesc* tm_a, const TmaDesc* tm_b, const TmaDesc* tm_meta,
-                            u16* __restrict__ c, int M, int N, int K) {
-    extern __shared__ __align__(1024) unsigned char smem[];
-    const u32 raw = smem_addr(smem);
-    const u32 ring = (raw + 1023) & ~1023u;
-    const u32 bars = ring + STAGES * STAGE_BYTES;  // full[s] at bars + 8s, empty[s] after
-    const unsigned char* ring_ptr = smem + (ring - raw);
+  // The STAGES slots, 1024-byte aligned for the swizzled TMA boxes, then the
+  // mbarriers: full[s] at bars + 8s (slot s's bytes have landed), empty[s] after
+  // them (every consumer is done with slot s).
+  struct Ring {
+    u32 base, bars;
+    const unsigned char* ptr;  // `base` as a generic pointer, for the metadata loads
 
-    const int tid = threadIdx.x;
-    const int warpgroup = tid / 128;
-    int tile_m, tile_n;
-    u32 rank = 0;
+    VK_DEVICE void init(const unsigned char* smem) {
+      const u32 raw = smem_addr(smem);
+      base = (raw + 1023) & ~1023u;
+      bars = base + STAGES * STAGE_BYTES;
+      ptr = smem + (base - raw);
+    }
+    VK_DEVICE u32 full(int s) const { return bars + 8 * s; }
+    VK_DEVICE u32 empty(int s) const { return bars + 8 * (STAGES + s); }
+    VK_DEVICE u32 slot(int s) const { return base + s * STAGE_BYTES; }
+  };
+
+  // This CTA's tile: a grouped raster, or for CTA pairs the pair's tile and row tile `rank` of it.
+  static VK_DEVICE void tile_of_cta(int M, int N, int& tile_m, int& tile_n, u32& rank) {
     if constexpr (CLUSTER == 1) {
       grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
     } else {
@@ -147,134 +163,123 @@ struct Kernel {
       grouped_tile(blockIdx.x / CLUSTER, M / BM / CLUSTER, N / BN, 8, pair_m, tile_n);
       tile_m = pair_m * CLUSTER + rank;
     }
-    const int m0 = tile_m * BM, n0 = tile_n * BN;
-    const int k_tiles = K / BK;
-    // empty[s] collects every consumer thread (one CTA) or one lane per consumer
-    // warp of every CTA in the cluster
-    constexpr u32 EMPTY_COUNT = CLUSTER == 1 ? CONSUMERS * 128 : CLUSTER * CONSUMERS * 4;
+  }
 
-    if (tid == 0) {
-      for (int s = 0; s < STAGES; ++s) {
-        mbar_init(bars + 8 * s, 1);
-        mbar_init(bars + 8 * (STAGES + s), EMPTY_COUNT);
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  // Thread 0 only; nothing may use the barriers before barriers_created().
+  static VK_DEVICE void create_barriers(const Ring& ring) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(ring.full(s), 1);
+      mbar_init(ring.empty(s), EMPTY_COUNT);
     }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+
+  // Every thread (in a pair: of both CTAs, as the peer multicasts into these
+  // barriers) waits until the barriers exist.
+  static VK_DEVICE void barriers_created() {
     if constexpr (CLUSTER == 1) {
       __syncthreads();
     } else {
-      cluster_sync();  // the peer's barriers exist before anything is multicast into it
+      cluster_sync();
     }
+  }
 
-    if (warpgroup == 0) {
-      if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-      if (tid == 0) {
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          const int s = kt % STAGES;
-          if (kt >= STAGES) mbar_wait(bars + 8 * (STAGES + s), ((kt / STAGES) + 1) & 1);
-          const u32 full = bars + 8 * s;
-          const u32 stage = ring + s * STAGE_BYTES;
-          mbar_expect_tx(full, TX_BYTES);
-          tma_load_2d(stage, tm_a, kt * 32, m0, full);
-          if constexpr (CLUSTER == 1) {
-            tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
-          } else {
-            constexpr int ROWS = BN / CLUSTER;
-            tma_load_2d_multicast(stage + A_BYTES + rank * ROWS * 128, tm_b, kt * BK,
-                                  n0 + rank * ROWS, full, (1u << CLUSTER) - 1);
-          }
-          tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32, m0 / 16, full);
-        }
-      }
-      return;
+  // Producer (one thread): slice kt into slot kt % STAGES once the consumers have
+  // released the slot's previous slice; full[s] counts the bytes as they land.
+  static VK_DEVICE void load_slice(const Ring& ring, int kt, const TmaDesc* tm_a, const TmaDesc* tm_b,
+                                   const TmaDesc* tm_meta, int m0, int n0, u32 rank) {
+    const int s = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(ring.empty(s), ((kt / STAGES) + 1) & 1);
+    const u32 full = ring.full(s);
+    const u32 stage = ring.slot(s);
+    mbar_expect_tx(full, TX_BYTES);
+    tma_load_2d(stage, tm_a, kt * 32, m0, full);
+    if constexpr (CLUSTER == 1) {
+      tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
+    } else {  // each CTA of the pair loads half of B's rows into both
+      constexpr int ROWS = BN / CLUSTER;
+      tma_load_2d_multicast(stage + A_BYTES + rank * ROWS * 128, tm_b, kt * BK,
+                            n0 + rank * ROWS, full, (1u << CLUSTER) - 1);
     }
+    tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32, m0 / 16, full);
+  }
 
-    if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int consumer = warpgroup - 1;
-    const int warp = (tid / 32) & 3, lane = tid & 31;
-
-    float acc[MSUB][ACC];
-#pragma unroll
-    for (int h = 0; h < MSUB; ++h)
-#pragma unroll
-      for (int i = 0; i < ACC; ++i) acc[h][i] = 0.f;
-
-    // One K slice: wait for its data, issue two wgmma (k32 steps, selector 0 then 1,
-    // sharing one metadata register), commit, then retire the previous slice.
-    //
-    // wgmma reads its sparse-metadata register asynchronously, like the
-    // accumulators: the register must keep its value until the group retires.
-    // With one group left in flight (kWaitDepth = 1) the next slice's metadata
-    // would otherwise be loaded into the very register the in-flight group is
-    // still reading (seen on the H200: wrong results with two consumer
-    // warpgroups and N >= 128).  So slices alternate between two variables and
-    // each one is kept alive (empty asm use) until after the wait that retires
-    // its group.
-    auto slice = [&](int kt, u32 (&meta)[MSUB], const u32 (&other_meta)[MSUB]) {
-      const int s = kt % STAGES;
-      mbar_wait(bars + 8 * s, (kt / STAGES) & 1);
-      const u32 stage = ring + s * STAGE_BYTES;
-      const u32 b_base = stage + A_BYTES;
-      const u32* meta_stage = reinterpret_cast<const u32*>(ring_ptr + s * STAGE_BYTES + A_BYTES + B_BYTES);
-#pragma unroll
-      for (int h = 0; h < MSUB; ++h) {
-        meta[h] = meta_stage[((consumer * MSUB + h) * 4 + warp) * 32 + lane];
-        asm volatile("" : "+r"(meta[h]));  // a fresh value the compiler cannot forward or copy
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
-#pragma unroll
-      for (int h = 0; h < MSUB; ++h) {
-        const u32 a_base = stage + (consumer * MSUB + h) * 64 * 64;  // this sub-tile's 64 rows
-        // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
-        wgmma_sp<BN, kBf16, 0>(acc[h], smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1),
-                               meta[h], 1);
-        // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
-        wgmma_sp<BN, kBf16, 1>(acc[h], smem_desc(a_base + 32, 512, 2),
-                               smem_desc(b_base + 64, 1024, 1), meta[h], 1);
-      }
-      wgmma_commit();
-#pragma unroll
-      for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
-      // kWaitDepth = 1 keeps this group in flight and retires the previous slice;
-      // 0 waits for this slice and releases it at once.
-      wgmma_wait<kWaitDepth>();
-#pragma unroll
-      for (int h = 0; h < MSUB; ++h)
-        asm volatile("" ::"r"(other_meta[h]));  // previous group retired: its registers may go
-      int release = -1;
-      if (kWaitDepth == 0)
-        release = s;
-      else if (kt > 0)
-        release = (kt - 1) % STAGES;
-      if (release >= 0) {
-        const u32 empty = bars + 8 * (STAGES + release);
-        if constexpr (CLUSTER == 1) {
-          mbar_arrive(empty);
-        } else {
-          __syncwarp();
-          if (lane == 0)
-            for (u32 r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty, r);
-        }
-      }
-    };
-    u32 meta_even[MSUB] = {}, meta_odd[MSUB] = {};
-    for (int kt = 0; kt < k_tiles; kt += 2) {
-      slice(kt, meta_even, meta_odd);
-      if (kt + 1 < k_tiles) slice(kt + 1, meta_odd, meta_even);
-    }
-    wgmma_wait<0>();
+  // This thread's metadata register of each sub-tile, from the slice in slot s.
+  static VK_DEVICE void load_slice_meta(const Ring& ring, int s, u32 (&meta)[MSUB], int consumer, int warp,
+                                        int lane) {
+    const u32* meta_stage = reinterpret_cast<const u32*>(ring.ptr + s * STAGE_BYTES + A_BYTES + B_BYTES);
 #pragma unroll
     for (int h = 0; h < MSUB; ++h) {
-      asm volatile("" ::"r"(meta_even[h]), "r"(meta_odd[h]));
-      fence_accumulators(acc[h]);
+      meta[h] = meta_stage[((consumer * MSUB + h) * 4 + warp) * 32 + lane];
+      asm volatile("" : "+r"(meta[h]));  // a fresh value the compiler cannot forward or copy
     }
+  }
 
-    // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
-    // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
-    // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).
+  // The slice's two k32 steps of every m64 sub-tile as one wgmma group; the
+  // accumulators are fenced so the compiler does not touch them while in flight.
+  static VK_DEVICE void issue_mma(float (&acc)[MSUB][ACC], u32 stage, u32 b_base, const u32 (&meta)[MSUB],
+                                  int consumer) {
+    wgmma_fence();
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h) {
+      const u32 a_base = stage + (consumer * MSUB + h) * 64 * 64;  // this sub-tile's 64 rows
+      // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
+      wgmma_sp<BN, kBf16, 0>(acc[h], smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1),
+                             meta[h], 1);
+      // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
+      wgmma_sp<BN, kBf16, 1>(acc[h], smem_desc(a_base + 32, 512, 2),
+                             smem_desc(b_base + 64, 1024, 1), meta[h], 1);
+    }
+    wgmma_commit();
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
+  }
+
+  // kWaitDepth = 1 keeps slice kt's group in flight and retires slice kt-1's; 0
+  // waits for slice kt's.  The retired slice's slot goes back to the producer.
+  static VK_DEVICE void retire(const Ring& ring, int kt, const u32 (&other_meta)[MSUB], int lane) {
+    wgmma_wait<kWaitDepth>();
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h)
+      asm volatile("" ::"r"(other_meta[h]));  // previous group retired: its registers may go
+    int release = -1;
+    if (kWaitDepth == 0)
+      release = kt % STAGES;
+    else if (kt > 0)
+      release = (kt - 1) % STAGES;
+    if (release >= 0) {
+      const u32 empty = ring.empty(release);
+      if constexpr (CLUSTER == 1) {
+        mbar_arrive(empty);
+      } else {
+        __syncwarp();
+        if (lane == 0)
+          for (u32 r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty, r);
+      }
+    }
+  }
+
+  // One K slice: wait for its data, issue two wgmma (k32 steps, selector 0 then 1,
+  // sharing one metadata register), commit, then retire the previous slice.
+  static VK_DEVICE void consume_slice(float (&acc)[MSUB][ACC], const Ring& ring, int kt, u32 (&meta)[MSUB],
+                                      const u32 (&other_meta)[MSUB], int consumer, int warp, int lane) {
+    const int s = kt % STAGES;
+    mbar_wait(ring.full(s), (kt / STAGES) & 1);
+    const u32 stage = ring.slot(s);
+    const u32 b_base = stage + A_BYTES;
+    load_slice_meta(ring, s, meta, consumer, warp, lane);
+    issue_mma(acc, stage, b_base, meta, consumer);
+    retire(ring, kt, other_meta, lane);
+  }
+
+  // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
+  // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
+  // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).
+  static VK_DEVICE void store(u16* __restrict__ c, int N, const float (&acc)[MSUB][ACC], int m0, int n0,
+                              int consumer, int warp, int lane) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int h = 0; h < MSUB; ++h) {
@@ -288,6 +293,68 @@ struct Kernel {
             pack2<kBf16>(acc[h][4 * j + 2], acc[h][4 * j + 3]);
       }
     }
+  }
+
+  // Consumer warpgroups 1..CONSUMERS, each owning MSUB x 64 rows of the tile:
+  // take registers from the producer, run the K loop, store C.
+  static VK_DEVICE void consume(const Ring& ring, u16* __restrict__ c, int N, int m0, int n0, int k_tiles,
+                                int tid, int warpgroup) {
+    if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int consumer = warpgroup - 1;
+    const int warp = (tid / 32) & 3, lane = tid & 31;
+
+    float acc[MSUB][ACC];
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h)
+#pragma unroll
+      for (int i = 0; i < ACC; ++i) acc[h][i] = 0.f;
+
+    // wgmma reads its sparse-metadata register asynchronously, like the
+    // accumulators: the register must keep its value until the group retires.
+    // With one group left in flight (kWaitDepth = 1) the next slice's metadata
+    // would otherwise be loaded into the very register the in-flight group is
+    // still reading (seen on the H200: wrong results with two consumer
+    // warpgroups and N >= 128).  So slices alternate between two variables and
+    // each one is kept alive (empty asm use) until after the wait that retires
+    // its group.
+    u32 meta_even[MSUB] = {}, meta_odd[MSUB] = {};
+    for (int kt = 0; kt < k_tiles; kt += 2) {
+      consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
+      if (kt + 1 < k_tiles) consume_slice(acc, ring, kt + 1, meta_odd, meta_even, consumer, warp, lane);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h) {
+      asm volatile("" ::"r"(meta_even[h]), "r"(meta_odd[h]));
+      fence_accumulators(acc[h]);
+    }
+    store(c, N, acc, m0, n0, consumer, warp, lane);
+  }
+
+  static VK_DEVICE void run(const TmaDesc* tm_a, const TmaDesc* tm_b, const TmaDesc* tm_meta,
+                            u16* __restrict__ c, int M, int N, int K) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    Ring ring;
+    ring.init(smem);
+    const int tid = threadIdx.x;
+    const int warpgroup = tid / 128;
+    int tile_m, tile_n;
+    u32 rank = 0;
+    tile_of_cta(M, N, tile_m, tile_n, rank);
+    const int m0 = tile_m * BM, n0 = tile_n * BN;
+    const int k_tiles = K / BK;
+
+    if (tid == 0) create_barriers(ring);
+    barriers_created();
+
+    if (warpgroup == 0) {  // the producer: gives registers away, one thread issues the loads
+      if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      if (tid == 0)
+        for (int kt = 0; kt < k_tiles; ++kt) load_slice(ring, kt, tm_a, tm_b, tm_meta, m0, n0, rank);
+      return;
+    }
+
+    consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup);
     // The peer may still arrive on this CTA's barriers: leave together.
     if constexpr (CLUSTER > 1) cluster_sync();
   }
@@ -295,59 +362,25 @@ struct Kernel {
 
 }  // namespace wgsp
 
-// One extern "C" entry point per (dtype, BN, consumer warpgroups, stages); the
-// Python launcher (vkcoop/cuda/gemm.py, WgmmaSpGemm.CONFIGS) mirrors this table.
-#define VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, WAIT)                                \
-  extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
-      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
-    wgsp::Kernel<BF16, BN, CONS, ST, NREG, WAIT>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);        \
+// One extern "C" entry point per (dtype, config), listed in the generated
+// wgmma_sp_instances.cuh from WgmmaSpGemm.CONFIGS and DIAGNOSTIC_CONFIGS
+// (vkcoop/cuda/gemm.py).  KERNEL... is a wgsp::Kernel<...>; NTHREADS is the
+// launcher's block size, checked against the kernel's own.  _X2: CTA pairs.
+#define VK_WGMMA_SP_PARAMS                                                                         \
+  const __grid_constant__ wgsp::TmaDesc tm_a, const __grid_constant__ wgsp::TmaDesc tm_b,          \
+      const __grid_constant__ wgsp::TmaDesc tm_meta, u16 *c, int M, int N, int K
+#define VK_WGMMA_SP_ENTRY(NAME, NTHREADS, ...)                                                   \
+  static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
+  extern "C" __global__ void __launch_bounds__(NTHREADS, 1) NAME(VK_WGMMA_SP_PARAMS) {            \
+    __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
   }
-#define VK_WGMMA_SP_KERNEL_X2(NAME, BF16, BN, CONS, ST, WAIT)                                   \
-  extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128 * (CONS + 1), 1)     \
-      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
-    wgsp::Kernel<BF16, BN, CONS, ST, true, WAIT, 2>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);     \
+#define VK_WGMMA_SP_ENTRY_X2(NAME, NTHREADS, ...)                                                \
+  static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
+  extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(NTHREADS, 1)             \
+      NAME(VK_WGMMA_SP_PARAMS) {                                                                  \
+    __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
   }
-#define VK_WGMMA_SP_KERNEL_M2(NAME, BF16, BN, CONS, ST)                                          \
-  extern "C" __global__ void __launch_bounds__(128 * (CONS + 1), 1)                               \
-      NAME(const __grid_constant__ wgsp::TmaDesc tm_a,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_b,                                            \
-           const __grid_constant__ wgsp::TmaDesc tm_meta, u16* c, int M, int N, int K) {          \
-    wgsp::Kernel<BF16, BN, CONS, ST, true, 1, 1, 2>::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);     \
-  }
-#define VK_WGMMA_SP_KERNEL(NAME, BF16, BN, CONS, ST, NREG) \
-  VK_WGMMA_SP_KERNEL_W(NAME, BF16, BN, CONS, ST, NREG, 1)
-#define VK_WGMMA_SP_BOTH(BN, CONS, ST)                                                           \
-  VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn##BN##_c##CONS##_s##ST, false, BN, CONS, ST, true)            \
-  VK_WGMMA_SP_KERNEL(wgmma_sp_bf16_bn##BN##_c##CONS##_s##ST, true, BN, CONS, ST, true)
-
-VK_WGMMA_SP_BOTH(256, 2, 4)
-VK_WGMMA_SP_BOTH(128, 2, 6)
-VK_WGMMA_SP_BOTH(16, 1, 8)
-VK_WGMMA_SP_BOTH(16, 2, 8)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s4_m2, false, 128, 2, 4)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s4_m2, true, 128, 2, 4)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s5_m2, false, 128, 2, 5)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s5_m2, true, 128, 2, 5)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_f16_bn128_c2_s6_m2, false, 128, 2, 6)
-VK_WGMMA_SP_KERNEL_M2(wgmma_sp_bf16_bn128_c2_s6_m2, true, 128, 2, 6)
-
-// Diagnostic variants (fp16 only), see WgmmaSpGemm.DIAGNOSTIC_CONFIGS.
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c1_s8, false, 64, 1, 8, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c1_s6, false, 128, 1, 6, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s4, false, 256, 1, 4, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn64_c2_s8, false, 64, 2, 8, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s6_nr, false, 128, 2, 6, false)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s4_nr, false, 256, 2, 4, false)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn128_c2_s4, false, 128, 2, 4, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s3, false, 256, 2, 3, true)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c1_s5, false, 256, 1, 5, true)
-VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn128_c2_s6_w0, false, 128, 2, 6, true, 0)
-VK_WGMMA_SP_KERNEL_W(wgmma_sp_f16_bn256_c2_s4_w0, false, 256, 2, 4, true, 0)
-VK_WGMMA_SP_KERNEL(wgmma_sp_f16_bn256_c2_s5, false, 256, 2, 5, true)
-VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn256_c2_s4_x2, false, 256, 2, 4, 1)
-VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn256_c2_s5_x2, false, 256, 2, 5, 1)
-VK_WGMMA_SP_KERNEL_X2(wgmma_sp_f16_bn128_c2_s6_x2, false, 128, 2, 6, 1)
+#ifndef VK_WGMMA_SP_INSTANCES  // tests point this at a header of their own
+#define VK_WGMMA_SP_INSTANCES "wgmma_sp_instances.cuh"
+#endif
+#include VK_WGMMA_SP_INSTANCES

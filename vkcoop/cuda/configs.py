@@ -1,0 +1,69 @@
+"""The launch configurations of the hand-written 2:4 kernels: tile sizes, pipeline depth, the shared memory they
+take and the name of their instantiation. The tables of configurations (``MmaSpGemm.CONFIGS``,
+``WgmmaSpGemm.CONFIGS``) are the one source: ``python -m vkcoop.cuda.gen_instances`` writes the kernels'
+instantiation headers from them, each with a ``static_assert`` that :attr:`smem_bytes` is what the kernel lays out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MmaSpConfig:
+    bm: int
+    bn: int
+    warps_m: int
+    warps_n: int
+    stages: int
+    bk: int = 64  # dense K per pipeline stage (64 or 128)
+    pipelined: bool = False  # PipelinedKernel: spread copies, A double-buffered, early barrier
+    slide_a: bool = False  # pipelined with B double-buffered and A reloaded row by row instead
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def smem_bytes(self) -> int:
+        """Checked against the kernel's SMEM_BYTES by a static_assert in the generated instances header."""
+        return self.stages * (self.bm * self.bk + self.bn * self.bk * 2
+                              + (self.bm // 16) * (self.bk // 64) * 128)
+
+    def kernel_name(self, dtype_name: str) -> str:
+        short = "f16" if dtype_name == "float16" else "bf16"
+        return (f"mma_sp_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}"
+                f"_s{self.stages}" + ("_pa" if self.slide_a else "_p" if self.pipelined else ""))
+
+
+@dataclass(frozen=True)
+class WgmmaSpConfig:
+    bn: int
+    consumers: int
+    stages: int
+    setmaxnreg: bool = True  # rebalance registers from producer to consumer warpgroups
+    fp16_only: bool = False  # diagnostic instantiations exist for fp16 only
+    wait_depth: int = 1  # wgmma groups left in flight before releasing a slice
+    cluster: int = 1  # 2: CTA pairs along M share B through TMA multicast
+    msub: int = 1  # m64 sub-tiles per consumer warpgroup (2: 128 rows each)
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.consumers * self.msub
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def smem_bytes(self) -> int:
+        """Checked against the kernel's SMEM_BYTES by a static_assert in the generated instances header."""
+        stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128
+        stage = (stage + 1023) // 1024 * 1024
+        return self.stages * stage + 1024 + self.stages * 16
+
+    def kernel_name(self, dtype_name: str) -> str:
+        short = "f16" if dtype_name == "float16" else "bf16"
+        suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
+                  + ("" if self.cluster == 1 else f"_x{self.cluster}")
+                  + ("" if self.msub == 1 else f"_m{self.msub}"))
+        return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"

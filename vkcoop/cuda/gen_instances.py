@@ -1,0 +1,134 @@
+"""Generates the kernel instantiation lists ``kernels/mma_sp_instances.cuh`` and
+``kernels/wgmma_sp_instances.cuh`` from the Python configurations.
+
+The configurations are written once, in :mod:`vkcoop.cuda.gemm` (``MmaSpGemm.CONFIGS``,
+``WgmmaSpGemm.CONFIGS`` and ``WgmmaSpGemm.DIAGNOSTIC_CONFIGS``).  Each becomes one
+``extern "C"`` entry point per dtype (fp16 only for ``fp16_only`` diagnostics) named
+exactly ``config.kernel_name(dtype)``, followed by a ``static_assert`` that the
+launcher's ``smem_bytes`` (and, for wgmma, ``bm``) equals what the kernel template lays
+out, so a disagreement fails compilation instead of corrupting shared memory at run time.
+``tests/test_cuda_compile.py`` checks that the committed headers equal this output.
+
+Run: ``python -m vkcoop.cuda.gen_instances`` (rewrites both headers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .gemm import HandWrittenSpGemm, MmaSpConfig, MmaSpGemm, WgmmaSpConfig, WgmmaSpGemm
+
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+DTYPES = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One extern "C" entry point: its name, the C++ kernel type it runs, and the launch
+    numbers the Python launcher uses, which the generated static_asserts check."""
+
+    name: str
+    macro: str  # the entry macro of the .cu (launch bounds, cluster shape, parameters)
+    kernel_type: str
+    threads: int
+    checks: tuple[tuple[str, str, int], ...]  # (kernel constexpr, config property, the property's value)
+    origin: str  # where the config comes from, for the comment line
+
+
+@dataclass(frozen=True)
+class Family:
+    """One .cu source and the path class whose configurations it instantiates."""
+
+    stem: str
+    path_cls: type[HandWrittenSpGemm]
+    instance: Callable[[object, str, str], Instance]
+
+    @property
+    def header(self) -> Path:
+        return KERNEL_DIR / f"{self.stem}_instances.cuh"
+
+    def configs(self) -> list[tuple[str, object]]:
+        """(origin, config) for every configuration the launcher may pick or be given by name."""
+        cls = self.path_cls.__name__
+        named = [(f'{cls}.CONFIGS["{key}"]', cfg) for key, cfg in self.path_cls.CONFIGS.items()]
+        diagnostic = [(f"{cls}.DIAGNOSTIC_CONFIGS[{i}]", cfg)
+                      for i, cfg in enumerate(getattr(self.path_cls, "DIAGNOSTIC_CONFIGS", ()))]
+        return named + diagnostic
+
+    def instances(self) -> list[Instance]:
+        """Every (config, dtype) entry point, config order, fp16 before bf16; one entry per name."""
+        out: dict[str, Instance] = {}
+        for origin, cfg in self.configs():
+            for dtype in ("float16",) if getattr(cfg, "fp16_only", False) else DTYPES:
+                inst = self.instance(cfg, dtype, origin)
+                previous = out.setdefault(inst.name, inst)
+                if previous.kernel_type != inst.kernel_type:
+                    raise ValueError(f"{origin} and {previous.origin} both name {inst.name}")
+        return list(out.values())
+
+
+def _cxx_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
+    bf16 = _cxx_bool(dtype == "bfloat16")
+    args = f"{bf16}, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.warps_m}, {cfg.warps_n}, {cfg.stages}"
+    if cfg.pipelined or cfg.slide_a:
+        kernel_type = f"mma_sp::PipelinedKernel<{args}, {_cxx_bool(cfg.slide_a)}>"
+    else:
+        kernel_type = f"mma_sp::Kernel<{args}>"
+    return Instance(cfg.kernel_name(dtype), "VK_MMA_SP_ENTRY", kernel_type, cfg.threads,
+                    (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes),), origin)
+
+
+def wgmma_sp_instance(cfg: WgmmaSpConfig, dtype: str, origin: str) -> Instance:
+    bf16 = _cxx_bool(dtype == "bfloat16")
+    kernel_type = (f"wgsp::Kernel<{bf16}, {cfg.bn}, {cfg.consumers}, {cfg.stages}, {_cxx_bool(cfg.setmaxnreg)}, "
+                   f"{cfg.wait_depth}, {cfg.cluster}, {cfg.msub}>")
+    if cfg.cluster not in (1, 2):
+        raise ValueError(f"{origin}: cluster must be 1 or 2, got {cfg.cluster}")
+    macro = "VK_WGMMA_SP_ENTRY" if cfg.cluster == 1 else "VK_WGMMA_SP_ENTRY_X2"
+    return Instance(cfg.kernel_name(dtype), macro, kernel_type, cfg.threads,
+                    (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes), ("BM", "bm", cfg.bm)), origin)
+
+
+FAMILIES = (Family("mma_sp", MmaSpGemm, mma_sp_instance),
+            Family("wgmma_sp", WgmmaSpGemm, wgmma_sp_instance))
+
+
+def _entry(inst: Instance, config_type: str) -> str:
+    condition = " &&\n              ".join(f"{inst.kernel_type}::{member} == {value}"
+                                          for member, _, value in inst.checks)
+    what = ", ".join(f"{config_type}.{prop} != {member}" for member, prop, _ in inst.checks)
+    return (f"{inst.macro}({inst.name}, {inst.threads}, {inst.kernel_type})\n"
+            f"static_assert({condition},\n"
+            f'              "{inst.name}: {what} (vkcoop/cuda/gemm.py vs the kernel template)");\n')
+
+
+def render(family: Family, instances: list[Instance] | None = None) -> str:
+    """The header text for ``family`` (its configurations' instances unless ``instances`` is given)."""
+    instances = family.instances() if instances is None else instances
+    cls = family.path_cls.__name__
+    parts = [f"// GENERATED by vkcoop/cuda/gen_instances.py from {cls} in vkcoop/cuda/gemm.py;\n"
+             f"// do not edit by hand (run: python -m vkcoop.cuda.gen_instances).\n"
+             f"// One entry point per (config, dtype), {len(instances)} in all, each checked against the\n"
+             f"// launcher's numbers.  Included by {family.stem}.cu, which defines the entry macros.\n"]
+    origin = None
+    for inst in instances:
+        if inst.origin != origin:
+            origin = inst.origin
+            parts.append(f"\n// {origin}\n")
+        parts.append(_entry(inst, family.path_cls.config_type.__name__))
+    return "".join(parts)
+
+
+def main() -> None:
+    for family in FAMILIES:
+        family.header.write_text(render(family))
+        print(f"wrote {family.header}")
+
+
+if __name__ == "__main__":
+    main()

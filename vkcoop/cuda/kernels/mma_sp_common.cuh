@@ -1,0 +1,106 @@
+// Device helpers of the mma.sp kernels (mma_sp.cu): cp.async, ldmatrix, the shared-memory
+// swizzle, the m16n8k32 sparse MMA, and the accumulator set-up and store both kernels share.
+#pragma once
+#include "common.cuh"
+
+namespace mma_sp {
+
+VK_DEVICE void cp_async16(u32 dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+VK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+VK_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+VK_DEVICE void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// Swizzled byte offset of 16-byte chunk `chunk` in row `row` of a tile whose rows
+// are CHUNKS x 16 bytes: the chunk index is XORed with row bits so the eight row
+// addresses of one ldmatrix phase land in eight different 16-byte bank groups.
+template <int CHUNKS>
+VK_DEVICE u32 swizzled(int row, int chunk) {
+  if constexpr (CHUNKS == 4) {
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);  // two 64-byte rows per 128 bytes
+  } else {
+    return row * (CHUNKS * 16) + ((chunk ^ (row & 7)) << 4);
+  }
+}
+
+// The same instruction for both input types T ("f16", "bf16"): D += A*B with D in fp32.
+#define VK_MMA_SP_16832(T)                                                                      \
+  asm volatile("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32." T "." T ".f32 "   \
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, %13;"        \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]),   \
+                 "r"(b[3]), "r"(meta), "n"(SEL))
+template <bool kBf16, int SEL>
+VK_DEVICE void mma_sp_16832(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 meta) {
+  if (kBf16) {
+    VK_MMA_SP_16832("bf16");
+  } else {
+    VK_MMA_SP_16832("f16");
+  }
+}
+#undef VK_MMA_SP_16832
+
+// k32 step `ks` of a slice: the two k32 steps of every 64-wide K block share one
+// metadata register, the even step reading it with selector 0, the odd with 1.
+template <bool kBf16>
+VK_DEVICE void mma_sp_step(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 meta, int ks) {
+  if ((ks & 1) == 0)
+    mma_sp_16832<kBf16, 0>(d, a, b, meta);
+  else
+    mma_sp_16832<kBf16, 1>(d, a, b, meta);
+}
+
+// Where this thread works: its lane, its warp's place in the WARPS_M x WARPS_N
+// grid, and the CTA's BM x BN tile of C (grouped raster, groups of 8 row tiles).
+template <int BM, int BN, int WARPS_N>
+struct ThreadTile {
+  int tid, lane, warp_m, warp_n, m0, n0;
+
+  VK_DEVICE void init(int M, int N) {
+    tid = threadIdx.x;
+    lane = tid & 31;
+    const int warp = tid >> 5;
+    warp_m = warp / WARPS_N;
+    warp_n = warp % WARPS_N;
+    int tile_m, tile_n;
+    grouped_tile(blockIdx.x, M / BM, N / BN, 8, tile_m, tile_n);
+    m0 = tile_m * BM;
+    n0 = tile_n * BN;
+  }
+};
+
+template <int MT, int NT>
+VK_DEVICE void zero_accumulators(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+}
+
+// Epilogue: thread (g, t) of an m16n8 tile owns rows g and g+8, columns 2t, 2t+1;
+// (row0, col0) is the warp tile's first element in C.
+template <bool kBf16, int MT, int NT>
+VK_DEVICE void store_accumulators(u16* __restrict__ c, int N, const float (&acc)[MT][NT][4], int row0,
+                                  int col0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int row = row0 + i * 16 + g;
+      const int col = col0 + j * 8 + 2 * t;
+      *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(acc[i][j][0], acc[i][j][1]);
+      *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) = pack2<kBf16>(acc[i][j][2], acc[i][j][3]);
+    }
+}
+
+}  // namespace mma_sp
