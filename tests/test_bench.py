@@ -103,8 +103,10 @@ def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.cuda
 def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
+    # a throwaway tuning cache: on a device without seeds the first run tunes, within these budgets
     outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[256], shapes=["square"], iters=3, warmup=1,
-                                     progress=False)
+                                     tune_budget=30, search_budget=3, progress=False,
+                                     cache=TuningCache(tmp_path / "tuning"))
     if all(r.status == "skipped" for r in outcome.results):
         pytest.skip("neither a coopmat2 Vulkan device nor the CUDA paths are available: "
                     + "; ".join(sorted({r.reason for r in outcome.results}))[:300])
