@@ -175,3 +175,11 @@ def test_table_shows_spread_source_and_skip_notes():
     text = console.export_text()
     assert "p10-p90" in text and "±7.5%" in text and "[search]" in text and "x cuSPARSELt" in text
     assert "note 1: skipped because N=1" in text and "m1" in text
+
+
+def test_a_run_recorded_before_the_percentiles_still_plots(tmp_path):
+    from vkcoop.bench.measure import PathResult
+
+    data = json.loads(H200_RUN.read_text())
+    outcome = BenchResult([PathResult(**row) for row in data["results"]], data["environment"], data["settings"])
+    assert report.plot(outcome, tmp_path / "h200.png").stat().st_size > 1000

@@ -140,11 +140,14 @@ def _ratios(results, baseline: str) -> dict:
         if r.tflops and r.case in base and r.path != baseline:
             ratio = r.tflops / base[r.case].tflops
             slow, fast = (r.p90_ms or r.median_ms), (r.p10_ms or r.median_ms)
-            ratios[(r.case, r.path)] = (ratio, ratio - ratio * r.median_ms / slow, ratio * r.median_ms / fast - ratio)
+            ratios[(r.case, r.path)] = (ratio, max(0.0, ratio - ratio * r.median_ms / slow),
+                                        max(0.0, ratio * r.median_ms / fast - ratio))
     return ratios
 
 
 def _panel(ax, results, cases, paths, values, ylabel: str, title: str) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     width = 0.8 / max(1, len(paths))
     for i, p in enumerate(paths):
         xs, ys, low, high = [], [], [], []
@@ -157,6 +160,11 @@ def _panel(ax, results, cases, paths, values, ylabel: str, title: str) -> None:
                 high.append(above)
         ax.bar(xs, ys, width, label=p, yerr=[low, high], capsize=1.5, error_kw={"linewidth": 0.6})
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="both", labelsize=7)
     ax.set_xticks(range(len(cases)))
     ax.set_xticklabels([c.replace(" ", "\n", 2) for c in cases], fontsize=7)
     ax.set_ylabel(ylabel, fontsize=8)
@@ -188,8 +196,10 @@ def plot(outcome, path, baseline: str | None = None) -> Path:
         cases = list(dict.fromkeys(r.case for r in outcome.results if panel_of(r.shape_class) == panel))
         _panel(ax, results, cases, paths, values, ylabel, f"{panel} on {device}")
         ax.axhline(1.0, color="black", linewidth=0.8)
-    axes[0, 0].legend(fontsize=7, ncol=4)
-    fig.tight_layout()
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(4, max(1, len(labels))), fontsize=7,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (3.4 * len(panels))))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
