@@ -11,6 +11,7 @@ from vkcoop import sparse as sparse24
 from vkcoop.bench import measure
 from vkcoop.bench import report
 from vkcoop.bench import sparse as bench
+from vkcoop.bench.tuning import TuningCache
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, parse_config
 
@@ -87,7 +88,7 @@ def test_ratios_use_the_same_case_only():
 
 def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
     outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0,
-                                     progress=False)
+                                     llm_tokens=32, progress=False, cache=TuningCache(tmp_path / "tuning"))
     report.write_json(outcome, tmp_path / "bench.json")
     statuses = {r.path: r.status for r in outcome.results}
     assert set(statuses) == set(bench.PATH_NAMES)
@@ -102,8 +103,10 @@ def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.cuda
 def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
+    # a throwaway tuning cache: on a device without seeds the first run tunes, within these budgets
     outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[256], shapes=["square"], iters=3, warmup=1,
-                                     progress=False)
+                                     tune_budget=30, search_budget=3, progress=False,
+                                     cache=TuningCache(tmp_path / "tuning"))
     if all(r.status == "skipped" for r in outcome.results):
         pytest.skip("neither a coopmat2 Vulkan device nor the CUDA paths are available: "
                     + "; ".join(sorted({r.reason for r in outcome.results}))[:300])
@@ -117,7 +120,7 @@ def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
     from vkcoop.samples.fixtures import H200_CAPS
     flex = H200_CAPS.flexible
     for table in SEED_CONFIGS.values():
-        assert set(table) == set(bench.SHAPES)
+        assert set(table) == {"square", "llm"}   # the seed families (vkcoop.gemm.configs.seed_family)
         for configs in table.values():
             for config in configs:
                 gemm.check_workgroup_tile(flex, "fp16->fp32", config.tile)

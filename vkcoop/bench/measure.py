@@ -1,16 +1,22 @@
 """The one measurement loop every GEMM path goes through: check, then time, per configuration.
 
-For each configuration a path offers (one unless tuning), the path is bound to the problem's exact operands,
-its output rows are checked with :func:`vkcoop.gemm.check_output` (a failing configuration is never timed),
-and it is timed; with several configurations the fastest is timed again with the full iteration count.
+For each configuration a path offers (one unless tuning or searching), the path is bound to the problem's exact
+operands, its output rows are checked with :func:`vkcoop.gemm.check_output` (a failing configuration is never
+timed), and it is timed; with several configurations the fastest is timed again with the full iteration count.
+A path may refine its search from what was measured (an optional ``refine(problem, tried) -> [configs]``
+method, called until it returns nothing: the cuSPARSELt search does). A ``deadline`` (``time.monotonic()``)
+bounds the configurations tried; those left are counted in the log. Every try is kept in ``PathResult.tuning``;
+the reported figure is the median over the timed iterations with its spread (:mod:`.stats`).
 """
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass, field
 
 from ..gemm import check_output
 from ..gemm.path import GemmOperands, GemmPath, GemmProblem
+from .stats import spread_ms
 
 
 @dataclass
@@ -32,6 +38,12 @@ class PathResult:
     ratio_cublas: float | None = None
     ratio_cusparselt: float | None = None
     tuning: list = field(default_factory=list)
+    max_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    iterations: int = 0
+    config_source: str = ""          # "seed", "cache", "tuned", "derived", "search", "default"
+    ratio_baseline: float | None = None
 
 
 def path_result(path: str, problem: GemmProblem, status: str, reason: str = "") -> PathResult:
@@ -39,13 +51,13 @@ def path_result(path: str, problem: GemmProblem, status: str, reason: str = "") 
                       status, reason)
 
 
-def _label(config) -> str:
+def config_label(config) -> str:
     return config.label() if hasattr(config, "label") else str(config)
 
 
 def _try_config(path: GemmPath, operands: GemmOperands, config, probe_iters: int, warmup: int, flush_l2: bool):
-    """(entry for the tuning log, (median s, max abs error, bound label) or None)."""
-    label = _label(config)
+    """(entry for the tuning log, (median s, max abs error, bound label, times) or None)."""
+    label = config_label(config)
     bound = path.bind(operands, config)
     try:
         ok, max_abs, why = check_output(bound.output_rows(operands.rows), operands.reference)
@@ -53,42 +65,78 @@ def _try_config(path: GemmPath, operands: GemmOperands, config, probe_iters: int
             return {"config": label, "status": "failed", "reason": why, "max_abs_error": max_abs}, None
         times = bound.time(probe_iters, warmup, flush_l2)
         median = statistics.median(times)
-        entry = {"config": label, "bound": bound.config, "median_ms": median * 1e3,
+        entry = {"config": label, "status": "ok", "bound": bound.config, "median_ms": median * 1e3,
                  "tflops": operands.problem.flops / median / 1e12}
         return entry, (median, max_abs, bound.config, times)
     finally:
         bound.release()
 
 
+class _Search:
+    """The configurations of one measurement: tried in order, refined by the path, bounded by a deadline."""
+
+    def __init__(self, path, problem, configs, deadline, on_config):
+        self.path, self.problem, self.deadline, self.on_config = path, problem, deadline, on_config
+        self.pending, self.tried, self.best, self.first_failure = list(configs), [], None, None
+        self.total = len(self.pending)
+
+    def __iter__(self):
+        refine = getattr(self.path, "refine", None)
+        while True:
+            while self.pending:
+                if self.deadline is not None and time.monotonic() > self.deadline and self.best is not None:
+                    self.tried.append({"status": "budget", "reason": f"{len(self.pending)} configuration(s) "
+                                       "not tried: the time budget was spent"})
+                    return
+                yield self.pending.pop(0)
+            more = refine(self.problem, self.tried) if refine else []
+            more = [c for c in more if config_label(c) not in {e.get("config") for e in self.tried}]
+            if not more:
+                return
+            self.pending, self.total = list(more), self.total + len(more)
+
+    def record(self, config, entry, measured) -> None:
+        self.tried.append(entry)
+        if measured is not None and (self.best is None or measured[0] < self.best[1][0]):
+            self.best = (config, measured)
+        elif measured is None and self.first_failure is None:
+            self.first_failure = entry
+        if self.on_config is not None:
+            self.on_config(len([e for e in self.tried if e.get("status") != "budget"]), self.total,
+                           entry.get("config", ""))
+
+
 def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: int, flush_l2: bool,
-                 tune: bool) -> PathResult:
-    """Check and time ``path`` on ``operands``; one bad configuration never sinks the others."""
+                 tune: bool, configs=None, deadline: float | None = None, on_config=None) -> PathResult:
+    """Check and time ``path`` on ``operands``; one bad configuration never sinks the others.
+
+    ``configs``: the configurations to try (default ``path.configs(problem, tune)``). ``on_config(done, total,
+    label)`` is called after each try (progress)."""
     problem = operands.problem
     result = path_result(path.name, problem, "ok")
     supported, why = path.supports(problem)
     if not supported:
         result.status, result.reason = "skipped", why
         return result
-    configs = path.configs(problem, tune)
-    probe_iters = iters if len(configs) == 1 else max(3, iters // 4)
-    best = None
-    for config in configs:
+    configs = list(path.configs(problem, tune) if configs is None else configs)
+    search = _Search(path, problem, configs, deadline, on_config)
+    probe_iters = iters if len(configs) == 1 and not hasattr(path, "refine") else max(3, iters // 4)
+    for config in search:
         try:
             entry, measured = _try_config(path, operands, config, probe_iters, warmup, flush_l2)
         except Exception as error:  # noqa: BLE001 - report the configuration and go on with the next
-            entry, measured = {"config": _label(config), "status": "error",
+            entry, measured = {"config": config_label(config), "status": "error",
                                "reason": f"{type(error).__name__}: {error}"}, None
-        result.tuning.append(entry)
-        if measured is not None and (best is None or measured[0] < best[1][0]):
-            best = (config, measured)
-        elif best is None and result.status == "ok":   # the first failure explains a path with no winner
-            result.status = "failed" if entry.get("status") == "failed" else "error"
-            result.reason, result.config = entry["reason"], entry["config"]
-            result.max_abs_error = entry.get("max_abs_error")
-    if best is None:
+        search.record(config, entry, measured)
+    result.tuning = search.tried
+    if search.best is None:
+        failure = search.first_failure or {"status": "error", "reason": "no configuration to try", "config": ""}
+        result.status = "failed" if failure.get("status") == "failed" else "error"
+        result.reason, result.config = failure["reason"], failure["config"]
+        result.max_abs_error = failure.get("max_abs_error")
         return result
-    config, (median, max_abs, bound_label, times) = best
-    if len(configs) > 1:  # re-time the winner with the full iteration count
+    config, (_, max_abs, bound_label, times) = search.best
+    if len(search.tried) > 1 or probe_iters != iters:  # re-time the winner with the full iteration count
         bound = path.bind(operands, config)
         try:
             times = bound.time(iters, warmup, flush_l2)
@@ -96,7 +144,7 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
             bound.release()
     result.status, result.reason, result.max_abs_error = "ok", "", max_abs
     result.config = bound_label
-    result.median_ms = statistics.median(times) * 1e3
-    result.min_ms = min(times) * 1e3
+    for name, value in spread_ms(times).items():
+        setattr(result, name, value)
     result.tflops = problem.flops / (result.median_ms * 1e-3) / 1e12
     return result

@@ -1,4 +1,5 @@
-"""Output of ``vkcoop bench``: environment facts (nvidia-smi), the rich table, JSON and the matplotlib plot."""
+"""Output of ``vkcoop bench``: environment facts (nvidia-smi), the rich table (medians with their p10-p90
+spread), JSON, and the plot (throughput over a baseline per case, log axis, one panel per shape class)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +9,9 @@ import platform
 import shutil
 import subprocess
 from pathlib import Path
+
+from .shapes import SHAPES
+from .stats import relative_noise
 
 NVIDIA_SMI_FIELDS = ("name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
                      "power.draw", "power.limit", "temperature.gpu", "memory.total")
@@ -64,6 +68,19 @@ def _fmt(value, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
 
 
+def _spread(r) -> str:
+    """The p10-p90 half-width of a figure relative to its median, as +-%."""
+    noise = relative_noise(r)
+    return "-" if noise is None else f"±{100 * noise:.1f}%"
+
+
+def _title(outcome) -> str:
+    env = outcome.environment
+    smi = env.get("nvidia_smi", {})
+    return (f"vkcoop bench sparse: {env.get('vulkan_device') or env.get('cuda_device') or 'no GPU'}"
+            f" (driver {smi.get('driver_version', '?')}, SM clock {smi.get('clocks.sm', '?')})")
+
+
 def print_table(outcome, console=None) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -72,31 +89,33 @@ def print_table(outcome, console=None) -> None:
     if console is None:
         console = Console()
         if not console.is_terminal:  # logs and pipes: do not squeeze the table into 80 columns
-            console = Console(width=170)
-    env = outcome.environment
-    smi = env.get("nvidia_smi", {})
-    title = (f"vkcoop bench sparse: {env.get('vulkan_device') or env.get('cuda_device') or 'no GPU'}"
-             f" (driver {smi.get('driver_version', '?')}, SM clock {smi.get('clocks.sm', '?')})")
-    table = Table(title=title, show_lines=False)
-    for column, justify in (("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"),
-                            ("TFLOP/s", "right"), ("x cuBLAS", "right"), ("x cuSPARSELt", "right"),
-                            ("config / reason", "left")):
+            console = Console(width=190)
+    baseline = outcome.settings.get("baseline", "cuBLAS")
+    extra = baseline not in ("cuBLAS", "cuSPARSELt")
+    table = Table(title=_title(outcome), show_lines=False)
+    columns = [("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"), ("p10-p90", "right"),
+               ("TFLOP/s", "right"), ("x cuBLAS", "right"), ("x cuSPARSELt", "right")]
+    columns += [(f"x {baseline}", "right")] if extra else []
+    for column, justify in columns + [("config / reason", "left")]:
         table.add_column(column, justify=justify, overflow="fold")
-    previous = None
-    skip_reasons = {}
+    previous, skip_reasons = None, {}
     for r in outcome.results:
         style = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}[r.status]
-        note = r.config if r.status == "ok" else r.reason
+        note = f"{r.config} [{r.config_source}]" if r.status == "ok" and r.config_source else (
+            r.config if r.status == "ok" else r.reason)
         if r.status == "skipped":  # the same reason repeats for every case: print it once below
             number = skip_reasons.setdefault(r.reason, len(skip_reasons) + 1)
             note = f"see note {number}"
-        table.add_row(r.case if r.case != previous else "", r.path, r.status, _fmt(r.median_ms, ".3f"),
-                      _fmt(r.tflops, ".1f"), _fmt(r.ratio_cublas, ".2f"), _fmt(r.ratio_cusparselt, ".2f"),
-                      note[:160], style=style, end_section=False)
+        cells = [r.case if r.case != previous else "", r.path, r.status, _fmt(r.median_ms, ".3f"),
+                 _spread(r) if r.status == "ok" else "-", _fmt(r.tflops, ".1f"), _fmt(r.ratio_cublas, ".2f"),
+                 _fmt(r.ratio_cusparselt, ".2f")] + ([_fmt(r.ratio_baseline, ".2f")] if extra else [])
+        table.add_row(*cells, escape(note[:160]), style=style, end_section=False)
         previous = r.case
     console.print(table)
     for reason, number in skip_reasons.items():
         console.print(f"[dim]note {number}: skipped because {escape(reason)}[/]")
+    for message in outcome.environment.get("tuning", {}).get("messages", []):
+        console.print(f"[yellow]{escape(message)}[/]")
     if outcome.failed:
         console.print(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
 
@@ -108,30 +127,79 @@ def write_json(outcome, path) -> Path:
     return path
 
 
-def plot(outcome, path) -> Path:
-    """Grouped bars: TFLOP/s of every timed path per case."""
+def panel_of(shape_class: str) -> str:
+    """The plot panel of a shape class: its own for the built-in classes, one for all user shapes."""
+    return shape_class if shape_class in SHAPES else "user shapes"
+
+
+def _ratios(results, baseline: str) -> dict:
+    """(case, path) -> (ratio over the baseline, lower error, upper error) from the p10/p90 times."""
+    base = {r.case: r for r in results if r.path == baseline and r.tflops}
+    ratios = {}
+    for r in results:
+        if r.tflops and r.case in base and r.path != baseline:
+            ratio = r.tflops / base[r.case].tflops
+            slow, fast = (r.p90_ms or r.median_ms), (r.p10_ms or r.median_ms)
+            ratios[(r.case, r.path)] = (ratio, max(0.0, ratio - ratio * r.median_ms / slow),
+                                        max(0.0, ratio * r.median_ms / fast - ratio))
+    return ratios
+
+
+def _panel(ax, results, cases, paths, values, ylabel: str, title: str) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    width = 0.8 / max(1, len(paths))
+    for i, p in enumerate(paths):
+        xs, ys, low, high = [], [], [], []
+        for c, case in enumerate(cases):
+            if (case, p) in values:
+                value, below, above = values[(case, p)]
+                xs.append(c + (i - (len(paths) - 1) / 2) * width)
+                ys.append(value)
+                low.append(below)
+                high.append(above)
+        ax.bar(xs, ys, width, label=p, yerr=[low, high], capsize=1.5, error_kw={"linewidth": 0.6})
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="both", labelsize=7)
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels([c.replace(" ", "\n", 2) for c in cases], fontsize=7)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", which="both", alpha=0.3)
+
+
+def plot(outcome, path, baseline: str | None = None) -> Path:
+    """One panel per shape class: each path's throughput over ``baseline`` (default the run's, cuBLAS) per case
+    on a log axis, with the p10-p90 spread as error bars; TFLOP/s where no case has a baseline figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = list(dict.fromkeys(r.case for r in outcome.results))
-    paths = list(dict.fromkeys(r.path for r in outcome.results))
-    values = {(r.case, r.path): r.tflops for r in outcome.results}
-    width = 0.8 / max(1, len(paths))
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cases)), 5))
-    for i, p in enumerate(paths):
-        xs = [c + (i - (len(paths) - 1) / 2) * width for c in range(len(cases))]
-        ys = [values.get((case, p)) or 0.0 for case in cases]
-        ax.bar(xs, ys, width, label=p)
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels([c.replace(" ", "\n", 2) for c in cases], fontsize=8)
-    ax.set_ylabel("TFLOP/s (2*M*N*K, dense-equivalent)")
-    smi = outcome.environment.get("nvidia_smi", {})
-    ax.set_title(f"2:4 sparse and dense GEMM paths on {smi.get('name', outcome.environment.get('vulkan_device'))}")
-    ax.legend(fontsize=8, ncol=2)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
+    baseline = baseline or outcome.settings.get("baseline", "cuBLAS")
+    results = [r for r in outcome.results if r.tflops]
+    values = _ratios(results, baseline)
+    ylabel = f"x {baseline} (log)"
+    if not values:   # no baseline figure: plain throughput, still on a log axis
+        values = {(r.case, r.path): (r.tflops, 0.0, 0.0) for r in results}
+        ylabel = "TFLOP/s, 2*M*N*K (log)"
+    panels = list(dict.fromkeys(panel_of(r.shape_class) for r in outcome.results))
+    paths = [p for p in dict.fromkeys(r.path for r in outcome.results) if any(k[1] == p for k in values)]
+    widest = max(len({r.case for r in outcome.results if panel_of(r.shape_class) == p}) for p in panels)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, 1.3 * widest), 3.4 * len(panels)), squeeze=False)
+    device = outcome.environment.get("nvidia_smi", {}).get("name") or outcome.environment.get("vulkan_device")
+    for ax, panel in zip(axes[:, 0], panels):
+        cases = list(dict.fromkeys(r.case for r in outcome.results if panel_of(r.shape_class) == panel))
+        _panel(ax, results, cases, paths, values, ylabel, f"{panel} on {device}")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(4, max(1, len(labels))), fontsize=7,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (3.4 * len(panels))))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -10,51 +10,41 @@ vk-coopmat2-2:4        Vulkan    the same with A loaded from the 2:4 format by a
 vk-khr-subgroup        Vulkan    subgroup-scope KHR coopmat GEMM through shared memory
 cuda-mma.sp            CUDA      hand-written ``mma.sp`` kernel (vkcoop.cuda.MmaSpGemm)
 cuda-wgmma.sp          CUDA      hand-written ``wgmma.mma_async.sp`` kernel (vkcoop.cuda.WgmmaSpGemm)
-cuSPARSELt             CUDA      torch ``_cslt_sparse_mm`` after its algorithm search
-cuBLAS                 CUDA      ``torch.mm`` on the pruned dense A
+cuSPARSELt             CUDA      torch ``_cslt_sparse_mm``, best of a search over what cuSPARSELt offers
+torch-semi-structured  CUDA      ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) @ B
+cuBLAS                 CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts) and ``_scaled_mm``
 =====================  ========  =================================================================
 
 Every path is a :class:`vkcoop.gemm.GemmPath` and goes through one loop (:func:`vkcoop.bench.measure.measure_path`):
 the inputs of a case are made once (:meth:`vkcoop.gemm.GemmOperands.make`: multiples of 1/8, A pruned 2:4, so
-any fp32 accumulation is exact), each path is checked on a sample of rows that includes the first and last
-ones (a path that fails is reported as failed and never timed), then ``warmup`` runs and the median of ``iters``
-timed runs (Vulkan: GPU timestamps; CUDA: CUDA events), optionally with an L2 flush before each. Throughput is
-dense-equivalent: 2*M*N*K / median time.
+any fp32 accumulation is exact), each configuration is checked on a sample of rows that includes the first and
+last ones (one that fails is reported and never timed), then timed after a warm-up of at least ``warmup`` runs
+and :data:`vkcoop.gemm.WARMUP_SECONDS` (Vulkan: GPU timestamps; CUDA: CUDA events), optionally with an L2 flush
+before each run. Each figure is the median of ``iters`` timed runs with its spread (:mod:`.stats`). Throughput
+is dense-equivalent: 2*M*N*K / median time. Which configurations a path tries is decided per device by
+:mod:`.tuning` (cached, seeded, or tuned within a time budget); the shapes come from :mod:`.shapes`.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
 
-from ..gemm import DTYPES
-from ..gemm.path import GemmOperands, GemmProblem
+from ..errors import InputError
+from ..gemm.path import GemmOperands
 from .measure import PathResult, measure_path, path_result
+from .shapes import LLM_TOKENS, SHAPES, describe_shapes, make_cases
+from .tuning import Tuner, TuningCache, cache_dir
 
 PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-2:4", "vk-khr-subgroup", "cuda-mma.sp", "cuda-wgmma.sp",
-              "cuSPARSELt", "cuBLAS")
+              "cuSPARSELt", "torch-semi-structured", "cuBLAS")
 VULKAN_PATHS = PATH_NAMES[:3]
 CUDA_PATHS = PATH_NAMES[3:]
-SHAPES = ("square", "llm")
-#: N of the LLM-like shapes: a batch of tokens times a weight matrix (memory-bound: A dominates the traffic).
-LLM_TOKENS = 32
 BASELINES = (("cuBLAS", "ratio_cublas"), ("cuSPARSELt", "ratio_cusparselt"))
+DEFAULT_TUNE_BUDGET = 600.0
+DEFAULT_SEARCH_BUDGET = 15.0
 
-
-def make_cases(dtypes, sizes, shapes, llm_tokens: int = LLM_TOKENS) -> list[GemmProblem]:
-    cases = []
-    for dtype in dtypes:
-        if dtype not in DTYPES:
-            raise ValueError(f"--dtype {dtype!r}: choose from {', '.join(DTYPES)}")
-        for shape in shapes:
-            if shape not in SHAPES:
-                raise ValueError(f"--shapes {shape!r}: choose from {', '.join(SHAPES)}")
-            for size in sizes:
-                size = int(size)
-                if size <= 0 or size % 64:
-                    raise ValueError(f"--sizes {size}: sizes must be positive multiples of 64")
-                n = size if shape == "square" else llm_tokens
-                cases.append(GemmProblem(dtype, shape, size, n, size))
-    return cases
+__all__ = ["run_sparse_bench", "run_cases", "make_cases", "add_ratios", "BenchResult", "PATH_NAMES", "SHAPES",
+           "LLM_TOKENS", "VULKAN_PATHS", "CUDA_PATHS"]
 
 
 def cuda_status() -> tuple[bool, str]:
@@ -68,8 +58,8 @@ def cuda_status() -> tuple[bool, str]:
         return False, f"vkcoop.cuda.available() failed: {error}"
 
 
-def add_ratios(results: list[PathResult]) -> None:
-    """Each result's throughput over the cuBLAS and cuSPARSELt results of the same case."""
+def add_ratios(results: list[PathResult], baseline: str = "cuBLAS") -> None:
+    """Each result's throughput over the cuBLAS, cuSPARSELt and ``baseline`` results of the same case."""
     by_case = {}
     for r in results:
         by_case.setdefault(r.case, {})[r.path] = r
@@ -77,8 +67,8 @@ def add_ratios(results: list[PathResult]) -> None:
         for r in paths.values():
             if r.tflops is None:
                 continue
-            for baseline, attribute in BASELINES:
-                base = paths.get(baseline)
+            for name, attribute in BASELINES + ((baseline, "ratio_baseline"),):
+                base = paths.get(name)
                 if base is not None and base.tflops:
                     setattr(r, attribute, r.tflops / base.tflops)
 
@@ -100,23 +90,33 @@ class BenchResult:
 
 
 class _Paths:
-    """The GemmPath objects a run needs, or for each unavailable path the reason it is skipped."""
+    """The GemmPath objects a run needs, or for each unavailable path the reason it is skipped; the device
+    identity each API reports (the tuning cache's key) and the SM count."""
 
     def __init__(self, wanted, dtypes, device, validate):
-        self.objects, self.skipped, self.vulkan = {}, {}, None
+        from . import identity, report
+
+        self.objects, self.skipped, self.vulkan, self.identities, self.sm_count = {}, {}, None, {}, None
         if any(p in VULKAN_PATHS for p in wanted):
             try:
                 from ..gemm.paths import VulkanDevicePaths
                 self.vulkan = VulkanDevicePaths(dtypes, device=device, validate=validate)
-                self.objects.update({p.name: p for p in self.vulkan.paths})
+                self.objects.update({p.name: p for p in self.vulkan.paths if p.name in wanted})
+                physical = self.vulkan.device.physical
+                self.identities["vulkan"] = identity.vulkan_identity(physical)
+                self.sm_count = identity.vulkan_sm_count(physical)
             except Exception as error:  # noqa: BLE001 - no Vulkan / no coopmat2: skip those paths, say why
                 self.skipped.update({p: f"{type(error).__name__}: {error}" for p in VULKAN_PATHS})
         self.cuda_ok, self.cuda_reason = cuda_status() if any(p in CUDA_PATHS for p in wanted) else (False, "")
         if self.cuda_ok:
             from ..cuda.paths import cuda_paths
             self.objects.update({p.name: p for p in cuda_paths([p for p in wanted if p in CUDA_PATHS])})
+            self.identities["cuda"] = identity.cuda_identity(report.nvidia_smi().get("driver_version"))
+            self.sm_count = self.sm_count or identity.cuda_sm_count()
         else:
             self.skipped.update({p: self.cuda_reason for p in CUDA_PATHS})
+        if self.vulkan is not None:
+            self.vulkan.set_sm_count(self.sm_count)
 
     def close(self):
         for path in self.objects.values():
@@ -126,43 +126,51 @@ class _Paths:
             self.vulkan.close()
 
 
-def _check_settings(iters, warmup, paths) -> list[str]:
+def _check_settings(iters, warmup, paths, tune_budget, search_budget) -> list[str]:
     if iters < 1 or warmup < 0:
-        raise ValueError(f"--iters must be >= 1 and --warmup >= 0 (got {iters}, {warmup})")
+        raise InputError(f"--iters must be >= 1 and --warmup >= 0 (got {iters}, {warmup})")
+    if tune_budget <= 0 or search_budget <= 0:
+        raise InputError(f"--tune-budget and --search-budget must be positive (got {tune_budget}, {search_budget})")
     wanted = list(PATH_NAMES) if paths is None else list(paths)
     unknown = [p for p in wanted if p not in PATH_NAMES]
     if unknown:
-        raise ValueError(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATH_NAMES)}")
+        raise InputError(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATH_NAMES)}")
     return wanted
 
 
-def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("square", "llm"), iters: int = 20,
-                     warmup: int = 5, flush_l2: bool = False, paths=None, tune: bool = False,
-                     llm_tokens: int = LLM_TOKENS, device=None, validate: bool = False, console=None,
-                     progress: bool = True) -> BenchResult:
-    """Run the comparison and return every result (printing and files are the caller's: :mod:`.report`).
+def _measure(path, operands, tuner: Tuner, bar, task, settings) -> PathResult:
+    problem = operands.problem
+    if not path.supports(problem)[0]:   # measure_path reports the reason
+        return measure_path(path, operands, iters=1, warmup=0, flush_l2=False, tune=False)
+    plan = tuner.plan(path, problem)
+    many = len(plan.configs) > 1 or hasattr(path, "refine")
+    bar.update(task, completed=0, total=len(plan.configs), visible=many,
+               description=f"  {path.name}: {plan.source}")
 
-    ``paths``: a subset of :data:`PATH_NAMES` (default all). ``tune``: try every Vulkan launch configuration of
-    the shape class and keep the fastest (each try is recorded). Bad arguments raise ValueError before any GPU
-    work. A path that cannot run here is "skipped" with the reason; one that fails its check is "failed" and not
-    timed.
-    """
+    def on_config(done, total, label):
+        bar.update(task, completed=done, total=total, description=f"  {path.name} ({plan.source}): {label}")
+
+    result = measure_path(path, operands, iters=settings["iters"], warmup=settings["warmup"],
+                          flush_l2=settings["flush_l2"], tune=plan.source == "tuned", configs=plan.configs,
+                          deadline=plan.deadline, on_config=on_config)
+    result.config_source = plan.source
+    tuner.finish(plan, problem, result)
+    bar.update(task, visible=False)
+    return result
+
+
+def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, settings: dict, *, console=None,
+              progress: bool = True) -> tuple[list[PathResult], bool]:
+    """Measure every wanted path on every case: (results, interrupted). ``objects``: name -> GemmPath;
+    ``skipped``: name -> why it cannot run here."""
     from . import report
 
-    wanted = _check_settings(iters, warmup, paths)
-    cases = make_cases(dtypes, sizes, shapes, llm_tokens)
-    settings = {"dtypes": list(dtypes), "sizes": [int(s) for s in sizes], "shapes": list(shapes), "iters": iters,
-                "warmup": warmup, "flush_l2": flush_l2, "tune": tune, "llm_tokens": llm_tokens, "paths": wanted}
-    available = _Paths(wanted, dtypes, device, validate)
-    environment = report.environment(available.vulkan.name if available.vulkan else None,
-                                     available.cuda_reason if available.cuda_ok else None)
-    environment["vulkan_skip_reason"] = available.skipped.get(VULKAN_PATHS[0])
-    environment["cuda_skip_reason"] = None if available.cuda_ok else available.cuda_reason or None
     results: list[PathResult] = []
-    interrupted = False
     try:
         with report.progress_bar(console, enabled=progress) as bar:
             task = bar.add_task("bench sparse", total=len(cases) * len(wanted))
+            configs_task = bar.add_task("", total=1, visible=False)
+            tuner.count_tunings([objects[n] for n in wanted if n in objects], cases)
             for problem in cases:
                 bar.update(task, description=f"{problem.label}: inputs")
                 started = time.perf_counter()
@@ -171,15 +179,55 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
                     console.log(f"{problem.label}: inputs prepared in {time.perf_counter() - started:.1f} s")
                 for name in wanted:
                     bar.update(task, description=f"{problem.label}: {name}")
-                    if name in available.objects:
-                        results.append(measure_path(available.objects[name], operands, iters=iters, warmup=warmup,
-                                                    flush_l2=flush_l2, tune=tune))
+                    if name in objects:
+                        results.append(_measure(objects[name], operands, tuner, bar, configs_task, settings))
                     else:
-                        results.append(path_result(name, problem, "skipped", available.skipped[name]))
+                        results.append(path_result(name, problem, "skipped", skipped[name]))
                     bar.advance(task)
     except KeyboardInterrupt:
-        interrupted = True   # report what was measured
+        return results, True    # report what was measured
+    return results, False
+
+
+def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("square", "llm"), iters: int = 20,
+                     warmup: int = 5, flush_l2: bool = False, paths=None, tune: bool = False, retune: bool = False,
+                     tune_budget: float = DEFAULT_TUNE_BUDGET, search_budget: float = DEFAULT_SEARCH_BUDGET,
+                     llm_tokens=LLM_TOKENS, baseline: str = "cuBLAS", device=None, validate: bool = False,
+                     console=None, progress: bool = True, cache: TuningCache | None = None) -> BenchResult:
+    """Run the comparison and return every result (printing and files are the caller's: :mod:`.report`).
+
+    ``paths``: a subset of :data:`PATH_NAMES` (default all). ``shapes``: class names and
+    :class:`vkcoop.bench.shapes.UserShape` objects. ``tune``: tune what the tuning cache lacks; ``retune``: tune
+    again; both share ``tune_budget`` seconds; the library searches take up to ``search_budget`` seconds per
+    case. Bad arguments raise ValueError before any GPU work. A path that cannot run here is "skipped" with the
+    reason; one that fails its check is "failed" and not timed.
+    """
+    from . import report
+
+    wanted = _check_settings(iters, warmup, paths, tune_budget, search_budget)
+    if baseline not in PATH_NAMES:
+        raise InputError(f"--baseline {baseline!r}: choose from {', '.join(PATH_NAMES)}")
+    cases = make_cases(dtypes, sizes, shapes, llm_tokens)
+    settings = {"dtypes": list(dtypes), "sizes": [int(s) for s in sizes], "shapes": describe_shapes(shapes),
+                "iters": iters, "warmup": warmup, "flush_l2": flush_l2, "tune": tune, "retune": retune,
+                "tune_budget_s": tune_budget, "search_budget_s": search_budget, "baseline": baseline,
+                "llm_tokens": [llm_tokens] if isinstance(llm_tokens, int) else list(llm_tokens), "paths": wanted}
+    available = _Paths(wanted, dtypes, device, validate)
+    cache = cache or TuningCache(log=console.log if console is not None else None)
+    tuner = Tuner(cache, available.identities, tune=tune, retune=retune, budget=tune_budget,
+                  search_budget=search_budget)
+    environment = report.environment(available.vulkan.name if available.vulkan else None,
+                                     available.cuda_reason if available.cuda_ok else None)
+    environment.update(vulkan_skip_reason=available.skipped.get(VULKAN_PATHS[0]),
+                       cuda_skip_reason=None if available.cuda_ok else available.cuda_reason or None,
+                       devices={api: i.to_dict() for api, i in available.identities.items() if i},
+                       sm_count=available.sm_count)
+    try:
+        results, interrupted = run_cases(cases, available.objects, available.skipped, wanted, tuner, settings,
+                                         console=console, progress=progress)
     finally:
         available.close()
-    add_ratios(results)
+    environment["tuning"] = {"cache_dir": str(cache.root if cache else cache_dir()), "messages": cache.messages,
+                             "stored": sorted(set(tuner.stored))}
+    add_ratios(results, baseline)
     return BenchResult(results, environment, settings, interrupted)

@@ -72,7 +72,8 @@ def require_toolchain(auto_install: bool) -> None:
 
 def _dispatch(argv) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in NEEDS_TOOLCHAIN and not (args.command == "shaders" and args.action == "list"):
+    if (args.command in NEEDS_TOOLCHAIN and getattr(args, "needs_toolchain", True)
+            and not (args.command == "shaders" and args.action == "list")):
         require_toolchain(args.yes)
     return int(args.func(args))
 

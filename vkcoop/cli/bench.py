@@ -1,11 +1,51 @@
-"""``vkcoop bench sparse`` and ``vkcoop fuzz``: the GEMM comparison and the differential fuzzer."""
+"""``vkcoop bench sparse|compare|tuning`` and ``vkcoop fuzz``: the GEMM comparison, run-to-run comparison, the
+tuning cache, and the differential fuzzer."""
 from __future__ import annotations
 
-from .common import (Exit, CliError, add_device_argument, check_device, choice_list, console, non_negative_int,
-                     output_path, positive_int, size_list, wrote)
+import argparse
+import json
+
+from .common import (Exit, CliError, add_device_argument, check_device, choice_list, console, emit_json,
+                     err_console, non_negative_int, output_path, positive_int, size_list, wrote)
 
 
-# --- bench ----------------------------------------------------------------------------------------------------
+# --- bench ---------------------------------------------------------------------------------------------------
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 0 and below 1")
+    return value
+
+
+def shape_items(text: str) -> list:
+    """``--shapes``: shape classes and shape files, comma-separated (a file is read now: errors exit 2)."""
+    from ..bench.shapes import parse_shapes
+
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("give at least one shape class or file")
+    try:
+        return parse_shapes(items)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+shape_items.__name__ = "shapes"
+
+
 def cmd_bench_sparse(args) -> int:
     from ..bench import report
     from ..bench.sparse import run_sparse_bench
@@ -14,8 +54,9 @@ def cmd_bench_sparse(args) -> int:
     check_device(args.device)
     outcome = run_sparse_bench(dtypes=args.dtype, sizes=args.sizes, shapes=args.shapes, iters=args.iters,
                                warmup=args.warmup, flush_l2=args.flush_l2, paths=args.paths, tune=args.tune,
-                               llm_tokens=args.llm_tokens, device=args.device, validate=args.validate,
-                               console=console)
+                               retune=args.retune, tune_budget=args.tune_budget, search_budget=args.search_budget,
+                               llm_tokens=args.llm_tokens, baseline=args.baseline, device=args.device,
+                               validate=args.validate, console=console)
     report.print_table(outcome)
     if outcome.interrupted:
         console.print("[yellow]interrupted: the table holds the paths measured so far[/yellow]")
@@ -23,9 +64,11 @@ def cmd_bench_sparse(args) -> int:
         wrote(report.write_json(outcome, json_path))
     timed = [r for r in outcome.results if r.tflops]
     if plot_path and timed:
-        wrote(report.plot(outcome, plot_path))
+        wrote(report.plot(outcome, plot_path, args.baseline))
     elif plot_path:
         console.print(f"no plot written to {plot_path}: no path was timed")
+    for stored in outcome.environment.get("tuning", {}).get("stored", []):
+        wrote(stored)
     if outcome.interrupted:
         return Exit.INTERRUPTED
     if all(r.status == "skipped" for r in outcome.results):
@@ -35,33 +78,89 @@ def cmd_bench_sparse(args) -> int:
     return Exit.FAILED if outcome.failed else Exit.OK
 
 
-def add_bench_parser(sub) -> None:
-    from ..gemm import DTYPES
-    from ..bench.sparse import LLM_TOKENS, PATH_NAMES, SHAPES
+def cmd_bench_compare(args) -> int:
+    from ..bench import compare
 
-    bench = sub.add_parser("bench", help="benchmarks: `vkcoop bench sparse --help`")
-    kinds = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    json_path = output_path(args.json_path)
+    try:
+        a, b = compare.load_run(args.a), compare.load_run(args.b)
+    except ValueError as error:
+        raise CliError(str(error), "give two `vkcoop bench sparse --json` files") from None
+    rows = compare.compare_runs(a, b, args.min_noise)
+    compare.print_comparison(rows, a, b, args.a, args.b, console)
+    if json_path:
+        json_path.write_text(json.dumps(compare.to_dict(rows, args.a, args.b), indent=2) + "\n")
+        wrote(json_path)
+    return Exit.FAILED if any(r.regressed for r in rows) else Exit.OK
+
+
+def cmd_bench_tuning(args) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..bench.tuning import cache_dir, cached_entries
+
+    rows = cached_entries(log=lambda line: err_console.print(f"vkcoop: {line}"))
+    if args.json:
+        emit_json(rows, args.json)
+        return Exit.OK
+    if not rows:
+        console.print(f"no tuned configurations under {cache_dir()} (run `vkcoop bench sparse --tune`)")
+        return Exit.OK
+    table = Table(title=f"tuned configurations ({cache_dir()})")
+    for column in ("device", "driver", "path", "dtype", "class", "config", "TFLOP/s", "measured on", "tried",
+                   "when"):
+        table.add_column(column, justify="right" if column in ("TFLOP/s", "tried") else "left")
+    for r in rows:
+        tflops = r.get("tflops")
+        table.add_row(escape(f"{r['device']} ({(r.get('uuid') or '')[:8]})"), r.get("driver") or "?", r["path"],
+                      r["dtype"], r["class"], escape(r["config"]), "-" if tflops is None else f"{tflops:.1f}",
+                      r.get("problem", "?"), str(r.get("candidates", "?")), r.get("when", "?"))
+    (console if console.is_terminal else Console(width=190)).print(table)
+    return Exit.OK
+
+
+def _add_sparse_parser(kinds) -> None:
+    from ..bench.shapes import LLM_TOKENS, SHAPES
+    from ..bench.sparse import DEFAULT_SEARCH_BUDGET, DEFAULT_TUNE_BUDGET, PATH_NAMES
+    from ..gemm import DTYPES
+
     p = kinds.add_parser("sparse", help="2:4 sparse and dense GEMM paths, Vulkan and CUDA, checked then timed",
                          description="Every 2:4 sparse and dense GEMM path on the same exact inputs, in one "
-                                     "process: each is checked, then timed.")
+                                     "process: each is checked, then timed. Launch configurations come from the "
+                                     "per-device tuning cache (`vkcoop bench tuning`), the shipped seeds (H200) "
+                                     "or, on a device with neither, a tuning run.")
     p.add_argument("--dtype", type=choice_list(tuple(DTYPES)), default=list(DTYPES),
                    help="input types (default: %(default)s)")
     p.add_argument("--sizes", type=size_list(64), default=[4096, 8192],
-                   help="M = K of each case, multiples of 64 (default: %(default)s)")
-    p.add_argument("--shapes", type=choice_list(SHAPES), default=list(SHAPES),
-                   help="square: N = size; llm: N = --llm-tokens (default: %(default)s)")
+                   help="M = K of the square and llm cases, multiples of 64 (default: %(default)s)")
+    p.add_argument("--shapes", type=shape_items, default=["square", "llm"], metavar="SHAPES",
+                   help=f"classes ({','.join(SHAPES)}) and/or shape files (.json/.csv of label,m,n,k): square: "
+                        "N = size; llm: N = --llm-tokens; mlp: LLaMA MLP projections 5120x13824x5120 and "
+                        "4096x11008x4096 (default: square,llm)")
     p.add_argument("--paths", type=choice_list(PATH_NAMES), default=None,
                    help=f"a subset of {','.join(PATH_NAMES)} (default: all)")
     p.add_argument("--iters", type=positive_int, default=20, help="timed runs per path (default: %(default)s)")
     p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed runs first (default: %(default)s)")
     p.add_argument("--flush-l2", action="store_true", help="flush the L2 cache before every timed run")
-    p.add_argument("--tune", action="store_true", help="try every Vulkan tile configuration, keep the best")
-    p.add_argument("--llm-tokens", type=positive_int, default=LLM_TOKENS,
-                   help="N of the llm shapes (default: %(default)s)")
+    p.add_argument("--tune", action="store_true",
+                   help="tune the paths whose configuration the tuning cache lacks for this device, and store the "
+                        "winners")
+    p.add_argument("--retune", action="store_true", help="tune every path again, replacing cached winners")
+    p.add_argument("--tune-budget", type=positive_seconds, default=DEFAULT_TUNE_BUDGET, metavar="SECONDS",
+                   help="wall time all tunings of the run share (default: %(default)s)")
+    p.add_argument("--search-budget", type=positive_seconds, default=DEFAULT_SEARCH_BUDGET, metavar="SECONDS",
+                   help="wall time of each case's cuSPARSELt / cuBLAS search (default: %(default)s)")
+    p.add_argument("--llm-tokens", type=size_list(1), default=list(LLM_TOKENS),
+                   help="N of the llm shapes, 1 to 256 for the memory-bound class (default: %(default)s)")
+    p.add_argument("--baseline", choices=PATH_NAMES, default="cuBLAS", metavar="PATH",
+                   help="the path the plot (and an extra column) divides by (default: %(default)s)")
     add_device_argument(p)
     p.add_argument("--validate", action="store_true", help="run the Vulkan paths under the validation layer")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
-    p.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write a bar chart of the timed paths")
+    p.add_argument("--plot", dest="plot_path", metavar="FILE.png",
+                   help="write the x-baseline chart (log axis, one panel per shape class)")
     p.set_defaults(func=cmd_bench_sparse)
     _add_attention_parser(kinds)
 
@@ -74,6 +173,26 @@ def _add_attention_parser(kinds) -> None:
                                      "inputs, prefill and decode shapes: each is checked, then timed.")
     attention.add_arguments(p)
     p.set_defaults(func=attention.run)
+
+
+def add_bench_parser(sub) -> None:
+    bench = sub.add_parser("bench", help="benchmarks: `vkcoop bench sparse --help`")
+    kinds = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    _add_sparse_parser(kinds)
+    p = kinds.add_parser("compare", help="per-case throughput ratios B/A of two `bench sparse --json` runs",
+                         description="Per-case throughput ratios B/A with the noise band from both runs' spreads; "
+                                     "exit 1 when any case regressed beyond it (or lost a passing path).")
+    p.add_argument("a", metavar="A.json", help="the reference run")
+    p.add_argument("b", metavar="B.json", help="the run compared with it")
+    p.add_argument("--min-noise", type=fraction, default=0.02, metavar="FRACTION",
+                   help="the smallest noise band, as a fraction (default: %(default)s)")
+    p.add_argument("--json", dest="json_path", metavar="FILE", help="write the comparison as JSON")
+    p.set_defaults(func=cmd_bench_compare, needs_toolchain=False)
+    p = kinds.add_parser("tuning", help="the per-device tuning cache: tuned configuration per path, dtype and class",
+                         description="What `vkcoop bench sparse --tune` stored under the tuning cache "
+                                     "(~/.cache/vkcoop/tuning; $VKCOOP_CACHE_DIR/tuning).")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="print (or write) the entries as JSON")
+    p.set_defaults(func=cmd_bench_tuning, needs_toolchain=False)
 
 
 # --- fuzz -----------------------------------------------------------------------------------------------------

@@ -28,8 +28,12 @@ GEMM and returns C [M][N] in the input dtype):
   on an mbarrier ring, one producer and two consumer warpgroups.
   ``"auto"`` picks the first tile of ``AUTO_ORDER`` that divides (M, N, K).
 * :class:`CuSparseLtGemm`: ``torch._cslt_compress`` + ``_cslt_sparse_mm`` after
-  ``torch._C._cusparselt.mm_search`` (algorithm and split-k), all in ``bind``.
-* :class:`CublasGemm`: ``torch.mm`` on the pruned dense A.
+  ``torch._C._cusparselt.mm_search`` (algorithm and split-k), all in ``bind``; ``bind(a, b, CsltConfig(...))``
+  picks an algorithm id, split-K, transposed result, B layout or CUDA-graph replay
+  (:mod:`vkcoop.cuda.baselines`).
+* :class:`SemiStructuredGemm`: ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) + ``torch.mm``.
+* :class:`CublasGemm`: ``torch.mm`` on the pruned dense A; ``bind(a, b, BlasConfig(...))`` for the cuBLASLt
+  backend, a column-major B, ``torch._scaled_mm`` or CUDA-graph replay.
 
 Shapes: the hand-written kernels need ``K % 64 == 0`` (128 for the ``k128``
 mma.sp tiles) and ``M``, ``N`` multiples of the tile (see ``supports``); fp16
@@ -54,13 +58,16 @@ from __future__ import annotations
 
 from .build import KernelBuildError, find_nvcc
 from .driver import CudaError
-from .gemm import (ALL_PATHS, CublasGemm, CuSparseLtGemm, DeviceSparse, MmaSpGemm, ShapeError,
-                   WgmmaSpGemm, compare, mma_sp_peak_tflops, passes, reference)
+from .baselines import BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm
+from .gemm import (DeviceSparse, MmaSpGemm, ShapeError, WgmmaSpGemm, compare, mma_sp_peak_tflops, passes,
+                   reference)
 from .timing import Timing, time_cuda
+
+ALL_PATHS = (MmaSpGemm, WgmmaSpGemm, CuSparseLtGemm, CublasGemm)
 
 __all__ = [
     "available", "DeviceSparse", "MmaSpGemm", "WgmmaSpGemm", "CuSparseLtGemm", "CublasGemm",
-    "ALL_PATHS", "ShapeError", "CudaError", "KernelBuildError", "reference", "compare", "passes",
+    "SemiStructuredGemm", "CsltConfig", "BlasConfig", "ALL_PATHS", "ShapeError", "CudaError", "KernelBuildError", "reference", "compare", "passes",
     "time_cuda", "Timing", "mma_sp_peak_tflops",
 ]
 

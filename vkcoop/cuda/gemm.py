@@ -316,76 +316,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
         return run
 
 
-# --------------------------------------------------------------------------- baselines
-
-
-class CuSparseLtGemm:
-    """cuSPARSELt through torch: ``_cslt_compress`` once, algorithm + split-k search once
-    (``torch._C._cusparselt.mm_search``), then ``_cslt_sparse_mm`` with the found settings."""
-
-    name = "cuSPARSELt"
-
-    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
-        torch = _torch()
-        if not torch.backends.cusparselt.is_available():
-            return False, "torch was built without cuSPARSELt"
-        if _dtype_name(dtype) not in SUPPORTED:
-            return False, f"dtype {_dtype_name(dtype)} unsupported here"
-        bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
-        if bad:
-            return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)
-        return True, f"cuSPARSELt {torch.backends.cusparselt.version()}"
-
-    def bind(self, a: DeviceSparse, b):
-        torch = _torch()
-        m, n, k = _supported_shape(self, a, b)
-        compressed = torch._cslt_compress(a.dense)
-        settings: dict = {}
-        search = getattr(getattr(torch._C, "_cusparselt", None), "mm_search", None)
-        if search is not None:
-            alg_id, split_k, split_k_mode, _max_alg = search(compressed, b, None, None, None, False)
-            settings = {"alg_id": int(alg_id), "split_k": int(split_k), "split_k_mode": int(split_k_mode)}
-        elif hasattr(torch, "_cslt_sparse_mm_search"):
-            settings = {"alg_id": int(torch._cslt_sparse_mm_search(compressed, b))}
-        try:
-            torch._cslt_sparse_mm(compressed, b, **settings)
-        except TypeError:  # older spelling of the split-k mode argument
-            if "split_k_mode" in settings:
-                settings["split_k_one_kernel"] = bool(settings.pop("split_k_mode"))
-            torch._cslt_sparse_mm(compressed, b, **settings)
-
-        def run():
-            return torch._cslt_sparse_mm(compressed, b, **settings)
-
-        run.keep = (compressed, b)
-        run.description = f"_cslt_sparse_mm {settings}"
-        run.settings = settings
-        return run
-
-
-class CublasGemm:
-    """Dense cuBLAS through ``torch.mm`` on the pruned dense A (the zeros are multiplied)."""
-
-    name = "cuBLAS"
-
-    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
-        return (_dtype_name(dtype) in SUPPORTED), "torch.mm"
-
-    def bind(self, a: DeviceSparse, b):
-        torch = _torch()
-        _check_operands(self.name, a, b)
-        dense = a.dense
-        out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=b.device)
-
-        def run():
-            return torch.mm(dense, b, out=out)
-
-        run.keep = (dense, b)
-        run.description = "torch.mm"
-        return run
-
-
-ALL_PATHS = (MmaSpGemm, WgmmaSpGemm, CuSparseLtGemm, CublasGemm)
+# The library baselines (cuSPARSELt, torch's semi-structured tensor, cuBLAS) are in vkcoop.cuda.baselines.
 
 
 def mma_sp_peak_tflops(iters: int = 4096, ctas_per_sm: int = 4) -> float:

@@ -1,55 +1,38 @@
 """The three Vulkan GEMM paths of the benchmark, as :class:`vkcoop.gemm.path.GemmPath` objects on one device.
 
-Their launch configurations per shape class start from :data:`SEED_CONFIGS`: what was measured best on the H200
-(docs/gemm-notes.md); the tile sizes are multiples of that device's flexible-dimension granularities. A
-configuration's label parses back (:func:`parse_config`), which is how ``vkcoop.bench.explore`` names them.
+Launch configurations are kept per *tuning class* (:func:`tuning_class`: compute-bound, or memory-bound by N
+bucket). Candidates are derived from what the driver reports (:mod:`.configs`: the flexible-dimension table,
+shared memory, the SM count); :data:`SEED_CONFIGS` is what was measured best on the H200 (docs/gemm-notes.md),
+shipped as a seed for that one device (:data:`SEED_DEVICE`). ``vkcoop.bench.tuning`` measures the candidates
+and caches the winners per device. A configuration's label parses back (:func:`parse_config`), which is how
+``vkcoop.bench.explore`` and the tuning cache name them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 
+from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, parse_config,
+                      seed_family, tuning_class)
 from .path import GemmOperands, GemmProblem
-from .tiles import WorkgroupTile, choose_subgroup_tile, parse_tile
+from .tiles import choose_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
 from .vulkan import CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm
 
-
-@dataclass(frozen=True)
-class VulkanConfig:
-    """One launch configuration of a Vulkan coopmat2 path: the tile, B's layout and (2:4 path) A's layout."""
-    tile: WorkgroupTile
-    b_column_major: bool = False
-    meta_words: int = 0   # 2:4 path: 0 = values + metadata bindings, > 0 = interleaved blocks (interleave_2to4)
-
-    def label(self) -> str:
-        return self.tile.label() + (f"i{self.meta_words}" if self.meta_words else "") + \
-            ("c" if self.b_column_major else "")
-
-
-def parse_config(text: str) -> VulkanConfig:
-    """The inverse of :meth:`VulkanConfig.label`: a tile label, then ``iMETA_WORDS`` and ``c`` (column-major B)."""
-    tile, rest = parse_tile(text)
-    meta_words, column = 0, False
-    if rest.startswith("i") and rest[1:2].isdigit():
-        digits = len(rest) - len(rest[1:].lstrip("0123456789"))
-        meta_words, rest = int(rest[1:digits]), rest[digits:]
-    if rest == "c":
-        column, rest = True, ""
-    if rest:
-        raise GemmInputError(f"configuration {text!r}: cannot read {rest!r} after the tile "
-                             "(expected [iMETA_WORDS][c])")
-    return VulkanConfig(tile, column, meta_words)
+__all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
+           "VulkanDevicePaths", "CoopMat2Path", "Sparse24Path", "KhrPath"]
 
 
 def _seeds(*labels: str) -> list[VulkanConfig]:
     return [parse_config(label) for label in labels]
 
 
-#: Launch configurations per path and shape class, tried in order when tuning (the first is the default).
-#: H200 measurements, 8192^3 fp16 / bf16 TFLOP/s: dense u8 277 / 273, u4 259 / 254, 128 invocations u4 260 / 254;
-#: 2:4 u8 i1 199, u4 i1 192, u4 two bindings 173. 8192x32x8192 (ms): dense 32x32x128/64 split-K 2 0.054,
+#: The one device :data:`SEED_CONFIGS` was measured on (``PhysicalDevice.name``).
+SEED_DEVICE = "NVIDIA H200"
+#: H200 launch configurations per path and seed family ("square": compute-bound, "llm": N <= 256), tried first
+#: when tuning there (the first is that device's default). H200 measurements, 8192^3 fp16 / bf16 TFLOP/s:
+#: dense u8 277 / 273, u4 259 / 254, 128 invocations u4 260 / 254; 2:4 u8 i1 199, u4 i1 192, u4 two bindings 173. 8192x32x8192 (ms): dense 32x32x128/64 split-K 2 0.054,
 #: /32 0.054, 64x32x128/256 0.068; 2:4 i4 split-K 2 0.099, 64x32x128/256 i1 0.119, two bindings 0.123
 #: (32 invocations, i1: 0.367, not listed).
 SEED_CONFIGS = {
@@ -62,6 +45,16 @@ SEED_CONFIGS = {
         "llm": _seeds("64:32x32x128u2g1s2i4c", "256:64x32x128u2g1i1c", "256:64x32x128u2g1c"),
     },
 }
+#: Shipped seeds by device name.
+SEEDS = {SEED_DEVICE: SEED_CONFIGS}
+
+
+def seed_configs(device_name: str, path_name: str, problem: GemmProblem) -> list:
+    """The shipped seed configurations of ``path_name`` for ``problem``'s class on ``device_name`` ([] if none)."""
+    table = SEEDS.get(device_name, {}).get(path_name)
+    if not table:
+        return []
+    return list(table.get(seed_family(tuning_class(problem))) or table["square"])
 
 
 class VulkanDevicePaths:
@@ -78,12 +71,17 @@ class VulkanDevicePaths:
         self.device = vk.Device(device, features=list(dict.fromkeys(features)), validate=validate)
         self.flexible = self.device.physical.flexible_shapes()
         self.khr = self.device.physical.khr_shapes()
+        self.limits = DeviceLimits.of(self.device.physical)
         self._flush = None
         self.paths = [CoopMat2Path(self), Sparse24Path(self), KhrPath(self)]
 
     @property
     def name(self) -> str:
         return self.device.physical.name
+
+    def set_sm_count(self, sm_count: int | None) -> None:
+        """The SM count (not in the core Vulkan properties: the caller reads it where it can)."""
+        self.limits = replace(self.limits, sm_count=sm_count)
 
     def flush(self) -> L2Flush:
         if self._flush is None:
@@ -125,8 +123,21 @@ class _VulkanPath:
         return True, self.group.name
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
-        options = SEED_CONFIGS[self.name].get(problem.shape_class) or SEED_CONFIGS[self.name]["square"]
-        return list(options) if tune else list(options[:1])
+        """Not tuning: the device's seed default, else the first derived candidate. Tuning: the seeds, then the
+        candidates derived from the driver's tables (:func:`vkcoop.gemm.configs.derive_workgroup_configs`)."""
+        seeds = seed_configs(self.group.name, self.name, problem)
+        if seeds and not tune:
+            return seeds[:1]
+        derived = derive_workgroup_configs(self.name, problem, self.group.flexible, self.group.limits)
+        options = list(dict.fromkeys(seeds + derived))
+        return options if tune else options[:1]
+
+    def config_from_label(self, label: str, problem: GemmProblem):
+        """The configuration a tuning cache names, or None when the label does not parse."""
+        try:
+            return parse_config(label)
+        except GemmInputError:
+            return None
 
     def kernel(self, dtype: str, config):
         key = (dtype, config)
@@ -170,11 +181,25 @@ class Sparse24Path(_VulkanPath):
 class KhrPath(_VulkanPath):
     name = "vk-khr-subgroup"
 
+    def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        e = accumulating_types(problem.dtype).elements_per_16_bytes
+        if problem.k % e or problem.n % e:
+            return False, (f"the KHR shared-memory GEMM copies 16-byte vectors: K ({problem.k}) and N "
+                           f"({problem.n}) must be multiples of {e}")
+        return True, self.group.name
+
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         types = accumulating_types(problem.dtype)
-        if problem.shape_class == "llm":  # few columns: a narrow tile wastes less
-            return [choose_subgroup_tile(self.group.khr, types, tile=(128, 32, None), subgroups=(4, 1))]
-        return [choose_subgroup_tile(self.group.khr, types)]
+        if tuning_class(problem) != "compute":  # few columns: a narrow tile wastes less
+            default = choose_subgroup_tile(self.group.khr, types, tile=(128, 32, None), subgroups=(4, 1))
+        else:
+            default = choose_subgroup_tile(self.group.khr, types)
+        if not tune:
+            return [default]
+        return list(dict.fromkeys([default] + derive_khr_configs(problem, self.group.khr, self.group.limits)))
+
+    def config_from_label(self, label: str, problem: GemmProblem):
+        return next((c for c in self.configs(problem, True) if c.label() == label), None)
 
     def _make(self, dtype, config):
         return KhrSharedMemoryGemm(self.group.device, accumulating_types(dtype), config)

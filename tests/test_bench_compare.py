@@ -1,0 +1,185 @@
+"""Statistics of a figure (vkcoop.bench.stats), comparing two runs (vkcoop.bench.compare, `vkcoop bench
+compare`), the x-baseline plot and the table: no GPU."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vkcoop import cli
+from vkcoop.bench import compare, report
+from vkcoop.bench.measure import path_result
+from vkcoop.bench.sparse import BenchResult, add_ratios
+from vkcoop.bench.stats import percentile, relative_noise, spread_ms
+from vkcoop.gemm.path import GemmProblem
+
+H200_RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "h200" / "bench.json"
+
+
+# --- statistics -------------------------------------------------------------------------------------------------
+def test_percentiles_match_numpy_linear_interpolation():
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 20, 101):
+        values = rng.random(n)
+        for q in (0, 10, 50, 90, 100):
+            assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+
+
+def test_spread_of_timed_iterations():
+    times = [1e-3, 2e-3, 3e-3, 4e-3, 100e-3]    # one outlier: the median does not move
+    spread = spread_ms(times)
+    assert spread["median_ms"] == pytest.approx(3.0) and spread["min_ms"] == pytest.approx(1.0)
+    assert spread["max_ms"] == pytest.approx(100.0) and spread["iterations"] == 5
+    assert spread["p10_ms"] == pytest.approx(1.4) and spread["p90_ms"] == pytest.approx(61.6)
+    assert relative_noise(spread) == pytest.approx((61.6 - 1.4) / 2 / 3.0)
+    assert relative_noise({"median_ms": 2.0, "min_ms": 1.5}) == pytest.approx(0.25)   # older runs: min only
+    assert relative_noise({"median_ms": None}) is None
+
+
+# --- comparison arithmetic --------------------------------------------------------------------------------------
+def _row(path, tflops, *, n=32, status="ok", p10=None, p90=None, median=1.0, dtype="fp16"):
+    return {"path": path, "case": f"{dtype} llm 4096x{n}x4096", "dtype": dtype, "m": 4096, "n": n, "k": 4096,
+            "status": status, "tflops": tflops if status == "ok" else None,
+            "median_ms": median if status == "ok" else None, "p10_ms": p10, "p90_ms": p90,
+            "min_ms": median if status == "ok" else None}
+
+
+def _run(*rows, device="GPU"):
+    return {"environment": {"nvidia_smi": {"name": device}}, "results": list(rows)}
+
+
+def test_ratio_noise_band_and_verdicts():
+    a = _run(_row("x", 100.0, p10=0.99, p90=1.01), _row("y", 100.0, p10=0.9, p90=1.1), _row("z", 100.0),
+             _row("w", 100.0), _row("v", 100.0), _row("only-a", 10.0), _row("skipped", None, status="skipped"))
+    b = _run(_row("x", 90.0, p10=0.99, p90=1.01), _row("y", 90.0, p10=0.9, p90=1.1), _row("z", 103.0),
+             _row("w", None, status="failed"), _row("v", None, status="skipped"), _row("skipped", 5.0),
+             _row("only-b", 1.0))
+    rows = {r.path: r for r in compare.compare_runs(a, b)}
+    x, y, z = rows["x"], rows["y"], rows["z"]
+    assert x.ratio == pytest.approx(0.9) and x.band == pytest.approx(0.02) and x.verdict == "regression"
+    # +-10 % spread on both sides: a 10 % drop is within the noise
+    assert y.band == pytest.approx(0.2) and y.verdict == "within noise"
+    # no spread recorded and min == median: the minimum band applies
+    assert z.band == compare.MIN_NOISE and z.ratio == pytest.approx(1.03) and z.verdict == "faster"
+    assert rows["w"].verdict == "lost" and rows["w"].regressed
+    assert rows["v"].verdict == "not comparable" and not rows["v"].regressed
+    assert rows["skipped"].verdict == "not comparable"
+    assert rows["only-a"].verdict == "only in A" and rows["only-b"].verdict == "only in B"
+    assert sum(r.regressed for r in rows.values()) == 2
+    means = compare.geometric_means(list(rows.values()))
+    assert means["x"] == pytest.approx(0.9) and "w" not in means
+    assert compare.compare_runs(a, b, min_noise=0.15)[0].verdict == "within noise"
+
+
+def test_cases_match_by_shape_not_by_label():
+    a = _run(dict(_row("p", 100.0), case="fp16 llm 4096x32x4096"))
+    b = _run(dict(_row("p", 200.0), case="fp16 narrow-user 4096x32x4096"))
+    (row,) = compare.compare_runs(a, b)
+    assert row.ratio == pytest.approx(2.0) and row.verdict == "faster"
+
+
+def test_load_run_rejects_what_is_not_a_bench_json(tmp_path):
+    (tmp_path / "bad.json").write_text("{oops")
+    (tmp_path / "other.json").write_text('{"cases": []}')
+    (tmp_path / "rows.json").write_text('{"results": [{"path": "x"}]}')
+    for name, message in (("missing.json", "cannot read"), ("bad.json", "not JSON"),
+                          ("other.json", "no results list"), ("rows.json", "result 1 lacks")):
+        with pytest.raises(ValueError, match=message) as error:
+            compare.load_run(tmp_path / name)
+        assert str(tmp_path / name) in str(error.value) and "\n" not in str(error.value)
+
+
+# --- the command ------------------------------------------------------------------------------------------------
+def _write(path: Path, run: dict) -> Path:
+    path.write_text(json.dumps(run))
+    return path
+
+
+def test_bench_compare_exits_1_on_a_regression_and_0_without(tmp_path, capsys):
+    a = _write(tmp_path / "a.json", _run(_row("cuBLAS", 100.0), _row("vk-coopmat2-dense", 50.0)))
+    same = _write(tmp_path / "same.json", _run(_row("cuBLAS", 101.0), _row("vk-coopmat2-dense", 50.5)))
+    worse = _write(tmp_path / "worse.json", _run(_row("cuBLAS", 100.0), _row("vk-coopmat2-dense", 40.0)))
+    assert cli.main(["bench", "compare", str(a), str(same)]) == 0
+    out = capsys.readouterr().out
+    assert "1.010" in out and "within noise" in out and "no regression" in out
+    out_json = tmp_path / "cmp" / "compare.json"
+    assert cli.main(["bench", "compare", str(a), str(worse), "--json", str(out_json)]) == 1
+    captured = capsys.readouterr()
+    assert "regression" in captured.out and "0.800" in captured.out
+    assert "wrote" in captured.err and "compare.json" in captured.err
+    data = json.loads(out_json.read_text())
+    assert data["regressions"] == 1 and len(data["cases"]) == 2
+
+
+def test_bench_compare_unreadable_file_is_one_line_exit_2(tmp_path, capsys):
+    a = _write(tmp_path / "a.json", _run(_row("cuBLAS", 100.0)))
+    assert cli.main(["bench", "compare", str(a), str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nope.json" in err[0] and err[0].startswith("vkcoop: error:")
+    assert cli.main(["bench", "compare", str(a), str(a), "--min-noise", "2"]) == 2
+
+
+def test_the_recorded_h200_run_compares_with_itself():
+    run = compare.load_run(H200_RUN)
+    rows = compare.compare_runs(run, run)
+    assert rows and all(r.verdict == "within noise" and r.ratio == pytest.approx(1.0) for r in rows)
+
+
+# --- table and plot ---------------------------------------------------------------------------------------------
+def _outcome():
+    results = []
+    for problem in (GemmProblem("fp16", "square", 4096, 4096, 4096), GemmProblem("fp16", "llm", 4096, 1, 4096),
+                    GemmProblem("fp16", "mlp", 5120, 13824, 5120), GemmProblem("bf16", "qkv", 4096, 12288, 4096)):
+        for path, tflops in (("cuBLAS", 800.0), ("cuSPARSELt", 1200.0), ("vk-coopmat2-dense", 30.0),
+                             ("cuda-mma.sp", None)):
+            r = path_result(path, problem, "ok" if tflops else "skipped", "" if tflops else "N=1 is not a multiple")
+            if tflops:
+                r.tflops, r.median_ms, r.p10_ms, r.p90_ms, r.config = tflops, 1.0, 0.95, 1.1, "c"
+                r.config_source = "search"
+            results.append(r)
+    add_ratios(results, "cuSPARSELt")
+    return BenchResult(results, {"nvidia_smi": {"name": "Fake GPU"}, "tuning": {"messages": ["m1"]}},
+                       {"baseline": "cuSPARSELt"})
+
+
+def test_ratios_over_a_chosen_baseline():
+    outcome = _outcome()
+    dense = [r for r in outcome.results if r.path == "vk-coopmat2-dense"][0]
+    assert dense.ratio_baseline == pytest.approx(30 / 1200) and dense.ratio_cublas == pytest.approx(30 / 800)
+
+
+def test_plot_has_one_log_panel_per_shape_class(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig: figures.append(fig))
+    written = report.plot(_outcome(), tmp_path / "plots" / "bench.png")
+    assert written.exists() and written.stat().st_size > 1000
+    axes = figures[0].axes
+    assert [ax.get_yscale() for ax in axes] == ["log"] * 4
+    assert [ax.get_title().split(" on ")[0] for ax in axes] == ["square", "llm", "mlp", "user shapes"]
+    assert "x cuSPARSELt" in axes[0].get_ylabel()
+
+
+def test_table_shows_spread_source_and_skip_notes():
+    from rich.console import Console
+
+    console = Console(width=220, record=True)
+    report.print_table(_outcome(), console)
+    text = console.export_text()
+    assert "p10-p90" in text and "±7.5%" in text and "[search]" in text and "x cuSPARSELt" in text
+    assert "note 1: skipped because N=1" in text and "m1" in text
+
+
+def test_a_run_recorded_before_the_percentiles_still_plots(tmp_path):
+    from vkcoop.bench.measure import PathResult
+
+    data = json.loads(H200_RUN.read_text())
+    outcome = BenchResult([PathResult(**row) for row in data["results"]], data["environment"], data["settings"])
+    assert report.plot(outcome, tmp_path / "h200.png").stat().st_size > 1000

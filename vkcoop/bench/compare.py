@@ -1,0 +1,145 @@
+"""``vkcoop bench compare A.json B.json``: per-case throughput ratios B/A of two runs, with their noise band.
+
+Results are matched by path, dtype and M, N, K (not by label, so runs whose shape classes were named differently
+still compare). For each pair, ratio = TFLOP/s of B / TFLOP/s of A (> 1: B is faster). The noise band is the sum
+of both figures' relative noise (half their p10-p90 width over the median, :func:`vkcoop.bench.stats.
+relative_noise`), at least ``min_noise``: a ratio below 1 - band is a regression, above 1 + band an improvement,
+anything between is within noise. A path that passed in A and failed or errored in B is a regression too; one
+that ran in only one of the runs is listed, not judged.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from .stats import relative_noise
+
+#: The smallest noise band: run-to-run differences of clocks and placement that one run's spread does not show.
+MIN_NOISE = 0.02
+VERDICTS = ("regression", "faster", "within noise", "lost", "not comparable", "only in A", "only in B")
+
+
+@dataclass
+class CaseComparison:
+    path: str
+    case: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    a_tflops: float | None
+    b_tflops: float | None
+    ratio: float | None
+    band: float | None
+    verdict: str
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict in ("regression", "lost")
+
+
+def load_run(path) -> dict:
+    """A ``vkcoop bench sparse --json`` file; a one-line ValueError naming the file if it is not one."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise InputError(f"{path}: cannot read it ({error.strerror or error})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: not JSON ({getattr(error, 'msg', error)})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise InputError(f"{path}: not a `vkcoop bench sparse --json` file (no results list)")
+    for index, row in enumerate(data["results"]):
+        if not isinstance(row, dict) or not {"path", "dtype", "m", "n", "k", "status"} <= set(row):
+            raise InputError(f"{path}: result {index + 1} lacks path, dtype, m, n, k or status")
+    return data
+
+
+def _key(row: dict) -> tuple:
+    return (row["path"], row["dtype"], int(row["m"]), int(row["n"]), int(row["k"]))
+
+
+def compare_pair(a: dict | None, b: dict | None, min_noise: float = MIN_NOISE) -> CaseComparison:
+    """The comparison of one result of A with the same case and path of B (either may be missing)."""
+    row = a or b
+    a_tflops = a.get("tflops") if a and a.get("status") == "ok" else None
+    b_tflops = b.get("tflops") if b and b.get("status") == "ok" else None
+    case = dict(path=row["path"], case=row.get("case", ""), dtype=row["dtype"], m=int(row["m"]),
+                n=int(row["n"]), k=int(row["k"]), a_tflops=a_tflops, b_tflops=b_tflops)
+    if a is None or b is None:
+        return CaseComparison(**case, ratio=None, band=None, verdict="only in B" if a is None else "only in A")
+    if a_tflops and b.get("status") in ("failed", "error"):
+        return CaseComparison(**case, ratio=None, band=None, verdict="lost")
+    if not a_tflops or not b_tflops:
+        return CaseComparison(**case, ratio=None, band=None, verdict="not comparable")
+    ratio = b_tflops / a_tflops
+    band = max(min_noise, (relative_noise(a) or 0.0) + (relative_noise(b) or 0.0))
+    verdict = "regression" if ratio < 1 - band else "faster" if ratio > 1 + band else "within noise"
+    return CaseComparison(**case, ratio=ratio, band=band, verdict=verdict)
+
+
+def compare_runs(a: dict, b: dict, min_noise: float = MIN_NOISE) -> list[CaseComparison]:
+    """Every case and path of either run, in A's order, then B's extra ones."""
+    if min_noise < 0:
+        raise InputError(f"--min-noise {min_noise}: must be >= 0")
+    left = {_key(r): r for r in a["results"]}
+    right = {_key(r): r for r in b["results"]}
+    keys = list(left) + [k for k in right if k not in left]
+    return [compare_pair(left.get(k), right.get(k), min_noise) for k in keys]
+
+
+def geometric_means(rows: list[CaseComparison]) -> dict[str, float]:
+    """Per path, the geometric mean of its comparable ratios."""
+    logs: dict[str, list[float]] = {}
+    for r in rows:
+        if r.ratio:
+            logs.setdefault(r.path, []).append(math.log(r.ratio))
+    return {path: math.exp(sum(values) / len(values)) for path, values in logs.items()}
+
+
+def to_dict(rows: list[CaseComparison], a_name: str, b_name: str) -> dict:
+    return {"a": a_name, "b": b_name, "cases": [asdict(r) for r in rows],
+            "geometric_mean_ratio": geometric_means(rows),
+            "regressions": sum(r.regressed for r in rows)}
+
+
+def _describe(run: dict, name: str) -> str:
+    env = run.get("environment", {})
+    device = env.get("nvidia_smi", {}).get("name") or env.get("vulkan_device") or env.get("cuda_device") or "?"
+    return f"{name} ({device}, {env.get('timestamp_utc', '?')})"
+
+
+def print_comparison(rows: list[CaseComparison], a: dict, b: dict, a_name: str, b_name: str,
+                     console=None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = console or Console()
+    if not console.is_terminal:   # logs and pipes: do not squeeze the table into 80 columns
+        console = Console(width=170)
+    table = Table(title=f"B/A throughput: A = {escape(_describe(a, a_name))}, B = {escape(_describe(b, b_name))}")
+    for column, justify in (("case", "left"), ("path", "left"), ("A TFLOP/s", "right"), ("B TFLOP/s", "right"),
+                            ("B/A", "right"), ("noise band", "right"), ("verdict", "left")):
+        table.add_column(column, justify=justify)
+    styles = {"regression": "bold red", "lost": "bold red", "faster": "green", "within noise": None}
+    for r in rows:
+        table.add_row(f"{r.dtype} {r.m}x{r.n}x{r.k}", r.path, _number(r.a_tflops, ".1f"), _number(r.b_tflops, ".1f"),
+                      _number(r.ratio, ".3f"), "-" if r.band is None else f"±{100 * r.band:.1f}%", r.verdict,
+                      style=styles.get(r.verdict, "dim"))
+    console.print(table)
+    means = geometric_means(rows)
+    if means:
+        console.print("geometric mean B/A: " + ", ".join(f"{p} {v:.3f}" for p, v in means.items()))
+    regressed = [r for r in rows if r.regressed]
+    if regressed:
+        console.print(f"[bold red]{len(regressed)} regression(s) beyond the noise band[/]")
+    else:
+        console.print("no regression beyond the noise band")
+
+
+def _number(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)

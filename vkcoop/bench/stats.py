@@ -1,0 +1,53 @@
+"""The statistics of a timed figure: median with its spread over the timed iterations, and the noise of a figure.
+
+Every reported time is the median of the timed iterations, with min, max and the 10th / 90th percentiles
+(linear interpolation between order statistics, numpy's default). The *relative noise* of a figure is half the
+width of its p10-p90 band over the median; results written before the percentiles were recorded fall back to
+(median - min) / median.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+from ..errors import InputError
+
+SPREAD_FIELDS = ("median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms")
+
+
+def percentile(values, q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``values``, linearly interpolated between order statistics."""
+    ordered = sorted(float(v) for v in values)
+    if not ordered:
+        raise InputError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise InputError(f"percentile {q} is outside 0..100")
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def spread_ms(times_s) -> dict:
+    """Median, min, max, p10, p90 (milliseconds) and the count of a list of times in seconds."""
+    times = [float(t) * 1e3 for t in times_s]
+    if not times:
+        raise InputError("no timed iterations")
+    return {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
+            "p10_ms": percentile(times, 10), "p90_ms": percentile(times, 90), "iterations": len(times)}
+
+
+def _get(result, name):
+    return result.get(name) if isinstance(result, dict) else getattr(result, name, None)
+
+
+def relative_noise(result) -> float | None:
+    """Half the p10-p90 width over the median of a result (a dict or a PathResult); None without a median."""
+    median = _get(result, "median_ms")
+    if not median:
+        return None
+    p10, p90 = _get(result, "p10_ms"), _get(result, "p90_ms")
+    if p10 is not None and p90 is not None:
+        return max(0.0, (p90 - p10) / 2 / median)
+    fastest = _get(result, "min_ms")
+    return max(0.0, (median - fastest) / median) if fastest is not None else 0.0

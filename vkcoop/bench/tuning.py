@@ -1,0 +1,232 @@
+"""Per-device tuning: which launch configuration each path uses, measured on this GPU and cached.
+
+The cache lives under ``vkcoop.paths.cache_root()/tuning/`` (``~/.cache/vkcoop/tuning``), one JSON file per device
+(:class:`vkcoop.bench.identity.DeviceIdentity`: name and UUID), holding the driver version it was measured with
+and one entry per (path, dtype, tuning class) (:func:`vkcoop.gemm.configs.tuning_class`). A file written under
+another driver version is discarded (every entry is re-tuned); a file that does not read back (bad JSON, wrong
+format) is rejected with one logged line, kept beside as ``*.corrupt`` and rebuilt.
+
+For each path and problem a :class:`Tuner` decides (:meth:`Tuner.plan`):
+
+* a library baseline (``always_search``: cuSPARSELt, cuBLAS) searches its options on every case, bounded by
+  ``search_budget`` seconds;
+* ``retune``, or ``tune`` without a cached entry, or a device with neither a cache entry nor shipped seeds
+  (``vkcoop.gemm.paths.SEEDS``: the H200) measures every candidate the path derives from the device
+  (``path.configs(problem, tune=True)``) and stores the winner; all tunings of a run share ``budget`` seconds;
+* a cached entry is used as is; otherwise the device's seed default (or the path's own default).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..gemm.configs import tuning_class
+from ..gemm.paths import SEEDS
+from ..paths import cache_root
+from .identity import DeviceIdentity
+from .measure import config_label
+
+CACHE_FORMAT = 1
+_logger = logging.getLogger(__name__)
+
+
+def cache_dir() -> Path:
+    return cache_root() / "tuning"
+
+
+def entry_key(path: str, dtype: str, cls: str) -> str:
+    return f"{path}|{dtype}|{cls}"
+
+
+class TuningCache:
+    """The per-device cache files; ``log`` gets every rejection or invalidation as one line."""
+
+    def __init__(self, root: Path | None = None, log=None):
+        self.root = Path(root) if root is not None else cache_dir()
+        self.log = log or _logger.warning
+        self.messages: list[str] = []
+        self._files: dict[str, dict] = {}
+
+    def file_for(self, identity: DeviceIdentity) -> Path:
+        return self.root / f"{identity.file_stem}.json"
+
+    def _say(self, message: str) -> None:
+        self.messages.append(message)
+        self.log(message)
+
+    def _read(self, path: Path) -> dict | None:
+        """The parsed file, or None after rejecting it (moved to ``*.corrupt``) with one line."""
+        try:
+            data = json.loads(path.read_text())
+            problem = _format_problem(data)
+        except (OSError, UnicodeDecodeError) as error:
+            problem = f"cannot be read ({type(error).__name__}: {error})"
+        except json.JSONDecodeError as error:
+            problem = f"is not JSON ({error.msg} at line {error.lineno} column {error.colno})"
+        if problem is None:
+            return data
+        self._say(f"tuning cache {path}: rejected, it {problem}; it is rebuilt (the old file is kept as "
+                  f"{path.name}.corrupt)")
+        try:
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+        except OSError:
+            pass
+        return None
+
+    def _load(self, identity: DeviceIdentity) -> dict:
+        stem = identity.file_stem
+        if stem in self._files:
+            return self._files[stem]
+        path = self.file_for(identity)
+        data = self._read(path) if path.exists() else None
+        if data is not None and data["device"].get("driver") != identity.driver:
+            self._say(f"tuning cache {path}: measured under driver {data['device'].get('driver')}, the device now "
+                      f"reports {identity.driver}; its {len(data['entries'])} entries are discarded and re-tuned")
+            data = None
+        if data is None:
+            data = {"format": CACHE_FORMAT, "device": identity.to_dict(), "entries": {}}
+        self._files[stem] = data
+        return data
+
+    def lookup(self, identity: DeviceIdentity, path: str, dtype: str, cls: str) -> dict | None:
+        return self._load(identity)["entries"].get(entry_key(path, dtype, cls))
+
+    def store(self, identity: DeviceIdentity, path: str, dtype: str, cls: str, entry: dict) -> Path:
+        data = self._load(identity)
+        data["device"] = identity.to_dict()
+        data["entries"][entry_key(path, dtype, cls)] = entry
+        target = self.file_for(identity)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        os.replace(temporary, target)
+        return target
+
+
+def _format_problem(data) -> str | None:
+    """Why ``data`` is not a tuning cache file, or None."""
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+        return f"is not a format-{CACHE_FORMAT} tuning cache"
+    if not isinstance(data.get("device"), dict) or not isinstance(data.get("entries"), dict):
+        return "lacks its device or entries"
+    bad = [key for key, entry in data["entries"].items()
+           if key.count("|") != 2 or not isinstance(entry, dict) or not isinstance(entry.get("config"), str)]
+    return f"has malformed entries ({', '.join(bad[:3])})" if bad else None
+
+
+def cached_entries(root: Path | None = None, log=None) -> list[dict]:
+    """Every entry of every cache file, flat (``vkcoop bench tuning``); corrupt files are rejected as above."""
+    cache = TuningCache(root, log)
+    rows = []
+    for path in sorted(cache.root.glob("*.json")) if cache.root.is_dir() else []:
+        data = cache._read(path)
+        if data is None:
+            continue
+        for key, entry in sorted(data["entries"].items()):
+            name, dtype, cls = key.split("|")
+            rows.append({"device": data["device"].get("name"), "uuid": data["device"].get("uuid"),
+                         "driver": data["device"].get("driver"), "path": name, "dtype": dtype, "class": cls,
+                         "file": str(path), **entry})
+    return rows
+
+
+@dataclass
+class Plan:
+    """What to measure for one path and problem, and whether to store the winner."""
+    configs: list
+    source: str                   # "search", "tuned", "cache", "seed", "default"
+    deadline: float | None = None
+    key: tuple | None = None      # (identity, path, dtype, class) when the winner is to be stored
+    started: float = 0.0
+
+
+def best_entry(tried: list) -> dict | None:
+    timed = [e for e in tried if e.get("status") == "ok" and e.get("median_ms") is not None]
+    return min(timed, key=lambda e: e["median_ms"]) if timed else None
+
+
+class Tuner:
+    """Decides, per path and problem, which configurations to measure (see the module docstring)."""
+
+    def __init__(self, cache: TuningCache, identities: dict, *, tune: bool = False, retune: bool = False,
+                 budget: float = 600.0, search_budget: float = 15.0):
+        self.cache, self.identities = cache, identities     # identities: {"vulkan"|"cuda": DeviceIdentity|None}
+        self.tune, self.retune = tune, retune
+        self.budget_left, self.search_budget = float(budget), float(search_budget)
+        self.tunings_left = 0
+        self.tuned: dict[tuple, dict] = {}
+        self.attempted: set[tuple] = set()     # tuned in this run, winner or not
+        self.stored: list[str] = []
+
+    def identity(self, path) -> DeviceIdentity | None:
+        return self.identities.get(getattr(path, "api", "vulkan"))
+
+    def _resolve(self, path, problem, label: str):
+        from_label = getattr(path, "config_from_label", None)
+        if from_label is not None:
+            return from_label(label, problem)
+        return next((c for c in path.configs(problem, True) if config_label(c) == label), None)
+
+    def needs_tuning(self, path, problem) -> bool:
+        if getattr(path, "always_search", False) or not hasattr(path, "configs"):
+            return False
+        identity = self.identity(path)
+        if identity is None:
+            return False
+        key = (identity, path.name, problem.dtype, tuning_class(problem))
+        if key in self.attempted:
+            return False
+        if self.retune:
+            return True
+        if self.cache.lookup(identity, *key[1:]) is not None:
+            return False
+        return self.tune or identity.name not in SEEDS
+
+    def count_tunings(self, paths, problems) -> int:
+        """How many tunings the run will do (they share the budget); call before the first :meth:`plan`."""
+        keys = {(path.name, p.dtype, tuning_class(p)) for path in paths for p in problems
+                if path.supports(p)[0] and self.needs_tuning(path, p)}
+        self.tunings_left = len(keys)
+        return self.tunings_left
+
+    def plan(self, path, problem) -> Plan:
+        now = time.monotonic()
+        if getattr(path, "always_search", False):
+            return Plan(path.configs(problem, True), "search", now + self.search_budget, started=now)
+        identity = self.identity(path)
+        cls = tuning_class(problem)
+        key = (identity, path.name, problem.dtype, cls)
+        if self.needs_tuning(path, problem):
+            share = self.budget_left / max(1, self.tunings_left)
+            return Plan(path.configs(problem, True), "tuned", now + share, key, now)
+        entry = self.tuned.get(key) or (self.cache.lookup(identity, *key[1:])
+                                        if identity is not None and not self.retune else None)
+        if entry is not None:
+            config = self._resolve(path, problem, entry["config"])
+            if config is not None:
+                return Plan([config], "cache", started=now)
+        seeded = identity is not None and identity.name in SEEDS
+        return Plan(path.configs(problem, False), "seed" if seeded else "default", started=now)
+
+    def finish(self, plan: Plan, problem, result) -> None:
+        """Store the winner of a tuning (and account its time against the budget)."""
+        if plan.source != "tuned":
+            return
+        self.budget_left = max(0.0, self.budget_left - (time.monotonic() - plan.started))
+        self.tunings_left = max(0, self.tunings_left - 1)
+        self.attempted.add(plan.key)
+        best = best_entry(result.tuning)
+        if best is None:
+            return
+        identity, name, dtype, cls = plan.key
+        entry = {"config": best["config"], "median_ms": best["median_ms"], "tflops": best.get("tflops"),
+                 "problem": f"{problem.m}x{problem.n}x{problem.k}",
+                 "candidates": sum(1 for e in result.tuning if e.get("config")),
+                 "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        self.tuned[plan.key] = entry
+        self.stored.append(str(self.cache.store(identity, name, dtype, cls, entry)))

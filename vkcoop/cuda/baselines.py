@@ -1,0 +1,243 @@
+"""The library baselines: cuSPARSELt (through torch), torch's semi-structured sparse tensor, and cuBLAS.
+
+Each takes an optional configuration, so a search can try what the library offers (``vkcoop.cuda.paths``):
+
+* :class:`CuSparseLtGemm` with a :class:`CsltConfig`: algorithm id (``alg_id``; ``None`` lets cuSPARSELt's own
+  search pick it, with split-K, through ``torch._C._cusparselt.mm_search``), ``split_k``, ``split_k_mode``
+  (cusparseLtSplitKMode_t: 1 one kernel, 2 two kernels), ``transpose_result`` (C written column-major), B
+  row- or column-major, and ``graph`` (the call captured once in a CUDA graph and replayed: the GPU work without
+  the per-call host work of torch's wrapper, which builds descriptors and a plan on every call);
+* :class:`SemiStructuredGemm`: ``torch.sparse.to_sparse_semi_structured`` with the cuSPARSELt backend
+  (``SparseSemiStructuredTensor._FORCE_CUTLASS = False``), then ``torch.mm``: what users call;
+* :class:`CublasGemm` with a :class:`BlasConfig`: ``torch.mm`` under the default, cuBLAS or cuBLASLt backend
+  (``torch.backends.cuda.preferred_blas_library``), B row- or column-major, and ``torch._scaled_mm``.
+
+``bind(a, b)`` without a configuration keeps the old behaviour: cuSPARSELt after its own search, ``torch.mm``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .gemm import SUPPORTED, DeviceSparse, _check_operands, _dtype_name, _supported_shape, _torch
+
+
+def _column_major(b):
+    """The same [K][N] values stored column-major (a transposed view of an [N][K] copy)."""
+    return b.t().contiguous().t()
+
+
+def capture_graph(run):
+    """``run`` captured once in a CUDA graph (after two warm calls on a side stream); returns a replay
+    function with the same result tensor."""
+    torch = _torch()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+
+    def replay():
+        graph.replay()
+        return out
+
+    replay.graph = graph
+    return replay
+
+
+@dataclass(frozen=True)
+class CsltConfig:
+    alg_id: int | None = None     # None: cuSPARSELt's own search picks alg_id, split_k and its mode
+    split_k: int = 1
+    split_k_mode: int = -1        # -1: the library's default; 1 one kernel, 2 two kernels
+    transpose_result: bool = False
+    b_column_major: bool = False
+    graph: bool = False
+
+    def label(self) -> str:
+        parts = ["search" if self.alg_id is None else f"alg{self.alg_id}"]
+        if self.split_k != 1:
+            parts.append(f"sk{self.split_k}")
+        if self.split_k_mode > 0:
+            parts.append(f"mode{self.split_k_mode}")
+        parts += [name for name, on in (("tr", self.transpose_result), ("bcol", self.b_column_major),
+                                         ("graph", self.graph)) if on]
+        return "-".join(parts)
+
+
+def _cslt_available(torch) -> tuple[bool, str]:
+    backends = getattr(torch.backends, "cusparselt", None)
+    if backends is None or not backends.is_available():
+        return False, "torch was built without cuSPARSELt"
+    return True, f"cuSPARSELt {backends.version()}"
+
+
+class CuSparseLtGemm:
+    """cuSPARSELt through torch: ``_cslt_compress`` once per A, then ``_cslt_sparse_mm`` with a configuration
+    (default: the library's own search, as users get it)."""
+
+    name = "cuSPARSELt"
+
+    def __init__(self):
+        self.max_alg_id: int | None = None     # what the last library search reported
+        self._compressed = (None, None)
+        self._searched: dict = {}              # the library's pick per A, B layout and result layout
+
+    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
+        ok, what = _cslt_available(_torch())
+        if not ok:
+            return ok, what
+        if _dtype_name(dtype) not in SUPPORTED:
+            return False, f"dtype {_dtype_name(dtype)} unsupported here"
+        bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
+        if bad:
+            return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)
+        return True, what
+
+    def compressed(self, a: DeviceSparse):
+        """The compressed A, made once per A."""
+        if self._compressed[0] is not a:
+            self._compressed = (a, _torch()._cslt_compress(a.dense))
+            self._searched = {}
+        return self._compressed[1]
+
+    def _search(self, compressed, b, transpose: bool) -> dict:
+        torch = _torch()
+        search = getattr(getattr(torch._C, "_cusparselt", None), "mm_search", None)
+        if search is not None:
+            alg_id, split_k, split_k_mode, max_alg = search(compressed, b, None, None, None, transpose)
+            self.max_alg_id = int(max_alg)
+            return {"alg_id": int(alg_id), "split_k": int(split_k), "split_k_mode": int(split_k_mode)}
+        return {"alg_id": int(torch._cslt_sparse_mm_search(compressed, b, transpose_result=transpose))}
+
+    def settings(self, compressed, b, config: CsltConfig) -> dict:
+        """The keyword arguments of ``_cslt_sparse_mm`` for ``config``."""
+        if config.alg_id is None:   # searched once per layout, so binding it again times the same choice
+            key = (config.transpose_result, config.b_column_major)
+            if key not in self._searched:
+                self._searched[key] = self._search(compressed, b, config.transpose_result)
+            settings = dict(self._searched[key])
+        else:
+            settings = {"alg_id": config.alg_id, "split_k": config.split_k}
+            if config.split_k_mode > 0:
+                settings["split_k_mode"] = config.split_k_mode
+        if config.transpose_result:
+            settings["transpose_result"] = True
+        return settings
+
+    def bind(self, a: DeviceSparse, b, config: CsltConfig | None = None):
+        torch = _torch()
+        config = config or CsltConfig()
+        _supported_shape(self, a, b)
+        compressed = self.compressed(a)
+        b = _column_major(b) if config.b_column_major else b
+        settings = self.settings(compressed, b, config)
+        try:
+            torch._cslt_sparse_mm(compressed, b, **settings)
+        except TypeError:  # older spelling of the split-k mode argument
+            if "split_k_mode" in settings:
+                settings["split_k_one_kernel"] = settings.pop("split_k_mode") == 1
+            torch._cslt_sparse_mm(compressed, b, **settings)
+
+        def run():
+            out = torch._cslt_sparse_mm(compressed, b, **settings)
+            return out.t() if config.transpose_result else out
+
+        op = capture_graph(run) if config.graph else run
+        op.keep = (compressed, b)
+        op.description = f"_cslt_sparse_mm {settings}" + (" in a CUDA graph" if config.graph else "")
+        op.settings = settings
+        return op
+
+
+class SemiStructuredGemm:
+    """``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) then ``torch.mm``; config "graph" replays
+    a CUDA graph of it."""
+
+    name = "torch-semi-structured"
+
+    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
+        torch = _torch()
+        ok, what = _cslt_available(torch)
+        if not ok:
+            return ok, what
+        if not hasattr(torch.sparse, "to_sparse_semi_structured"):
+            return False, "this torch has no torch.sparse.to_sparse_semi_structured"
+        if _dtype_name(dtype) not in SUPPORTED:
+            return False, f"dtype {_dtype_name(dtype)} unsupported here"
+        bad = [f"{nm}={v}" for nm, v in (("M", m), ("K", k)) if v % 16]
+        if bad:
+            return False, "the semi-structured cuSPARSELt tensor needs M and K multiples of 16: " + ", ".join(bad)
+        return True, f"torch.sparse.to_sparse_semi_structured ({what})"
+
+    def bind(self, a: DeviceSparse, b, config: str = "default"):
+        torch = _torch()
+        _supported_shape(self, a, b)
+        from torch.sparse import SparseSemiStructuredTensor
+
+        SparseSemiStructuredTensor._FORCE_CUTLASS = False
+        sparse = torch.sparse.to_sparse_semi_structured(a.dense)
+
+        def run():
+            return torch.mm(sparse, b)
+
+        op = capture_graph(run) if config == "graph" else run
+        op.keep = (sparse, b)
+        op.description = f"{type(sparse).__name__} @ B" + (" in a CUDA graph" if config == "graph" else "")
+        return op
+
+
+@dataclass(frozen=True)
+class BlasConfig:
+    op: str = "mm"                 # "mm": torch.mm; "scaled_mm": torch._scaled_mm (cuBLASLt)
+    library: str = "default"       # torch.backends.cuda.preferred_blas_library: "default", "cublas", "cublaslt"
+    b_column_major: bool = False
+    graph: bool = False
+
+    def label(self) -> str:
+        parts = [self.op] + ([self.library] if self.library != "default" else [])
+        return "-".join(parts + [name for name, on in (("bcol", self.b_column_major), ("graph", self.graph)) if on])
+
+
+class CublasGemm:
+    """Dense cuBLAS on the pruned dense A (the zeros are multiplied)."""
+
+    name = "cuBLAS"
+
+    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
+        return (_dtype_name(dtype) in SUPPORTED), "torch.mm"
+
+    def bind(self, a: DeviceSparse, b, config: BlasConfig | None = None):
+        torch = _torch()
+        config = config or BlasConfig()
+        _check_operands(self.name, a, b)
+        dense, b = a.dense, (_column_major(b) if config.b_column_major else b)
+        preferred = torch.backends.cuda.preferred_blas_library
+        previous = preferred()
+        if config.op == "scaled_mm":
+            one = torch.ones((), dtype=torch.float32, device=b.device)
+
+            def call():
+                return torch._scaled_mm(dense, b, scale_a=one, scale_b=one, out_dtype=a.dtype)
+        else:
+            out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=b.device)
+
+            def call():
+                return torch.mm(dense, b, out=out)
+
+        def run():
+            if config.library != "default":
+                preferred(config.library)
+            try:
+                return call()
+            finally:
+                preferred(previous)
+
+        run()   # fails here, not in the check, when this torch cannot do it
+        op = capture_graph(run) if config.graph else run
+        op.keep = (dense, b)
+        op.description = f"torch.{'_scaled_mm' if config.op == 'scaled_mm' else 'mm'} {config.label()}"
+        return op

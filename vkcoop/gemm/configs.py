@@ -1,0 +1,258 @@
+"""Launch configurations of the Vulkan GEMM paths: their labels, the tuning classes, and candidates derived from
+what the driver reports.
+
+A :class:`VulkanConfig` is a tile (:class:`vkcoop.gemm.tiles.WorkgroupTile`), B's layout and, for the 2:4 path,
+A's layout; its label parses back (:func:`parse_config`). Problems share a tuned configuration when they share
+a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: compute-bound) or ``narrowB``
+(N <= B, memory-bound: A dominates the traffic).
+
+Candidates (:func:`derive_workgroup_configs`, :func:`derive_khr_configs`) come from the device, not from
+constants: every workgroup-scope row of the flexible-dimension table for the types (granularity, invocations),
+the shared memory left after the driver's reservation, ``cooperativeMatrixFlexibleDimensionsMaxDimension`` and
+the SM count (split-K for narrow problems so that at least two workgroups per SM are in flight). The rules only
+prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
+                         COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
+from .launch import CoopMat2Kernel, KhrKernel, Sparse24Kernel
+from .path import GemmProblem
+from .tiles import WorkgroupTile, check_workgroup_tile, choose_subgroup_tile, granularity_rows, parse_tile
+from .types import GemmInputError, accumulating_types
+
+#: N up to this is the memory-bound ("narrow") class; the N buckets below split it.
+NARROW_N = 256
+N_BUCKETS = (16, 64, 256)
+#: How many candidates a tuning measures at most per path and class (seeds come on top).
+MAX_CANDIDATES = 12
+#: fp32 accumulator elements per invocation of a compute-bound workgroup tile: [min, max] (register budget).
+ACCUMULATORS_PER_INVOCATION = (32, 128)
+#: Narrow problems: aim for this many workgroups per SM (memory-bound kernels need many loads in flight).
+NARROW_WORKGROUPS_PER_SM = 2
+MAX_SPLIT_K = 8
+
+
+@dataclass(frozen=True)
+class VulkanConfig:
+    """One launch configuration of a Vulkan coopmat2 path: the tile, B's layout and (2:4 path) A's layout."""
+    tile: WorkgroupTile
+    b_column_major: bool = False
+    meta_words: int = 0   # 2:4 path: 0 = values + metadata bindings, > 0 = interleaved blocks (interleave_2to4)
+
+    def label(self) -> str:
+        return self.tile.label() + (f"i{self.meta_words}" if self.meta_words else "") + \
+            ("c" if self.b_column_major else "")
+
+
+def parse_config(text: str) -> VulkanConfig:
+    """The inverse of :meth:`VulkanConfig.label`: a tile label, then ``iMETA_WORDS`` and ``c`` (column-major B)."""
+    tile, rest = parse_tile(text)
+    meta_words, column = 0, False
+    if rest.startswith("i") and rest[1:2].isdigit():
+        digits = len(rest) - len(rest[1:].lstrip("0123456789"))
+        meta_words, rest = int(rest[1:digits]), rest[digits:]
+    if rest == "c":
+        column, rest = True, ""
+    if rest:
+        raise GemmInputError(f"configuration {text!r}: cannot read {rest!r} after the tile "
+                             "(expected [iMETA_WORDS][c])")
+    return VulkanConfig(tile, column, meta_words)
+
+
+def tuning_class(problem: GemmProblem) -> str:
+    """``compute`` for N > :data:`NARROW_N`, else ``narrowB`` with B the first of :data:`N_BUCKETS` >= N."""
+    if problem.n > NARROW_N:
+        return "compute"
+    return f"narrow{next(b for b in N_BUCKETS if problem.n <= b)}"
+
+
+def seed_family(cls: str) -> str:
+    """The shape class of the shipped seed tables a tuning class falls back to ("square" or "llm")."""
+    return "square" if cls == "compute" else "llm"
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What the derivation reads besides the flexible-dimension table."""
+    shared_memory: int = 49152           # maxComputeSharedMemorySize
+    reserved_shared_memory: int = 0      # cooperativeMatrixWorkgroupScopeReservedSharedMemory
+    max_dimension: int = 0               # cooperativeMatrixFlexibleDimensionsMaxDimension (0: not reported)
+    max_workgroup: int = 256             # cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
+    sm_count: int | None = None          # VK_NV_shader_sm_builtins or CUDA; None: unknown
+
+    @classmethod
+    def of(cls, physical, sm_count: int | None = None) -> "DeviceLimits":
+        """From a :class:`vkcoop.vk.PhysicalDevice`."""
+        coopmat2 = physical.cooperative_matrix2_properties() or {}
+        return cls(shared_memory=int(physical.limits.maxComputeSharedMemorySize),
+                   reserved_shared_memory=int(coopmat2.get("cooperativeMatrixWorkgroupScopeReservedSharedMemory", 0)),
+                   max_dimension=int(coopmat2.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)),
+                   max_workgroup=int(coopmat2.get("cooperativeMatrixWorkgroupScopeMaxWorkgroupSize", 256) or 256),
+                   sm_count=sm_count)
+
+    @property
+    def staging_bytes(self) -> int:
+        return self.shared_memory - self.reserved_shared_memory
+
+
+def _fits(limits: DeviceLimits, tm: int, tn: int, tk: int, element_bytes: int) -> bool:
+    """One K step of A and B fits the shared memory left to the driver's staging, and no side exceeds the
+    flexible-dimension maximum."""
+    if limits.max_dimension and max(tm, tn, tk) > limits.max_dimension:
+        return False
+    return (tm + tn) * tk * element_bytes <= limits.staging_bytes
+
+
+def _compute_tiles(row, limits: DeviceLimits, element_bytes: int):
+    """Large tiles for N > NARROW_N: (rank, tile), best guess first (most accumulator reuse, widest
+    workgroup, shortest K step, deepest unroll)."""
+    invocations = row.workgroup_invocations
+    low, high = ACCUMULATORS_PER_INVOCATION
+    for tm in (64, 128, 256):
+        for tn in (64, 128, 256):
+            per_invocation = tm * tn // invocations
+            if not low <= per_invocation <= high or tm % row.M or tn % row.N:
+                continue
+            for tk in (32, 64):
+                if tk % row.K or not _fits(limits, tm, tn, tk, element_bytes):
+                    continue
+                for unroll in (8, 4):
+                    rank = (-per_invocation, -invocations, tk, -unroll, -tn)
+                    yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=unroll, group_m=8)
+
+
+def split_k_choices(tiles: int, sm_count: int | None) -> tuple[int, ...]:
+    """Split-K factors that bring ``tiles`` workgroups to NARROW_WORKGROUPS_PER_SM per SM, and twice that."""
+    if not sm_count:
+        return (1, 2, 4)
+    wanted = NARROW_WORKGROUPS_PER_SM * sm_count
+    split = 1
+    while tiles * split < wanted and split < MAX_SPLIT_K:
+        split *= 2
+    return tuple(dict.fromkeys((split, min(MAX_SPLIT_K, 2 * split))))
+
+
+def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, element_bytes: int):
+    """Thin tiles for N <= NARROW_N: N rounded to the granularity, K deep, split-K from the SM count."""
+    invocations = row.workgroup_invocations
+    widths = sorted({max(row.N, -(-min(problem.n, w) // row.N) * row.N) for w in (32, 64)})
+    for tm in (32, 64, 128):
+        for tn in widths:
+            if tm % row.M or tn % row.N:
+                continue
+            for tk in (128, 64):
+                if tk % row.K or not _fits(limits, tm, tn, tk, element_bytes):
+                    continue
+                tiles = -(-problem.m // tm) * -(-problem.n // tn)
+                for split in split_k_choices(tiles, limits.sm_count):
+                    # about 16 accumulators per invocation measured best on the H200 (32x32 on 64 invocations)
+                    rank = (abs(math.log2(tm * tn / invocations / 16)), -tk, tn, split)
+                    yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=2, group_m=1, split_k=split)
+
+
+#: (B column-major, meta_words) per path and class, best guess first.
+LAYOUTS = {
+    ("vk-coopmat2-dense", False): ((False, 0),),
+    ("vk-coopmat2-dense", True): ((True, 0), (False, 0)),
+    ("vk-coopmat2-2:4", False): ((False, 1), (False, 0)),
+    ("vk-coopmat2-2:4", True): ((True, 4), (True, 1), (True, 0)),
+}
+
+
+def _valid(path_name: str, problem: GemmProblem, flexible, config: VulkanConfig) -> bool:
+    types = accumulating_types(problem.dtype)
+    try:
+        check_workgroup_tile(flexible, types, config.tile)
+        if path_name == "vk-coopmat2-2:4":
+            Sparse24Kernel(problem.dtype, config.tile, b_column_major=config.b_column_major,
+                           meta_words=config.meta_words)
+        else:
+            CoopMat2Kernel(types, config.tile, b_column_major=config.b_column_major)
+    except GemmInputError:
+        return False
+    return True
+
+
+def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
+                             limit: int = MAX_CANDIDATES) -> list[VulkanConfig]:
+    """Candidate configurations of a coopmat2 path (``vk-coopmat2-dense`` or ``vk-coopmat2-2:4``) for
+    ``problem``'s tuning class, from the flexible-dimension rows (:class:`vkcoop.vk.ShapeEntry`) and ``limits``;
+    best guess first, at most ``limit``. The best tile comes with every layout of the path, the other tiles
+    with the first layout, then their other layouts: a budget that ends a tuning early has seen the best tiles
+    and the layout question for the best one."""
+    types = accumulating_types(problem.dtype)
+    narrow = tuning_class(problem) != "compute"
+    ranked = []
+    for row in granularity_rows(flexible, types):
+        if row.workgroup_invocations <= limits.max_workgroup:
+            ranked += list(_narrow_tiles(row, problem, limits, types.bytes_per_input) if narrow
+                           else _compute_tiles(row, limits, types.bytes_per_input))
+    tiles = list(dict.fromkeys(tile for _, tile in sorted(ranked, key=lambda item: item[0])))
+    layouts = LAYOUTS[(path_name, narrow)]
+    order = [(tiles[0], layout) for layout in layouts] if tiles else []
+    order += [(tile, layouts[0]) for tile in tiles[1:]] + [(tile, layout) for tile in tiles[1:] for layout in layouts[1:]]
+    found = []
+    for tile, (column, meta) in order:
+        config = VulkanConfig(tile, column, meta)
+        if _valid(path_name, problem, flexible, config):
+            found.append(config)
+            if len(found) == limit:
+                break
+    return found
+
+
+#: KHR shared-memory tiles: (tile_m, tile_n, subgroups along M and N) per class.
+KHR_TILES = {
+    False: ((128, 128, (2, 4)), (128, 256, (2, 4)), (256, 128, (4, 2)), (64, 128, (2, 2))),
+    True: ((128, 32, (4, 1)), (64, 32, (2, 1)), (128, 64, (4, 1)), (256, 32, (8, 1))),
+}
+
+
+def derive_khr_configs(problem: GemmProblem, khr, limits: DeviceLimits) -> list:
+    """Candidate tiles of the KHR shared-memory path from the KHR table, within the shared memory."""
+    types = accumulating_types(problem.dtype)
+    found = []
+    for tm, tn, subgroups in KHR_TILES[tuning_class(problem) != "compute"]:
+        try:
+            tile = choose_subgroup_tile(khr, types, tile=(tm, tn, None), subgroups=subgroups)
+            KhrKernel(types, tile).check_shared_memory(limits.shared_memory)
+        except GemmInputError:
+            continue
+        found.append(tile)
+    return found
+
+
+_COMPONENTS = {"float16": COMPONENT_FLOAT16, "float32": COMPONENT_FLOAT32, "bfloat16": COMPONENT_BFLOAT16,
+               "sint8": COMPONENT_SINT8, "sint32": COMPONENT_SINT32, "uint8": COMPONENT_UINT8,
+               "uint32": COMPONENT_UINT32}
+
+
+def _recorded_row(row: dict) -> dict:
+    """A row of a recorded report (component and scope names) back as the driver's integers."""
+    named = dict(row)
+    for key in ("AType", "BType", "CType", "ResultType"):
+        named[key] = _COMPONENTS.get(row[key], -1)   # a type this library does not use matches nothing
+    named["scope"] = SCOPES.get(row["scope"], -1)
+    return named
+
+
+def recorded_device(report) -> tuple[str, tuple, tuple, DeviceLimits]:
+    """(name, flexible rows, KHR rows, limits) of a recorded ``vkcoop info --json`` report (a device or a list
+    whose first entry is used), e.g. docs/h200-capabilities.json; ``sm_count`` is read when the report has it."""
+    device = report[0] if isinstance(report, list) else report
+    coopmat2 = device.get("cooperative_matrix2", {})
+    flexible = tuple(ShapeEntry.from_flexible(_recorded_row(r)) for r in coopmat2.get("flexible_dimensions", []))
+    khr = tuple(ShapeEntry.from_khr(_recorded_row(r))
+                for r in device.get("cooperative_matrix_khr", {}).get("properties", []))
+    properties = coopmat2.get("properties") or {}
+    limits = DeviceLimits(
+        shared_memory=int(device.get("limits", {}).get("maxComputeSharedMemorySize", 49152)),
+        reserved_shared_memory=int(properties.get("cooperativeMatrixWorkgroupScopeReservedSharedMemory", 0)),
+        max_dimension=int(properties.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)),
+        max_workgroup=int(properties.get("cooperativeMatrixWorkgroupScopeMaxWorkgroupSize", 256) or 256),
+        sm_count=device.get("sm_count"))
+    return device.get("name", "?"), flexible, khr, limits
