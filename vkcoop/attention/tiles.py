@@ -21,7 +21,6 @@ from .shapes import AttentionInputError, check_dtype, check_head_dim
 DEFAULT_TARGET = (64, 64)
 #: Preferred invocations when the table lists them (4 warps per 64 rows); otherwise the largest listed.
 PREFERRED_INVOCATIONS = 128
-_LABEL = re.compile(r"^(\d+):(\d+)x(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -33,6 +32,10 @@ class AttentionTile:
 
     def label(self) -> str:
         return f"{self.workgroup_size}:{self.br}x{self.bc}"
+
+
+#: An AttentionTile label, ``INVOCATIONS:BRxBC``.
+_LABEL = re.compile(r"^(\d+):(\d+)x(\d+)$")
 
 
 def parse_attention_tile(text: str) -> AttentionTile:

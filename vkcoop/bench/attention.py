@@ -29,6 +29,7 @@ from ..gemm import DTYPES
 from . import report
 from .attention_paths import TORCH_BACKENDS, VULKAN_PATH, TorchInputs, TorchSdpaPath, Unsupported, VulkanPath
 from .attention_paths import torch_status
+from .measure import Outcome
 from .attention_report import plot, print_table
 from .sparse import BenchResult
 
@@ -59,22 +60,16 @@ class AttentionCase:
 
 
 @dataclass
-class AttentionResult:
-    """One path on one case; JSON through ``dataclasses.asdict`` (the shape becomes a nested object)."""
+class AttentionResult(Outcome):
+    """One path on one case; JSON through ``dataclasses.asdict`` (the shape becomes a nested object).
+    ``tflops`` counts 4·b·h·s_q·s_kv·d (halved when causal) per median time."""
     path: str
     case: str
     kind: str
     dtype: str
     causal: bool
     shape: AttentionShape
-    status: str                      # "ok", "failed" (check), "skipped" (cannot run here), "error"
-    reason: str = ""
-    config: str = ""
-    tflops: float | None = None      # 4·b·h·s_q·s_kv·d (halved when causal) per median time
     gbs: float | None = None         # K and V bytes read per second
-    median_ms: float | None = None
-    min_ms: float | None = None
-    max_abs_error: float | None = None
     ratio_best_torch: float | None = None
     ratio_ceiling: float | None = None
     roofline: float | None = None    # decode: gbs / the GPU's bandwidth
@@ -132,7 +127,8 @@ def check_planes(case: AttentionCase, inputs, rows_per_plane: int = 48, seed: in
 
 
 def result_for(path: str, case: AttentionCase, status: str, reason: str = "") -> AttentionResult:
-    return AttentionResult(path, case.label, case.kind, case.dtype, case.causal, case.shape, status, reason)
+    return AttentionResult(path, case.label, case.kind, case.dtype, case.causal, case.shape, status=status,
+                           reason=reason)
 
 
 def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int) -> AttentionResult:

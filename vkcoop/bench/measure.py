@@ -19,15 +19,9 @@ from ..gemm.path import GemmOperands, GemmPath, GemmProblem
 from .stats import spread_ms
 
 
-@dataclass
-class PathResult:
-    path: str
-    case: str
-    dtype: str
-    shape_class: str
-    m: int
-    n: int
-    k: int
+@dataclass(kw_only=True)
+class Outcome:
+    """What every benchmark reports of one path on one case (GEMM and attention alike)."""
     status: str                      # "ok", "failed" (check), "skipped" (cannot run here), "error"
     reason: str = ""
     config: str = ""
@@ -35,6 +29,17 @@ class PathResult:
     min_ms: float | None = None
     tflops: float | None = None
     max_abs_error: float | None = None
+
+
+@dataclass
+class PathResult(Outcome):
+    path: str
+    case: str
+    dtype: str
+    shape_class: str
+    m: int
+    n: int
+    k: int
     ratio_cublas: float | None = None
     ratio_cusparselt: float | None = None
     tuning: list = field(default_factory=list)
@@ -48,7 +53,7 @@ class PathResult:
 
 def path_result(path: str, problem: GemmProblem, status: str, reason: str = "") -> PathResult:
     return PathResult(path, problem.label, problem.dtype, problem.shape_class, problem.m, problem.n, problem.k,
-                      status, reason)
+                      status=status, reason=reason)
 
 
 def config_label(config) -> str:
