@@ -151,3 +151,30 @@ def test_version_and_module_entry():
     assert proc.returncode == 0 and proc.stdout.strip() == f"vkcoop {__version__}"
     helped = vkcoop("--help")
     assert helped.returncode == 0 and "exit codes:" in helped.stdout and "130" in helped.stdout
+
+
+@needs_vulkan
+@pytest.mark.vulkan
+@pytest.mark.toolchain
+def test_ctrl_c_stops_a_long_fuzz_run_with_a_partial_summary(tmp_path):
+    import signal
+    import time
+
+    report = tmp_path / "fuzz.json"
+    environment = {key: value for key, value in os.environ.items() if key != "VKCOOP_DEVICE"}
+    environment.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen([sys.executable, "-m", "vkcoop", "fuzz", "--target", "portable", "--cases", "5000000",
+                             "--workers", "0", "--no-shrink", "--json", str(report)], cwd=REPO, env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(12)   # past start-up and the first chunks
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in out + err
+    assert "interrupted" in out
+    data = json.loads(report.read_text())
+    assert data["interrupted"] and 0 < data["cases"] < 5000000
+
+
+def test_a_bad_json_path_fails_before_the_fuzz_runs(tmp_path):
+    assert_one_line_error(vkcoop("fuzz", "--cases", "10", "--json", str(tmp_path)), 2, "is a directory")

@@ -200,18 +200,20 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
     process_pool = multiprocessing.get_context("spawn").Pool(workers) if workers else None
     results = process_pool.imap(_generate_task, tasks) if process_pool else map(_generate_task, tasks)
     interrupted, run_seconds, reported = False, 0.0, []
+    loop_started = time.perf_counter()
     try:
-        session.open(device)
-        loop_started, compile_before = time.perf_counter(), session.compile_seconds()
-        with _progress(console, progress) as progress_bar:
-            task_ids = {name: progress_bar.add_task(f"{name}", total=cases) for name in session.opened}
-            try:
+        try:
+            session.open(device)
+            loop_started, compile_before = time.perf_counter(), session.compile_seconds()
+            with _progress(console, progress) as progress_bar:
+                task_ids = {name: progress_bar.add_task(f"{name}", total=cases) for name in session.opened}
                 for chunk_cases, ref, waited in _chunks(results, len(tasks), max(1, chunk_size // _TASK_CASES)):
                     session.generation_seconds += waited
                     session.evaluate(chunk_cases, ref, progress_bar, task_ids)
-            except KeyboardInterrupt:
-                interrupted = True   # report what ran; shrinking is skipped below
-        run_seconds = time.perf_counter() - loop_started - (session.compile_seconds() - compile_before)
+            run_seconds = time.perf_counter() - loop_started - (session.compile_seconds() - compile_before)
+        except KeyboardInterrupt:
+            interrupted = True   # report what ran; shrinking is skipped below
+            run_seconds = time.perf_counter() - loop_started
         reported = session.shrink(max_shrinks, shrink and not interrupted)
     finally:
         if process_pool:
