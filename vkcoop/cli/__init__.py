@@ -27,11 +27,23 @@ def add_explain_parser(sub) -> None:
 NEEDS_TOOLCHAIN = {"shaders", "run", "bench", "fuzz", "demo"}
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; every option's default appended to its help unless the help already says it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        if isinstance(action.default, (list, tuple)):   # comma lists, as they are typed
+            return f"{text} (default: {','.join(str(v) for v in action.default)})"
+        return f"{text} (default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) and defaults shown in every help."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message):
