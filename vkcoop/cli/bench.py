@@ -132,30 +132,30 @@ def _add_sparse_parser(kinds) -> None:
                                      "per-device tuning cache (`vkcoop bench tuning`), the shipped seeds (H200) "
                                      "or, on a device with neither, a tuning run.")
     p.add_argument("--dtype", type=choice_list(tuple(DTYPES)), default=list(DTYPES),
-                   help="input types (default: %(default)s)")
+                   help="input types")
     p.add_argument("--sizes", type=size_list(64), default=[4096, 8192],
-                   help="M = K of the square and llm cases, multiples of 64 (default: %(default)s)")
+                   help="M = K of the square and llm cases, multiples of 64")
     p.add_argument("--shapes", type=shape_items, default=["square", "llm"], metavar="SHAPES",
                    help=f"classes ({','.join(SHAPES)}) and/or shape files (.json/.csv of label,m,n,k): square: "
                         "N = size; llm: N = --llm-tokens; mlp: LLaMA MLP projections 5120x13824x5120 and "
                         "4096x11008x4096 (default: square,llm)")
     p.add_argument("--paths", type=choice_list(PATH_NAMES), default=None,
                    help=f"a subset of {','.join(PATH_NAMES)} (default: all)")
-    p.add_argument("--iters", type=positive_int, default=20, help="timed runs per path (default: %(default)s)")
-    p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed runs first (default: %(default)s)")
+    p.add_argument("--iters", type=positive_int, default=20, help="timed runs per path")
+    p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed runs first")
     p.add_argument("--flush-l2", action="store_true", help="flush the L2 cache before every timed run")
     p.add_argument("--tune", action="store_true",
                    help="tune the paths whose configuration the tuning cache lacks for this device, and store the "
                         "winners")
     p.add_argument("--retune", action="store_true", help="tune every path again, replacing cached winners")
     p.add_argument("--tune-budget", type=positive_seconds, default=DEFAULT_TUNE_BUDGET, metavar="SECONDS",
-                   help="wall time all tunings of the run share (default: %(default)s)")
+                   help="wall time all tunings of the run share")
     p.add_argument("--search-budget", type=positive_seconds, default=DEFAULT_SEARCH_BUDGET, metavar="SECONDS",
-                   help="wall time of each case's cuSPARSELt / cuBLAS search (default: %(default)s)")
+                   help="wall time of each case's cuSPARSELt / cuBLAS search")
     p.add_argument("--llm-tokens", type=size_list(1), default=list(LLM_TOKENS),
-                   help="N of the llm shapes, 1 to 256 for the memory-bound class (default: %(default)s)")
+                   help="N of the llm shapes, 1 to 256 for the memory-bound class")
     p.add_argument("--baseline", choices=PATH_NAMES, default="cuBLAS", metavar="PATH",
-                   help="the path the plot (and an extra column) divides by (default: %(default)s)")
+                   help="the path the plot (and an extra column) divides by")
     add_device_argument(p)
     p.add_argument("--validate", action="store_true", help="run the Vulkan paths under the validation layer")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
@@ -185,7 +185,7 @@ def add_bench_parser(sub) -> None:
     p.add_argument("a", metavar="A.json", help="the reference run")
     p.add_argument("b", metavar="B.json", help="the run compared with it")
     p.add_argument("--min-noise", type=fraction, default=0.02, metavar="FRACTION",
-                   help="the smallest noise band, as a fraction (default: %(default)s)")
+                   help="the smallest noise band, as a fraction")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write the comparison as JSON")
     p.set_defaults(func=cmd_bench_compare, needs_toolchain=False)
     p = kinds.add_parser("tuning", help="the per-device tuning cache: tuned configuration per path, dtype and class",
@@ -232,13 +232,13 @@ def add_fuzz_parser(sub) -> None:
     p = sub.add_parser("fuzz", help="differential fuzzing of tensor addressing against the reference",
                        description="Random tensor layouts and views, run on the hardware (hw) and/or the portable "
                                    "GLSL port, compared element by element with vkcoop.tensor.")
-    p.add_argument("--cases", type=positive_int, default=1000, help="cases per target (default: %(default)s)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: %(default)s)")
+    p.add_argument("--cases", type=positive_int, default=1000, help="cases per target")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
     p.add_argument("--target", choices=["hw", "portable", "both"], default="portable",
-                   help="what to run the cases on (default: %(default)s)")
+                   help="what to run the cases on")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write the report as JSON")
     p.add_argument("--variants", type=positive_int, default=24,
-                   help="hardware pipelines in the variant pool (default: %(default)s)")
+                   help="hardware pipelines in the variant pool")
     p.add_argument("--no-shrink", action="store_true", help="report mismatches without shrinking them")
     p.add_argument("--workers", type=non_negative_int, default=None,
                    help="generator processes (0: none; default: up to 16 for large runs)")
