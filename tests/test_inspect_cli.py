@@ -180,3 +180,10 @@ def test_replay_recreates_a_specialized_pipeline_on_a_second_device():
 def vulkan_null():
     import vulkan
     return vulkan.ffi.NULL
+
+
+def test_a_cache_dir_with_files_in_it_is_refused(tmp_path, capsys):
+    (tmp_path / "precious.txt").write_text("keep me")
+    assert run_cli(["--shader", "test/increment.comp", "--cache-dir", str(tmp_path)]) == 2
+    assert "is not an empty directory" in capsys.readouterr().err
+    assert (tmp_path / "precious.txt").read_text() == "keep me"

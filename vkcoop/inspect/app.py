@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, help="Vulkan device index or name")
     parser.add_argument("--json", dest="json_path", default=None, help="write the report as JSON")
     parser.add_argument("--sass", dest="sass_path", default=None, help="write the full nvdisasm listing")
-    parser.add_argument("--cache-dir", default=None, help="keep the driver's cache files here (emptied first)")
+    parser.add_argument("--cache-dir", default=None, help="keep the driver's cache files here (a new or empty "
+                                                            "directory)")
     parser.add_argument("--nvdisasm", default=None, help="path of nvdisasm (default: PATH, CUDA_HOME)")
     parser.add_argument("--raw-arch", default="SM90", help="nvdisasm --binary architecture for raw blobs")
     parser.add_argument("--no-executables", action="store_true",

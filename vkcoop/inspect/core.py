@@ -176,15 +176,15 @@ def disassemble_objects(scan: cache_reader.CacheScan, nvdisasm: str, raw_arch: s
 def inspect_pipeline(target: Target, *, device=None, executables: bool = True, cache_dir: str | Path | None = None,
                      nvdisasm: str | None = None, raw_arch: str = "SM90", timeout_s: float = 900.0) -> InspectResult:
     """Build ``target``'s pipelines with the driver's disk cache in ``cache_dir`` (default: a temporary
-    directory, removed afterwards; a given directory is emptied first and kept), then report each compiled
-    object's kernels, registers and instruction mix. Raises InspectUnavailable, InspectInputError or
+    directory, removed afterwards; a given directory must be new or empty, and is kept), then report each
+    compiled object's kernels, registers and instruction mix. Raises InspectUnavailable, InspectInputError or
     InspectFailed."""
-    tool = check_tools(nvdisasm)
     keep = cache_dir is not None
+    if keep and Path(cache_dir).exists() and (not Path(cache_dir).is_dir() or any(Path(cache_dir).iterdir())):
+        raise InspectInputError(f"--cache-dir {cache_dir} exists and is not an empty directory")
+    tool = check_tools(nvdisasm)
     directory = Path(cache_dir) if keep else Path(tempfile.mkdtemp(prefix="vkcoop-gl-cache-"))
     try:
-        if keep and directory.exists():
-            shutil.rmtree(directory)
         outcome = run_child(target, directory, device=device, executables=executables, timeout_s=timeout_s)
         _check_child(outcome)
         scan = cache_reader.scan_directory(directory)
