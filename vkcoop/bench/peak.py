@@ -5,9 +5,8 @@
   ``coopmat2-workgroup`` (workgroup-scope matrices at the tiles ``vkcoop bench sparse`` uses, kept where the
   device's flexible-dimensions table admits them), ``coopmat2-subgroup`` (flexible-dimension subgroup matrices)
   and ``khr-subgroup`` (every shape of the KHR table); types fp16->fp16, fp16->fp32, bf16->fp32, s8->s32.
-* **Bandwidth (Vulkan).** ``shaders/peak/bandwidth.comp`` streams a buffer (READ) or copies it (COPY).
-* **CUDA** (where :func:`vkcoop.cuda.available`): mma.sync, mma.sp, wgmma and wgmma.sp loops and a
-  cudaMemcpy-class copy (:mod:`vkcoop.cuda.peak`).
+* **Bandwidth.** ``shaders/peak/bandwidth.comp`` streams a buffer (READ) or copies it (COPY).
+* **CUDA** (:mod:`vkcoop.cuda.peak`, where it runs): mma.sync, mma.sp, wgmma, wgmma.sp, a cudaMemcpy-class copy.
 
 Work is counted exactly. An MMA row does, per dispatch,
 ``groups x instances x iterations x chains x 2*M*N*K`` operations, where ``instances`` is 1 for a workgroup-scope
@@ -332,13 +331,12 @@ def ceilings_from(result: PeakResult) -> dict:
 
 
 def _sm_count() -> int:
+    """torch's SM count of GPU 0, else 132 (H100 SXM and H200)."""
     try:
         import torch
-        if torch.cuda.is_available():
-            return int(torch.cuda.get_device_properties(0).multi_processor_count)
+        return int(torch.cuda.get_device_properties(0).multi_processor_count) if torch.cuda.is_available() else 132
     except ImportError:
-        pass
-    return 132   # H100 SXM and H200
+        return 132
 
 
 def _check_inputs(types, forms, modes, target_ms, repeats, megabytes, sms) -> None:
@@ -418,11 +416,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", dest="json_path", default=None)
 
 
+def _report_progress(row: PeakRow) -> None:
+    rate = "" if row.rate is None else f" {row.rate:,.1f} {row.unit}"
+    print(f"{row.api} {row.form} {row.types} {row.shape}: {row.status}{rate}", file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
     try:
         result = run_peak(device=args.device, vulkan=not args.no_vulkan, cuda=not args.no_cuda, types=args.types,
                           forms=args.forms, modes=args.modes, sms=args.sms, target_ms=args.target_ms,
-                          repeats=args.repeats, megabytes=args.bandwidth_mib)
+                          repeats=args.repeats, megabytes=args.bandwidth_mib, progress=_report_progress)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

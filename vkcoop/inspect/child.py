@@ -159,8 +159,10 @@ def main(argv=None) -> int:
     if len(argv) != 2:
         print("usage: python -m vkcoop.inspect.child REQUEST.json RESULT.json", file=sys.stderr)
         return 2
+    from ..vk import release_pooled_instances
     request = json.loads(Path(argv[0]).read_text())
     result = run_request(request)
+    release_pooled_instances()  # destroy the VkInstance before exit, whenever the driver writes its cache
     Path(argv[1]).write_text(json.dumps(result, indent=1, default=str))
     return 0
 

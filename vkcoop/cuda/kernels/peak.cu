@@ -100,7 +100,8 @@ VK_PEAK_MMA_KERNEL(peak_mma_sp_f16_f32, float, 4, mma_sp_f16_f32)
 VK_PEAK_MMA_KERNEL(peak_mma_sp_bf16_f32, float, 4, mma_sp_bf16_f32)
 
 // ---- wgmma m64n256: 128 fp32 accumulator registers per thread, spelled out by the preprocessor ----------------
-#define VK_OPS10(p) "%" #p "0, %" #p "1, %" #p "2, %" #p "3, %" #p "4, %" #p "5, %" #p "6, %" #p "7, %" #p "8, %" #p "9, "
+#define VK_OPS10(p) \
+  "%" #p "0, %" #p "1, %" #p "2, %" #p "3, %" #p "4, %" #p "5, %" #p "6, %" #p "7, %" #p "8, %" #p "9, "
 #define VK_OPS128                                                                                            \
   VK_OPS10() VK_OPS10(1) VK_OPS10(2) VK_OPS10(3) VK_OPS10(4) VK_OPS10(5) VK_OPS10(6) VK_OPS10(7) VK_OPS10(8) \
   VK_OPS10(9) VK_OPS10(10) VK_OPS10(11) "%120, %121, %122, %123, %124, %125, %126, %127"
@@ -119,20 +120,25 @@ namespace peak {
 // apart along M/N; with every element equal the layout only has to stay inside the tile.
 template <bool kSparse, bool kBf16>
 VK_DEVICE void wgmma_m64n256(float (&d)[128], u64 desc_a, u64 desc_b, u32 meta) {
+  const int accumulate = 1;  // scale-d: D = A * B + D
   if constexpr (!kSparse && !kBf16) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" VK_OPS128 "}, %128, %129, 1, 1, 1, 0, 0;"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" VK_OPS128 "}, %128, %129, p, 1, 1, 0, 0;\n}"
+                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
   } else if constexpr (!kSparse && kBf16) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" VK_OPS128 "}, %128, %129, 1, 1, 1, 0, 0;"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" VK_OPS128 "}, %128, %129, p, 1, 1, 0, 0;\n}"
+                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
   } else if constexpr (kSparse && !kBf16) {
-    asm volatile("wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16 {" VK_OPS128 "}, %128, %129, %130, 0, "
-                 "1, 1, 1, 0, 0;"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(meta));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %131, 0;\n"
+                 "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16 {" VK_OPS128 "}, %128, %129, %130, 0, "
+                 "p, 1, 1, 0, 0;\n}"
+                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(meta), "r"(accumulate));
   } else {
-    asm volatile("wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.bf16.bf16 {" VK_OPS128 "}, %128, %129, %130, 0, "
-                 "1, 1, 1, 0, 0;"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(meta));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %131, 0;\n"
+                 "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.bf16.bf16 {" VK_OPS128 "}, %128, %129, %130, 0, "
+                 "p, 1, 1, 0, 0;\n}"
+                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(meta), "r"(accumulate));
   }
 }
 
