@@ -65,7 +65,8 @@ def test_missing_tools_exit_3_with_one_line(capsys, monkeypatch, tmp_path):
     assert err.startswith("unavailable: nvdisasm:") and len(err.splitlines()) == 1
 
 
-def _vulkan_device_or_reason():
+def vulkan_device_or_reason():
+    """None when a Vulkan device is usable here, else why not (also used by test_peak)."""
     try:
         from vkcoop import vk
         with vk.Instance() as instance:
@@ -75,11 +76,11 @@ def _vulkan_device_or_reason():
     return None
 
 
-_NO_VULKAN = _vulkan_device_or_reason()
+NO_VULKAN = vulkan_device_or_reason()
 
 
 @pytest.mark.vulkan
-@pytest.mark.skipif(_NO_VULKAN is not None, reason=str(_NO_VULKAN))
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
 def test_child_builds_the_pipeline_and_reports_the_device():
     toolchain_or_skip()
     from vkcoop.inspect import child
@@ -95,7 +96,7 @@ def test_child_builds_the_pipeline_and_reports_the_device():
 
 
 @pytest.mark.vulkan
-@pytest.mark.skipif(_NO_VULKAN is not None, reason=str(_NO_VULKAN))
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
 def test_child_refuses_an_unknown_constant_as_input():
     toolchain_or_skip()
     from vkcoop.inspect import child
@@ -105,7 +106,7 @@ def test_child_refuses_an_unknown_constant_as_input():
 
 
 @pytest.mark.vulkan
-@pytest.mark.skipif(_NO_VULKAN is not None, reason=str(_NO_VULKAN))
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
 def test_end_to_end_on_a_non_nvidia_device_stops_at_the_driver(tmp_path, capsys):
     pytest.importorskip("zstandard")
     toolchain_or_skip()
@@ -135,7 +136,7 @@ def test_statistic_values_by_format():
 
 
 @pytest.mark.vulkan
-@pytest.mark.skipif(_NO_VULKAN is not None, reason=str(_NO_VULKAN))
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
 def test_pipeline_executable_properties_where_exposed():
     """On a device with the extension: the capture re-creates the pipeline and returns statistics. Elsewhere the
     report says which extension is missing. (Debian 12's lavapipe, Mesa 22.3, does not list it.)"""
@@ -156,7 +157,7 @@ def test_pipeline_executable_properties_where_exposed():
 
 
 @pytest.mark.vulkan
-@pytest.mark.skipif(_NO_VULKAN is not None, reason=str(_NO_VULKAN))
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
 def test_replay_recreates_a_specialized_pipeline_on_a_second_device():
     """The capture path without its flags: a second VkDevice with the vkcoop device's features re-creates the
     pipeline from the same SPIR-V, bindings, push range, specialization data and subgroup options."""

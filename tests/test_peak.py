@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from support import toolchain_or_skip
+from test_inspect_cli import NO_VULKAN
 from vkcoop.bench import peak
 from vkcoop.samples.fixtures import H200_CAPS
 from vkcoop.vk.tables import SCOPE_WORKGROUP, ShapeEntry
@@ -118,21 +119,10 @@ def test_shader_variants_need_the_features_of_their_scope():
     assert "cooperativeMatrixWorkgroupScope" not in needed
 
 
-def _vulkan_or_reason():
-    try:
-        from vkcoop import vk
-        with vk.Instance() as instance:
-            instance.physical_devices()[0]
-    except Exception as error:  # noqa: BLE001
-        return f"no Vulkan device: {error}"
-    return None
-
-
-_NO_VULKAN = _vulkan_or_reason()
 
 
 @pytest.mark.vulkan
-@pytest.mark.skipif(_NO_VULKAN is not None, reason=str(_NO_VULKAN))
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
 def test_bandwidth_rows_and_their_check_on_any_device():
     toolchain_or_skip()
     from vkcoop import vk
@@ -150,7 +140,7 @@ def test_bandwidth_rows_and_their_check_on_any_device():
 
 
 @pytest.mark.vulkan
-@pytest.mark.skipif(_NO_VULKAN is not None, reason=str(_NO_VULKAN))
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
 def test_cli_writes_json_with_ceilings(tmp_path, capsys):
     toolchain_or_skip()
     target = tmp_path / "nested" / "peak.json"
@@ -163,8 +153,8 @@ def test_cli_writes_json_with_ceilings(tmp_path, capsys):
 
 
 def _coopmat2_or_reason():
-    if _NO_VULKAN:
-        return _NO_VULKAN
+    if NO_VULKAN:
+        return NO_VULKAN
     from vkcoop import vk
     with vk.Instance() as instance:
         if not any(p.has_extension("VK_NV_cooperative_matrix2") for p in instance.physical_devices()):

@@ -12,7 +12,6 @@ in the code), not executed instructions.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -144,12 +143,15 @@ def instruction_mix(mnemonics) -> InstructionMix:
 
 # --------------------------------------------------------------------------------------------- nvdisasm
 def find_nvdisasm() -> str | None:
+    """nvdisasm on PATH, else beside the nvcc :func:`vkcoop.cuda.build.find_nvcc` finds (the toolkit's bin)."""
     found = shutil.which("nvdisasm")
     if found:
         return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and (Path(root) / "bin" / "nvdisasm").is_file():
-            return str(Path(root) / "bin" / "nvdisasm")
+    from ..cuda.build import find_nvcc
+    nvcc = find_nvcc()
+    for directory in ([Path(nvcc).parent, Path(nvcc).resolve().parent] if nvcc else []):
+        if (directory / "nvdisasm").is_file():
+            return str(directory / "nvdisasm")
     return None
 
 

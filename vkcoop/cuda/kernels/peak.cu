@@ -35,40 +35,32 @@ VK_DEVICE float value(Half2 r) {
 }
 
 // ---- one instruction each: D = A * B + D (a: 4 registers, b: 2 dense / 4 sparse) ------------------------------
-VK_DEVICE void mma_f16_f32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-VK_DEVICE void mma_bf16_f32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+// Dense, four accumulator registers of constraint ACC_C ("+f" or "+r").
+#define VK_MMA4(NAME, ACC, ACC_C, PTX)                                                                       \
+  VK_DEVICE void NAME(ACC (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32) {                            \
+    asm volatile(PTX " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                               \
+                 : ACC_C(d[0]), ACC_C(d[1]), ACC_C(d[2]), ACC_C(d[3])                                        \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                      \
+  }
+// 2:4 sparse A (ordered metadata, selector 0), fp32 accumulators.
+#define VK_MMA_SP4(NAME, PTX)                                                                                \
+  VK_DEVICE void NAME(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 meta) {                      \
+    asm volatile(PTX " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;"              \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]),  \
+                   "r"(meta));                                                                               \
+  }
+
+VK_MMA4(mma_f16_f32, float, "+f", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+VK_MMA4(mma_bf16_f32, float, "+f", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
+VK_MMA4(mma_s8_s32, int, "+r", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32")
+VK_MMA_SP4(mma_sp_f16_f32, "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32")
+VK_MMA_SP4(mma_sp_bf16_f32, "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32")
+
 VK_DEVICE void mma_f16_f16(Half2 (&d)[2], const u32 (&a)[4], const u32 (&b)[4], u32) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"
                : "+r"(d[0].bits), "+r"(d[1].bits)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-VK_DEVICE void mma_s8_s32(int (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-VK_DEVICE void mma_sp_f16_f32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 meta) {
-  asm volatile("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-               "{%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(meta));
-}
-VK_DEVICE void mma_sp_bf16_f32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 meta) {
-  asm volatile("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-               "{%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(meta));
 }
 
 }  // namespace peak
