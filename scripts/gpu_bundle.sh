@@ -42,6 +42,6 @@ download_packages(Path(sys.argv[1]), Path(sys.argv[2]), suite=read_lock()["suite
 
 "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$bundle/wheels" vulkan==1.3.275.1 cffi pycparser 2>&1 | grep -v '^WARNING: Location' || true
-ls "$bundle"/wheels/vulkan-* "$bundle"/wheels/cffi-* "$bundle"/wheels/pycparser-* >/dev/null
+  -d "$bundle/wheels" vulkan==1.3.275.1 cffi pycparser zstandard 2>&1 | grep -v '^WARNING: Location' || true
+ls "$bundle"/wheels/vulkan-* "$bundle"/wheels/cffi-* "$bundle"/wheels/pycparser-* "$bundle"/wheels/zstandard-* >/dev/null
 du -sh "$bundle"

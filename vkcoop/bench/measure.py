@@ -49,6 +49,8 @@ class PathResult(Outcome):
     iterations: int = 0
     config_source: str = ""          # "seed", "cache", "tuned", "derived", "search", "default"
     ratio_baseline: float | None = None
+    ceiling_tflops: float | None = None      # the roofline of this path's own form (vkcoop.bench.roofline)
+    ratio_own_ceiling: float | None = None
 
 
 def path_result(path: str, problem: GemmProblem, status: str, reason: str = "") -> PathResult:

@@ -96,6 +96,8 @@ def print_table(outcome, console=None) -> None:
     columns = [("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"), ("p10-p90", "right"),
                ("TFLOP/s", "right"), ("x cuBLAS", "right"), ("x cuSPARSELt", "right")]
     columns += [(f"x {baseline}", "right")] if extra else []
+    roofline = any(r.ratio_own_ceiling is not None for r in outcome.results)
+    columns += [("x own ceiling", "right")] if roofline else []
     for column, justify in columns + [("config / reason", "left")]:
         table.add_column(column, justify=justify, overflow="fold")
     previous, skip_reasons = None, {}
@@ -109,6 +111,7 @@ def print_table(outcome, console=None) -> None:
         cells = [r.case if r.case != previous else "", r.path, r.status, _fmt(r.median_ms, ".3f"),
                  _spread(r) if r.status == "ok" else "-", _fmt(r.tflops, ".1f"), _fmt(r.ratio_cublas, ".2f"),
                  _fmt(r.ratio_cusparselt, ".2f")] + ([_fmt(r.ratio_baseline, ".2f")] if extra else [])
+        cells += [_fmt(r.ratio_own_ceiling, ".2f")] if roofline else []
         table.add_row(*cells, escape(note[:160]), style=style, end_section=False)
         previous = r.case
     console.print(table)

@@ -193,13 +193,15 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
                      warmup: int = 5, flush_l2: bool = False, paths=None, tune: bool = False, retune: bool = False,
                      tune_budget: float = DEFAULT_TUNE_BUDGET, search_budget: float = DEFAULT_SEARCH_BUDGET,
                      llm_tokens=LLM_TOKENS, baseline: str = "cuBLAS", device=None, validate: bool = False,
-                     console=None, progress: bool = True, cache: TuningCache | None = None) -> BenchResult:
+                     console=None, progress: bool = True, cache: TuningCache | None = None,
+                     ceilings: bool = False) -> BenchResult:
     """Run the comparison and return every result (printing and files are the caller's: :mod:`.report`).
 
     ``paths``: a subset of :data:`PATH_NAMES` (default all). ``shapes``: class names and
     :class:`vkcoop.bench.shapes.UserShape` objects. ``tune``: tune what the tuning cache lacks; ``retune``: tune
     again; both share ``tune_budget`` seconds; the library searches take up to ``search_budget`` seconds per
-    case. Bad arguments raise ValueError before any GPU work. A path that cannot run here is "skipped" with the
+    case. ``ceilings``: afterwards measure ``vkcoop bench peak``'s ceilings in this process and set each result's
+    ``ratio_own_ceiling`` (:mod:`vkcoop.bench.roofline`). Bad arguments raise ValueError before any GPU work. A path that cannot run here is "skipped" with the
     reason; one that fails its check is "failed" and not timed.
     """
     from . import report
@@ -230,4 +232,9 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
     environment["tuning"] = {"cache_dir": str(cache.root if cache else cache_dir()), "messages": cache.messages,
                              "stored": sorted(set(tuner.stored))}
     add_ratios(results, baseline)
+    if ceilings and not interrupted:
+        from .peak import ceilings as measure_ceilings
+        from .roofline import add_ceiling_ratios
+        environment["ceilings"] = measure_ceilings(device=device)
+        add_ceiling_ratios(results, environment["ceilings"])
     return BenchResult(results, environment, settings, interrupted)

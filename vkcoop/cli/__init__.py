@@ -15,6 +15,17 @@ from .errors import classify
 from .toolchain import add_shaders_parser, add_toolchain_parser
 
 
+def add_inspect_parser(sub) -> None:
+    from ..inspect import app
+
+    p = sub.add_parser("inspect", help="the machine code the NVIDIA driver built for a pipeline of ours",
+                       description="Create a pipeline of ours (a shader variant, a sample's cases, a benchmark GEMM) "
+                                   "with the driver's shader disk cache in a private folder, disassemble what the "
+                                   "driver compiled (nvdisasm) and report its instruction mix and registers.")
+    app.add_arguments(p)
+    p.set_defaults(func=app.run)
+
+
 def add_explain_parser(sub) -> None:
     from .. import explain_command
 
@@ -32,7 +43,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        if ("default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings
+                or action.default in ([], ())):
             return text
         if isinstance(action.default, (list, tuple)):   # comma lists, as they are typed
             return f"{text} (default: {','.join(str(v) for v in action.default)})"
@@ -66,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzz_parser(sub)
     add_demo_parser(sub)
     add_explain_parser(sub)
+    add_inspect_parser(sub)
     return parser
 
 

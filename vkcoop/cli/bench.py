@@ -56,7 +56,7 @@ def cmd_bench_sparse(args) -> int:
                                warmup=args.warmup, flush_l2=args.flush_l2, paths=args.paths, tune=args.tune,
                                retune=args.retune, tune_budget=args.tune_budget, search_budget=args.search_budget,
                                llm_tokens=args.llm_tokens, baseline=args.baseline, device=args.device,
-                               validate=args.validate, console=console)
+                               validate=args.validate, console=console, ceilings=args.ceilings)
     report.print_table(outcome)
     if outcome.interrupted:
         console.print("[yellow]interrupted: the table holds the paths measured so far[/yellow]")
@@ -144,6 +144,8 @@ def _add_sparse_parser(kinds) -> None:
     p.add_argument("--iters", type=positive_int, default=20, help="timed runs per path")
     p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed runs first")
     p.add_argument("--flush-l2", action="store_true", help="flush the L2 cache before every timed run")
+    p.add_argument("--ceilings", action="store_true",
+                   help="then measure the register-only and bandwidth ceilings (bench peak) and add x own ceiling")
     p.add_argument("--tune", action="store_true",
                    help="tune the paths whose configuration the tuning cache lacks for this device, and store the "
                         "winners")
@@ -163,6 +165,18 @@ def _add_sparse_parser(kinds) -> None:
                    help="write the x-baseline chart (log axis, one panel per shape class)")
     p.set_defaults(func=cmd_bench_sparse)
     _add_attention_parser(kinds)
+    _add_peak_parser(kinds)
+
+
+def _add_peak_parser(kinds) -> None:
+    from ..bench import peak
+
+    p = kinds.add_parser("peak", help="a measured roofline: register-only matrix throughput and memory bandwidth",
+                         description="Register-only throughput of each cooperative-matrix form and type the driver "
+                                     "lists (and, with CUDA, mma.sync / mma.sp / wgmma), and device-memory "
+                                     "bandwidth: the ceilings the GEMM paths are held to.")
+    peak.add_arguments(p)
+    p.set_defaults(func=peak.run)
 
 
 def _add_attention_parser(kinds) -> None:

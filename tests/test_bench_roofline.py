@@ -1,0 +1,41 @@
+"""The roofline column of bench sparse: each path against its own form's ceiling or the bandwidth."""
+from __future__ import annotations
+
+import pytest
+
+from vkcoop.bench import roofline
+from vkcoop.bench.measure import PathResult
+
+CEILINGS = {"vulkan": {"mma": {"coopmat2-workgroup": {"fp16->fp32": {"tflops": 600.0}}},
+                       "bandwidth": {"read": {"gb_per_s": 4000.0}}},
+            "cuda": {"mma": {"wgmma": {"fp16->fp32": {"tflops": 900.0}}, "wgmma.sp": {"fp16->fp32": {"tflops": 1800.0}}},
+                     "bandwidth": {"read": {"gb_per_s": 4500.0}}}}
+
+
+def test_bytes_moved_counts_a_in_its_format():
+    m = n = k = 64
+    dense = roofline.bytes_moved("vk-coopmat2-dense", m, n, k)
+    sparse = roofline.bytes_moved("vk-coopmat2-2:4", m, n, k)
+    assert dense == m * k * 2 + k * n * 2 + m * n * 4
+    assert dense - sparse == m * k * 2 - (m * k + m * (k // 32) * 4)   # A shrinks to 0.5625 of its bytes
+    assert roofline.bytes_moved("cuBLAS", m, n, k) == m * k * 2 + k * n * 2 + m * n * 2
+
+
+def test_square_cases_meet_the_form_ceiling_and_narrow_ones_the_bandwidth():
+    big = roofline.attainable_tflops("vk-coopmat2-dense", "fp16", 8192, 8192, 8192, CEILINGS)
+    assert big == pytest.approx(600.0)
+    narrow = roofline.attainable_tflops("vk-coopmat2-dense", "fp16", 8192, 32, 8192, CEILINGS)
+    flops, moved = 2.0 * 8192 * 32 * 8192, roofline.bytes_moved("vk-coopmat2-dense", 8192, 32, 8192)
+    assert narrow == pytest.approx(flops / moved * 4000e9 / 1e12) and narrow < 600
+    # the 2:4 path moves fewer bytes, so its memory-bound ceiling is higher
+    assert roofline.attainable_tflops("vk-coopmat2-2:4", "fp16", 8192, 32, 8192, CEILINGS) > narrow
+    assert roofline.attainable_tflops("vk-khr-subgroup", "fp16", 64, 64, 64, CEILINGS) is None   # not measured
+    assert roofline.attainable_tflops("cuSPARSELt", "bf16", 64, 64, 64, CEILINGS) is None
+
+
+def test_ratios_are_set_on_timed_results_only():
+    timed = PathResult("cuBLAS", "c", "fp16", "square", 8192, 8192, 8192, status="ok", tflops=450.0)
+    skipped = PathResult("cuBLAS", "c", "fp16", "square", 8192, 8192, 8192, status="skipped")
+    roofline.add_ceiling_ratios([timed, skipped], CEILINGS)
+    assert timed.ceiling_tflops == pytest.approx(900.0) and timed.ratio_own_ceiling == pytest.approx(0.5)
+    assert skipped.ratio_own_ceiling is None

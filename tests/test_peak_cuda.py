@@ -1,0 +1,65 @@
+"""The CUDA side of ``vkcoop bench peak`` (vkcoop.cuda.peak, kernels/peak.cu): work counts and check values
+without a GPU, the kernel names in the cubin this machine's nvcc builds, and (marked cuda) the measurement."""
+from __future__ import annotations
+
+import pytest
+
+from vkcoop.cuda import build
+from vkcoop.cuda import peak as cuda_peak
+
+
+def _form(form: str, types: str = "fp16->fp32"):
+    return next(f for f in cuda_peak.FORMS if f.form == form and f.types == types)
+
+
+def test_work_counts_instructions_times_dense_equivalent_shape():
+    mma = _form("mma.sync")
+    # 8 warps per block, 8 chains per warp, m16n8k16 per instruction.
+    assert mma.work(grid=3, iters=5) == 3 * 8 * 5 * 8 * 2 * 16 * 8 * 16
+    wgmma = _form("wgmma")
+    # 2 warpgroups per block, 4 wgmma m64n256k16 per iteration.
+    assert wgmma.work(grid=3, iters=5) == 3 * 2 * 5 * 4 * 2 * 64 * 256 * 16
+    sparse = _form("wgmma.sp")
+    assert sparse.work(grid=1, iters=1) == 2 * 4 * 2 * 64 * 256 * 32   # dense-equivalent K = 32
+    assert _form("mma.sp").k == 32 and _form("mma.sp").products == 16
+
+
+def test_check_values_follow_the_kernels_accumulators():
+    # mma: chain j (of 8) starts at j; each of a thread's 4 elements gains `products` per instruction.
+    assert _form("mma.sync").expected_sum(2) == sum(4 * (j + 2 * 16) for j in range(8))
+    assert _form("mma.sync", "s8->s32").expected_sum(2) == sum(4 * (j + 2 * 32) for j in range(8))
+    assert _form("mma.sp").expected_sum(3) == sum(4 * (j + 3 * 16) for j in range(8))
+    # wgmma: 128 fp32 accumulators per thread from 0, 4 wgmmas per iteration.
+    assert _form("wgmma").expected_sum(2) == 128 * 2 * 4 * 16
+    assert _form("wgmma.sp", "bf16->fp32").expected_sum(2) == 128 * 2 * 4 * 16
+    assert {f.ones for f in cuda_peak.FORMS} == {0x3C003C00, 0x3F803F80, 0x01010101}
+
+
+def test_every_form_names_a_kernel_of_peak_cu(tmp_path):
+    if build.find_nvcc() is None:
+        pytest.skip("nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)")
+    out = tmp_path / "peak.cubin"
+    build.nvcc_compile(build.KERNEL_DIR / "peak.cu", out)
+    data = out.read_bytes()
+    for name in [f.kernel for f in cuda_peak.FORMS] + ["peak_stream_read"]:
+        assert name.encode() + b"\0" in data, name
+
+
+def _cuda_or_reason():
+    from vkcoop import cuda
+    usable, why = cuda.available()
+    return None if usable else why
+
+
+_NO_CUDA = _cuda_or_reason()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(_NO_CUDA is not None, reason=f"CUDA paths unavailable: {_NO_CUDA}")
+def test_every_form_checks_and_times_on_the_gpu():
+    rows = cuda_peak.measure(target_ms=2.0, repeats=3, megabytes=256)
+    bad = [r for r in rows if r["status"] != "ok"]
+    assert not bad, bad
+    forms = {(r["form"], r["types"]) for r in rows if r["kind"] == "mma"}
+    assert forms == {(f.form, f.types) for f in cuda_peak.FORMS}
+    assert all(r["rate"] > 1.0 for r in rows)

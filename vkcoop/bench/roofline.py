@@ -1,0 +1,49 @@
+"""Each path against its own ceiling: a roofline from ``vkcoop bench peak`` measured in the same process.
+
+A path's attainable throughput is min(ceiling of its instruction form, arithmetic intensity x measured
+bandwidth): compute-bound cases are held to the register-only rate of the form the path issues (coopmat2
+workgroup scope, KHR subgroup scope, mma.sp, wgmma, wgmma.sp), memory-bound cases to the bytes they must move
+over the streaming-read bandwidth. ``ratio_own_ceiling`` is the measured TFLOP/s over that.
+"""
+from __future__ import annotations
+
+#: (API, instruction form in vkcoop.bench.peak) that bounds each path. cuBLAS and cuSPARSELt issue wgmma on
+#: Hopper; the Vulkan paths get what the driver emits for their matrices (HMMA, GPU_HOST.md).
+PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"), "vk-coopmat2-2:4": ("vulkan", "coopmat2-workgroup"),
+              "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
+              "cuda-wgmma.sp": ("cuda", "wgmma.sp"), "cuSPARSELt": ("cuda", "wgmma.sp"),
+              "torch-semi-structured": ("cuda", "wgmma.sp"), "cuBLAS": ("cuda", "wgmma")}
+#: Paths that read A in the 2:4 format: half the values plus one 32-bit metadata word per 32 columns.
+SPARSE_A = {"vk-coopmat2-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "torch-semi-structured"}
+#: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.
+C_BYTES = {"vulkan": 4, "cuda": 2}
+
+
+def bytes_moved(path: str, m: int, n: int, k: int) -> int:
+    """The bytes a GEMM must read and write at least once: A (dense fp16/bf16 or 2:4), B, C."""
+    a = m * k * 2 if path not in SPARSE_A else m * k + m * (k // 32) * 4
+    return a + k * n * 2 + m * n * C_BYTES[PATH_FORMS[path][0]]
+
+
+def attainable_tflops(path: str, dtype: str, m: int, n: int, k: int, ceilings: dict) -> float | None:
+    """min(form ceiling, intensity x bandwidth) in TFLOP/s; None where the ceilings lack this path's form."""
+    if path not in PATH_FORMS:
+        return None
+    api, form = PATH_FORMS[path]
+    measured = ceilings.get(api, {})
+    peak = measured.get("mma", {}).get(form, {}).get(f"{dtype}->fp32")
+    bandwidth = measured.get("bandwidth", {}).get("read")
+    if peak is None or bandwidth is None:
+        return None
+    intensity = 2.0 * m * n * k / bytes_moved(path, m, n, k)          # FLOP per byte
+    return min(peak["tflops"], intensity * bandwidth["gb_per_s"] * 1e9 / 1e12)
+
+
+def add_ceiling_ratios(results, ceilings: dict) -> None:
+    """Set ``ratio_own_ceiling`` (and ``ceiling_tflops``) on every timed result."""
+    for r in results:
+        if r.tflops is None:
+            continue
+        attainable = attainable_tflops(r.path, r.dtype, r.m, r.n, r.k, ceilings)
+        if attainable:
+            r.ceiling_tflops, r.ratio_own_ceiling = attainable, r.tflops / attainable

@@ -1,0 +1,144 @@
+"""``vkcoop inspect``: the command line around :func:`vkcoop.inspect.core.inspect_pipeline`.
+
+Exit status: 0 reported; 2 bad input (before any device work, or refused when the pipeline was built);
+3 something needed is missing (zstandard, nvdisasm, an NVIDIA driver, the device's features, or a cache the
+reader understands), said in one line; 1 the pipeline process failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import core, targets
+
+_WIDTH_COLUMNS = (8, 16, 32, 64, 128)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--shader", help="a shader under shaders/, e.g. gemm/coopmat2_gemm.comp")
+    what.add_argument("--sample", help="every pipeline of a sample's cases (vkcoop list)")
+    what.add_argument("--gemm", help="the pipelines vkcoop bench sparse builds for a Vulkan path: "
+                                     + ", ".join(sorted(targets.GEMM_PATHS)))
+    parser.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="--shader: one declared @variants combination")
+    parser.add_argument("--spec", action="append", default=[], metavar="ID=VALUE",
+                        help="--shader: a specialization constant by constant_id or name")
+    parser.add_argument("--feature", action="append", default=[], help="--shader: another device feature to enable")
+    parser.add_argument("--subgroup-size", type=int, default=None, help="--shader: required subgroup size")
+    parser.add_argument("--case", default=None, help="--sample: only this case")
+    parser.add_argument("--dtype", default="fp16", help="--gemm: fp16 or bf16")
+    parser.add_argument("--shape", default="square", help="--gemm: square or llm")
+    parser.add_argument("--config", type=int, default=0, help="--gemm: index into the path's tuning list")
+    parser.add_argument("--device", default=None, help="Vulkan device index or name")
+    parser.add_argument("--json", dest="json_path", default=None, help="write the report as JSON")
+    parser.add_argument("--sass", dest="sass_path", default=None, help="write the full nvdisasm listing")
+    parser.add_argument("--cache-dir", default=None, help="keep the driver's cache files here (a new or empty "
+                                                            "directory)")
+    parser.add_argument("--nvdisasm", default=None, help="path of nvdisasm (default: PATH, CUDA_HOME)")
+    parser.add_argument("--raw-arch", default="SM90", help="nvdisasm --binary architecture for raw blobs")
+    parser.add_argument("--no-executables", action="store_true",
+                        help="skip the VK_KHR_pipeline_executable_properties query")
+
+
+def target_from_args(args) -> targets.Target:
+    if args.shader:
+        return targets.shader_target(args.shader, args.define, args.spec, args.feature, args.subgroup_size)
+    if args.sample:
+        return targets.sample_target(args.sample, args.case)
+    return targets.gemm_target(args.gemm, args.dtype, args.shape, args.config)
+
+
+def _counts(counter, keys) -> str:
+    return "/".join(str(counter.get(k, 0)) for k in keys)
+
+
+def _top(counter, limit: int = 3) -> str:
+    return ", ".join(f"{name} x{count}" for name, count in counter.most_common(limit)) or "-"
+
+
+def print_report(result: core.InspectResult, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=None if sys.stdout.isatty() else 180)
+    device = result.device
+    table = Table(title=f"vkcoop inspect: {result.target} on {device.get('name')} (driver "
+                        f"{device.get('driver_version')}); static instruction counts")
+    for column in ("object / kernel", "regs", "smem", "instr", "MMA", "LDG 8/16/32/64/128", "STG 16/32/64/128",
+                   "LDS/LDSM/STS", "async copy", "BAR", "LDL/STL"):
+        table.add_column(column, overflow="fold")
+    for obj in result.objects:
+        for kernel in obj.kernels:
+            mix = kernel.mix
+            regs = kernel.registers if kernel.registers is not None else kernel.registers_listing
+            table.add_row(f"{obj.kind}@{obj.source}\n{kernel.name or '(raw)'}", str(regs if regs is not None else "?"),
+                          str(kernel.shared_bytes), str(mix.total), _top(mix.mma),
+                          _counts(mix.global_loads, _WIDTH_COLUMNS), _counts(mix.global_stores, _WIDTH_COLUMNS[1:]),
+                          _counts(mix.shared, ("LDS", "LDSM", "STS")), _top(mix.async_copies, 2),
+                          str(sum(mix.barriers.values())), _counts(mix.spills, ("LDL", "STL")))
+    console.print(table)
+    top_loads = _top(result.total_mix.global_load_forms, 4)
+    console.print(f"global load forms: {top_loads}")
+    cache = result.cache
+    console.print(f"[dim]cache: {cache['files']} file(s), {cache['frames']} zstd frame(s), objects {cache['objects']}; "
+                  f"pipelines built: {', '.join(p['label'] for p in result.pipelines)}[/]")
+    print_executables(result.executables, console)
+
+
+def print_executables(executables: list, console) -> None:
+    from rich.table import Table
+    rows = [(e["pipeline"], x["name"], s["name"], s["value"]) for e in executables if e.get("available")
+            for x in e["executables"] for s in x["statistics"]]
+    missing = {e.get("reason") for e in executables if not e.get("available")}
+    if rows:
+        table = Table(title="VK_KHR_pipeline_executable_properties")
+        for column in ("pipeline", "executable", "statistic", "value"):
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(str(v) for v in row))
+        console.print(table)
+    for reason in sorted(r for r in missing if r):
+        console.print(f"[dim]pipeline executable properties: {reason}[/]")
+
+
+def _write(path: str, text: str) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    print(f"wrote {target}")
+
+
+def run(args) -> int:
+    try:
+        target = target_from_args(args)
+    except targets.TargetError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        result = core.inspect_pipeline(target, device=args.device, executables=not args.no_executables,
+                                       cache_dir=args.cache_dir, nvdisasm=args.nvdisasm, raw_arch=args.raw_arch)
+    except core.InspectInputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except core.InspectUnavailable as error:
+        print(f"unavailable: {error}", file=sys.stderr)
+        return 3
+    except core.InspectFailed as error:
+        print(f"failed: {error}", file=sys.stderr)
+        return 1
+    print_report(result)
+    if args.json_path:
+        _write(args.json_path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+    if args.sass_path:
+        _write(args.sass_path, result.listing())
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vkcoop.inspect",
+                                     description="the machine code the NVIDIA driver built for a vkcoop pipeline")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

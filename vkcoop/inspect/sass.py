@@ -1,0 +1,176 @@
+"""Disassembling with ``nvdisasm`` and counting what the listing holds.
+
+An nvdisasm listing puts each kernel under a ``.text.<name>`` section, with ``.sectioninfo @"SHI_REGISTERS=n"``
+in its header, and one instruction per line::
+
+        /*0040*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*0050*/              @!P0 LDG.E.U16.STRONG.SM R2, desc[UR4][R2.64] ;
+
+:func:`parse_listing` reads the mnemonic (with its modifiers) of every instruction line, per kernel, and
+:func:`instruction_mix` sorts them into the classes issue 13 asks about. The counts are static (instructions
+in the code), not executed instructions.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:\{\s*)?(?:@!?U?P[0-7T]\s+)?"
+                          r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)(?=[\s;])")
+_SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
+_REGISTERS = re.compile(r'\.sectioninfo\s+@"SHI_REGISTERS=(\d+)"')
+_TEXT_LABEL = re.compile(r"^\.text\.(\S+):\s*$")
+
+#: Matrix-multiply opcodes (Volta to Hopper): their modifiers name the shape and types.
+MMA_OPCODES = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BGMMA", "DMMA", "QMMA", "OMMA")
+#: Access widths in bits named by a load/store modifier; a load without one moves 32 bits.
+_WIDTHS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "32": 32, "64": 64, "128": 128}
+SHARED_OPCODES = ("LDS", "LDSM", "STS", "STSM")
+BARRIER_OPCODES = ("BAR", "BARRIER", "WARPSYNC", "DEPBAR", "LDGDEPBAR", "ARRIVES", "SYNCS")
+SPILL_OPCODES = ("LDL", "STL")
+
+
+class DisassemblerMissing(RuntimeError):
+    """nvdisasm was not found."""
+
+
+class DisassemblyError(RuntimeError):
+    """nvdisasm ran and failed."""
+
+
+@dataclass
+class KernelListing:
+    name: str
+    registers: int | None = None
+    mnemonics: list[str] = field(default_factory=list)
+
+
+def parse_listing(text: str) -> list[KernelListing]:
+    """Kernels of a listing, in order; instructions outside any ``.text.`` section go to a kernel named ``""``
+    (a raw ``--binary`` disassembly has no sections)."""
+    kernels: list[KernelListing] = []
+    current: KernelListing | None = None
+    for line in text.splitlines():
+        section = _SECTION.match(line) or _TEXT_LABEL.match(line.strip())
+        if section:
+            name = section.group(1)
+            if current is None or current.name != name:
+                current = KernelListing(name)
+                kernels.append(current)
+            continue
+        registers = _REGISTERS.search(line)
+        if registers and current is not None:
+            current.registers = int(registers.group(1))
+            continue
+        instruction = _INSTRUCTION.match(line)
+        if instruction:
+            if current is None:
+                current = KernelListing("")
+                kernels.append(current)
+            current.mnemonics.append(instruction.group(2))
+    return kernels
+
+
+def access_width(mnemonic: str) -> int:
+    """Bits one thread moves in a load/store mnemonic (``LDG.E.U16.STRONG.SM`` -> 16, ``LDG.E.128`` -> 128,
+    ``LDG.E.LTC128B.64`` -> 64: cache hints such as LTC128B are not widths)."""
+    widths = [_WIDTHS[m] for m in mnemonic.split(".")[1:] if m in _WIDTHS]
+    return widths[-1] if widths else 32
+
+
+@dataclass
+class InstructionMix:
+    """Static instruction counts of one kernel (or of several, added up)."""
+    total: int = 0
+    opcodes: Counter = field(default_factory=Counter)          # base opcode -> count
+    mma: Counter = field(default_factory=Counter)              # full MMA mnemonic (shape, types) -> count
+    global_loads: Counter = field(default_factory=Counter)     # width in bits -> count (LDG)
+    global_load_forms: Counter = field(default_factory=Counter)  # full LDG mnemonic -> count
+    global_stores: Counter = field(default_factory=Counter)    # width in bits -> count (STG)
+    shared: Counter = field(default_factory=Counter)           # LDS/LDSM/STS/STSM -> count
+    async_copies: Counter = field(default_factory=Counter)     # full LDGSTS / UTMALDG / UBLKCP mnemonic -> count
+    barriers: Counter = field(default_factory=Counter)         # full barrier mnemonic -> count
+    spills: Counter = field(default_factory=Counter)           # LDL / STL -> count
+
+    def add(self, mnemonic: str) -> None:
+        base = mnemonic.split(".")[0]
+        self.total += 1
+        self.opcodes[base] += 1
+        if base in MMA_OPCODES:
+            self.mma[mnemonic] += 1
+        elif base == "LDG":
+            self.global_loads[access_width(mnemonic)] += 1
+            self.global_load_forms[mnemonic] += 1
+        elif base == "STG":
+            self.global_stores[access_width(mnemonic)] += 1
+        elif base in SHARED_OPCODES:
+            self.shared[base] += 1
+        elif base in ("LDGSTS", "UTMALDG", "UBLKCP"):
+            self.async_copies[mnemonic] += 1
+        elif base in BARRIER_OPCODES:
+            self.barriers[mnemonic] += 1
+        elif base in SPILL_OPCODES:
+            self.spills[base] += 1
+
+    def merge(self, other: "InstructionMix") -> "InstructionMix":
+        merged = InstructionMix()
+        for name in self.__dataclass_fields__:
+            if name == "total":
+                merged.total = self.total + other.total
+            else:
+                setattr(merged, name, getattr(self, name) + getattr(other, name))
+        return merged
+
+    def to_dict(self) -> dict:
+        out = {"total": self.total}
+        for name in self.__dataclass_fields__:
+            if name != "total":
+                out[name] = {str(k): v for k, v in sorted(getattr(self, name).items(), key=lambda kv: str(kv[0]))}
+        return out
+
+
+def instruction_mix(mnemonics) -> InstructionMix:
+    mix = InstructionMix()
+    for mnemonic in mnemonics:
+        mix.add(mnemonic)
+    return mix
+
+
+# --------------------------------------------------------------------------------------------- nvdisasm
+def find_nvdisasm() -> str | None:
+    """nvdisasm on PATH, else beside the nvcc :func:`vkcoop.cuda.build.find_nvcc` finds (the toolkit's bin)."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    from ..cuda.build import find_nvcc
+    nvcc = find_nvcc()
+    for directory in ([Path(nvcc).parent, Path(nvcc).resolve().parent] if nvcc else []):
+        if (directory / "nvdisasm").is_file():
+            return str(directory / "nvdisasm")
+    return None
+
+
+def disassemble(data: bytes, *, raw_arch: str | None = None, nvdisasm: str | None = None,
+                timeout_s: float = 120.0) -> str:
+    """The nvdisasm listing of a cubin (``raw_arch=None``) or of a raw code blob (``raw_arch="SM90"``)."""
+    tool = nvdisasm or find_nvdisasm()
+    if tool is None:
+        raise DisassemblerMissing("nvdisasm not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin); "
+                                  "it comes with the CUDA toolkit")
+    with tempfile.TemporaryDirectory(prefix="vkcoop-sass-") as tmp:
+        path = Path(tmp) / ("code.bin" if raw_arch else "code.cubin")
+        path.write_bytes(data)
+        command = [tool, *(["--binary", raw_arch] if raw_arch else []), str(path)]
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise DisassemblyError(f"{' '.join(command[:-1])} timed out after {timeout_s:.0f} s") from None
+    if proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip().splitlines()
+        raise DisassemblyError(f"nvdisasm exit {proc.returncode}: {message[0] if message else 'no output'}")
+    return proc.stdout
