@@ -2,7 +2,7 @@
 # The GPU minutes of issue 13's instruments, on the GPU host, from the repository root:
 #
 #   source scripts/gpu_env.sh          # loader, toolchain, wheels (zstandard among them: see below)
-#   bash benchmarks/gpu-next-session.sh [STEP ...]     # default: every step, in this order
+#   bash benchmarks/gpu-next-session-instruments.sh [STEP ...]     # default: every step, in this order
 #
 # Steps: facts peak inspect-dense inspect-dense-llm inspect-2to4 inspect-2to4-llm inspect-peak tests.
 # Logs, JSON, SASS listings and the driver's raw cache files go to $OUT (default out/gpu-next-session); each
