@@ -7,7 +7,8 @@
 #   verify            issue 10: the gpu/cuda/vulkan tests, `vkcoop run --all --validate`, and a bench sparse run
 #                     at 8192 (square, llm with N=32) to hold against docs/results/h200
 #   explain           issue 15: `vkcoop explain --check` on a MirrorRepeat layout with a unit dimension (F2)
-#   staged            issue 13: the staged coopmat2 GEMM's bit-exact test, then it against the direct kernel
+#   staged            issue 13: the staged dense and 2:4 GEMMs' bit-exact tests, then each against the direct
+#                     kernels on 8192^3 and 8192x32x8192
 #   instruments [S]   issue 13: bench peak and inspect (benchmarks/gpu-next-session-instruments.sh, steps S)
 #   bench S           issue 14: benchmarks/gpu-next-session-bench.sh S (check, facts, tune, run, mlp, compare)
 #   attention S [T]   issue 16: benchmarks/gpu-next-session-attention.sh S [T] (run, tests, targets, bench)
@@ -50,7 +51,12 @@ case "$step" in
     run test "$py" -m pytest -q -p no:cacheprovider -m gpu -k staged tests/test_samples_gemm.py
     run explore "$py" -m vkcoop.bench.explore --json "$work/staged.json" \
       --job staged/fp16/8192,8192,8192/256:128x128x32u2g8,128:128x128x32u2g8,128:64x64x32u2g8 \
-      --job dense/fp16/8192,8192,8192/256:128x256x32u8g8,256:128x128x32u2g8 ;;
+      --job dense/fp16/8192,8192,8192/256:128x256x32u8g8,256:128x128x32u2g8 \
+      --job staged24/fp16/8192,8192,8192/256:128x128x32u2g8,128:64x64x64u2g8 \
+      --job sparse/fp16/8192,8192,8192/256:128x256x32u8g8i1 \
+      --job staged24/fp16/8192,32,8192/128:64x32x64u2g1,64:32x32x64u2g1 \
+      --job sparse/fp16/8192,32,8192/64:32x32x128u2g1s2i4c \
+      --job dense/fp16/8192,32,8192/64:32x32x128u2g1s2c ;;
   instruments)
     run instruments bash benchmarks/gpu-next-session-instruments.sh "$@" ;;
   bench)

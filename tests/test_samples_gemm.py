@@ -16,7 +16,7 @@ from support import toolchain_or_skip
 FLEX = H200_CAPS.flexible
 KHR = H200_CAPS.khr
 GEMM_SHADERS = ["gemm/coopmat2_gemm.comp", "gemm/khr_shmem_gemm.comp", "gemm/coopmat2_sparse24.comp",
-                "gemm/coopmat2_staged_gemm.comp",
+                "gemm/coopmat2_staged_gemm.comp", "gemm/coopmat2_staged_sparse24.comp",
                 "gemm/l2_flush.comp"]
 
 
@@ -516,3 +516,38 @@ def test_staged_kernel_is_bit_exact_on_the_gpu(types):
             with kernels.StagedCoopMat2Gemm(device, types, tile) as staged:
                 got = staged.run(a, b)
             assert np.array_equal(got, kernels.reference_gemm(a, b, kernels.gemm_types(types).output_dtype)), tile
+
+
+def test_staged_sparse_kernel_launch_and_its_limits():
+    tile = kernels.WorkgroupTile(128, 64, 64, 64)
+    kernel = kernels.StagedSparse24Kernel("bf16", tile)
+    a, b = kernels.exact_inputs("bf16->fp32", 100, 48, 192, seed=6)
+    compressed = sparse24.compress_2to4(a)
+    (dispatch,) = kernel.launch(compressed.values, compressed.metadata, b).dispatches
+    assert dispatch.shader == "gemm/coopmat2_staged_sparse24.comp" and dispatch.defines == {"GEMM_TYPES": "BF16_F32"}
+    assert dispatch.buffers == ("values", "metadata", "B", "C") and dispatch.groups == (2 * 1, 1, 1)
+    assert [int(v) for v in dispatch.push] == [100, 48, 192, 48, 48]
+    with pytest.raises(kernels.GemmInputError, match="not the 2:4 format"):
+        kernel.launch(compressed.values, compressed.metadata[:, :2], b)
+    with pytest.raises(kernels.GemmInputError, match="N a multiple of 8"):
+        kernel.launch(compressed.values, compressed.metadata, b[:, :44])
+    with pytest.raises(kernels.GemmInputError, match="multiple of 32"):
+        kernels.StagedSparse24Kernel("fp16", kernels.WorkgroupTile(128, 64, 64, 16))
+    with pytest.raises(kernels.GemmInputError, match="dtype='fp32'"):
+        kernels.StagedSparse24Kernel("fp32", tile)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_staged_sparse_kernel_is_bit_exact_on_the_gpu(dtype):
+    """Not yet run anywhere (written without a GPU): the first GPU session runs it before timing the kernel."""
+    from vkcoop import vk
+    types = kernels.accumulating_types(dtype)
+    with vk.Device(features=kernels.features_for("coopmat2", types)) as device:
+        for tile in (kernels.WorkgroupTile(256, 128, 128, 32), kernels.WorkgroupTile(128, 64, 64, 64)):
+            a, b = kernels.exact_inputs(types, 300, 136, 256, seed=12)
+            compressed = sparse24.compress_2to4(a)
+            with kernels.StagedSparse24Gemm(device, dtype, tile) as staged:
+                got = staged.run(compressed.values, compressed.metadata, b)
+            assert np.array_equal(got, kernels.sparse24_reference(compressed.values, compressed.metadata, b)), tile

@@ -6,9 +6,9 @@ One process, many jobs, so every number of a sweep comes from the same device st
                                    --job sparse/fp16/8192,32,8192/256:64x32x128u2s4i4c
 
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
-fp16 accumulation), ``sparse`` (the 2:4 decode path) or ``staged`` (the experimental shared-memory-staged
-coopmat2 kernel, fp32 accumulation). A configuration is a
-:class:`vkcoop.gemm.paths.VulkanConfig` label, ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][sgSUBGROUPS_M]
+fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experimental shared-memory-staged coopmat2
+kernel, fp32 accumulation) or ``staged24`` (the same with A in the 2:4 format, expanded on the way). A
+configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label, ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][sgSUBGROUPS_M]
 [pN_PARTS][iMETA_WORDS][c]``: ``sg`` selects subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
 interleaved 2:4 layout (sparse only), ``c`` column-major B. Each configuration is checked against the reference
 before it is timed, and the first configuration of each job is timed again at its end (``repeat``), which
@@ -26,7 +26,7 @@ from .. import gemm
 from ..gemm.paths import parse_config
 from ..gemm.path import GemmOperands, GemmProblem
 
-KERNELS = ("dense", "dense16", "sparse", "staged")
+KERNELS = ("dense", "dense16", "sparse", "staged", "staged24")
 
 
 def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
@@ -46,13 +46,15 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
 
 
 def _kernel(device, flexible, kernel_kind, dtype, config):
+    if kernel_kind.startswith("staged") and (config.b_column_major or config.meta_words):
+        raise ValueError(f"{config.label()}: the staged kernels read row-major B and take no interleaving")
+    if kernel_kind == "staged24":
+        return gemm.StagedSparse24Gemm(device, dtype, config.tile, flexible=flexible)
     if kernel_kind == "sparse":
         return gemm.Sparse24Gemm(device, dtype, config.tile, b_column_major=config.b_column_major,
                                  flexible=flexible, meta_words=config.meta_words)
     types = "fp16->fp16" if kernel_kind == "dense16" else gemm.accumulating_types(dtype)
     if kernel_kind == "staged":
-        if config.b_column_major or config.meta_words:
-            raise ValueError(f"{config.label()}: the staged kernel reads row-major B and dense A")
         return gemm.StagedCoopMat2Gemm(device, types, config.tile, flexible=flexible)
     return gemm.CoopMat2Gemm(device, types, config.tile, b_column_major=config.b_column_major, flexible=flexible)
 
@@ -63,7 +65,7 @@ def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters
     kernel = _kernel(device, flexible, kernel_kind, operands.problem.dtype, config)
     try:
         b = kernel.kernel.store_b(operands.b)
-        if kernel_kind == "sparse":
+        if kernel_kind in ("sparse", "staged24"):
             kernel.bind(operands.compressed.values, operands.compressed.metadata, b)
         else:
             kernel.bind(operands.pruned, b)

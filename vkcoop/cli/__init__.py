@@ -6,33 +6,14 @@ import argparse
 import os
 import sys
 
-from .. import __version__
+from .. import __version__, explain_command
+from ..inspect import app as inspect_app
 from .bench import add_bench_parser, add_fuzz_parser
-from .common import EXIT_CODES_HELP, CliError, Exit, err_console
+from .common import EXIT_CODES_HELP, CliError, Exit, add_module_command, err_console
 from .demo import add_demo_parser
 from .device import add_device_parsers
 from .errors import classify
 from .toolchain import add_shaders_parser, add_toolchain_parser
-
-
-def add_inspect_parser(sub) -> None:
-    from ..inspect import app
-
-    p = sub.add_parser("inspect", help="the machine code the NVIDIA driver built for a pipeline of ours",
-                       description="Create a pipeline of ours (a shader variant, a sample's cases, a benchmark GEMM) "
-                                   "with the driver's shader disk cache in a private folder, disassemble what the "
-                                   "driver compiled (nvdisasm) and report its instruction mix and registers.")
-    app.add_arguments(p)
-    p.set_defaults(func=app.run)
-
-
-def add_explain_parser(sub) -> None:
-    from .. import explain_command
-
-    p = sub.add_parser("explain", help="see what a tensor layout and view do to each matrix cell",
-                       description=explain_command.DESCRIPTION)
-    explain_command.add_arguments(p)
-    p.set_defaults(func=explain_command.run)
 
 #: Commands that compile shaders, so they need the toolchain first.
 NEEDS_TOOLCHAIN = {"shaders", "run", "bench", "fuzz", "demo"}
@@ -77,8 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_fuzz_parser(sub)
     add_demo_parser(sub)
-    add_explain_parser(sub)
-    add_inspect_parser(sub)
+    add_module_command(sub, "explain", explain_command, "see what a tensor layout and view do to each matrix cell",
+                       explain_command.DESCRIPTION)
+    add_module_command(sub, "inspect", inspect_app, "the machine code the NVIDIA driver built for a pipeline of ours",
+                       "Create a pipeline of ours (a shader variant, a sample's cases, a benchmark GEMM) with the "
+                       "driver's shader disk cache in a private folder, disassemble what the driver compiled "
+                       "(nvdisasm) and report its instruction mix and registers.")
     return parser
 
 

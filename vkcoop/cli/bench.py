@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import (Exit, CliError, add_device_argument, check_device, choice_list, console, emit_json,
-                     err_console, non_negative_int, output_path, positive_int, size_list, wrote)
+from ..bench import attention, peak
+from .common import (CliError, Exit, add_device_argument, add_module_command, check_device, choice_list, console,
+                     emit_json, err_console, non_negative_int, output_path, positive_int, size_list, wrote)
 
 
 # --- bench ---------------------------------------------------------------------------------------------------
@@ -164,29 +165,13 @@ def _add_sparse_parser(kinds) -> None:
     p.add_argument("--plot", dest="plot_path", metavar="FILE.png",
                    help="write the x-baseline chart (log axis, one panel per shape class)")
     p.set_defaults(func=cmd_bench_sparse)
-    _add_attention_parser(kinds)
-    _add_peak_parser(kinds)
-
-
-def _add_peak_parser(kinds) -> None:
-    from ..bench import peak
-
-    p = kinds.add_parser("peak", help="a measured roofline: register-only matrix throughput and memory bandwidth",
-                         description="Register-only throughput of each cooperative-matrix form and type the driver "
-                                     "lists (and, with CUDA, mma.sync / mma.sp / wgmma), and device-memory "
-                                     "bandwidth: the ceilings the GEMM paths are held to.")
-    peak.add_arguments(p)
-    p.set_defaults(func=peak.run)
-
-
-def _add_attention_parser(kinds) -> None:
-    from ..bench import attention
-
-    p = kinds.add_parser("attention", help="the coopmat2 flash-attention kernel against torch SDPA's backends",
-                         description="The coopmat2 flash-attention kernel and every torch SDPA backend on the same "
-                                     "inputs, prefill and decode shapes: each is checked, then timed.")
-    attention.add_arguments(p)
-    p.set_defaults(func=attention.run)
+    add_module_command(kinds, "attention", attention, "the coopmat2 flash-attention kernel against torch SDPA's backends",
+                       "The coopmat2 flash-attention kernel and every torch SDPA backend on the same inputs, prefill "
+                       "and decode shapes: each is checked, then timed.")
+    add_module_command(kinds, "peak", peak, "a measured roofline: register-only matrix throughput and memory bandwidth",
+                       "Register-only throughput of each cooperative-matrix form and type the driver lists (and, "
+                       "with CUDA, mma.sync / mma.sp / wgmma), and device-memory bandwidth: the ceilings the GEMM "
+                       "paths are held to.")
 
 
 def add_bench_parser(sub) -> None:

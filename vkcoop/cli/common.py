@@ -147,3 +147,11 @@ def check_device(device) -> None:
         raise CliError(str(error), "pick one from `vkcoop info --all`", Exit.ENVIRONMENT) from None
     except vk.VulkanError as error:
         raise CliError(f"no Vulkan: {error}", "install a Vulkan loader and driver", Exit.ENVIRONMENT) from None
+
+
+def add_module_command(sub, name: str, module, help: str, description: str):
+    """A command whose options and behaviour live in ``module`` (``add_arguments(parser)``, ``run(args)``)."""
+    parser = sub.add_parser(name, help=help, description=description)
+    module.add_arguments(parser)
+    parser.set_defaults(func=module.run)
+    return parser

@@ -22,6 +22,7 @@ KHR_SHADER = "gemm/khr_shmem_gemm.comp"
 SPARSE24_SHADER = "gemm/coopmat2_sparse24.comp"
 SPLIT_K_REDUCE_SHADER = "gemm/splitk_reduce.comp"
 STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
+STAGED_SPARSE24_SHADER = "gemm/coopmat2_staged_sparse24.comp"
 REDUCE_WORKGROUP = 256  # local_size_x of splitk_reduce.comp
 
 
@@ -299,3 +300,46 @@ class StagedKernel(_SharedMemoryKernel):
                           "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
         tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
         return self._one_dispatch(a, b, m, n, k, specialization, (tiles, 1, 1), {})
+
+
+class StagedSparse24Kernel(StagedKernel):
+    """coopmat2_staged_sparse24.comp, an experiment: the staged kernel with A read in vkcoop's 2:4 format and
+    expanded to dense rows on its way into shared memory (16 columns per 128-bit load of values)."""
+    shader = STAGED_SPARSE24_SHADER
+    what = "staged 2:4"
+
+    def __init__(self, dtype: str, tile: WorkgroupTile):
+        if dtype not in SPARSE24_TYPES:
+            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        super().__init__(GEMM_TYPES[SPARSE24_TYPES[dtype][1]], tile)
+        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
+            raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
+                                 "each invocation must expand a whole number of 16-column groups")
+        self.dtype = dtype
+        self.name = f"coopmat2 staged 2:4 {dtype} {tile.label()}"
+
+    def template_launch(self) -> Launch:
+        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
+        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
+
+    def launch(self, values, metadata, b) -> Launch:
+        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
+        t = self.types
+        values = check_matrix("values", values, t.input_dtype)
+        metadata = check_matrix("metadata", metadata, np.dtype(np.uint32))
+        b = check_matrix("B", b, t.input_dtype)
+        m, k = values.shape[0], 2 * values.shape[1]
+        if k % sparse24.K_ALIGNMENT or metadata.shape != (m, k // sparse24.K_ALIGNMENT):
+            raise GemmInputError(f"values {values.shape} and metadata {metadata.shape} are not the 2:4 format of an "
+                                 f"[M][K] matrix with K a multiple of {sparse24.K_ALIGNMENT}")
+        if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
+            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
+                                 f"{t.elements_per_16_bytes}")
+        n, tile = b.shape[1], self.tile
+        specialization = {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
+                          "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
+        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, ("values", "metadata", "B", "C"),
+                            (-(-m // tile.tile_m) * -(-n // tile.tile_n), 1, 1), _u32(m, n, k, n, n))
+        return Launch([dispatch], {"values": values, "metadata": metadata, "B": b}, {"C": ((m, n), t.output_dtype)},
+                      "C", (m, n, k))
+

@@ -12,7 +12,8 @@ import time
 import numpy as np
 
 from .. import shaders as shader_catalog
-from .launch import CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel, StagedKernel
+from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel, StagedKernel,
+                     StagedSparse24Kernel)
 from .tiles import SubgroupTile, WorkgroupTile, check_workgroup_tile
 from .types import GemmInputError
 
@@ -195,17 +196,11 @@ class CoopMat2Gemm(_TwoOperandGemm):
         super().__init__(device, kernel)
 
 
-class Sparse24Gemm(VulkanGemm):
-    """The Vulkan 2:4 path: C (fp32) = decompress(values, metadata) @ B with a decode-function tensor load."""
-
-    def __init__(self, device, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False, flexible=None,
-                 meta_words: int = 0):
-        kernel = Sparse24Kernel(dtype, tile, b_column_major=b_column_major, meta_words=meta_words)
-        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
-        super().__init__(device, kernel)
+class _CompressedGemm(VulkanGemm):
+    """A GEMM whose A arrives in vkcoop's 2:4 format: ``bind(values, metadata, B)``, ``run(values, metadata, B)``."""
 
     def bind(self, values, metadata, b):
-        """values [M][K/2] and metadata [M][K/32] uint32 (vkcoop.sparse format), B [K][N] or [N][K]."""
+        """values [M][K/2] and metadata [M][K/32] uint32 (vkcoop.sparse format), B in the kernel's layout."""
         return self.bind_launch(self.kernel.launch(values, metadata, b))
 
     def run(self, values, metadata, b) -> np.ndarray:
@@ -215,6 +210,16 @@ class Sparse24Gemm(VulkanGemm):
             return self.result()
         finally:
             self.release()
+
+
+class Sparse24Gemm(_CompressedGemm):
+    """The Vulkan 2:4 path: C (fp32) = decompress(values, metadata) @ B with a decode-function tensor load."""
+
+    def __init__(self, device, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False, flexible=None,
+                 meta_words: int = 0):
+        kernel = Sparse24Kernel(dtype, tile, b_column_major=b_column_major, meta_words=meta_words)
+        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
+        super().__init__(device, kernel)
 
 
 class KhrSharedMemoryGemm(_TwoOperandGemm):
@@ -235,3 +240,15 @@ class StagedCoopMat2Gemm(_TwoOperandGemm):
         check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
         kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
         super().__init__(device, kernel)
+
+
+class StagedSparse24Gemm(_CompressedGemm):
+    """The staged 2:4 experiment (:class:`vkcoop.gemm.launch.StagedSparse24Kernel`): A expanded from the 2:4
+    format into shared memory, then workgroup-scope matrix loads; B row-major."""
+
+    def __init__(self, device, dtype: str, tile: WorkgroupTile, *, flexible=None):
+        kernel = StagedSparse24Kernel(dtype, tile)
+        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
+        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
+        super().__init__(device, kernel)
+
