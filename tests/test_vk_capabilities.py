@@ -43,7 +43,7 @@ def test_side_ffi_layouts_follow_vk_xml():
 
 
 def test_struct_chain_links_by_address_across_ffis():
-    from vkcoop.vk._chain import StructChain
+    from vkcoop.vk.chain import StructChain
 
     chain = StructChain("VkPhysicalDeviceFeatures2", "VkPhysicalDeviceVulkan13Features",
                         "VkPhysicalDeviceCooperativeMatrix2FeaturesNV", "VkPhysicalDeviceShaderBfloat16FeaturesKHR")

@@ -16,7 +16,7 @@ import vulkan as vk
 
 from ..vk import coopmat2_ffi as side
 from ..vk import features as feature_registry
-from ..vk._chain import StructChain, ffi_for  # the runtime's own pNext chain builder, reused as is
+from ..vk.chain import StructChain, ffi_for  # the runtime's own pNext chain builder, reused as is
 
 EXTENSION = "VK_KHR_pipeline_executable_properties"
 CAPTURE_STATISTICS = 0x40                  # VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR

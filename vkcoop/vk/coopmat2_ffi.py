@@ -9,7 +9,7 @@ Layouts follow vk.xml (KhronosGroup/Vulkan-Headers, registry/vk.xml):
 
 The structs live in memory owned by this FFI; they reach the driver through ``pNext`` chains of the ``vulkan``
 package's structs *by address* (:func:`address_of`). Whoever builds such a chain must keep every struct in it
-alive until the Vulkan call returns (see ``vkcoop.vk._chain.Chain``).
+alive until the Vulkan call returns (see ``vkcoop.vk.chain.StructChain``).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from spirv_tools.cache import drop_entry, read_entry, write_entry
 from .. import paths
 from . import checks
 from . import features as feature_registry
-from ._chain import StructChain
+from .chain import StructChain
 from .commands import CommandBuffer, memory_barrier
 from .errors import MissingFeatureError, ValidationError, VulkanError, VulkanTypeError, check
 from .instance import Instance, PhysicalDevice

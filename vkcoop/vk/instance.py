@@ -9,7 +9,7 @@ import numpy as np
 import vulkan as vk
 
 from . import coopmat2_ffi as side
-from ._chain import StructChain
+from .chain import StructChain
 from .checks import device_selector, flag, text
 from .errors import LayerNotFoundError, NoDeviceError, VulkanError, check
 from .features import FEATURE_STRUCTS, FEATURE_TO_STRUCT
