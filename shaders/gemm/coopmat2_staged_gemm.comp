@@ -23,7 +23,7 @@ layout(push_constant) uniform Shape {
 } shape;
 
 #define A_BINDINGS 1
-layout(set = 0, binding = 0) readonly buffer MatrixA { uvec4 a[]; };
+layout(set = 0, binding = 0) restrict readonly buffer MatrixA { uvec4 a[]; };
 #include "staged_gemm.glsl"
 
 const uint A_VECS_PER_ROW = TILE_K / E;

@@ -22,8 +22,8 @@ layout(push_constant) uniform Shape {
 } shape;
 
 #define A_BINDINGS 2
-layout(set = 0, binding = 0) readonly buffer Values { uvec4 values[]; };
-layout(set = 0, binding = 1) readonly buffer Metadata { uint metadata[]; };
+layout(set = 0, binding = 0) restrict readonly buffer Values { uvec4 values[]; };
+layout(set = 0, binding = 1) restrict readonly buffer Metadata { uint metadata[]; };
 #include "staged_gemm.glsl"
 
 const uint A_GROUPS_PER_ROW = TILE_K / 16;      // 16-column groups: one vector of values each

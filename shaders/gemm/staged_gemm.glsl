@@ -18,8 +18,9 @@ layout(constant_id = 3) const uint TILE_K = 32;
 layout(constant_id = 6) const uint GROUP_M = 8;
 layout(local_size_x_id = 0) in;
 
-layout(set = 0, binding = A_BINDINGS) readonly buffer MatrixB { uvec4 b[]; };
-layout(set = 0, binding = A_BINDINGS + 1) writeonly buffer MatrixC { C_TYPE c[]; };
+// restrict: A, B and C never alias, so the driver may use its non-coherent load path for A and B.
+layout(set = 0, binding = A_BINDINGS) restrict readonly buffer MatrixB { uvec4 b[]; };
+layout(set = 0, binding = A_BINDINGS + 1) restrict writeonly buffer MatrixC { C_TYPE c[]; };
 
 const uint E = ELEMENTS_PER_16B;
 // One 16-byte skew per shared row keeps consecutive rows of a matrix load on different banks.
