@@ -178,3 +178,37 @@ def test_ctrl_c_stops_a_long_fuzz_run_with_a_partial_summary(tmp_path):
 
 def test_a_bad_json_path_fails_before_the_fuzz_runs(tmp_path):
     assert_one_line_error(vkcoop("fuzz", "--cases", "10", "--json", str(tmp_path)), 2, "is a directory")
+
+
+def test_every_option_of_every_command_has_help():
+    """`vkcoop COMMAND --help` explains each option (defaults are added by the formatter)."""
+    import argparse
+
+    from vkcoop import cli
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield from parsers(child)
+
+    silent = [f"{parser.prog} {'/'.join(action.option_strings)}" for parser in parsers(cli.build_parser())
+              for action in parser._actions if action.option_strings and not action.help]
+    assert silent == []
+
+
+def test_a_second_setup_run_does_no_work():
+    """scripts/setup.sh after a completed setup (CI has just run it): one line, no reinstall, no warnings."""
+    import time
+
+    started = time.perf_counter()
+    proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    if proc.returncode == 0 and "installing" in proc.stdout + proc.stderr:
+        # A checkout whose pyproject changed since the last setup reinstalls once; the run after must not.
+        started = time.perf_counter()
+        proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    output = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(output) == 1 and output[0].startswith("setup: ready"), output
+    assert time.perf_counter() - started < 30

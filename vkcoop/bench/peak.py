@@ -403,17 +403,19 @@ def _list(text: str) -> list[str]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--types", type=_list, default=None, help=",".join(TYPES))
-    parser.add_argument("--forms", type=_list, default=None, help=",".join(FORMS))
+    parser.add_argument("--types", type=_list, default=None,
+                        help="type combinations to measure, of " + ",".join(TYPES) + " (default: all the driver lists)")
+    parser.add_argument("--forms", type=_list, default=None,
+                        help="matrix forms to measure, of " + ",".join(FORMS) + " (default: all)")
     parser.add_argument("--modes", type=_list, default=list(MODES), help="bandwidth: read,copy")
-    parser.add_argument("--no-vulkan", action="store_true")
-    parser.add_argument("--no-cuda", action="store_true")
+    parser.add_argument("--no-vulkan", action="store_true", help="leave out the Vulkan forms and bandwidth")
+    parser.add_argument("--no-cuda", action="store_true", help="leave out the CUDA forms and bandwidth")
     parser.add_argument("--device", default=None, help="Vulkan device index or name")
     parser.add_argument("--sms", type=int, default=None, help="SM count (groups = 64 x SMs; default: torch, else 132)")
     parser.add_argument("--target-ms", type=float, default=10.0, help="calibrated length of one timed dispatch")
     parser.add_argument("--repeats", type=int, default=5, help="timed dispatches per row (median)")
     parser.add_argument("--bandwidth-mib", type=int, default=1024, help="bytes streamed per bandwidth dispatch")
-    parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--json", dest="json_path", default=None, help="write every row and the ceilings as JSON")
 
 
 def _report_progress(row: PeakRow) -> None:
