@@ -146,7 +146,7 @@ def test_cli_writes_json_with_ceilings(tmp_path, capsys):
     target = tmp_path / "nested" / "peak.json"
     code = _run(["--no-cuda", "--sms", "1", "--bandwidth-mib", "2", "--repeats", "2", "--json", str(target)])
     assert code == 0
-    assert f"wrote {target}" in capsys.readouterr().out
+    assert f"wrote {target}" in capsys.readouterr().err
     data = json.loads(target.read_text())
     assert {r["form"] for r in data["rows"] if r["kind"] == "bandwidth"} == {"read", "copy"}
     assert set(data["ceilings"]["vulkan"]["bandwidth"]) == {"read", "copy"}

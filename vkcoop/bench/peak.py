@@ -424,20 +424,31 @@ def _report_progress(row: PeakRow) -> None:
 
 
 def run(args) -> int:
+    """``vkcoop bench peak``: 0 when every measured row passed its check, 1 when one failed, 3 when nothing could
+    be measured here. Bad arguments raise ValueError (one line through the CLI) before any device work."""
+    path = Path(args.json_path) if args.json_path else None
     try:
+        if path is not None:   # a bad --json path fails now, not after the measurements
+            if path.is_dir():
+                raise ValueError(f"--json {path}: is a directory")
+            path.parent.mkdir(parents=True, exist_ok=True)
         result = run_peak(device=args.device, vulkan=not args.no_vulkan, cuda=not args.no_cuda, types=args.types,
                           forms=args.forms, modes=args.modes, sms=args.sms, target_ms=args.target_ms,
                           repeats=args.repeats, megabytes=args.bandwidth_mib, progress=_report_progress)
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"vkcoop: error: {error}; see `vkcoop bench peak --help`", file=sys.stderr)
         return 2
     print_table(result)
-    if args.json_path:
-        path = Path(args.json_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if path is not None:
         path.write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
-        print(f"wrote {path}")
-    return 1 if any(r.status in ("failed", "error") for r in result.rows) else 0
+        print(f"wrote {path}", file=sys.stderr)
+    if any(r.status in ("failed", "error") for r in result.rows):
+        return 1
+    if not any(r.status == "ok" for r in result.rows):
+        print("vkcoop: error: nothing could be measured here (see the reasons above); run it on a GPU host",
+              file=sys.stderr)
+        return 3
+    return 0
 
 
 def main(argv=None) -> int:
