@@ -58,11 +58,11 @@ def test_missing_tools_exit_3_with_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(core.cache_reader, "require_zstandard", lambda: (_ for _ in ()).throw(
         core.cache_reader.MissingZstandardError("the zstandard package is not installed")))
     assert run_cli(["--shader", "test/increment.comp"]) == 3
-    assert capsys.readouterr().err.strip() == "unavailable: zstandard: the zstandard package is not installed"
+    assert capsys.readouterr().err.strip() == "vkcoop: error: unavailable: zstandard: the zstandard package is not installed"
     monkeypatch.setattr(core.cache_reader, "require_zstandard", lambda: None)
     assert run_cli(["--shader", "test/increment.comp", "--nvdisasm", str(tmp_path / "absent")]) == 3
     err = capsys.readouterr().err.strip()
-    assert err.startswith("unavailable: nvdisasm:") and len(err.splitlines()) == 1
+    assert err.startswith("vkcoop: error: unavailable: nvdisasm:") and len(err.splitlines()) == 1
 
 
 def vulkan_device_or_reason():
@@ -119,7 +119,7 @@ def test_end_to_end_on_a_non_nvidia_device_stops_at_the_driver(tmp_path, capsys)
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     assert run_cli(["--shader", "test/increment.comp", "--nvdisasm", str(tool), "--no-executables"]) == 3
     err = capsys.readouterr().err.strip()
-    assert err.startswith("unavailable: driver:") and "not an NVIDIA GPU" in err
+    assert err.startswith("vkcoop: error: unavailable: driver:") and "not an NVIDIA GPU" in err
 
 
 def test_statistic_values_by_format():

@@ -115,19 +115,19 @@ def run(args) -> int:
     try:
         target = target_from_args(args)
     except targets.TargetError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"vkcoop: error: {error}", file=sys.stderr)
         return 2
     try:
         result = core.inspect_pipeline(target, device=args.device, executables=not args.no_executables,
                                        cache_dir=args.cache_dir, nvdisasm=args.nvdisasm, raw_arch=args.raw_arch)
     except core.InspectInputError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"vkcoop: error: {error}", file=sys.stderr)
         return 2
     except core.InspectUnavailable as error:
-        print(f"unavailable: {error}", file=sys.stderr)
+        print(f"vkcoop: error: unavailable: {error}", file=sys.stderr)
         return 3
     except core.InspectFailed as error:
-        print(f"failed: {error}", file=sys.stderr)
+        print(f"vkcoop: error: failed: {error}", file=sys.stderr)
         return 1
     print_report(result)
     if args.json_path:
