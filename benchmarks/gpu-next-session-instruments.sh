@@ -39,7 +39,7 @@ step() {
         ls /usr/local/cuda/bin/nvdisasm; $py -c 'import zstandard; print(\"zstandard\", zstandard.__version__)'; \
         $py -m vkcoop.cli info" ;;
     peak)
-      run_step peak "$py" -m vkcoop.bench.peak --json "$out/peak.json" ;;
+      run_step peak "$py" -m vkcoop.bench.peak_command --json "$out/peak.json" ;;
     inspect-dense) inspect_gemm inspect-dense dense square ;;
     inspect-dense-llm) inspect_gemm inspect-dense-llm dense llm ;;
     inspect-2to4) inspect_gemm inspect-2to4 2:4 square ;;

@@ -12,7 +12,7 @@ import pytest
 
 from support import toolchain_or_skip
 from test_inspect_cli import NO_VULKAN
-from vkcoop.bench import peak
+from vkcoop.bench import peak, peak_command
 from vkcoop.samples.fixtures import H200_CAPS
 from vkcoop.vk.tables import SCOPE_WORKGROUP, ShapeEntry
 
@@ -86,8 +86,8 @@ def test_ceilings_take_the_best_shape_of_each_form_and_type():
 
 def _run(argv):
     parser = argparse.ArgumentParser()
-    peak.add_arguments(parser)
-    return peak.run(parser.parse_args(argv))
+    peak_command.add_arguments(parser)
+    return peak_command.run(parser.parse_args(argv))
 
 
 @pytest.mark.parametrize("argv, message", [(["--types", "fp8->fp32"], "--types 'fp8->fp32'"),

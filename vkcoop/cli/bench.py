@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..bench import attention, peak
+from ..bench import attention, peak_command
 from .common import (CliError, Exit, add_device_argument, add_module_command, check_device, choice_list, console,
                      emit_json, err_console, non_negative_int, output_path, positive_int, size_list, wrote)
 
@@ -168,7 +168,7 @@ def _add_sparse_parser(kinds) -> None:
     add_module_command(kinds, "attention", attention, "the coopmat2 flash-attention kernel against torch SDPA's backends",
                        "The coopmat2 flash-attention kernel and every torch SDPA backend on the same inputs, prefill "
                        "and decode shapes: each is checked, then timed.")
-    add_module_command(kinds, "peak", peak, "a measured roofline: register-only matrix throughput and memory bandwidth",
+    add_module_command(kinds, "peak", peak_command, "a measured roofline: register-only matrix throughput and memory bandwidth",
                        "Register-only throughput of each cooperative-matrix form and type the driver lists (and, "
                        "with CUDA, mma.sync / mma.sp / wgmma), and device-memory bandwidth: the ceilings the GEMM "
                        "paths are held to.")
