@@ -18,26 +18,26 @@ def run_cli(argv):
     return app.run(parser.parse_args(argv))
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--shader", "nope/missing.comp"], "no shader 'nope/missing.comp'"),
-    (["--shader", "gemm/coopmat2_gemm.comp"], "not a declared @variants combination"),
-    (["--shader", "gemm/coopmat2_gemm.comp", "-D", "GEMM_TYPES=F16_F32"], "not a declared @variants"),
-    (["--shader", "test/increment.comp", "--spec", "1=banana"], "not true/false, an integer or a number"),
-    (["--shader", "test/increment.comp", "--spec", "noequals"], "write NAME=VALUE"),
-    (["--shader", "test/increment.comp", "--spec", "bad-name=1"], "constant_id or a constant's name"),
-    (["--shader", "test/increment.comp", "--feature", "warpDrive"], "not a Vulkan feature name"),
-    (["--shader", "test/increment.comp", "--subgroup-size", "24"], "not a power of two"),
-    (["--sample", "no-such-sample"], "no sample 'no-such-sample'"),
-    (["--gemm", "fastest"], "--gemm 'fastest'"),
-    (["--gemm", "dense", "--dtype", "fp8"], "--dtype 'fp8'"),
-    (["--gemm", "dense", "--shape", "tall"], "--shape 'tall'"),
-    (["--gemm", "dense", "--config", "-1"], "--config -1"),
+@pytest.mark.parametrize("command, message", [
+    ("--shader nope/missing.comp", "no shader 'nope/missing.comp'"),
+    ("--shader gemm/coopmat2_gemm.comp", "not a declared @variants combination"),
+    ("--shader gemm/coopmat2_gemm.comp -D GEMM_TYPES=F16_F32", "not a declared @variants"),
+    ("--shader test/increment.comp --spec 1=banana", "not true/false, an integer or a number"),
+    ("--shader test/increment.comp --spec noequals", "write NAME=VALUE"),
+    ("--shader test/increment.comp --spec bad-name=1", "constant_id or a constant's name"),
+    ("--shader test/increment.comp --feature warpDrive", "not a Vulkan feature name"),
+    ("--shader test/increment.comp --subgroup-size 24", "not a power of two"),
+    ("--sample no-such-sample", "no sample 'no-such-sample'"),
+    ("--gemm fastest", "--gemm 'fastest'"),
+    ("--gemm dense --dtype fp8", "--dtype 'fp8'"),
+    ("--gemm dense --shape tall", "--shape 'tall'"),
+    ("--gemm dense --config -1", "--config -1"),
 ])
-def test_bad_input_exits_2_before_device_work(argv, message, capsys, monkeypatch):
+def test_bad_input_exits_2_before_device_work(command, message, capsys, monkeypatch):
     def no_device_work(*args, **kwargs):
         raise AssertionError("inspect_pipeline must not be reached on bad input")
     monkeypatch.setattr(core, "inspect_pipeline", no_device_work)
-    assert run_cli(argv) == 2
+    assert run_cli(command.split()) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
 
