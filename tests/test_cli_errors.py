@@ -212,3 +212,24 @@ def test_a_second_setup_run_does_no_work():
     output = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(output) == 1 and output[0].startswith("setup: ready"), output
     assert time.perf_counter() - started < 30
+
+
+@pytest.mark.parametrize("argv", [["bench", "peak", "--no-cuda"], ["bench", "attention"],
+                                  ["inspect", "--shader", "test/increment.comp"]])
+def test_every_json_output_refuses_a_directory_before_any_work(argv, tmp_path):
+    proc = vkcoop(*argv, "--json", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("vkcoop: error:")]
+    assert len(errors) == 1 and f"--json {tmp_path}: is a directory" in errors[0], proc.stderr
+    assert proc.stdout == ""   # nothing was measured or printed before the refusal
+
+
+def test_output_files_get_their_folder_and_a_folder_is_no_file(tmp_path):
+    from vkcoop import InputError
+    from vkcoop.paths import output_file
+    assert output_file(None) is None and output_file("-") is None
+    target = tmp_path / "a" / "b" / "r.json"
+    assert output_file(str(target)) == target and target.parent.is_dir()
+    with pytest.raises(InputError, match="--plot .*: is a directory; give a file name"):
+        output_file(str(tmp_path), "--plot")

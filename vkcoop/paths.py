@@ -1,8 +1,10 @@
-"""Where vkcoop finds its shaders and keeps its caches."""
+"""Where vkcoop finds its shaders, keeps its caches, and writes the files a user asks for."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from .errors import InputError
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -37,3 +39,19 @@ def cache_root() -> Path:
         return Path(override)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "vkcoop"
+
+
+def output_file(value, what: str = "--json") -> Path | None:
+    """A user-given output file, checked before any work: its folder is created, and it must not be a folder.
+    ``-`` and None pass through as None (standard output / not asked). InputError names ``what``."""
+    if value in (None, "-"):
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise InputError(f"{what} {value}: is a directory; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"{what} {value}: cannot create its folder ({error.strerror}); choose a writable place") \
+            from None
+    return path

@@ -326,11 +326,11 @@ def add_arguments(parser) -> None:
 def run(args, console=None) -> int:
     """Run, print, write files; the exit code (EXIT_*). Bad arguments raise ValueError before any GPU work."""
     import sys
-    from pathlib import Path
 
-    for target in (args.json_path, args.plot_path):
-        if target:
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
+    from ..paths import output_file
+
+    output_file(args.json_path)          # bad output paths fail before the run, with their folders made
+    output_file(args.plot_path, "--plot")
     causal = {"both": (False, True), "on": (True,), "off": (False,)}[args.causal]
     outcome = run_attention_bench(kinds=args.kinds, dtypes=args.dtype, head_dims=args.head_dims, seqs=args.seqs,
                                   decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,

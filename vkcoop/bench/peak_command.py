@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from ..paths import output_file
 from .peak import FORMS, MODES, TYPES, PeakResult, PeakRow, run_peak
 
 
@@ -53,12 +53,8 @@ def _report_progress(row: PeakRow) -> None:
 def run(args) -> int:
     """``vkcoop bench peak``: 0 when every measured row passed its check, 1 when one failed, 3 when nothing could
     be measured here. Bad arguments raise ValueError (one line through the CLI) before any device work."""
-    path = Path(args.json_path) if args.json_path else None
     try:
-        if path is not None:   # a bad --json path fails now, not after the measurements
-            if path.is_dir():
-                raise ValueError(f"--json {path}: is a directory")
-            path.parent.mkdir(parents=True, exist_ok=True)
+        path = output_file(args.json_path)   # a bad --json path fails now, not after the measurements
         result = run_peak(device=args.device, vulkan=not args.no_vulkan, cuda=not args.no_cuda, types=args.types,
                           forms=args.forms, modes=args.modes, sms=args.sms, target_ms=args.target_ms,
                           repeats=args.repeats, megabytes=args.bandwidth_mib, progress=_report_progress)

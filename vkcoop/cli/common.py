@@ -9,6 +9,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..errors import InputError
+from ..paths import output_file
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -50,18 +53,11 @@ def progress_bar(**kwargs) -> Progress:
 
 # --- output files ---------------------------------------------------------------------------------------------
 def output_path(value: str | None, what: str = "--json") -> Path | None:
-    """A user-given output file, checked before any work: its folder is created, and it must not be a folder.
-    ``-`` and None pass through as None (stdout / not asked)."""
-    if value in (None, "-"):
-        return None
-    path = Path(value)
-    if path.is_dir():
-        raise CliError(f"{what} {value}: is a directory", "give a file name")
+    """:func:`vkcoop.paths.output_file` (checked and its folder made before any work), failing as a CliError."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CliError(f"{what} {value}: cannot create its folder ({error.strerror})", "choose a writable place")
-    return path
+        return output_file(value, what)
+    except InputError as error:
+        raise CliError(str(error)) from None
 
 
 def emit_json(data, target: str | None) -> None:

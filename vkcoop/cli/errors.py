@@ -36,6 +36,8 @@ def classify(error: Exception) -> tuple[int, str]:
         return int(Exit.USAGE), f"{error.filename}: {error.strerror}; check the path"
     for classes, code, todo in _table():
         if isinstance(error, classes):
-            return int(code), f"{_first_line(error)}; {todo}"
+            what = _first_line(error)
+            # Many messages already say what to do (`<what>; <what to do>`): keep theirs.
+            return int(code), what if "; " in what else f"{what}; {todo}"
     return int(Exit.FAILED), (f"unexpected {type(error).__name__}: {_first_line(error)}; "
                               "rerun with --debug and report the traceback")

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import InputError
+from ..paths import output_file
 from . import core, targets
 
 _WIDTH_COLUMNS = (8, 16, 32, 64, 128)
@@ -104,9 +106,7 @@ def print_executables(executables: list, console) -> None:
         console.print(f"[dim]pipeline executable properties: {reason}[/]")
 
 
-def _write(path: str, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _write(target: Path, text: str) -> None:
     target.write_text(text)
     print(f"wrote {target}")
 
@@ -114,7 +114,9 @@ def _write(path: str, text: str) -> None:
 def run(args) -> int:
     try:
         target = target_from_args(args)
-    except targets.TargetError as error:
+        # bad output paths fail before the pipeline is built, with their folders made
+        json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")
+    except (targets.TargetError, InputError) as error:
         print(f"vkcoop: error: {error}", file=sys.stderr)
         return 2
     try:
@@ -130,10 +132,10 @@ def run(args) -> int:
         print(f"vkcoop: error: failed: {error}", file=sys.stderr)
         return 1
     print_report(result)
-    if args.json_path:
-        _write(args.json_path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
-    if args.sass_path:
-        _write(args.sass_path, result.listing())
+    if json_path:
+        _write(json_path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+    if sass_path:
+        _write(sass_path, result.listing())
     return 0
 
 
