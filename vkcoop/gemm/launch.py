@@ -68,6 +68,22 @@ def check_matrix(name: str, array, dtype) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
+def compressed_operands(values, metadata, dtype) -> tuple:
+    """(values, metadata, M, K) of A in vkcoop's 2:4 format: values [M][K/2] of ``dtype``, metadata uint32
+    [M][K/32], K a multiple of 32."""
+    values = check_matrix("values", values, dtype)
+    metadata = check_matrix("metadata", metadata, np.dtype(np.uint32))
+    m, half_k = values.shape
+    k = 2 * half_k
+    if k % sparse24.K_ALIGNMENT:
+        raise GemmInputError(f"K={k} (values have {half_k} columns): the 2:4 path needs K to be a multiple of "
+                             f"{sparse24.K_ALIGNMENT}")
+    if metadata.shape != (m, k // sparse24.K_ALIGNMENT):
+        raise GemmInputError(f"metadata has shape {metadata.shape}; for values {values.shape} it must be "
+                             f"{(m, k // sparse24.K_ALIGNMENT)}")
+    return values, metadata, m, k
+
+
 def _k_of_b(b: np.ndarray, column_major: bool) -> tuple[int, int]:
     """(N, K) of B stored [K][N], or [N][K] when column-major."""
     return (b.shape[0], b.shape[1]) if column_major else (b.shape[1], b.shape[0])
@@ -185,17 +201,8 @@ class Sparse24Kernel(_WorkgroupKernel):
 
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] uint32 (vkcoop.sparse format), B in this kernel's layout."""
-        values = check_matrix("values", values, self.types.input_dtype)
-        metadata = check_matrix("metadata", metadata, np.dtype(np.uint32))
+        values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
         b = check_matrix("B", b, self.types.input_dtype)
-        m, half_k = values.shape
-        k = 2 * half_k
-        if k % sparse24.K_ALIGNMENT:
-            raise GemmInputError(f"K={k} (values have {half_k} columns): the 2:4 path needs K to be a multiple of "
-                                 f"{sparse24.K_ALIGNMENT}")
-        if metadata.shape != (m, k // sparse24.K_ALIGNMENT):
-            raise GemmInputError(f"metadata has shape {metadata.shape}; for values {values.shape} it must be "
-                                 f"{(m, k // sparse24.K_ALIGNMENT)}")
         n = self._check_b(b, k)
         if self.meta_words:
             inputs = {"interleaved A": interleave_2to4(values, metadata, self.meta_words), "B": b}
@@ -293,13 +300,18 @@ class StagedKernel(_SharedMemoryKernel):
         e, tile = self.types.elements_per_16_bytes, self.tile
         return 2 * 16 * (tile.tile_m * (tile.tile_k // e + 1) + tile.tile_k * (tile.tile_n // e + 1))
 
+    def specialization(self) -> dict:
+        """The named constants of staged_gemm.glsl: the tile's sizes without the direct kernel's extras."""
+        tile = self.tile
+        return {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
+                "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
+
+    def groups(self, m: int, n: int) -> tuple:
+        return (-(-m // self.tile.tile_m) * -(-n // self.tile.tile_n), 1, 1)
+
     def launch(self, a, b) -> Launch:
         a, b, m, n, k = self._operands(a, b)
-        tile = self.tile
-        specialization = {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
-                          "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
-        tiles = -(-m // tile.tile_m) * -(-n // tile.tile_n)
-        return self._one_dispatch(a, b, m, n, k, specialization, (tiles, 1, 1), {})
+        return self._one_dispatch(a, b, m, n, k, self.specialization(), self.groups(m, n), {})
 
 
 class StagedSparse24Kernel(StagedKernel):
@@ -325,21 +337,14 @@ class StagedSparse24Kernel(StagedKernel):
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
         t = self.types
-        values = check_matrix("values", values, t.input_dtype)
-        metadata = check_matrix("metadata", metadata, np.dtype(np.uint32))
+        values, metadata, m, k = compressed_operands(values, metadata, t.input_dtype)
         b = check_matrix("B", b, t.input_dtype)
-        m, k = values.shape[0], 2 * values.shape[1]
-        if k % sparse24.K_ALIGNMENT or metadata.shape != (m, k // sparse24.K_ALIGNMENT):
-            raise GemmInputError(f"values {values.shape} and metadata {metadata.shape} are not the 2:4 format of an "
-                                 f"[M][K] matrix with K a multiple of {sparse24.K_ALIGNMENT}")
         if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
             raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
                                  f"{t.elements_per_16_bytes}")
-        n, tile = b.shape[1], self.tile
-        specialization = {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
-                          "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
-        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, ("values", "metadata", "B", "C"),
-                            (-(-m // tile.tile_m) * -(-n // tile.tile_n), 1, 1), _u32(m, n, k, n, n))
+        n = b.shape[1]
+        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, self.specialization(),
+                            ("values", "metadata", "B", "C"), self.groups(m, n), _u32(m, n, k, n, n))
         return Launch([dispatch], {"values": values, "metadata": metadata, "B": b}, {"C": ((m, n), t.output_dtype)},
                       "C", (m, n, k))
 
