@@ -71,6 +71,8 @@ def test_no_toolchain_is_an_environment_error(tmp_path):
     env = {"VKCOOP_TOOLCHAIN_DIR": str(tmp_path / "none"), "PATH": "/usr/bin:/bin", "VULKAN_SDK": ""}
     for argv in (["shaders", "check"], ["demo"], ["fuzz", "--target", "portable", "--cases", "10"]):
         assert_one_line_error(vkcoop(*argv, env=env), 3, "toolchain", "vkcoop toolchain install")
+    listed = vkcoop("shaders", "list", "tensor/load_store", env=env)   # listing compiles nothing
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 30, listed.stderr
 
 
 @pytest.mark.toolchain

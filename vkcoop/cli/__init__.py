@@ -15,9 +15,6 @@ from .device import add_device_parsers
 from .errors import classify
 from .toolchain import add_shaders_parser, add_toolchain_parser
 
-#: Commands that compile shaders, so they need the toolchain first.
-NEEDS_TOOLCHAIN = {"shaders", "run", "bench", "fuzz", "demo"}
-
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions as written; every option's default appended to its help unless the help already says it."""
@@ -82,8 +79,9 @@ def require_toolchain(auto_install: bool) -> None:
 
 def _dispatch(argv) -> int:
     args = build_parser().parse_args(argv)
-    if (args.command in NEEDS_TOOLCHAIN and getattr(args, "needs_toolchain", True)
-            and not (args.command == "shaders" and args.action == "list")):
+    # Each command that compiles shaders says so (`needs_toolchain`, a flag or a test of its arguments).
+    needs = getattr(args, "needs_toolchain", False)
+    if needs(args) if callable(needs) else needs:
         require_toolchain(args.yes)
     return int(args.func(args))
 

@@ -164,14 +164,14 @@ def _add_sparse_parser(kinds) -> None:
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
     p.add_argument("--plot", dest="plot_path", metavar="FILE.png",
                    help="write the x-baseline chart (log axis, one panel per shape class)")
-    p.set_defaults(func=cmd_bench_sparse)
+    p.set_defaults(func=cmd_bench_sparse, needs_toolchain=True)
     add_module_command(kinds, "attention", attention, "the coopmat2 flash-attention kernel against torch SDPA's backends",
                        "The coopmat2 flash-attention kernel and every torch SDPA backend on the same inputs, prefill "
-                       "and decode shapes: each is checked, then timed.")
+                       "and decode shapes: each is checked, then timed.", needs_toolchain=True)
     add_module_command(kinds, "peak", peak_command, "a measured roofline: register-only matrix throughput and memory bandwidth",
                        "Register-only throughput of each cooperative-matrix form and type the driver lists (and, "
                        "with CUDA, mma.sync / mma.sp / wgmma), and device-memory bandwidth: the ceilings the GEMM "
-                       "paths are held to.")
+                       "paths are held to.", needs_toolchain=True)
 
 
 def add_bench_parser(sub) -> None:
@@ -186,12 +186,12 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--min-noise", type=fraction, default=0.02, metavar="FRACTION",
                    help="the smallest noise band, as a fraction")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write the comparison as JSON")
-    p.set_defaults(func=cmd_bench_compare, needs_toolchain=False)
+    p.set_defaults(func=cmd_bench_compare)
     p = kinds.add_parser("tuning", help="the per-device tuning cache: tuned configuration per path, dtype and class",
                          description="What `vkcoop bench sparse --tune` stored under the tuning cache "
                                      "(~/.cache/vkcoop/tuning; $VKCOOP_CACHE_DIR/tuning).")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="print (or write) the entries as JSON")
-    p.set_defaults(func=cmd_bench_tuning, needs_toolchain=False)
+    p.set_defaults(func=cmd_bench_tuning)
 
 
 # --- fuzz -----------------------------------------------------------------------------------------------------
@@ -243,4 +243,4 @@ def add_fuzz_parser(sub) -> None:
                    help="generator processes (0: none; default: up to 16 for large runs)")
     add_device_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_fuzz)
+    p.set_defaults(func=cmd_fuzz, needs_toolchain=True)

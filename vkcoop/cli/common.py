@@ -145,9 +145,9 @@ def check_device(device) -> None:
         raise CliError(f"no Vulkan: {error}", "install a Vulkan loader and driver", Exit.ENVIRONMENT) from None
 
 
-def add_module_command(sub, name: str, module, help: str, description: str):
+def add_module_command(sub, name: str, module, help: str, description: str, *, needs_toolchain: bool = False):
     """A command whose options and behaviour live in ``module`` (``add_arguments(parser)``, ``run(args)``)."""
     parser = sub.add_parser(name, help=help, description=description)
     module.add_arguments(parser)
-    parser.set_defaults(func=module.run)
+    parser.set_defaults(func=module.run, needs_toolchain=needs_toolchain)
     return parser

@@ -151,4 +151,4 @@ def add_demo_parser(sub) -> None:
     p = sub.add_parser("demo", help="compile every shader, then dispatch what this machine's Vulkan can run")
     add_device_argument(p)
     p.add_argument("--validate", action="store_true", help="run under VK_LAYER_KHRONOS_validation")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=cmd_demo, needs_toolchain=True)

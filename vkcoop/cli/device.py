@@ -202,4 +202,4 @@ def add_device_parsers(sub) -> None:
     add_device_argument(p)
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="write results as JSON to FILE (folders are created), or - for stdout")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, needs_toolchain=True)

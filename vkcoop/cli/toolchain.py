@@ -207,4 +207,4 @@ def add_shaders_parser(sub) -> None:
                    help="only variants with this define (repeatable); picks the variant for dis/reflect")
     p.add_argument("--first", action="store_true", help="dis/reflect: take the first matching variant")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_shaders)
+    p.set_defaults(func=cmd_shaders, needs_toolchain=lambda args: args.action != "list")
