@@ -15,8 +15,6 @@ Timing follows the Vulkan paths' warm-up rule: at least ``warmup`` untimed runs 
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..gemm import WARMUP_SECONDS
@@ -35,20 +33,6 @@ SPLIT_K_CHOICES = (2, 4, 8)
 SPLIT_K_MODES = (1, 2)
 
 
-def warm_up(op, warmup: int, seconds: float) -> int:
-    """Run ``op`` at least ``warmup`` times and until ``seconds`` of wall time have passed; the run count."""
-    import torch
-
-    started, runs = time.perf_counter(), 0
-    while runs < warmup or time.perf_counter() - started < seconds:
-        op()
-        runs += 1
-        if runs % 8 == 0 or runs >= warmup:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
-    return runs
-
-
 class _BoundCuda:
     def __init__(self, op, config: str, warmup_seconds: float):
         self.op, self.config, self.warmup_seconds = op, config, warmup_seconds
@@ -63,8 +47,8 @@ class _BoundCuda:
         return sampled.astype(dtype)
 
     def time(self, iterations: int, warmup: int, flush_l2: bool) -> list[float]:
-        warm_up(self.op, warmup, self.warmup_seconds)
-        timing = time_cuda(self.op, warmup=0, iters=iterations, flush_l2=flush_l2)
+        timing = time_cuda(self.op, warmup=warmup, iters=iterations, flush_l2=flush_l2,
+                           warmup_seconds=self.warmup_seconds)
         return [t * 1e-3 for t in timing.times_ms]
 
     def release(self) -> None:

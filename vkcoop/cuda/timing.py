@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,17 +25,23 @@ class Timing:
 
 
 def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
-              flush_l2: bool = False) -> Timing:
-    """Run ``fn`` ``warmup`` times, then time ``iters`` runs, each between its own pair of
-    CUDA events on the current stream.  With ``flush_l2`` a 256 MiB buffer is zeroed
-    before every timed run (outside the events) so operands come from HBM."""
+              flush_l2: bool = False, warmup_seconds: float = 0.0) -> Timing:
+    """Run ``fn`` at least ``warmup`` times and until ``warmup_seconds`` of wall time have passed (the Vulkan
+    paths' rule, so the GPU clocks are up: vkcoop.gemm.WARMUP_SECONDS), then time ``iters`` runs, each between
+    its own pair of CUDA events on the current stream.  With ``flush_l2`` a 256 MiB buffer is zeroed before
+    every timed run (outside the events) so operands come from HBM."""
     import torch
 
-    if warmup < 0 or iters < 1:
-        raise ValueError(f"need warmup >= 0 and iters >= 1, got warmup={warmup}, iters={iters}")
+    if warmup < 0 or iters < 1 or not warmup_seconds >= 0:
+        raise ValueError(f"need warmup >= 0, iters >= 1 and warmup_seconds >= 0, got warmup={warmup}, "
+                         f"iters={iters}, warmup_seconds={warmup_seconds}")
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush_l2 else None
-    for _ in range(warmup):
+    started, runs = time.perf_counter(), 0
+    while runs < warmup or time.perf_counter() - started < warmup_seconds:
         fn()
+        runs += 1
+        if runs % 8 == 0 or runs >= warmup:   # a short queue, so the wall time measures GPU work
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
