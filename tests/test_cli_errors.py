@@ -58,6 +58,7 @@ USAGE = [
     (["run"], 2, ["--all"]),
     (["run", "no-such-sample"], 2, ["no-such-sample"]),
     (["shaders", "dis", "load_store", "-D", "NOEQUALS"], 2, ["NOEQUALS"]),
+    (["shaders", "list", "load_store", "-D", "ELEMENT=F64"], 2, ["ELEMENT=F64", "vkcoop shaders list PATTERN"]),
     (["frobnicate"], 2, ["frobnicate"]),
 ]
 
@@ -235,3 +236,7 @@ def test_output_files_get_their_folder_and_a_folder_is_no_file(tmp_path):
     assert output_file(str(target)) == target and target.parent.is_dir()
     with pytest.raises(InputError, match="--plot .*: is a directory; give a file name"):
         output_file(str(tmp_path), "--plot")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(InputError, match="cannot create its folder .*; choose a writable place"):
+        output_file(str(blocker / "r.json"))
