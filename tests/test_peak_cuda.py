@@ -2,7 +2,12 @@
 without a GPU, the kernel names in the cubin this machine's nvcc builds, and (marked cuda) the measurement."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
+from support import child_env
 
 from vkcoop.cuda import build
 from vkcoop.cuda import peak as cuda_peak
@@ -63,3 +68,18 @@ def test_every_form_checks_and_times_on_the_gpu():
     forms = {(r["form"], r["types"]) for r in rows if r["kind"] == "mma"}
     assert forms == {(f.form, f.types) for f in cuda_peak.FORMS}
     assert all(r["rate"] > 1.0 for r in rows)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(_NO_CUDA is not None, reason=f"CUDA paths unavailable: {_NO_CUDA}")
+def test_bench_peak_in_a_fresh_process_has_every_cuda_row(tmp_path):
+    # A fresh process: nothing (no torch tensor) has made a CUDA context current before the module loads.
+    report = tmp_path / "peak.json"
+    proc = subprocess.run([sys.executable, "-m", "vkcoop", "bench", "peak", "--no-vulkan", "--target-ms", "2",
+                           "--repeats", "3", "--bandwidth-mib", "256", "--json", str(report)],
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [r for r in json.loads(report.read_text())["rows"] if r["api"] == "CUDA"]
+    assert [r for r in rows if r["status"] != "ok"] == []
+    assert {(r["form"], r["types"]) for r in rows if r["kind"] == "mma"} == {(f.form, f.types) for f in cuda_peak.FORMS}
+    assert {r["form"] for r in rows if r["kind"] == "bandwidth"} == {"copy", "read"}

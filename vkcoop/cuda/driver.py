@@ -6,8 +6,12 @@ that differs between cuda-core / cuda-bindings releases; the driver ABI does not
 Every call goes through :func:`check`, which raises :class:`CudaError` naming the
 call and the driver's error name.
 
-The launchers run inside torch's process: torch makes the primary context
-current, and the modules loaded here live in that context.
+The modules loaded here live in the device's primary context, the one torch
+and the CUDA runtime use. Nothing may assume torch has made it current first: a
+runtime call such as ``cudaGetDeviceProperties`` no longer creates a context
+(lazy loading), so a fresh process that loads a module before any torch tensor
+exists would get CUDA_ERROR_INVALID_CONTEXT. :func:`ensure_context` retains the
+primary context and makes it current on the calling thread when none is.
 """
 from __future__ import annotations
 
@@ -62,6 +66,21 @@ def check(result: int, what: str) -> None:
     raise CudaError(f"{what} failed with {label}{detail}")
 
 
+def ensure_context(ordinal: int = 0) -> int:
+    """The calling thread's current context (as an int handle); when it has none, device ``ordinal``'s primary
+    context is retained (for the life of the process, as the runtime does) and made current."""
+    lib = _libcuda()
+    current = ctypes.c_void_p()
+    check(lib.cuCtxGetCurrent(ctypes.byref(current)), "cuCtxGetCurrent")
+    if current.value:
+        return current.value
+    device = ctypes.c_int()
+    check(lib.cuDeviceGet(ctypes.byref(device), ordinal), f"cuDeviceGet({ordinal})")
+    check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(current), device), "cuDevicePrimaryCtxRetain")
+    check(lib.cuCtxSetCurrent(current), "cuCtxSetCurrent")
+    return current.value
+
+
 def driver_version() -> int:
     version = ctypes.c_int()
     check(_libcuda().cuDriverGetVersion(ctypes.byref(version)), "cuDriverGetVersion")
@@ -73,6 +92,7 @@ class Module:
 
     def __init__(self, cubin: bytes, label: str = "module"):
         lib = _libcuda()
+        ensure_context()
         self._image = ctypes.create_string_buffer(cubin, len(cubin))
         self._handle = ctypes.c_void_p()
         check(lib.cuModuleLoadData(ctypes.byref(self._handle), self._image),
