@@ -44,3 +44,18 @@ def corrupt(kind: str, data: bytes) -> bytes:
     flipped = bytearray(data)
     flipped[len(flipped) - 7] ^= 0x10
     return bytes(flipped)
+
+
+def child_env(*first_paths, drop=(), **variables) -> dict:
+    """The environment for a test's child Python process: this one's, with ``first_paths`` and the checkout put
+    ahead of the inherited ``PYTHONPATH`` (never replacing it: on the GPU host that path holds cffi and vulkan,
+    which its interpreter lacks), ``drop``ped names removed and ``variables`` set."""
+    import os
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    environment = {key: value for key, value in os.environ.items() if key not in drop}
+    paths = [str(p) for p in first_paths] + [str(repo), environment.get("PYTHONPATH", "")]
+    environment["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    environment.update(variables)
+    return environment

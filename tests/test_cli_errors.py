@@ -3,12 +3,12 @@ one line ``vkcoop: error: <what>; <what to do>`` naming the bad thing, and never
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import child_env
 
 from vkcoop import vk
 
@@ -27,8 +27,7 @@ needs_vulkan = pytest.mark.skipif(not _has_vulkan(), reason="no Vulkan device (l
 
 
 def vkcoop(*argv, env=None, cwd=None):
-    environment = {key: value for key, value in os.environ.items() if key != "VKCOOP_DEVICE"}
-    environment.update({"PYTHONPATH": str(REPO), **(env or {})})
+    environment = child_env(drop=("VKCOOP_DEVICE",), **(env or {}))
     return subprocess.run([sys.executable, "-m", "vkcoop", *argv], capture_output=True, text=True,
                           env=environment, cwd=cwd or REPO, timeout=300)
 
@@ -131,7 +130,7 @@ def test_info_all_and_a_closed_pipe():
     listed = vkcoop("info", "--all")
     assert listed.returncode == 0 and "Traceback" not in listed.stderr
     piped = subprocess.run(f"{sys.executable} -m vkcoop info --all --json | head -c 100", shell=True,
-                           capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                           capture_output=True, text=True, cwd=REPO, env=child_env())
     assert len(piped.stdout) == 100 and piped.stderr == ""
 
 
@@ -164,8 +163,7 @@ def test_ctrl_c_stops_a_long_fuzz_run_with_a_partial_summary(tmp_path):
     import time
 
     report = tmp_path / "fuzz.json"
-    environment = {key: value for key, value in os.environ.items() if key != "VKCOOP_DEVICE"}
-    environment.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+    environment = child_env(drop=("VKCOOP_DEVICE",), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "vkcoop", "fuzz", "--target", "portable", "--cases", "5000000",
                              "--workers", "0", "--no-shrink", "--json", str(report)], cwd=REPO, env=environment,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

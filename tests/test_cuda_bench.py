@@ -1,10 +1,10 @@
 """benchmarks/bench_cuda_sparse.py: argument checks and its behaviour without a usable GPU."""
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import child_env
 
 from vkcoop.cuda import available
 
@@ -14,7 +14,7 @@ SCRIPT = REPO / "benchmarks" / "bench_cuda_sparse.py"
 
 def _run(*args):
     # The script imports vkcoop: give it the checkout, as the test process has, installed or not.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env = child_env()
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=120, env=env)
 

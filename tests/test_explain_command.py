@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support import child_env
 from test_fuzz_hw import EmulatedHwRunner, _coopmat2_device, _floor_strides, _repeat_instead_of_mirror
 from vkcoop import explain_check, explain_command
 from vkcoop.fuzz import hw
@@ -21,10 +21,9 @@ from vkcoop.fuzz import hw
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli(*argv, stdin: str | None = None, env=None):
+def cli(*argv, stdin: str | None = None, env=None, first_paths=()):
     """Run ``python -m vkcoop.explain_command`` from the checkout; returns the CompletedProcess."""
-    environ = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    environ.update(env or {})
+    environ = child_env(*first_paths, **(env or {}))
     return subprocess.run([sys.executable, "-m", "vkcoop.explain_command", *argv], cwd=ROOT, env=environ,
                           input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=60)
@@ -129,7 +128,7 @@ def test_png_without_matplotlib_exits_3(tmp_path):
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('matplotlib is blocked for this test')\n")
     result = cli("--dims", "4,4", "--png", str(tmp_path / "x.png"),
-                 env={"PYTHONPATH": f"{blocker.parent}{os.pathsep}{ROOT}"})
+                 first_paths=[blocker.parent])
     assert_one_line_error(result, 3, "--png needs matplotlib")
     assert not (tmp_path / "x.png").exists()
 

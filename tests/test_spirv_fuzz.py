@@ -4,7 +4,6 @@ lavapipe under the validation layer. Only the package's errors may come back: no
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support import toolchain_or_skip, vulkan_probe
+from support import child_env, toolchain_or_skip, vulkan_probe
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.vulkan, pytest.mark.toolchain]
@@ -24,7 +23,7 @@ def test_damaged_modules_give_package_errors_only():
     have_device, reason, validate = vulkan_probe()
     if not have_device:
         pytest.skip(reason)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = child_env()
     proc = subprocess.run([sys.executable, str(REPO / "tests" / "spirv_fuzz_worker.py"), str(REFLECT_EXAMPLES),
                            str(PIPELINE_EXAMPLES), "1" if validate else "0"],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
