@@ -339,6 +339,9 @@ def test_a_run_on_an_unknown_device_tunes_once_per_class_and_records_everything(
     assert all(r.status == "skipped" and r.reason == "no CUDA here" for r in skipped)
     ok = results[0]
     assert ok.iterations == 5 and ok.p10_ms <= ok.median_ms <= ok.p90_ms <= ok.max_ms
+    # the series behind the figure is kept, in order (FakePath's runs cycle +0 %, +1 %, +2 %)
+    assert len(ok.times_ms) == 5 and ok.times_ms[1] == pytest.approx(ok.times_ms[0] * 1.01)
+    assert ok.median_ms == pytest.approx(sorted(ok.times_ms)[2]) and ok.max_ms == max(ok.times_ms)
     rows = cached_entries(tmp_path)
     assert {(r["path"], r["class"], r["config"]) for r in rows} == {
         ("vk-coopmat2-dense", "compute", "c"), ("vk-coopmat2-2:4", "compute", "b"),

@@ -51,6 +51,7 @@ class PathResult(Outcome):
     ratio_baseline: float | None = None
     ceiling_tflops: float | None = None      # the roofline of this path's own form (vkcoop.bench.roofline)
     ratio_own_ceiling: float | None = None
+    times_ms: list = field(default_factory=list)   # every timed iteration of the reported figure, in order
 
 
 def path_result(path: str, problem: GemmProblem, status: str, reason: str = "") -> PathResult:
@@ -153,5 +154,6 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
     result.config = bound_label
     for name, value in spread_ms(times).items():
         setattr(result, name, value)
+    result.times_ms = [t * 1e3 for t in times]   # the series behind the spread, so an outlier can be traced
     result.tflops = problem.flops / (result.median_ms * 1e-3) / 1e12
     return result
