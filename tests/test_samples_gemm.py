@@ -551,3 +551,24 @@ def test_staged_sparse_kernel_is_bit_exact_on_the_gpu(dtype):
             with kernels.StagedSparse24Gemm(device, dtype, tile) as staged:
                 got = staged.run(compressed.values, compressed.metadata, b)
             assert np.array_equal(got, kernels.sparse24_reference(compressed.values, compressed.metadata, b)), tile
+
+
+def test_the_aligned_pipeline_is_chosen_only_when_every_tile_is_whole():
+    tile = kernels.WorkgroupTile(256, 128, 256, 32)
+    row_major = kernels.CoopMat2Kernel("fp16->fp32", tile)
+    assert row_major.aligned(8192, 8192, 8192)
+    assert not row_major.aligned(8192 - 128 // 2, 8192, 8192)     # a half tile of rows
+    assert not row_major.aligned(8192, 8192 + 8, 8192)            # N off the tile (but 16-byte rows)
+    assert not row_major.aligned(8192, 8192, 8192 + 16)           # K off TILE_K
+    column_major = kernels.CoopMat2Kernel("fp16->fp32", tile, b_column_major=True)
+    assert column_major.aligned(256, 512, 96)
+    a, b = np.zeros((256, 96), np.float16), np.zeros((96, 512), np.float16)
+    spec = row_major.launch(a, b).dispatches[0].specialization
+    assert spec["ALIGNED"] is True and spec["TILE_N"] == 256
+    assert row_major.launch(a[:, :80], b[:80]).dispatches[0].specialization["ALIGNED"] is False
+
+
+def test_the_sample_dispatches_both_pipelines_so_the_gpu_checks_both():
+    cases = get_sample("coopmat2-gemm").cases(H200_CAPS)
+    aligned = [case.specialization.get("ALIGNED") for case in cases]
+    assert aligned.count(True) >= 2 and aligned.count(False) >= 2

@@ -17,7 +17,9 @@
 //                   granularity row whose workgroupInvocations == WORKGROUP_SIZE), 4 B_COLUMN_MAJOR,
 //                   5 K_UNROLL, 6 GROUP_M (tile rows per raster group, for L2 reuse), 7 SPLIT_K (K slices;
 //                   > 1 writes fp32 partial sums [SPLIT_K][M][N] that splitk_reduce.comp adds up),
-//                   8 SUBGROUPS_M (SCOPE=SUBGROUP: subgroups along M)
+//                   8 SUBGROUPS_M (SCOPE=SUBGROUP: subgroups along M), 9 ALIGNED (the host's promise that
+//                   M and N are multiples of the tile, K of TILE_K and the strides of 16 bytes: the clamped edge
+//                   path and the clamped store are compiled out, as ggml builds aligned pipelines)
 //   push constants: M, N, K and the row strides (in elements) of A, B and C
 //   bindings:       0 A (row-major M x K), 1 B (K x N row-major, or N x K if B_COLUMN_MAJOR), 2 C (M x N)
 #extension GL_KHR_memory_scope_semantics : enable
@@ -43,6 +45,7 @@ layout(constant_id = 5) const uint K_UNROLL = 2;
 layout(constant_id = 6) const uint GROUP_M = 8;
 layout(constant_id = 7) const uint SPLIT_K = 1;
 layout(constant_id = 8) const uint SUBGROUPS_M = 1;
+layout(constant_id = 9) const bool ALIGNED = false;
 #ifndef N_PARTS
 #define N_PARTS 1
 #endif
@@ -152,8 +155,8 @@ void main() {
     }
 #endif
 
-    const bool interior = tile.x * TILE_M + TILE_M <= shape.M && tile.y * TILE_N + TILE_N <= shape.N &&
-                          shape.stride_a % ELEMENTS_PER_16B == 0 && shape.stride_b % ELEMENTS_PER_16B == 0;
+    const bool interior = ALIGNED || (tile.x * TILE_M + TILE_M <= shape.M && tile.y * TILE_N + TILE_N <= shape.N &&
+                          shape.stride_a % ELEMENTS_PER_16B == 0 && shape.stride_b % ELEMENTS_PER_16B == 0);
     if (interior) {
         // Masking the strides tells the compiler they are 16-byte multiples (rows stay aligned).
         const uint stride_a = shape.stride_a & ~(ELEMENTS_PER_16B - 1);
@@ -182,23 +185,31 @@ void main() {
     }
 
     // Edge tiles (all of K) and the K tail of interior tiles: Constant clamp with clampValue 0 (the default).
-    tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
-    clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, k_end);  // K clamps at the slice end
-    clamped_a = setTensorLayoutStrideNV(clamped_a, shape.stride_a, 1);
-    tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
-    if (B_COLUMN_MAJOR) {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, k_end);
-    } else {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, k_end, shape.N);
-    }
-    clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
-    for (; step < step_end; ++step) {
-        const uint k = step * TILE_K;
-        GEMM_STEP(clamped_a, clamped_b)
+    // An ALIGNED pipeline has neither: the whole block folds away with the specialization constant.
+    if (!ALIGNED) {
+        tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
+        clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, k_end);  // K clamps at the slice end
+        clamped_a = setTensorLayoutStrideNV(clamped_a, shape.stride_a, 1);
+        tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
+        if (B_COLUMN_MAJOR) {
+            clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, k_end);
+        } else {
+            clamped_b = setTensorLayoutDimensionNV(clamped_b, k_end, shape.N);
+        }
+        clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
+        for (; step < step_end; ++step) {
+            const uint k = step * TILE_K;
+            GEMM_STEP(clamped_a, clamped_b)
+        }
     }
 
 #define STORE_C(SUM, COL)                                                                                     \
-    if (SPLIT_K == 1) {                                                                                       \
+    if (SPLIT_K == 1 && ALIGNED) {                                                                            \
+        tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);                                                  \
+        exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);                                      \
+        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c, 1);                                        \
+        coopMatStoreTensorNV(SUM, c, 0, sliceTensorLayoutNV(exact_c, row0, OWN_M, COL, PART_N));              \
+    } else if (SPLIT_K == 1) {                                                                                \
         tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);                               \
         layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);                                    \
         layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);                                      \

@@ -106,13 +106,15 @@ class _WorkgroupKernel:
             raise GemmInputError(f"B has shape {b.shape}; it must be {layout} with K={k}")
         return n
 
-    def _launch(self, inputs: dict, m: int, n: int, k: int, push: tuple, defines: dict, output_dtype) -> Launch:
+    def _launch(self, inputs: dict, m: int, n: int, k: int, push: tuple, defines: dict, output_dtype,
+                extra_specialization: dict | None = None) -> Launch:
         """The GEMM dispatch and, for split_k > 1, the fp32 partial sums and their reduce pass."""
         tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
         split = self.tile.split_k
         target = "C" if split == 1 else "partial sums"
-        gemm = Dispatch(self.shader, defines, self.tile.specialization(self.b_column_major),
-                        tuple(inputs) + (target,), (tiles, split, 1), push, self.pipeline_options())
+        specialization = {**self.tile.specialization(self.b_column_major), **(extra_specialization or {})}
+        gemm = Dispatch(self.shader, defines, specialization, tuple(inputs) + (target,), (tiles, split, 1), push,
+                        self.pipeline_options())
         outputs = {"C": ((m, n), np.dtype(output_dtype))}
         dispatches = [gemm]
         if split > 1:
@@ -152,18 +154,29 @@ class CoopMat2Kernel(_WorkgroupKernel):
         return {}
 
     def template_launch(self) -> Launch:
-        """The smallest launch: its dispatches name every pipeline this kernel needs."""
+        """The smallest launch: its dispatches name every pipeline this kernel needs (the edge-handling one; an
+        aligned problem adds its ALIGNED pipeline when it is bound)."""
         one = np.zeros((1, 1), self.types.input_dtype)
         return self.launch(one, one)
 
+    def aligned(self, m: int, n: int, k: int) -> bool:
+        """Whether the ALIGNED pipeline may run (m, n, k): every tile whole in M and N, K whole TILE_K steps, and
+        the rows of A and B (strides K and B's row length) 16-byte multiples."""
+        e = self.types.elements_per_16_bytes
+        b_row = k if self.b_column_major else n
+        return (m % self.tile.tile_m == 0 and n % self.tile.tile_n == 0 and k % self.tile.tile_k == 0
+                and k % e == 0 and b_row % e == 0)
+
     def launch(self, a, b) -> Launch:
-        """C = A @ B, with B already in this kernel's layout (:meth:`store_b`)."""
+        """C = A @ B, with B already in this kernel's layout (:meth:`store_b`); the ALIGNED pipeline when
+        :meth:`aligned` allows it."""
         t = self.types
         a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
         m, k = a.shape
         n = self._check_b(b, k)
         push = _u32(m, n, k, k, b.shape[1], n)
-        return self._launch({"A": a, "B": b}, m, n, k, push, self.defines(), t.output_dtype)
+        return self._launch({"A": a, "B": b}, m, n, k, push, self.defines(), t.output_dtype,
+                            {"ALIGNED": self.aligned(m, n, k)})
 
 
 class Sparse24Kernel(_WorkgroupKernel):
