@@ -20,8 +20,8 @@ LAYERS = [
     ["vkcoop.gemm", "vkcoop.portable"],
     ["vkcoop.attention"],
     ["vkcoop.samples", "vkcoop.fuzz"],
-    ["vkcoop.cuda", "vkcoop.explain_check"],
-    ["vkcoop.bench", "vkcoop.inspect", "vkcoop.explain_command"],
+    ["vkcoop.cuda"],
+    ["vkcoop.bench", "vkcoop.inspect"],
     ["vkcoop.cli"],
     ["vkcoop.__main__"],
 ]

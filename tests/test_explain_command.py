@@ -15,16 +15,17 @@ import pytest
 
 from support import child_env
 from test_fuzz_hw import EmulatedHwRunner, _coopmat2_device, _floor_strides, _repeat_instead_of_mirror
-from vkcoop import explain_check, explain_command
+from vkcoop.cli import explain as explain_command
+from vkcoop.fuzz import explain_check
 from vkcoop.fuzz import hw
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*argv, stdin: str | None = None, env=None, first_paths=()):
-    """Run ``python -m vkcoop.explain_command`` from the checkout; returns the CompletedProcess."""
+    """Run ``python -m vkcoop explain`` from the checkout; returns the CompletedProcess."""
     environ = child_env(*first_paths, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "vkcoop.explain_command", *argv], cwd=ROOT, env=environ,
+    return subprocess.run([sys.executable, "-m", "vkcoop", "explain", *argv], cwd=ROOT, env=environ,
                           input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=60)
 

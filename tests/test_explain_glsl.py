@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from support import toolchain_or_skip
-from vkcoop import explain_command
+from vkcoop.cli import explain as explain_command
 from vkcoop.tensor import ClampMode, TensorLayout, TensorView
 from vkcoop.tensor.glsl import GlslError, parse, to_glsl
 

@@ -1,8 +1,8 @@
 """``vkcoop explain``: what a tensor layout and view do to each matrix cell, in the terminal, as JSON, as a
 picture, as GLSL, and (``--check``) on a coopmat2 device.
 
-The cli wires it with :func:`add_arguments` and :func:`run`; ``python -m vkcoop.explain_command ...`` runs
-it alone (:func:`main`). Data and printing are apart: :func:`build_request` turns the options into a
+The cli wires it with :func:`add_arguments` and :func:`run` (``vkcoop explain``); :func:`main` runs it
+alone, in-process. Data and printing are apart: :func:`build_request` turns the options into a
 :class:`Request`, :func:`compute` gives the :class:`vkcoop.tensor.explain.Explanation` (and the check
 result), and the printers only present them.
 
@@ -21,9 +21,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tensor import ClampMode, TensorLayout, TensorSpecError, TensorView
-from .tensor.explain import STYLES, CellStatus, Explanation, default_shape, explain, state_rows, title
-from .tensor.glsl import GlslError, parse, to_glsl
+from ..tensor import ClampMode, TensorLayout, TensorSpecError, TensorView
+from ..tensor.explain import STYLES, CellStatus, Explanation, default_shape, explain, state_rows, title
+from ..tensor.glsl import GlslError, parse, to_glsl
 
 #: One line for the command's help (the cli can use it for its subcommand).
 DESCRIPTION = ("show what a tensor layout and view do to each matrix cell: a coloured grid, --json, --png, "
@@ -384,7 +384,7 @@ def run(args, *, stdin=None) -> int:
         _needs(args)
         e = compute(request)
         if args.check:
-            from .explain_check import CheckUnavailable, CheckUnsupported, run_check
+            from ..fuzz.explain_check import CheckUnavailable, CheckUnsupported, run_check
             try:
                 check = run_check(e, _device(args.device))
             except CheckUnsupported as error:
@@ -407,7 +407,7 @@ def run(args, *, stdin=None) -> int:
     if args.json:
         write_json(e, args.json, check)
     if args.png:
-        from .tensor.figure import render
+        from ..tensor.figure import render
         render(e, args.png, command=command_line(args))
         print(f"wrote {args.png}", file=sys.stderr)
     return 1 if check is not None and check.unexplained else 0
@@ -430,7 +430,3 @@ def main(argv=None) -> int:
     parser = add_arguments(_Parser(prog="vkcoop explain", description=DESCRIPTION))
     args = parser.parse_args(argv)
     return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fuzz import compare, models
-from .fuzz.cases import DECODE_SHAPE, HW_SHAPES, MARK_VALUE, PREVIOUS_VALUE, FuzzCase, Variant, hw_violation
-from .fuzz.cases import packed_strides
-from .fuzz.hw import HW_FEATURES, as_component
-from .tensor import TensorView
-from .tensor.explain import Explanation
+from . import compare, models
+from .cases import DECODE_SHAPE, HW_SHAPES, MARK_VALUE, PREVIOUS_VALUE, FuzzCase, Variant, hw_violation
+from .cases import packed_strides
+from .hw import HW_FEATURES, as_component
+from ..tensor import TensorView
+from ..tensor.explain import Explanation
 
 COMPONENT = "fp16"
 #: The docs/spec-notes.md finding each model or tag of vkcoop.fuzz.models stands for.
@@ -148,7 +148,7 @@ def open_device(device=None):
     """A vkcoop.vk.Device with the hardware shader's features; raises CheckUnavailable."""
     try:
         import spirv_tools
-        from . import vk
+        from .. import vk
         spirv_tools.find_toolchain()
     except Exception as error:  # noqa: BLE001 - no usable toolchain for any reason is the same need
         raise CheckUnavailable(f"--check needs a coopmat2-capable shader toolchain ({_one_line(error)}); "
@@ -166,7 +166,7 @@ def run_check(e: Explanation, device=None, *, runner=None) -> CheckResult:
     case = hardware_case(e)
     owned = None
     if runner is None:
-        from .fuzz.hw import HwRunner
+        from .hw import HwRunner
         owned = open_device(device)
         runner = HwRunner(owned, [case.variant], threads=1)
     try:
