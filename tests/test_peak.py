@@ -12,7 +12,8 @@ import pytest
 
 from support import toolchain_or_skip
 from test_inspect_cli import NO_VULKAN
-from vkcoop.bench import peak, peak_command
+from vkcoop.bench import peak
+from vkcoop.cli import peak as peak_command
 from vkcoop.samples.fixtures import H200_CAPS
 from vkcoop.vk.tables import SCOPE_WORKGROUP, ShapeEntry
 

@@ -1,13 +1,12 @@
 """``vkcoop bench peak`` on the command line: options, the table, JSON and exit codes around
-:func:`vkcoop.bench.peak.run_peak` (``python -m vkcoop.bench.peak_command`` where the CLI is not installed)."""
+:func:`vkcoop.bench.peak.run_peak` (``python -m vkcoop bench peak``)."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from ..paths import output_file
-from .peak import FORMS, MODES, TYPES, PeakResult, PeakRow, run_peak
+from ..bench.peak import FORMS, MODES, TYPES, PeakResult, PeakRow, run_peak
 
 
 def print_table(result: PeakResult, console=None) -> None:
@@ -73,12 +72,3 @@ def run(args) -> int:
         return 3
     return 0
 
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.peak_command", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
