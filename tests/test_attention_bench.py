@@ -12,6 +12,7 @@ import pytest
 from vkcoop.attention import AttentionShape, reference_attention
 from vkcoop.bench import attention as bench
 from vkcoop.bench import attention_report, report
+from vkcoop.cli import attention as command
 
 
 def test_flops_are_four_bhsd_and_halved_for_causal():
@@ -146,9 +147,9 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     assert rows[0][:6] == ("prefill fp16 b2 h32 q64 kv64 d64 causal", "vk-coopmat2", "ok", "2.000",
                            rows[0][4], "1") and rows[1][0] == ""
     text = io.StringIO()
-    bench.print_table(outcome, Console(file=text, width=200))
+    attention_report.print_table(outcome, Console(file=text, width=200))
     assert "note 2: skipped because not today" in text.getvalue() and "2 path(s) failed" in text.getvalue()
-    assert bench.plot(outcome, tmp_path / "a" / "plot.png").stat().st_size > 1000
+    assert attention_report.plot(outcome, tmp_path / "a" / "plot.png").stat().st_size > 1000
     assert report.write_json(outcome, tmp_path / "r.json").exists()
 
 
@@ -160,7 +161,7 @@ def test_bandwidth_comes_from_the_gpu_name():
 # --------------------------------------------------------------------------- the CLI hooks
 def _parse(*argv):
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    command.add_arguments(parser)
     return parser.parse_args(list(argv))
 
 
@@ -184,7 +185,7 @@ def test_run_reports_an_environment_error_when_nothing_can_run(monkeypatch, tmp_
 
     monkeypatch.setattr(bench, "_Paths", NothingRuns)
     args = _parse("--kinds", "decode", "--decode-seqs", "64", "--json", str(tmp_path / "out" / "r.json"))
-    assert bench.run(args) == bench.EXIT_ENVIRONMENT
+    assert command.run(args) == bench.EXIT_ENVIRONMENT
     assert "no path could run here: no GPU here" in capsys.readouterr().err
     assert json.loads((tmp_path / "out" / "r.json").read_text())["results"][0]["status"] == "skipped"
 

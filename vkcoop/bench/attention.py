@@ -13,8 +13,9 @@ timed. Throughput: 4·b·h·s_q·s_kv·d FLOPs (halved when causal) over the med
 of K and V read and the fraction of the memory bandwidth (``bandwidth_gbs``, default from the GPU's name). Ratios:
 to the fastest torch backend of the case, and to a coopmat2 ceiling in TFLOP/s (``vkcoop bench peak``) if given.
 
-API for the CLI: :func:`run_attention_bench` returns a :class:`vkcoop.bench.sparse.BenchResult` of
-:class:`AttentionResult`; :func:`print_table`, :func:`plot`; :func:`add_arguments` and :func:`run`.
+API: :func:`run_attention_bench` returns a :class:`vkcoop.bench.sparse.BenchResult` of :class:`AttentionResult`;
+:func:`print_table` and :func:`plot` render it. The command itself (options, files, exit codes) is
+:mod:`vkcoop.cli.attention`.
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from . import report
 from .attention_paths import TORCH_BACKENDS, VULKAN_PATH, TorchInputs, TorchSdpaPath, Unsupported, VulkanPath
 from .attention_paths import torch_status
 from .measure import Outcome
-from .attention_report import plot, print_table
 from .sparse import BenchResult
 
 PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
@@ -276,93 +276,3 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
         available.close()
     add_ratios(results, ceiling_tflops, bandwidth_gbs)
     return BenchResult(results, environment, settings, interrupted)
-
-
-# --- the CLI's hooks: ``vkcoop bench attention`` -------------------------------------------------------------
-def _list_of(kind, allowed=None):
-    """An argparse type: comma-separated values of ``kind``, each in ``allowed`` if given."""
-    import argparse
-
-    def parse(text: str) -> list:
-        try:
-            values = [kind(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind.__name__}") from None
-        bad = [v for v in values if allowed is not None and v not in allowed]
-        if not values or bad or (kind is int and min(values) < 1):
-            choices = f" from {','.join(map(str, allowed))}" if allowed else " (positive)"
-            raise argparse.ArgumentTypeError(f"{text!r}: choose{choices}")
-        return values
-    return parse
-
-
-def add_arguments(parser) -> None:
-    """The options of ``vkcoop bench attention`` on an argparse (sub)parser."""
-    from ..attention import parse_attention_tile
-
-    parser.add_argument("--kinds", type=_list_of(str, KINDS), default=list(KINDS), help="prefill,decode")
-    parser.add_argument("--dtype", type=_list_of(str, tuple(DTYPES)), default=["fp16"], help="fp16,bf16")
-    parser.add_argument("--head-dims", type=_list_of(int, HEAD_DIMS), default=list(HEAD_DIMS), help="64,128")
-    parser.add_argument("--seqs", type=_list_of(int), default=list(PREFILL_SEQS), help="prefill seq_q = seq_kv")
-    parser.add_argument("--decode-seqs", type=_list_of(int), default=list(DECODE_SEQS), help="decode seq_kv")
-    parser.add_argument("--causal", choices=("both", "on", "off"), default="both", help="prefill masks")
-    parser.add_argument("--paths", type=_list_of(str, PATH_NAMES), default=None, help=",".join(PATH_NAMES))
-    parser.add_argument("--iters", type=int, default=20, help="timed runs per path (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
-    parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
-    parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
-    parser.add_argument("--tile", type=parse_attention_tile, default=None,
-                        help="Vulkan tile INVOCATIONS:BRxBC (default: from the flexible-dimensions table)")
-    parser.add_argument("--ceiling", type=float, default=None, metavar="TFLOPS",
-                        help="coopmat2 ceiling from `vkcoop bench peak`, for the 'x ceiling' column")
-    parser.add_argument("--bandwidth", type=float, default=None, metavar="GB/S",
-                        help="memory bandwidth for decode's 'x bandwidth' (default: by GPU name)")
-    parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
-    parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
-    parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
-    parser.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write the bar charts")
-
-
-def run(args, console=None) -> int:
-    """Run, print, write files; the exit code (EXIT_*). Bad arguments raise ValueError before any GPU work."""
-    import sys
-
-    from ..paths import output_file
-
-    output_file(args.json_path)          # bad output paths fail before the run, with their folders made
-    output_file(args.plot_path, "--plot")
-    causal = {"both": (False, True), "on": (True,), "off": (False,)}[args.causal]
-    outcome = run_attention_bench(kinds=args.kinds, dtypes=args.dtype, head_dims=args.head_dims, seqs=args.seqs,
-                                  decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,
-                                  warmup=args.warmup, tokens=args.tokens, decode_batch=args.decode_batch,
-                                  tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
-                                  device=args.device, validate=args.validate, console=console)
-    print_table(outcome, console)
-    if args.json_path:
-        print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)
-    if args.plot_path and any(r.tflops for r in outcome.results):
-        print(f"wrote {plot(outcome, args.plot_path)}", file=sys.stderr)
-    if outcome.interrupted:
-        return EXIT_INTERRUPTED
-    if outcome.results and all(r.status == "skipped" for r in outcome.results):
-        reasons = " / ".join(sorted({r.reason for r in outcome.results}))
-        print(f"vkcoop: error: no path could run here: {reasons[:300]}; run it on a GPU host", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    return EXIT_FAILED if outcome.failed else EXIT_OK
-
-
-def main(argv=None) -> int:
-    """``python -m vkcoop.bench.attention [options]``: the bench before (and besides) the CLI's wiring."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.attention", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except ValueError as error:
-        parser.exit(2, f"vkcoop: error: {error}; check the arguments\n")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..bench import attention
+from . import attention
 from . import peak as peak_command
 from .common import (CliError, Exit, add_device_argument, add_module_command, check_device, choice_list, console,
                      emit_json, err_console, non_negative_int, output_path, positive_int, size_list, wrote)

@@ -1,0 +1,79 @@
+"""``vkcoop bench attention`` on the command line: options, files and exit codes around
+:func:`vkcoop.bench.attention.run_attention_bench` (which measures) and its table and plot."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..attention import parse_attention_tile
+from ..attention.shapes import HEAD_DIMS
+from ..bench import report
+from ..bench.attention import (DECODE_SEQS, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, KINDS,
+                               PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, run_attention_bench)
+from ..bench.attention_report import plot, print_table
+from ..gemm import DTYPES
+from ..paths import output_file
+
+
+def _list_of(kind, allowed=None):
+    """An argparse type: comma-separated values of ``kind``, each in ``allowed`` if given."""
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind.__name__}") from None
+        bad = [v for v in values if allowed is not None and v not in allowed]
+        if not values or bad or (kind is int and min(values) < 1):
+            choices = f" from {','.join(map(str, allowed))}" if allowed else " (positive)"
+            raise argparse.ArgumentTypeError(f"{text!r}: choose{choices}")
+        return values
+    return parse
+
+
+def add_arguments(parser) -> None:
+    """The options of ``vkcoop bench attention`` on an argparse (sub)parser."""
+    parser.add_argument("--kinds", type=_list_of(str, KINDS), default=list(KINDS), help="prefill,decode")
+    parser.add_argument("--dtype", type=_list_of(str, tuple(DTYPES)), default=["fp16"], help="fp16,bf16")
+    parser.add_argument("--head-dims", type=_list_of(int, HEAD_DIMS), default=list(HEAD_DIMS), help="64,128")
+    parser.add_argument("--seqs", type=_list_of(int), default=list(PREFILL_SEQS), help="prefill seq_q = seq_kv")
+    parser.add_argument("--decode-seqs", type=_list_of(int), default=list(DECODE_SEQS), help="decode seq_kv")
+    parser.add_argument("--causal", choices=("both", "on", "off"), default="both", help="prefill masks")
+    parser.add_argument("--paths", type=_list_of(str, PATH_NAMES), default=None, help=",".join(PATH_NAMES))
+    parser.add_argument("--iters", type=int, default=20, help="timed runs per path (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
+    parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
+    parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
+    parser.add_argument("--tile", type=parse_attention_tile, default=None,
+                        help="Vulkan tile INVOCATIONS:BRxBC (default: from the flexible-dimensions table)")
+    parser.add_argument("--ceiling", type=float, default=None, metavar="TFLOPS",
+                        help="coopmat2 ceiling from `vkcoop bench peak`, for the 'x ceiling' column")
+    parser.add_argument("--bandwidth", type=float, default=None, metavar="GB/S",
+                        help="memory bandwidth for decode's 'x bandwidth' (default: by GPU name)")
+    parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
+    parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
+    parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
+    parser.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write the bar charts")
+
+
+def run(args, console=None) -> int:
+    """Run, print, write files; the exit code (EXIT_*). Bad arguments raise ValueError before any GPU work."""
+    output_file(args.json_path)          # bad output paths fail before the run, with their folders made
+    output_file(args.plot_path, "--plot")
+    causal = {"both": (False, True), "on": (True,), "off": (False,)}[args.causal]
+    outcome = run_attention_bench(kinds=args.kinds, dtypes=args.dtype, head_dims=args.head_dims, seqs=args.seqs,
+                                  decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,
+                                  warmup=args.warmup, tokens=args.tokens, decode_batch=args.decode_batch,
+                                  tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
+                                  device=args.device, validate=args.validate, console=console)
+    print_table(outcome, console)
+    if args.json_path:
+        print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)
+    if args.plot_path and any(r.tflops for r in outcome.results):
+        print(f"wrote {plot(outcome, args.plot_path)}", file=sys.stderr)
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    if outcome.results and all(r.status == "skipped" for r in outcome.results):
+        reasons = " / ".join(sorted({r.reason for r in outcome.results}))
+        print(f"vkcoop: error: no path could run here: {reasons[:300]}; run it on a GPU host", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    return EXIT_FAILED if outcome.failed else EXIT_OK
