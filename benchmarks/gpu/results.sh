@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Writes one GPU's docs/results/<gpu>/ on the GPU host: every recorded figure the README cites, each file with
+# the exact command that made it. From the repository root, with .bundle carried (scripts/gpu_bundle.sh):
+#
+#   bash benchmarks/gpu/results.sh [PART...]       PART: core, sparse, tests (default: all three)
+#
+#   core     facts.log, capabilities.json; run.json (vkcoop run --all --validate); fuzz.json (100k cases, hardware
+#            and portable); peak.json (vkcoop bench peak); inspect-dense.json, inspect-2-4.json, inspect-khr.json
+#            (vkcoop inspect --gemm ..., the driver's machine code); attention.json / .png (vkcoop bench attention)
+#   sparse   bench.json / .png (vkcoop bench sparse --dtype fp16,bf16 --sizes 4096,8192 --shapes square,llm,mlp
+#            --ceilings, every path and library search)
+#   tests    pytest-gpu.log: python3 -m pytest -m "gpu or cuda or vulkan" (the whole GPU suite, nothing deselected)
+#
+# On an H100 each part fits one 10-minute device command. Every command's output goes to <name>.log beside its
+# files, and COMMANDS.md lists each file with its command and exit status. With $OUT set (the device tool), the
+# folder is also packed into $OUT/results-<gpu>-<part>.tgz, so it comes back as one file per part.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(core sparse tests)
+for part in "${parts[@]}"; do
+  case "$part" in core|sparse|tests) ;; *) echo "results.sh: unknown part '$part' (core, sparse, tests)" >&2; exit 2 ;; esac
+done
+# shellcheck disable=SC1091
+source scripts/gpu_env.sh
+py=${PYTHON:-python3}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
+      | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[A-Za-z]+[0-9]+/) {print tolower($i); exit}}')
+dir=docs/results/${gpu:-unknown-gpu}
+mkdir -p "$dir"
+[ -f "$dir/COMMANDS.md" ] || printf '# %s\n\n| file | command | exit |\n|---|---|---|\n' "$dir" >"$dir/COMMANDS.md"
+
+record() {  # record NAME FILES -- COMMAND...: run it (log in NAME.log), stamp "command" into its JSON files
+  local name=$1 files=$2
+  shift 3
+  echo "== $name: $*"
+  local started=$SECONDS
+  { echo "\$ $*"; timeout "${STEP_TIMEOUT:-560}" "$@"; } >"$dir/$name.log" 2>&1
+  local status=$?
+  echo "   exit $status after $((SECONDS - started)) s"; tail -n 3 "$dir/$name.log" | cut -c1-200 | sed 's/^/   | /'
+  "$py" - "$*" $files <<'PY'
+import json, sys
+command, files = sys.argv[1], sys.argv[2:]
+for path in files:
+    try:
+        data = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    if isinstance(data, dict):
+        json.dump({"command": command, **data}, open(path, "w"), indent=1, default=str)
+PY
+  echo "| ${files:-$name.log} | \`$*\` | $status |" >>"$dir/COMMANDS.md"
+}
+
+for part in "${parts[@]}"; do
+  case "$part" in
+    core)
+      record facts "" -- bash -c "nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; $py -c 'import torch; print(\"torch\", torch.__version__, \"cuSPARSELt\", torch.backends.cusparselt.version())'; $py -m pip list 2>/dev/null | grep -iE 'nvmath|cusparselt|nvdisasm|cuda-core'"
+      record info "$dir/capabilities.json" -- bash -c "$py -m vkcoop info --json >$dir/capabilities.json"
+      record run "$dir/run.json" -- "$py" -m vkcoop run --all --validate --json "$dir/run.json"
+      record fuzz "$dir/fuzz.json" -- "$py" -m vkcoop fuzz --cases 100000 --target both --json "$dir/fuzz.json"
+      record peak "$dir/peak.json" -- "$py" -m vkcoop bench peak --json "$dir/peak.json"
+      for target in dense 2:4 khr; do
+        file=$dir/inspect-${target/:/-}.json
+        record "inspect-${target/:/-}" "$file" -- "$py" -m vkcoop inspect --gemm "$target" --json "$file"
+      done
+      record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --json "$dir/attention.json" \
+        --plot "$dir/attention.png" ;;
+    sparse)
+      record bench "$dir/bench.json" -- "$py" -m vkcoop bench sparse --dtype fp16,bf16 --sizes 4096,8192 \
+        --shapes square,llm,mlp --ceilings --json "$dir/bench.json" --plot "$dir/bench.png" ;;
+    tests)
+      record pytest-gpu "" -- "$py" -m pytest -p no:cacheprovider -q -m "gpu or cuda or vulkan" tests ;;
+  esac
+  if [ -n "${OUT:-}" ]; then
+    tar -czf "$OUT/results-${gpu:-unknown-gpu}-$part.tgz" "$dir"
+  fi
+done
