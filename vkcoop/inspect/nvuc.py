@@ -152,7 +152,7 @@ class Container:
         return next((f for f in self.functions if f.section == section.index), None)
 
     def summary(self) -> dict:
-        return {"version": "%d.%d" % self.version, "arch": self.arch_name, "bytes": self.size,
+        return {"version": f"{self.version[0]}.{self.version[1]}", "arch": self.arch_name, "bytes": self.size,
                 "registers": self.registers, "scratch_bytes": self.scratch_bytes,
                 "barriers": len(self.barrier_offsets),
                 "sections": [{"type": s.name, "size": s.size, "offset": s.offset, "values": list(s.values)}
