@@ -9,12 +9,12 @@ import pytest
 
 from vkcoop.inspect import core, sass
 
-# HAND-WRITTEN FIXTURE, NOT DRIVER OUTPUT. No GPU and no nvdisasm were available where this was written, so no
-# real listing of a vkcoop pipeline could be produced. This follows the layout nvdisasm prints for a cubin
-# (.headerflags, a ".text.<kernel>" section with .sectioninfo SHI_REGISTERS, "/*offset*/ [@pred] OPCODE.MODS
-# operands ;" lines, some with the trailing encoding comments cuobjdump-style listings add) with mnemonics in
-# the forms NVIDIA's tools print for sm_80/sm_90. Still owed: a real fixture from the GPU host
-# (vkcoop inspect --gemm dense --sass FILE), checked in, with this test's expected counts read off it.
+# HAND-WRITTEN FIXTURE, NOT DRIVER OUTPUT. It follows the layout nvdisasm prints for a cubin (.headerflags, a
+# ".text.<kernel>" section with .sectioninfo SHI_REGISTERS, "/*offset*/ [@pred] OPCODE.MODS operands ;" lines,
+# some with the trailing encoding comments cuobjdump-style listings add) with mnemonics in the forms NVIDIA's
+# tools print for sm_80/sm_90, so that forms the real pipelines lack (LDGSTS, HGMMA, UTMALDG, several kernels)
+# are counted too. The real driver output (an H100's shader cache, with its README's counts) is tested in
+# test_inspect_nvuc.py.
 FIXTURE = """\
 \t.headerflags\t@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
 \t.elftype\t@"ET_EXEC"

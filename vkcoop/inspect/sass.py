@@ -1,7 +1,9 @@
 """Disassembling with ``nvdisasm`` and counting what the listing holds.
 
-An nvdisasm listing puts each kernel under a ``.text.<name>`` section, with ``.sectioninfo @"SHI_REGISTERS=n"``
-in its header, and one instruction per line::
+nvdisasm is looked for on PATH, beside nvcc, then in the ``nvidia-cuda-nvdisasm`` pip package
+(``pip install 'vkcoop[inspect]'``). An nvdisasm listing of a cubin puts each kernel under a ``.text.<name>``
+section, with ``.sectioninfo @"SHI_REGISTERS=n"`` in its header (a ``--binary SM90`` listing of raw code has
+neither), and one instruction per line::
 
         /*0040*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
         /*0050*/              @!P0 LDG.E.U16.STRONG.SM R2, desc[UR4][R2.64] ;
