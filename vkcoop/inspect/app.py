@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=None, help="keep the driver's cache files here (a new or empty "
                                                             "directory)")
     parser.add_argument("--nvdisasm", default=None, help="path of nvdisasm (default: PATH, CUDA_HOME)")
-    parser.add_argument("--raw-arch", default="SM90", help="nvdisasm --binary architecture for raw blobs")
+    parser.add_argument("--raw-arch", default="SM90", help="nvdisasm --binary architecture of NVuc code and raw blobs")
     parser.add_argument("--no-executables", action="store_true",
                         help="skip the VK_KHR_pipeline_executable_properties query")
 
