@@ -81,18 +81,28 @@ NO_VULKAN = vulkan_device_or_reason()
 
 @pytest.mark.vulkan
 @pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
-def test_child_builds_the_pipeline_and_reports_the_device():
+def test_child_builds_the_pipeline_and_the_query_reads_it_back():
+    """The build child returns a recipe per pipeline; the query (here in this process, on the real device)
+    re-creates the pipeline from it and reports, or says which extension is missing."""
     toolchain_or_skip()
-    from vkcoop.inspect import child
+    from vkcoop.inspect import child, query
     target = targets.shader_target("test/spec_types.comp", specialization=["1=7", "BOOL_VALUE=true"])
-    result = child.run_request({"target": target.to_dict(), "device": None, "executables": True})
+    result = child.run_request({"target": target.to_dict(), "device": None})
     assert result["error"] is None, result["error"]
     assert result["device"]["name"]
     assert [p["label"] for p in result["pipelines"]] == [target.label]
     assert result["pipelines"][0]["spirv_bytes"] > 0
-    (report,) = result["executables"]
+    (recipe,) = [executables.PipelineRecipe.from_dict(r) for r in result["recipes"]]
+    assert recipe.label == target.label and len(recipe.spirv) == result["pipelines"][0]["spirv_bytes"]
+    assert {s.constant_id for s in recipe.specialization} == {1, 4}
+    calls = []
+    answer = query.run_query({"device": None, "extensions": result["extensions"], "features": result["features"],
+                              "pipelines": result["recipes"]}, lambda call, context="": calls.append(call))
+    assert answer["error"] is None, answer["error"]
+    (report,) = answer["executables"]
     assert report["pipeline"] == target.label
     assert report["available"] in (True, False)
+    assert calls[0] == "vkCreateInstance"
 
 
 @pytest.mark.vulkan
@@ -101,7 +111,7 @@ def test_child_refuses_an_unknown_constant_as_input():
     toolchain_or_skip()
     from vkcoop.inspect import child
     target = targets.shader_target("test/spec_types.comp", specialization=["77=1"])
-    result = child.run_request({"target": target.to_dict(), "device": None, "executables": False})
+    result = child.run_request({"target": target.to_dict(), "device": None})
     assert result["error"]["kind"] == "input" and "constant_id 77" in result["error"]["message"]
 
 

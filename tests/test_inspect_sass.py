@@ -9,12 +9,12 @@ import pytest
 
 from vkcoop.inspect import core, sass
 
-# HAND-WRITTEN FIXTURE, NOT DRIVER OUTPUT. No GPU and no nvdisasm were available where this was written, so no
-# real listing of a vkcoop pipeline could be produced. This follows the layout nvdisasm prints for a cubin
-# (.headerflags, a ".text.<kernel>" section with .sectioninfo SHI_REGISTERS, "/*offset*/ [@pred] OPCODE.MODS
-# operands ;" lines, some with the trailing encoding comments cuobjdump-style listings add) with mnemonics in
-# the forms NVIDIA's tools print for sm_80/sm_90. Still owed: a real fixture from the GPU host
-# (vkcoop inspect --gemm dense --sass FILE), checked in, with this test's expected counts read off it.
+# HAND-WRITTEN FIXTURE, NOT DRIVER OUTPUT. It follows the layout nvdisasm prints for a cubin (.headerflags, a
+# ".text.<kernel>" section with .sectioninfo SHI_REGISTERS, "/*offset*/ [@pred] OPCODE.MODS operands ;" lines,
+# some with the trailing encoding comments cuobjdump-style listings add) with mnemonics in the forms NVIDIA's
+# tools print for sm_80/sm_90, so that forms the real pipelines lack (LDGSTS, HGMMA, UTMALDG, several kernels)
+# are counted too. The real driver output (an H100's shader cache, with its README's counts) is tested in
+# test_inspect_nvuc.py.
 FIXTURE = """\
 \t.headerflags\t@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
 \t.elftype\t@"ET_EXEC"
@@ -107,6 +107,9 @@ def test_instruction_mix_of_the_fixture():
     assert gemm.global_load_forms["LDG.E.U16.STRONG.SM"] == 3
     assert dict(gemm.global_stores) == {32: 1, 128: 1}
     assert dict(gemm.shared) == {"LDSM": 2, "LDS": 1, "STS": 1}
+    assert dict(gemm.shared_forms) == {"LDSM.16.M88.4": 1, "LDSM.16.MT88.4": 1, "LDS.U16": 1, "STS.128": 1}
+    assert dict(gemm.global_store_forms) == {"STG.E": 1, "STG.E.128": 1}
+    assert gemm.opcodes["LDGSTS"] == 2
     assert dict(gemm.async_copies) == {"LDGSTS.E.BYPASS.LTC128B.128": 2}
     assert dict(gemm.barriers) == {"LDGDEPBAR": 1, "DEPBAR.LE": 1, "BAR.SYNC.DEFER_BLOCKING": 2}
     assert dict(gemm.spills) == {"STL": 1, "LDL": 1}
@@ -154,11 +157,45 @@ def test_disassembler_failure_and_absence(tmp_path, monkeypatch):
     with pytest.raises(sass.DisassemblyError, match="stand-in failure"):
         sass.disassemble(b"\0", nvdisasm=_fake_nvdisasm(tmp_path, "", exit_code=1))
     monkeypatch.setattr(sass.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sass, "wheel_nvdisasm", lambda: None)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
     monkeypatch.delenv("CUDA_PATH", raising=False)
     if not os.path.exists("/usr/local/cuda/bin/nvdisasm"):
-        with pytest.raises(sass.DisassemblerMissing):
+        with pytest.raises(sass.DisassemblerMissing, match=r"pip install 'vkcoop\[inspect\]'"):
             sass.disassemble(b"\0")
+
+
+def test_nvdisasm_of_the_pip_package_is_found_through_its_metadata(tmp_path, monkeypatch):
+    """The nvidia-cuda-nvdisasm wheel puts nvdisasm under site-packages/nvidia/<cuXX>/bin; the package's file
+    list (importlib.metadata) says where, whatever the folder is called."""
+    from importlib import metadata
+    tool = tmp_path / "nvidia" / "cu99" / "bin" / "nvdisasm"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+
+    class Distribution:
+        files = [metadata.PackagePath("nvidia/cu99/bin/nvdisasm"), metadata.PackagePath("nvidia/cu99/README")]
+
+        @staticmethod
+        def locate_file(path):
+            return tmp_path / path
+
+    monkeypatch.setattr(metadata, "distribution", lambda name: Distribution if name == sass.NVDISASM_WHEEL
+                        else (_ for _ in ()).throw(metadata.PackageNotFoundError(name)))
+    assert sass.wheel_nvdisasm() == str(tool)
+    monkeypatch.setattr(sass.shutil, "which", lambda name: None)
+    monkeypatch.setattr("vkcoop.cuda.build.find_nvcc", lambda: None)
+    assert sass.find_nvdisasm() == str(tool)
+    tool.unlink()
+    assert sass.wheel_nvdisasm() is None
+
+
+def test_missing_nvdisasm_names_the_pip_extra(monkeypatch):
+    from vkcoop.inspect import core
+    monkeypatch.setattr(sass, "find_nvdisasm", lambda: None)
+    with pytest.raises(core.InspectUnavailable, match=r"pip install 'vkcoop\[inspect\]'") as raised:
+        core.check_tools()
+    assert raised.value.what == "nvdisasm"
 
 
 def test_objects_join_elf_attributes_with_the_listing(tmp_path):

@@ -3,10 +3,17 @@
 ``vkcoop inspect`` (``python -m vkcoop.inspect``) builds a target's pipelines in a child process whose driver
 writes its shader disk cache to a private directory (``__GL_SHADER_DISK_CACHE=1``,
 ``__GL_SHADER_DISK_CACHE_PATH``, ``__GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1``), finds the zstd frames in the cache
-files, unpacks the CUDA ELF objects in them and runs ``nvdisasm`` on each. It reports per kernel the register
-count, shared memory, and the static instruction mix (MMA forms, global loads and stores by width, shared-memory
-traffic, async copies, barriers, local-memory spills), and whatever VK_KHR_pipeline_executable_properties says
-where the driver exposes it.
+files and the compiled objects in them: the driver's NVuc containers (what the Vulkan driver writes; their code
+section is raw SM90 code) and CUDA ELF objects, and runs ``nvdisasm`` on the code. It reports per kernel the
+register count, scratch (local memory) and shared memory where known, and the static instruction mix (MMA forms,
+global loads and stores by width and form, shared-memory traffic, async copies, barriers, local-memory spills).
+Then, in a second child process, it asks VK_KHR_pipeline_executable_properties where the driver exposes it; a
+crash there is one line of the report.
+
+Modules: ``app`` (the command), ``core`` (the reports, ``inspect_pipeline``), ``launch`` (the two child
+processes, from the parent), ``child`` (the build child), ``query`` (the query child), ``executables``
+(VK_KHR_pipeline_executable_properties), ``cache`` (zstd frames and objects), ``nvuc`` (the NVuc container),
+``elf`` (the cubin), ``sass`` (nvdisasm and the instruction mix), ``targets`` (what can be inspected).
 
 Python API
 ----------
@@ -17,9 +24,11 @@ Python API
 raw_arch="SM90") -> InspectResult`` (``.objects`` -> ObjectReport -> KernelReport with ``.mix``
 (:class:`sass.InstructionMix`), ``.executables``, ``.to_dict()``, ``.listing()``); raises
 ``InspectUnavailable`` (``.what``), ``InspectInputError``, ``InspectFailed``.
-``cache.scan_bytes(data)`` / ``cache.scan_directory(path)`` -> CacheScan; ``sass.parse_listing(text)``,
-``sass.instruction_mix(mnemonics)``; ``elf.parse(data)``; ``executables.pipeline_executables(physical, spirv,
-pipeline, extensions=, features=)``.
+``core.report_cache(directory, nvdisasm, raw_arch)`` -> (summary, [ObjectReport]) for a cache already on disk.
+``cache.scan_bytes(data)`` / ``cache.scan_directory(path)`` -> CacheScan; ``nvuc.parse(data)`` /
+``nvuc.find_containers(data)``; ``sass.parse_listing(text)``, ``sass.instruction_mix(mnemonics)``,
+``sass.find_nvdisasm()``; ``elf.parse(data)``; ``executables.pipeline_executables(physical, spirv, pipeline,
+extensions=, features=, progress=)``; ``launch.query(request)`` -> QueryOutcome (``.executables``, ``.failure``).
 CLI: ``app.add_arguments(parser)``, ``app.run(args) -> int``, ``app.main(argv)``.
 """
 from .core import InspectFailed, InspectInputError, InspectResult, InspectUnavailable, inspect_pipeline

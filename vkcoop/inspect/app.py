@@ -1,8 +1,12 @@
 """``vkcoop inspect``: the command line around :func:`vkcoop.inspect.core.inspect_pipeline`.
 
-Exit status: 0 reported; 2 bad input (before any device work, or refused when the pipeline was built);
+Exit status: 0 reported (also when the VK_KHR_pipeline_executable_properties query failed or crashed: that is
+one line of the report); 2 bad input (before any device work, or refused when the pipeline was built);
 3 something needed is missing (zstandard, nvdisasm, an NVIDIA driver, the device's features, or a cache the
 reader understands), said in one line; 1 the pipeline process failed.
+
+The table has one row per kernel: registers, shared memory (``?`` where the object does not say: NVuc), scratch
+bytes (the NVuc container's SCRATCH; for a cubin its frame size, marked ``f``), and the instruction mix.
 """
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=None, help="keep the driver's cache files here (a new or empty "
                                                             "directory)")
     parser.add_argument("--nvdisasm", default=None, help="path of nvdisasm (default: PATH, CUDA_HOME)")
-    parser.add_argument("--raw-arch", default="SM90", help="nvdisasm --binary architecture for raw blobs")
+    parser.add_argument("--raw-arch", default="SM90", help="nvdisasm --binary architecture of NVuc code and raw blobs")
     parser.add_argument("--no-executables", action="store_true",
                         help="skip the VK_KHR_pipeline_executable_properties query")
 
@@ -69,28 +73,39 @@ def print_report(result: core.InspectResult, console=None) -> None:
     device = result.device
     table = Table(title=f"vkcoop inspect: {result.target} on {device.get('name')} (driver "
                         f"{device.get('driver_version')}); static instruction counts")
-    for column in ("object / kernel", "regs", "smem", "instr", "MMA", "LDG 8/16/32/64/128", "STG 16/32/64/128",
-                   "LDS/LDSM/STS", "async copy", "BAR", "LDL/STL"):
+    for column in ("object / kernel", "regs", "scratch", "smem", "instr", "MMA", "LDG 8/16/32/64/128",
+                   "STG 16/32/64/128", "LDS/LDSM/STS", "async copy", "BAR", "LDL/STL"):
         table.add_column(column, overflow="fold")
     for obj in result.objects:
         for kernel in obj.kernels:
             mix = kernel.mix
             regs = kernel.registers if kernel.registers is not None else kernel.registers_listing
-            table.add_row(f"{obj.kind}@{obj.source}\n{kernel.name or '(raw)'}", str(regs if regs is not None else "?"),
-                          str(kernel.shared_bytes), str(mix.total), _top(mix.mma),
+            table.add_row(f"{obj.kind}@{obj.source}\n{kernel.name or '(raw)'}", _known(regs), _scratch(kernel),
+                          _known(kernel.shared_bytes), str(mix.total), _top(mix.mma),
                           _counts(mix.global_loads, _WIDTH_COLUMNS), _counts(mix.global_stores, _WIDTH_COLUMNS[1:]),
                           _counts(mix.shared, ("LDS", "LDSM", "STS")), _top(mix.async_copies, 2),
                           str(sum(mix.barriers.values())), _counts(mix.spills, ("LDL", "STL")))
     console.print(table)
-    top_loads = _top(result.total_mix.global_load_forms, 4)
-    console.print(f"global load forms: {top_loads}")
+    total = result.total_mix
+    console.print(f"global load forms: {_top(total.global_load_forms, 4)}", highlight=False)
+    console.print(f"shared memory forms: {_top(total.shared_forms, 5)}", highlight=False)
     cache = result.cache
     console.print(f"[dim]cache: {cache['files']} file(s), {cache['frames']} zstd frame(s), objects {cache['objects']}; "
                   f"pipelines built: {', '.join(p['label'] for p in result.pipelines)}[/]")
-    print_executables(result.executables, console)
+    print_executables(result.executables, console, result.executables_failure)
 
 
-def print_executables(executables: list, console) -> None:
+def _known(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def _scratch(kernel: core.KernelReport) -> str:
+    if kernel.scratch_bytes is not None:
+        return str(kernel.scratch_bytes)
+    return "?" if kernel.frame_size is None else f"{kernel.frame_size} f"
+
+
+def print_executables(executables: list, console, failure: dict | None = None) -> None:
     from rich.table import Table
     rows = [(e["pipeline"], x["name"], s["name"], s["value"]) for e in executables if e.get("available")
             for x in e["executables"] for s in x["statistics"]]
@@ -104,6 +119,8 @@ def print_executables(executables: list, console) -> None:
         console.print(table)
     for reason in sorted(r for r in missing if r):
         console.print(f"[dim]pipeline executable properties: {reason}[/]")
+    if failure:
+        console.print(f"pipeline executable properties: {failure['message']}", markup=False, highlight=False)
 
 
 def _write(target: Path, text: str) -> None:

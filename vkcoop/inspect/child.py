@@ -1,15 +1,17 @@
-"""The child process of ``vkcoop inspect``: it creates the target's pipelines on a fresh Vulkan device, so the
-driver compiles them into the shader disk cache the parent put in its environment, and it reads
-VK_KHR_pipeline_executable_properties for each of them.
+"""The child process of ``vkcoop inspect`` that builds: it creates the target's pipelines on a fresh Vulkan device,
+so the driver compiles them into the shader disk cache the parent put in its environment, and it returns for
+each pipeline a :class:`~vkcoop.inspect.executables.PipelineRecipe` from which :mod:`vkcoop.inspect.query` (a
+second process) can re-create it for the VK_KHR_pipeline_executable_properties query.
 
 It runs in its own process because the driver reads ``__GL_SHADER_DISK_CACHE*`` once, when it loads, and
-vkcoop.vk keeps instances for the life of a process. Usage (the parent does this)::
+vkcoop.vk keeps instances for the life of a process; the query runs in yet another, so that a crash in the driver
+there cannot take this result (or the cache) with it. Usage (the parent does this)::
 
     python -m vkcoop.inspect.child REQUEST.json RESULT.json
 
-REQUEST: ``{"target": Target.to_dict(), "device": index|name|null, "executables": bool}``.
-RESULT: ``{"device": {...}, "pipelines": [{"label", "spirv_bytes"}], "executables": [...], "error": null |
-{"kind": "input"|"device"|"vulkan", "message"}}``.
+REQUEST: ``{"target": Target.to_dict(), "device": index|name|null}``.
+RESULT: ``{"device": {...}, "pipelines": [{"label", "spirv_bytes"}], "recipes": [PipelineRecipe.to_dict()],
+"extensions": [...], "features": [...], "error": null | {"kind": "input"|"device"|"vulkan", "message"}}``.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from .targets import Target
 
 class _Recorder:
     """Wraps ``device.pipeline`` of one vkcoop Device so every pipeline made through it is remembered with its
-    SPIR-V (the executables query re-creates it from that)."""
+    SPIR-V (the executables query re-creates it from that, in another process)."""
 
     def __init__(self, device):
         self.device, self.created = device, []
@@ -133,20 +135,18 @@ def _input_errors():
 
 def run_request(request: dict) -> dict:
     from .. import vk
-    from .executables import pipeline_executables
+    from .executables import PipelineRecipe
     target = Target.from_dict(request["target"])
     builder = {"shader": _shader, "sample": _sample, "gemm": _gemm}[target.kind]
-    result = {"device": None, "pipelines": [], "executables": [], "error": None}
+    result = {"device": None, "pipelines": [], "recipes": [], "extensions": [], "features": [], "error": None}
     try:
         with builder(target, request.get("device")) as (device, recorder):
             result["device"] = _device_facts(device)
+            result["extensions"] = list(device.enabled_extensions)
+            result["features"] = list(device.enabled_features)
             for label, spirv, pipeline in recorder.created:
                 result["pipelines"].append({"label": label, "spirv_bytes": len(spirv)})
-                if request.get("executables", True):
-                    report = pipeline_executables(device.physical, spirv, pipeline,
-                                                  extensions=device.enabled_extensions,
-                                                  features=list(device.enabled_features))
-                    result["executables"].append({"pipeline": label, **report})
+                result["recipes"].append(PipelineRecipe.from_pipeline(label, spirv, pipeline).to_dict())
     except (vk.MissingFeatureError, vk.NoDeviceError) as error:
         result["error"] = {"kind": "device", "message": str(error)}
     except _input_errors() as error:

@@ -1,7 +1,9 @@
 """Disassembling with ``nvdisasm`` and counting what the listing holds.
 
-An nvdisasm listing puts each kernel under a ``.text.<name>`` section, with ``.sectioninfo @"SHI_REGISTERS=n"``
-in its header, and one instruction per line::
+nvdisasm is looked for on PATH, beside nvcc, then in the ``nvidia-cuda-nvdisasm`` pip package
+(``pip install 'vkcoop[inspect]'``). An nvdisasm listing of a cubin puts each kernel under a ``.text.<name>``
+section, with ``.sectioninfo @"SHI_REGISTERS=n"`` in its header (a ``--binary SM90`` listing of raw code has
+neither), and one instruction per line::
 
         /*0040*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
         /*0050*/              @!P0 LDG.E.U16.STRONG.SM R2, desc[UR4][R2.64] ;
@@ -33,6 +35,8 @@ _WIDTHS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "32": 32, "64": 64, "128": 12
 SHARED_OPCODES = ("LDS", "LDSM", "STS", "STSM")
 BARRIER_OPCODES = ("BAR", "BARRIER", "WARPSYNC", "DEPBAR", "LDGDEPBAR", "ARRIVES", "SYNCS")
 SPILL_OPCODES = ("LDL", "STL")
+#: Copies that move global memory without registers: LDGSTS (cp.async, sm_80+), UTMALDG (TMA), UBLKCP (bulk copy).
+ASYNC_COPY_OPCODES = ("LDGSTS", "UTMALDG", "UBLKCP")
 
 
 class DisassemblerMissing(RuntimeError):
@@ -92,7 +96,9 @@ class InstructionMix:
     global_loads: Counter = field(default_factory=Counter)     # width in bits -> count (LDG)
     global_load_forms: Counter = field(default_factory=Counter)  # full LDG mnemonic -> count
     global_stores: Counter = field(default_factory=Counter)    # width in bits -> count (STG)
+    global_store_forms: Counter = field(default_factory=Counter)  # full STG mnemonic -> count
     shared: Counter = field(default_factory=Counter)           # LDS/LDSM/STS/STSM -> count
+    shared_forms: Counter = field(default_factory=Counter)     # full LDS/LDSM/STS/STSM mnemonic -> count
     async_copies: Counter = field(default_factory=Counter)     # full LDGSTS / UTMALDG / UBLKCP mnemonic -> count
     barriers: Counter = field(default_factory=Counter)         # full barrier mnemonic -> count
     spills: Counter = field(default_factory=Counter)           # LDL / STL -> count
@@ -108,9 +114,11 @@ class InstructionMix:
             self.global_load_forms[mnemonic] += 1
         elif base == "STG":
             self.global_stores[access_width(mnemonic)] += 1
+            self.global_store_forms[mnemonic] += 1
         elif base in SHARED_OPCODES:
             self.shared[base] += 1
-        elif base in ("LDGSTS", "UTMALDG", "UBLKCP"):
+            self.shared_forms[mnemonic] += 1
+        elif base in ASYNC_COPY_OPCODES:
             self.async_copies[mnemonic] += 1
         elif base in BARRIER_OPCODES:
             self.barriers[mnemonic] += 1
@@ -142,8 +150,32 @@ def instruction_mix(mnemonics) -> InstructionMix:
 
 
 # --------------------------------------------------------------------------------------------- nvdisasm
+#: The pip package that ships nvdisasm (``pip install 'vkcoop[inspect]'`` brings it).
+NVDISASM_WHEEL = "nvidia-cuda-nvdisasm"
+MISSING_NVDISASM = ("nvdisasm not found (PATH, beside nvcc / $CUDA_HOME/bin, the nvidia-cuda-nvdisasm package); "
+                    "pip install 'vkcoop[inspect]' (or nvidia-cuda-nvdisasm), install the CUDA toolkit, "
+                    "or pass --nvdisasm")
+
+
+def wheel_nvdisasm() -> str | None:
+    """The nvdisasm the ``nvidia-cuda-nvdisasm`` wheel installed (``nvidia/cu13/bin/nvdisasm`` in 13.x; found
+    through the distribution's file list, so other releases' folders work too), or None."""
+    from importlib import metadata
+    try:
+        distribution = metadata.distribution(NVDISASM_WHEEL)
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in distribution.files or ():
+        if entry.name in ("nvdisasm", "nvdisasm.exe") and entry.parent.name == "bin":
+            path = Path(distribution.locate_file(entry))
+            if path.is_file():
+                return str(path)
+    return None
+
+
 def find_nvdisasm() -> str | None:
-    """nvdisasm on PATH, else beside the nvcc :func:`vkcoop.cuda.build.find_nvcc` finds (the toolkit's bin)."""
+    """nvdisasm on PATH, else beside the nvcc :func:`vkcoop.cuda.build.find_nvcc` finds (the toolkit's bin), else
+    the one of the ``nvidia-cuda-nvdisasm`` package (:func:`wheel_nvdisasm`)."""
     found = shutil.which("nvdisasm")
     if found:
         return found
@@ -152,7 +184,7 @@ def find_nvdisasm() -> str | None:
     for directory in ([Path(nvcc).parent, Path(nvcc).resolve().parent] if nvcc else []):
         if (directory / "nvdisasm").is_file():
             return str(directory / "nvdisasm")
-    return None
+    return wheel_nvdisasm()
 
 
 def disassemble(data: bytes, *, raw_arch: str | None = None, nvdisasm: str | None = None,
@@ -160,8 +192,7 @@ def disassemble(data: bytes, *, raw_arch: str | None = None, nvdisasm: str | Non
     """The nvdisasm listing of a cubin (``raw_arch=None``) or of a raw code blob (``raw_arch="SM90"``)."""
     tool = nvdisasm or find_nvdisasm()
     if tool is None:
-        raise DisassemblerMissing("nvdisasm not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin); "
-                                  "it comes with the CUDA toolkit")
+        raise DisassemblerMissing(MISSING_NVDISASM)
     with tempfile.TemporaryDirectory(prefix="vkcoop-sass-") as tmp:
         path = Path(tmp) / ("code.bin" if raw_arch else "code.cubin")
         path.write_bytes(data)
