@@ -97,8 +97,9 @@ def _sample(target: Target, device_arg):
 
 @contextlib.contextmanager
 def _gemm(target: Target, device_arg):
-    """The pipelines ``vkcoop bench sparse`` creates for one path (its own device, features and kernels)."""
-    from ..gemm.path import GemmProblem
+    """The pipelines ``vkcoop bench sparse`` creates for one path (its own device, features and kernels): the
+    kernel's own, and those its binding to the 8192-row problem adds (the ALIGNED dense pipeline, for one)."""
+    from ..gemm.path import GemmOperands, GemmProblem
     from ..gemm.paths import VulkanDevicePaths
     group = VulkanDevicePaths([target.dtype], device_arg)
     try:
@@ -110,7 +111,7 @@ def _gemm(target: Target, device_arg):
         if target.config >= len(configs):
             raise ValueError(f"{target.gemm_path} {target.shape} has {len(configs)} configurations; "
                              f"--config {target.config} is out of range")
-        path.kernel(target.dtype, configs[target.config])
+        path.bind(GemmOperands.make(problem), configs[target.config]).release()
         yield group.device, recorder
     finally:
         group.close()
