@@ -477,6 +477,77 @@ def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
     assert device.commands.submits == 2   # count only: one warm-up, one timed
 
 
+class _RampingCommands:
+    """A command buffer whose runs take ``schedule[submit]`` microseconds each (a clock coming up)."""
+
+    def __init__(self, schedule, clock):
+        self.schedule, self.clock, self.submits, self.recorded = schedule, clock, 0, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def recording(self):
+        return self
+
+    def dispatch(self, *args, **kwargs):
+        self.recorded += 1
+
+    def submit(self):
+        self.submits += 1
+        self.clock[0] += 0.1      # each submission lasts 0.1 s of (fake) wall time
+
+    def dispatch_times_ns(self):
+        value = self.schedule[min(self.submits, len(self.schedule)) - 1]
+        return [1000.0 * value] * self.recorded
+
+
+def _time_with(schedule, monkeypatch, **limits):
+    clock = [0.0]
+    monkeypatch.setattr(kernel_runner.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(kernel_runner, "_last_busy", [limits.pop("last_busy", 0.0)])   # busy until now: warm
+    for name, value in limits.items():
+        monkeypatch.setattr(kernel_runner, name, value)
+
+    class Device:
+        def command_buffer(self, **kwargs):
+            self.commands = _RampingCommands(schedule, clock)
+            return self.commands
+
+    class Pipeline:
+        name = "fake"
+
+    device = Device()
+    times = kernel_runner.time_dispatches(device, [(Pipeline(), [], (1, 1, 1), None)], 4, warmup=1,
+                                          warmup_seconds=0.25)
+    return device.commands.submits, times
+
+
+def test_the_warm_up_goes_on_until_two_batches_agree(monkeypatch):
+    # 9.8 us while the clock is low (the first 0.25 s), then coming down to a steady 3.7 us: a fixed warm-up
+    # would time 7.0 us runs; this one starts timing once two batches agree
+    submits, times = _time_with([9.8, 9.8, 7.0, 5.0, 3.9, 3.7, 3.7, 3.7, 3.7], monkeypatch)
+    assert times == pytest.approx([3.7e-6] * 4)
+    assert submits == 8          # warm-up batches 1-7 (3.7 twice in a row at 6 and 7), then one timed
+    assert kernel_runner.settled([3.70, 3.71], [3.72]) and not kernel_runner.settled([3.7], [3.9])
+
+
+def test_a_gpu_left_idle_gets_the_long_warm_up_first(monkeypatch):
+    # idle since t = -5 s: at least COLD_WARMUP_SECONDS (0.95 s: 10 batches of 0.1 s here) although the first
+    # batches agree with each other, at the idle clock
+    submits, times = _time_with([9.8] * 8 + [3.7], monkeypatch, last_busy=-5.0, COLD_WARMUP_SECONDS=0.95)
+    assert submits == 11 and times == pytest.approx([3.7e-6] * 4)
+    assert kernel_runner._last_busy[0] == pytest.approx(1.1)   # marked busy when timing ended
+
+
+def test_a_warm_up_that_never_settles_stops_at_its_limit(monkeypatch):
+    flapping = [1.0, 2.0] * 10000
+    submits, times = _time_with(flapping, monkeypatch, MAX_WARMUP_SECONDS=0.95)
+    assert submits == 11 and len(times) == 4      # 10 warm-up batches of 0.1 s, then one timed
+
+
 # --------------------------------------------------------------------------- the staged experiment
 def test_staged_kernel_launch_and_its_limits():
     tile = kernels.WorkgroupTile(256, 128, 128, 32, group_m=4)

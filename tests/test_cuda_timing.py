@@ -1,0 +1,49 @@
+"""vkcoop.cuda.timing.time_cuda with a fake torch: the warm-up goes on until two timed rounds agree (the Vulkan
+paths' rule), so runs made while the clocks come up are never the reported ones."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from fake_torch import FakeTorch, install
+
+from vkcoop.cuda import timing
+from vkcoop.gemm import vulkan
+
+
+def _ramping(fake, schedule):
+    """A function whose n-th call takes schedule[n] ms of GPU time (the last value from then on)."""
+    calls = [0]
+
+    def run():
+        fake.clock_ms += schedule[min(calls[0], len(schedule) - 1)]
+        calls[0] += 1
+    return run, calls
+
+
+def test_timing_starts_once_the_warm_up_rounds_agree(monkeypatch):
+    fake = install(monkeypatch, FakeTorch())
+    monkeypatch.setattr(vulkan, "_last_busy", [time.perf_counter()])    # the GPU was busy just now: no cold start
+    # one counted warm-up run, then timed rounds of 5 coming down to a steady 3.7 ms
+    run, calls = _ramping(fake, [9.8] + [7.0] * 5 + [5.0] * 5 + [3.7])
+    result = timing.time_cuda(run, warmup=1, iters=5, warmup_seconds=1e-6)
+    assert result.times_ms == pytest.approx((3.7,) * 5)
+    assert calls[0] == 1 + 4 * 5 + 5   # rounds 7.0, 5.0, 3.7, 3.7 (settled), then the timed five
+    assert vulkan._last_busy[0] > time.perf_counter() - 1.0
+
+
+def test_after_an_idle_gap_the_warm_up_lasts_the_cold_minimum(monkeypatch):
+    fake = install(monkeypatch, FakeTorch())
+    monkeypatch.setattr(vulkan, "_last_busy", [float("-inf")])
+    monkeypatch.setattr(vulkan, "COLD_WARMUP_SECONDS", 0.05)
+    run, calls = _ramping(fake, [9.8, 3.7])
+    started = time.perf_counter()
+    timing.time_cuda(run, warmup=1, iters=3, warmup_seconds=1e-6)
+    assert time.perf_counter() - started >= 0.05 and calls[0] > 10
+
+
+def test_a_count_only_warm_up_times_right_away(monkeypatch):
+    fake = install(monkeypatch, FakeTorch())
+    run, calls = _ramping(fake, [9.8, 3.7])
+    result = timing.time_cuda(run, warmup=1, iters=3, warmup_seconds=0)
+    assert calls[0] == 4 and result.times_ms == pytest.approx((3.7,) * 3)
