@@ -643,3 +643,14 @@ def test_the_sample_dispatches_both_pipelines_so_the_gpu_checks_both():
     cases = get_sample("coopmat2-gemm").cases(H200_CAPS)
     aligned = [case.specialization.get("ALIGNED") for case in cases]
     assert aligned.count(True) >= 2 and aligned.count(False) >= 2
+
+
+def test_the_sparse_kernel_picks_its_aligned_pipeline_the_same_way():
+    kernel = kernels.Sparse24Kernel("fp16", kernels.WorkgroupTile(256, 128, 128, 32))
+    values, metadata = np.zeros((256, 64), np.float16), np.zeros((256, 4), np.uint32)     # K = 128
+    assert kernel.launch(values, metadata, np.zeros((128, 256), np.float16)).dispatches[0].specialization["ALIGNED"]
+    ragged = kernel.launch(values, metadata, np.zeros((128, 200), np.float16)).dispatches[0].specialization
+    assert ragged["ALIGNED"] is False
+    cases = get_sample("sparse24-gemm").cases(H200_CAPS)
+    aligned = [case.specialization.get("ALIGNED") for case in cases]
+    assert aligned.count(True) >= 1 and aligned.count(False) >= 2

@@ -17,7 +17,9 @@
 //   defines:        ELEMENT = F16 | BF16 (A and B), accumulation and result fp32
 //                   META_WORDS = 0 (values and metadata in separate bindings) | 1 | 2 | 4 (interleaved)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (a multiple of 32), 4 B_COLUMN_MAJOR,
-//                   5 K_UNROLL, 6 GROUP_M, 7 SPLIT_K (> 1: partial sums [SPLIT_K][M][N], see coopmat2_gemm.comp)
+//                   5 K_UNROLL, 6 GROUP_M, 7 SPLIT_K (> 1: partial sums [SPLIT_K][M][N], see coopmat2_gemm.comp),
+//                   9 ALIGNED (whole tiles, K a multiple of TILE_K, B rows of 16 bytes: no clamped code, as in
+//                   coopmat2_gemm.comp)
 //   push constants: M, N, K, row stride of B and of C (elements)
 //   bindings:       META_WORDS 0: 0 values, 1 metadata, 2 B (K x N, or N x K if B_COLUMN_MAJOR), 3 C (M x N fp32)
 //                   META_WORDS > 0: 0 interleaved blocks [M][ceil(K / (32*META_WORDS))], 1 B, 2 C
@@ -53,6 +55,7 @@ layout(constant_id = 4) const bool B_COLUMN_MAJOR = false;
 layout(constant_id = 5) const uint K_UNROLL = 2;
 layout(constant_id = 6) const uint GROUP_M = 8;
 layout(constant_id = 7) const uint SPLIT_K = 1;
+layout(constant_id = 9) const bool ALIGNED = false;
 layout(local_size_x_id = 0) in;
 
 #if META_WORDS == 0
@@ -166,7 +169,7 @@ void main() {
     const uint full_steps_end = min(step_end, shape.K / TILE_K);
     uint step = step_begin;
 
-    if (row0 + TILE_M <= shape.M && col0 + TILE_N <= shape.N && shape.stride_b % 8 == 0) {
+    if (ALIGNED || (row0 + TILE_M <= shape.M && col0 + TILE_N <= shape.N && shape.stride_b % 8 == 0)) {
         const uint stride_b = shape.stride_b & ~7u;
         tensorLayoutNV<2> layout_a = createTensorLayoutNV(2);
         layout_a = setTensorLayoutBlockSizeNV(layout_a, 1, SPARSE_BLOCK_K);
@@ -192,23 +195,31 @@ void main() {
     }
 
     // Edge tiles, and what the unrolled loop left: clamp everything to 0 outside the matrices.
-    tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
-    clamped_a = setTensorLayoutBlockSizeNV(clamped_a, 1, SPARSE_BLOCK_K);
-    clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, k_end);  // K clamps at the slice end
-    clamped_a = setTensorLayoutStrideNV(clamped_a, blocks_per_row(), 1);  // in blocks, of the full K
-    tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
-    if (B_COLUMN_MAJOR) {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, k_end);
-    } else {
-        clamped_b = setTensorLayoutDimensionNV(clamped_b, k_end, shape.N);
-    }
-    clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
-    for (; step < step_end; ++step) {
-        const uint k = step * TILE_K;
-        SPARSE_STEP(clamped_a, clamped_b)
+    // An ALIGNED pipeline has neither.
+    if (!ALIGNED) {
+        tensorLayoutNV<2, CLAMPED> clamped_a = createTensorLayoutNV(2, CLAMPED);
+        clamped_a = setTensorLayoutBlockSizeNV(clamped_a, 1, SPARSE_BLOCK_K);
+        clamped_a = setTensorLayoutDimensionNV(clamped_a, shape.M, k_end);  // K clamps at the slice end
+        clamped_a = setTensorLayoutStrideNV(clamped_a, blocks_per_row(), 1);  // in blocks, of the full K
+        tensorLayoutNV<2, CLAMPED> clamped_b = createTensorLayoutNV(2, CLAMPED);
+        if (B_COLUMN_MAJOR) {
+            clamped_b = setTensorLayoutDimensionNV(clamped_b, shape.N, k_end);
+        } else {
+            clamped_b = setTensorLayoutDimensionNV(clamped_b, k_end, shape.N);
+        }
+        clamped_b = setTensorLayoutStrideNV(clamped_b, shape.stride_b, 1);
+        for (; step < step_end; ++step) {
+            const uint k = step * TILE_K;
+            SPARSE_STEP(clamped_a, clamped_b)
+        }
     }
 
-    if (SPLIT_K == 1) {
+    if (SPLIT_K == 1 && ALIGNED) {
+        tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);
+        exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);
+        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(exact_c, row0, TILE_M, col0, TILE_N));
+    } else if (SPLIT_K == 1) {
         tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);
         layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
         layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);

@@ -99,6 +99,14 @@ class _WorkgroupKernel:
         """B [K][N] in the layout this kernel reads ([N][K] when column-major)."""
         return np.ascontiguousarray(b.T) if self.b_column_major else b
 
+    def aligned(self, m: int, n: int, k: int) -> bool:
+        """Whether the ALIGNED pipeline may run (m, n, k): every tile whole in M and N, K whole TILE_K steps, and
+        the rows of A and B (strides K and B's row length) 16-byte multiples."""
+        e = self.types.elements_per_16_bytes
+        b_row = k if self.b_column_major else n
+        return (m % self.tile.tile_m == 0 and n % self.tile.tile_n == 0 and k % self.tile.tile_k == 0
+                and k % e == 0 and b_row % e == 0)
+
     def _check_b(self, b, k: int) -> int:
         n, kb = _k_of_b(b, self.b_column_major)
         if kb != k:
@@ -159,14 +167,6 @@ class CoopMat2Kernel(_WorkgroupKernel):
         one = np.zeros((1, 1), self.types.input_dtype)
         return self.launch(one, one)
 
-    def aligned(self, m: int, n: int, k: int) -> bool:
-        """Whether the ALIGNED pipeline may run (m, n, k): every tile whole in M and N, K whole TILE_K steps, and
-        the rows of A and B (strides K and B's row length) 16-byte multiples."""
-        e = self.types.elements_per_16_bytes
-        b_row = k if self.b_column_major else n
-        return (m % self.tile.tile_m == 0 and n % self.tile.tile_n == 0 and k % self.tile.tile_k == 0
-                and k % e == 0 and b_row % e == 0)
-
     def launch(self, a, b) -> Launch:
         """C = A @ B, with B already in this kernel's layout (:meth:`store_b`); the ALIGNED pipeline when
         :meth:`aligned` allows it."""
@@ -222,7 +222,7 @@ class Sparse24Kernel(_WorkgroupKernel):
         else:
             inputs = {"values": values, "metadata": metadata, "B": b}
         push = _u32(m, n, k, b.shape[1], n)
-        return self._launch(inputs, m, n, k, push, self.defines(), np.float32)
+        return self._launch(inputs, m, n, k, push, self.defines(), np.float32, {"ALIGNED": self.aligned(m, n, k)})
 
 
 class _SharedMemoryKernel:
