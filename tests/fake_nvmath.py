@@ -37,7 +37,8 @@ class FakeCuSparseLt:
 
     def __init__(self, *, max_alg=6, library_pick=1, broken_alg=None, poison_alg=None, fail_on=None,
                  version=(0, 8, 1), nvmath_factor=0.9):
-        self.max_alg, self.library_pick, self.broken_alg, self.poison_alg = max_alg, library_pick, broken_alg, poison_alg
+        self.max_alg, self.library_pick = max_alg, library_pick
+        self.broken_alg, self.poison_alg = broken_alg, poison_alg
         self.fail_on, self.version, self.nvmath_factor = fail_on, version, nvmath_factor
         self.calls: list[str] = []
         self.objects: dict[int, dict] = {}     # everything made and not yet destroyed
