@@ -108,7 +108,7 @@ def test_the_nvmath_search_runs_in_the_search_process_and_reports_the_library_ve
     assert probed["alg6-tr"]["status"] == "failed"
     assert probed["alg7-tr"]["status"] == "ok" and "alg3-sk2-mode2-tr-graph" in probed
     assert result.status == "ok" and "in a CUDA graph" in result.config and "'alg_id': 3" in result.config
-    assert result.library == "nvmath-python 1.0.0-fake, cuSPARSELt 0.8.1"
+    assert result.library == "nvmath-python 1.0.0-fake, cuSPARSELt 0.8.1 (cusparseLtGetVersion 801)"
     assert not fake.poisoned and "matmul_search" not in library.calls   # this process ran the survivors only
     path.close()
     assert library.live() == []
@@ -151,3 +151,34 @@ def test_the_cusparselt_ratio_is_over_the_fastest_cusparselt_row_and_names_it():
     assert "cuSPARSELt-nvmath: nvmath-python 1.0.0, cuSPARSELt 0.8.1" in notes
     assert ("x cuSPARSELt is over cuSPARSELt-nvmath (nvmath-python 1.0.0, cuSPARSELt 0.8.1): fp16 llm 64x32x128"
             in notes)
+
+
+@pytest.mark.cuda
+def test_the_nvmath_paths_check_and_time_on_the_gpu():
+    from vkcoop.cuda import available
+    from vkcoop.cuda.baselines import nvmath_version
+
+    ok, why = available()
+    if not ok:
+        pytest.skip(f"CUDA paths unavailable: {why}")
+    if nvmath_version() is None:
+        pytest.skip("nvmath-python is not installed (pip install 'vkcoop[cuda]')")
+    problem = GemmProblem("fp16", "square", 256, 256, 256)
+    operands = GemmOperands.make(problem)
+    results = {}
+    for name in ("cuSPARSELt-nvmath", "cuBLAS"):
+        path = cuda_paths([name], warmup_seconds=0)[0]
+        try:
+            results[name] = measure.measure_path(path, operands, iters=5, warmup=1, flush_l2=False, tune=False,
+                                                 deadline=time.monotonic() + 300)
+        finally:
+            path.close()
+        bad = [e for e in results[name].tuning if e["status"] not in ("ok", "budget")]
+        assert results[name].status == "ok", (results[name].reason, bad[:8])
+    nvmath = results["cuSPARSELt-nvmath"]
+    assert "cuSPARSELt " in nvmath.library and "cusparseLtGetVersion" in nvmath.library
+    probed = {e["config"]: e for e in nvmath.tuning if e.get("where") == "search process"}
+    assert probed["search"]["status"] == "ok", probed["search"]     # cusparseLtMatmulSearch on the plan
+    assert probed["alg0"]["status"] == "ok", probed["alg0"]
+    blas = {e["config"]: e for e in results["cuBLAS"].tuning if e.get("where") == "search process"}
+    assert blas["nvmath"]["status"] == "ok", blas["nvmath"]          # nvmath.linalg.advanced.Matmul

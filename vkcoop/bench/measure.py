@@ -136,7 +136,6 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
     if not supported:
         result.status, result.reason = "skipped", why
         return result
-    result.library = _library(path)
     configs = list(path.configs(problem, tune) if configs is None else configs)
     record = []
     if hasattr(path, "search") and configs:   # try the candidates elsewhere first; time only the survivors here
@@ -151,7 +150,7 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
             entry, measured = {"config": config_label(config), "status": "error",
                                "reason": f"{type(error).__name__}: {error}"}, None
         search.record(config, entry, measured)
-    result.tuning = record + search.tried
+    result.tuning, result.library = record + search.tried, _library(path)   # (after binding: what it loaded)
     if search.best is None:
         failure = search.first_failure or next((e for e in record if e.get("status") in ("failed", "error")),
                                                {"status": "error", "reason": "no configuration to try", "config": ""})

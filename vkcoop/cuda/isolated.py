@@ -248,7 +248,7 @@ class ChildSearch:
     def probe(self, candidates: list, deadline: float | None = None) -> list[dict]:
         """Try ``candidates`` in order in the child (a new one after each crash); one entry each (or a budget
         entry for those left when ``deadline`` passed with some candidate ok)."""
-        pending, entries = list(candidates), []
+        pending, entries, stalled = list(candidates), [], 0
         self.total += len(pending)
         while pending:
             if self._proc is None:
@@ -262,7 +262,8 @@ class ChildSearch:
                     break
             recorded = len(entries)
             self._batch(pending, entries, deadline)
-            if self._proc is None and len(entries) == recorded and pending:   # no progress: do not loop
+            stalled = stalled + 1 if self._proc is None and len(entries) == recorded else 0
+            if stalled == 2 and pending:   # two children in a row ended without settling a candidate
                 for config in pending:
                     self._record(entries, _entry(config, "error", "the search process ended before trying it"))
                 break
