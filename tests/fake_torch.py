@@ -6,13 +6,28 @@ zeros (its check must fail and it must never be timed). Each library call costs 
 GPU time that depends on the algorithm id, split-K and layouts; CUDA events read the virtual clock, so a call
 made outside a CUDA graph pays the host work inside the timed interval (as torch's cuSPARSELt wrapper does when
 the host is slower than the GPU), and a graph replay does not. ``calls`` counts the calls per algorithm id.
+
+cuSPARSELt's valid algorithm ids are ``0 .. max_alg - 1``; ``mm_search`` reports ``max_alg`` as the limit (as
+the real one does), and an id at or past it is refused. Planted faults for the search-process tests:
+``poison_alg`` raises cuSPARSELt's internal error and leaves the fake context poisoned (every later GPU call in
+the process raises "illegal instruction"), ``segv_alg`` kills the process with SIGSEGV, ``hang_alg`` never
+returns.
+
+The same fake runs in the search's child processes: :func:`install` also puts ``tests/child_fakes`` (a ``torch``
+package that builds this fake from ``VKCOOP_FAKE_TORCH``) on the children's ``PYTHONPATH``.
 """
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import signal
 import sys
+import time
 import types
+import weakref
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
@@ -34,6 +49,12 @@ float32, int32, int16, int64, uint8 = (FakeDtype(n, n) for n in ("float32", "int
 _BY_NUMPY = {d.numpy: d for d in (float16, bfloat16, float32, int32, int16, int64, uint8)}
 
 
+TESTS = Path(__file__).resolve().parent
+CHILD_FAKES = TESTS / "child_fakes"
+#: data_ptr() -> the tensor (what a fake library bound by pointers reads and writes)
+POINTERS: "weakref.WeakValueDictionary[int, Tensor]" = weakref.WeakValueDictionary()
+
+
 class Tensor:
     _next_pointer = 4096
 
@@ -44,6 +65,7 @@ class Tensor:
         self.is_cuda, self.device = True, "cuda"
         self._pointer = Tensor._next_pointer
         Tensor._next_pointer += 1 << 20
+        POINTERS[self._pointer] = self
 
     shape = property(lambda self: self.array.shape)
 
@@ -89,12 +111,35 @@ class FakeTorch:
     """State of one fake torch: the cost model, the clock, what was called."""
 
     def __init__(self, *, max_alg=5, library_pick=(1, 1, -1), best_alg=3, broken_alg=4, host_ms=0.05,
-                 base_ms=0.2, with_mm_search=True, blas_lt_faster=True):
+                 base_ms=0.2, with_mm_search=True, blas_lt_faster=True, poison_alg=None, segv_alg=None,
+                 hang_alg=None):
+        self.config = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
         self.max_alg, self.library_pick, self.best_alg, self.broken_alg = max_alg, library_pick, best_alg, broken_alg
         self.host_ms, self.base_ms, self.with_mm_search = host_ms, base_ms, with_mm_search
         self.blas_lt_faster = blas_lt_faster
+        self.poison_alg, self.segv_alg, self.hang_alg = poison_alg, segv_alg, hang_alg
         self.clock_ms, self.capturing, self.calls, self.searches = 0.0, None, Counter(), 0
         self.blas_library = "cublas"
+        self.poisoned = False
+
+    def alive(self):
+        """Raise as every CUDA call does once the context is poisoned."""
+        if self.poisoned:
+            raise RuntimeError("CUDA error: an illegal instruction was encountered")
+
+    def planted(self, alg_id):
+        """The planted faults of one algorithm id (see the module docstring), then the id range check."""
+        self.alive()
+        if alg_id == self.segv_alg:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if alg_id == self.hang_alg:
+            time.sleep(3600)
+        if alg_id == self.poison_alg:
+            self.poisoned = True
+            raise RuntimeError("CUDA error: internal error when calling `cusparseLtMatmul(...)` "
+                               "(CUSPARSE_STATUS_INTERNAL_ERROR)")
+        if not 0 <= alg_id < self.max_alg:
+            raise RuntimeError(f"CUSPARSE_STATUS_INVALID_VALUE: alg_id {alg_id}")
 
     # --- the cost model -------------------------------------------------------------------------------------
     def cslt_ms(self, alg, split_k, mode, transposed, column_b):
@@ -105,6 +150,7 @@ class FakeTorch:
 
     def spend(self, gpu_ms, run):
         """Run a fake kernel: now (host work + GPU time), or record it into the graph being captured."""
+        self.alive()
         if self.capturing is not None:
             self.capturing.append((gpu_ms, run))
         else:
@@ -113,13 +159,13 @@ class FakeTorch:
 
     # --- cuSPARSELt -----------------------------------------------------------------------------------------
     def cslt_compress(self, dense):
+        self.alive()
         compressed = Tensor(dense.array)
         compressed.is_compressed = True
         return compressed
 
     def cslt_sparse_mm(self, compressed, b, alg_id=0, split_k=1, split_k_mode=-1, transpose_result=False):
-        if not 0 <= alg_id <= self.max_alg:
-            raise RuntimeError(f"CUSPARSE_STATUS_INVALID_VALUE: alg_id {alg_id}")
+        self.planted(alg_id)
         self.calls[alg_id] += 1
         out = np.zeros((b.shape[1], compressed.shape[0]) if transpose_result else (compressed.shape[0], b.shape[1]),
                        compressed.array.dtype)
@@ -189,7 +235,7 @@ class _Graph:
 def _cuda_module(fake):
     cuda = types.ModuleType("torch.cuda")
     cuda.is_available = lambda: True
-    cuda.synchronize = lambda: None
+    cuda.synchronize = fake.alive
     cuda.Event = lambda enable_timing=False: _Event(fake, enable_timing)
     stream = types.SimpleNamespace(wait_stream=lambda other: None, cuda_stream=0)
     cuda.Stream = lambda: stream
@@ -246,10 +292,30 @@ def make_module(fake: FakeTorch) -> types.ModuleType:
 
 
 def install(monkeypatch, fake: FakeTorch | None = None) -> FakeTorch:
-    """Put a fake torch in ``sys.modules`` for one test (monkeypatch undoes it)."""
+    """Put a fake torch in ``sys.modules`` for one test, and the same fake (its configuration) in the search
+    processes it starts (monkeypatch undoes both)."""
     fake = fake or FakeTorch()
     module = make_module(fake)
     monkeypatch.setitem(sys.modules, "torch", module)
     monkeypatch.setitem(sys.modules, "torch.sparse", module.sparse)
     monkeypatch.setitem(sys.modules, "torch.cuda", module.cuda)
+    monkeypatch.setenv("VKCOOP_FAKE_TORCH", json.dumps(fake.config))
+    child_path(monkeypatch)
     return fake
+
+
+def child_path(monkeypatch) -> None:
+    """The children's PYTHONPATH: the fake packages, then this folder (for fake_torch / fake_nvmath)."""
+    parts = [str(CHILD_FAKES), str(TESTS)]
+    current = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(parts + [p for p in current.split(os.pathsep)
+                                                                if p and p not in parts]))
+
+
+def build_from_environment():
+    """For tests/child_fakes/torch: the fake of VKCOOP_FAKE_TORCH, registered as torch in sys.modules."""
+    config = json.loads(os.environ["VKCOOP_FAKE_TORCH"])
+    config["library_pick"] = tuple(config.get("library_pick", (1, 1, -1)))
+    module = make_module(FakeTorch(**config))
+    sys.modules.update({"torch": module, "torch.sparse": module.sparse, "torch.cuda": module.cuda})
+    return module

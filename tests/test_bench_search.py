@@ -1,5 +1,6 @@
 """The library searches of the CUDA baselines (cuSPARSELt, torch's semi-structured tensor, cuBLAS) through the
-one measurement loop, against a fake torch (tests/fake_torch.py): no GPU, no torch."""
+one measurement loop, against a fake torch (tests/fake_torch.py): no GPU, no torch. The candidates are tried in
+a search process (vkcoop.cuda.isolated) that runs the same fake; only the survivors are timed here."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,7 @@ from fake_torch import FakeTorch, install
 from vkcoop.bench import measure
 from vkcoop.bench.tuning import Tuner, TuningCache
 from vkcoop.cuda.baselines import CsltConfig
-from vkcoop.cuda.paths import FALLBACK_MAX_ALG_ID, SPLIT_K_CHOICES, SPLIT_K_MODES, cuda_paths
+from vkcoop.cuda.paths import FALLBACK_ALG_ID_COUNT, SPLIT_K_CHOICES, SPLIT_K_MODES, cuda_paths
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 
 PROBLEM = GemmProblem("fp16", "llm", 64, 32, 128)
@@ -23,42 +24,55 @@ def _search(name: str, problem=PROBLEM, budget: float = 60.0, tmp_path=None):
     return plan, result
 
 
+def probed(result) -> dict:
+    """The search process's entries, by label."""
+    return {e["config"]: e for e in result.tuning if e.get("where") == "search process" and "config" in e}
+
+
+def timed(result) -> dict:
+    """The entries of the configurations timed in this process, by label."""
+    return {e["config"]: e for e in result.tuning if "where" not in e and "config" in e}
+
+
 def test_cusparselt_search_tries_every_algorithm_checks_each_first_and_reports_the_best(monkeypatch, tmp_path):
     fake = install(monkeypatch, FakeTorch(max_alg=5, library_pick=(1, 1, -1), best_alg=3, broken_alg=4,
                                           host_ms=0.5, base_ms=0.2))
     plan, result = _search("cuSPARSELt", tmp_path=tmp_path)
     assert plan.source == "search"
-    tried = {e["config"]: e for e in result.tuning}
-    # stage 1: the library's own pick for each B layout and result layout, and the default algorithm
+    tried = probed(result)
+    # stage 0: the library's own pick for each B layout and result layout, and the default algorithm
     assert {"search", "search-tr", "search-bcol", "search-tr-bcol", "alg0"} <= set(tried)
-    assert fake.searches == 4     # once per layout: binding a searched configuration again times the same choice
-    # stage 2: every algorithm id up to the maximum mm_search reports, with the best layout (transposed result)
-    assert {f"alg{a}-tr" for a in range(6)} <= set(tried)
-    # the broken algorithm fails its check and is never timed: bound once to probe, run once for the check
+    # stage 1: every algorithm id below the limit mm_search reports (5: ids 0..4), with the best layout
+    assert {f"alg{a}-tr" for a in range(5)} <= set(tried) and not any(label.startswith("alg5") for label in tried)
+    # the broken algorithm fails its check and is never timed, and never reaches this process
     assert tried["alg4-tr"]["status"] == "failed" and "median_ms" not in tried["alg4-tr"]
-    assert fake.calls[4] == 2
-    # stage 3: split-K and its two modes for the two best algorithm ids
+    assert fake.calls[4] == 0 and not any("alg4" in label for label in timed(result))
+    # stage 2: split-K and its two modes for the two best algorithm ids
     for split in SPLIT_K_CHOICES:
         for mode in SPLIT_K_MODES:
             assert f"alg3-sk{split}-mode{mode}-tr" in tried
-    # stage 4: the winner replayed from a CUDA graph, without the 0.5 ms of host work per call
+    # stage 3: the winner replayed from a CUDA graph, without the 0.5 ms of host work per call
     assert "alg3-sk2-mode2-tr-graph" in tried
+    # this process timed only the fastest survivors, the graph first
+    assert list(timed(result))[0] == "alg3-sk2-mode2-tr-graph" and len(timed(result)) == 3
+    assert all(e["status"] == "ok" for e in timed(result).values())
     assert result.status == "ok" and "in a CUDA graph" in result.config and "'alg_id': 3" in result.config
     library = tried["search-tr"]["median_ms"]
     assert result.median_ms < library / 2          # far better than what the library's own search picked
     assert all(e["status"] in ("ok", "failed", "error") for e in result.tuning)
     assert result.p10_ms <= result.median_ms <= result.p90_ms and result.iterations == 5
+    assert "torch" in result.library and "cuSPARSELt 0.8.0" in result.library
 
 
 def test_cusparselt_search_without_mm_search_tries_ids_until_the_library_refuses(monkeypatch, tmp_path):
-    install(monkeypatch, FakeTorch(max_alg=2, library_pick=(0, 1, -1), best_alg=2, broken_alg=-1,
+    install(monkeypatch, FakeTorch(max_alg=3, library_pick=(0, 1, -1), best_alg=2, broken_alg=-1,
                                    with_mm_search=False))
     _, result = _search("cuSPARSELt", tmp_path=tmp_path)
-    tried = {e["config"]: e for e in result.tuning}
-    assert {f"alg{a}" for a in range(FALLBACK_MAX_ALG_ID + 1)} <= set(tried) or {
-        f"alg{a}-tr" for a in range(FALLBACK_MAX_ALG_ID + 1)} <= set(tried)
+    tried = probed(result)
+    assert {f"alg{a}" for a in range(FALLBACK_ALG_ID_COUNT)} <= set(tried) or {
+        f"alg{a}-tr" for a in range(FALLBACK_ALG_ID_COUNT)} <= set(tried)
     refused = [e for e in result.tuning if e["status"] == "error"]
-    assert refused and all("INVALID_VALUE" in e["reason"] for e in refused)
+    assert len(refused) == FALLBACK_ALG_ID_COUNT - 3 and all("INVALID_VALUE" in e["reason"] for e in refused)
     assert result.status == "ok" and "'alg_id': 2" in result.config
 
 
@@ -66,7 +80,9 @@ def test_the_search_budget_bounds_the_cusparselt_search(monkeypatch, tmp_path):
     install(monkeypatch, FakeTorch())
     _, result = _search("cuSPARSELt", budget=1e-6, tmp_path=tmp_path)
     assert result.status == "ok"
-    assert result.tuning[-1]["status"] == "budget" and len(result.tuning) == 2
+    statuses = [e["status"] for e in result.tuning]
+    assert statuses == ["ok", "budget", "ok"]   # one candidate probed, the rest counted, the survivor timed
+    assert "4 configuration(s) not tried" in result.tuning[1]["reason"]
 
 
 def test_cusparselt_shape_rules_skip_with_the_reason(monkeypatch, tmp_path):
@@ -78,15 +94,16 @@ def test_cusparselt_shape_rules_skip_with_the_reason(monkeypatch, tmp_path):
 def test_semi_structured_path_is_timed_plain_and_from_a_graph(monkeypatch, tmp_path):
     install(monkeypatch, FakeTorch(host_ms=0.5))
     _, result = _search("torch-semi-structured", tmp_path=tmp_path)
-    assert [e["config"] for e in result.tuning] == ["default", "graph"]
+    assert list(probed(result)) == ["default", "graph"] and list(timed(result)) == ["graph", "default"]
     assert result.status == "ok" and "in a CUDA graph" in result.config
     assert "SemiStructured" in result.config
 
 
 def test_cublas_search_records_what_this_torch_cannot_do_and_restores_the_backend(monkeypatch, tmp_path):
+    monkeypatch.setitem(__import__("sys").modules, "nvmath", None)   # nvmath-python not installed
     fake = install(monkeypatch, FakeTorch(host_ms=0.01))
     _, result = _search("cuBLAS", tmp_path=tmp_path)
-    tried = {e["config"]: e for e in result.tuning}
+    tried = probed(result)
     assert set(tried) == {"mm", "mm-cublaslt", "mm-bcol", "scaled_mm", "scaled_mm-bcol", "mm-cublaslt-graph"}
     assert tried["scaled_mm"]["status"] == "error" and "fp8" in tried["scaled_mm"]["reason"]
     assert result.status == "ok" and "cublaslt" in result.config

@@ -4,18 +4,23 @@ For each configuration a path offers (one unless tuning or searching), the path 
 operands, its output rows are checked with :func:`vkcoop.gemm.check_output` (a failing configuration is never
 timed), and it is timed; with several configurations the fastest is timed again with the full iteration count.
 A path may refine its search from what was measured (an optional ``refine(problem, tried) -> [configs]``
-method, called until it returns nothing: the cuSPARSELt search does). A ``deadline`` (``time.monotonic()``)
-bounds the configurations tried; those left are counted in the log. Every try is kept in ``PathResult.tuning``;
-the reported figure is the median over the timed iterations with its spread (:mod:`.stats`).
+method, called until it returns nothing). A ``deadline`` (``time.monotonic()``) bounds the configurations
+tried; those left are counted in the log. Every try is kept in ``PathResult.tuning``; the reported figure is the
+median over the timed iterations with its spread (:mod:`.stats`).
+
+A path whose candidates could crash the process or poison its CUDA context (the library baselines,
+``vkcoop.cuda.paths.LibraryPath``) offers ``search(operands, configs, deadline=, progress=) -> (survivors,
+record)``: it tries every candidate elsewhere first (a child process, ``vkcoop.cuda.isolated``) and returns only
+those that ran and checked correctly, fastest first. Only the survivors go through the loop here; the search's
+record (every candidate: ok with its probe time, failed or error with the reason) heads ``PathResult.tuning``,
+each entry marked ``"where": "search process"``. The deadline bounds the search; the few survivors are all timed.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 
-from ..gemm import check_output
-from ..gemm.path import GemmOperands, GemmPath, GemmProblem
+from ..gemm.path import GemmOperands, GemmPath, GemmProblem, check_and_time
 from .stats import spread_ms
 
 
@@ -52,6 +57,8 @@ class PathResult(Outcome):
     ceiling_tflops: float | None = None      # the roofline of this path's own form (vkcoop.bench.roofline)
     ratio_own_ceiling: float | None = None
     times_ms: list = field(default_factory=list)   # every timed iteration of the reported figure, in order
+    library: str = ""                # a library path: the library and version it ran on (``path.version()``)
+    cusparselt_reference: str = ""   # which cuSPARSELt row ratio_cusparselt is over ("path (library)")
 
 
 def path_result(path: str, problem: GemmProblem, status: str, reason: str = "") -> PathResult:
@@ -63,19 +70,23 @@ def config_label(config) -> str:
     return config.label() if hasattr(config, "label") else str(config)
 
 
+def _library(path) -> str:
+    """What a library path says it runs on (``version()``), or ""."""
+    version = getattr(path, "version", None)
+    if version is None:
+        return ""
+    try:
+        return str(version())
+    except Exception as error:  # noqa: BLE001 - a description must not sink the measurement
+        return f"version unknown ({type(error).__name__}: {error})"
+
+
 def _try_config(path: GemmPath, operands: GemmOperands, config, probe_iters: int, warmup: int, flush_l2: bool):
     """(entry for the tuning log, (median s, max abs error, bound label, times) or None)."""
-    label = config_label(config)
     bound = path.bind(operands, config)
     try:
-        ok, max_abs, why = check_output(bound.output_rows(operands.rows), operands.reference)
-        if not ok:
-            return {"config": label, "status": "failed", "reason": why, "max_abs_error": max_abs}, None
-        times = bound.time(probe_iters, warmup, flush_l2)
-        median = statistics.median(times)
-        entry = {"config": label, "status": "ok", "bound": bound.config, "median_ms": median * 1e3,
-                 "tflops": operands.problem.flops / median / 1e12}
-        return entry, (median, max_abs, bound.config, times)
+        entry, measured = check_and_time(bound, operands, probe_iters, warmup, flush_l2)
+        return {"config": config_label(config), **entry}, measured
     finally:
         bound.release()
 
@@ -83,10 +94,10 @@ def _try_config(path: GemmPath, operands: GemmOperands, config, probe_iters: int
 class _Search:
     """The configurations of one measurement: tried in order, refined by the path, bounded by a deadline."""
 
-    def __init__(self, path, problem, configs, deadline, on_config):
+    def __init__(self, path, problem, configs, deadline, on_config, searched: int = 0):
         self.path, self.problem, self.deadline, self.on_config = path, problem, deadline, on_config
         self.pending, self.tried, self.best, self.first_failure = list(configs), [], None, None
-        self.total = len(self.pending)
+        self.total, self.searched = len(self.pending), searched   # searched: tries counted before (progress)
 
     def __iter__(self):
         refine = getattr(self.path, "refine", None)
@@ -110,8 +121,8 @@ class _Search:
         elif measured is None and self.first_failure is None:
             self.first_failure = entry
         if self.on_config is not None:
-            self.on_config(len([e for e in self.tried if e.get("status") != "budget"]), self.total,
-                           entry.get("config", ""))
+            done = len([e for e in self.tried if e.get("status") != "budget"])
+            self.on_config(self.searched + done, self.searched + self.total, entry.get("config", ""))
 
 
 def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: int, flush_l2: bool,
@@ -127,7 +138,11 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
         result.status, result.reason = "skipped", why
         return result
     configs = list(path.configs(problem, tune) if configs is None else configs)
-    search = _Search(path, problem, configs, deadline, on_config)
+    record = []
+    if hasattr(path, "search") and configs:   # try the candidates elsewhere first; time only the survivors here
+        configs, record = path.search(operands, configs, deadline=deadline, progress=on_config)
+        deadline = None
+    search = _Search(path, problem, configs, deadline, on_config, len(record))
     probe_iters = iters if len(configs) == 1 and not hasattr(path, "refine") else max(3, iters // 4)
     for config in search:
         try:
@@ -136,9 +151,10 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
             entry, measured = {"config": config_label(config), "status": "error",
                                "reason": f"{type(error).__name__}: {error}"}, None
         search.record(config, entry, measured)
-    result.tuning = search.tried
+    result.tuning, result.library = record + search.tried, _library(path)   # (after binding: what it loaded)
     if search.best is None:
-        failure = search.first_failure or {"status": "error", "reason": "no configuration to try", "config": ""}
+        failure = search.first_failure or next((e for e in record if e.get("status") in ("failed", "error")),
+                                               {"status": "error", "reason": "no configuration to try", "config": ""})
         result.status = "failed" if failure.get("status") == "failed" else "error"
         result.reason, result.config = failure["reason"], failure["config"]
         result.max_abs_error = failure.get("max_abs_error")

@@ -1,5 +1,6 @@
 """Output of ``vkcoop bench``: environment facts (nvidia-smi), the rich table (medians with their p10-p90
-spread), JSON, and the plot (throughput over a baseline per case, log axis, one panel per shape class)."""
+spread; under it, each library row's library and version and which cuSPARSELt row each case's x cuSPARSELt is
+over), JSON, and the plot (throughput over a baseline per case, log axis, one panel per shape class)."""
 from __future__ import annotations
 
 import contextlib
@@ -117,10 +118,25 @@ def print_table(outcome, console=None) -> None:
     console.print(table)
     for reason, number in skip_reasons.items():
         console.print(f"[dim]note {number}: skipped because {escape(reason)}[/]")
+    for line in library_notes(outcome.results):
+        console.print(f"[dim]{escape(line)}[/]")
     for message in outcome.environment.get("tuning", {}).get("messages", []):
         console.print(f"[yellow]{escape(message)}[/]")
     if outcome.failed:
         console.print(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
+
+
+def library_notes(results) -> list[str]:
+    """The lines under the table that say what each library row ran on, and which cuSPARSELt row each case's
+    x cuSPARSELt ratio is over."""
+    lines = [f"{path}: {library}" for path, library in dict.fromkeys((r.path, r.library) for r in results
+                                                                      if r.library)]
+    over: dict[str, list] = {}
+    for r in results:
+        if r.cusparselt_reference and r.case not in over.setdefault(r.cusparselt_reference, []):
+            over[r.cusparselt_reference].append(r.case)
+    lines += [f"x cuSPARSELt is over {reference}: {', '.join(cases)}" for reference, cases in over.items()]
+    return lines
 
 
 def write_json(outcome, path) -> Path:

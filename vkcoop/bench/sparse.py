@@ -10,9 +10,12 @@ vk-coopmat2-2:4        Vulkan    the same with A loaded from the 2:4 format by a
 vk-khr-subgroup        Vulkan    subgroup-scope KHR coopmat GEMM through shared memory
 cuda-mma.sp            CUDA      hand-written ``mma.sp`` kernel (vkcoop.cuda.MmaSpGemm)
 cuda-wgmma.sp          CUDA      hand-written ``wgmma.mma_async.sp`` kernel (vkcoop.cuda.WgmmaSpGemm)
-cuSPARSELt             CUDA      torch ``_cslt_sparse_mm``, best of a search over what cuSPARSELt offers
+cuSPARSELt             CUDA      torch's ``_cslt_sparse_mm`` (torch's cuSPARSELt), best of a search
+cuSPARSELt-nvmath      CUDA      cuSPARSELt through nvmath-python (whichever version it loads), best
+                                 of the same search (the ``cuda`` extra)
 torch-semi-structured  CUDA      ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) @ B
-cuBLAS                 CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts) and ``_scaled_mm``
+cuBLAS                 CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts), ``_scaled_mm`` and
+                                 nvmath-python's cuBLASLt ``Matmul``; the label says which won
 =====================  ========  =================================================================
 
 Every path is a :class:`vkcoop.gemm.GemmPath` and goes through one loop (:func:`vkcoop.bench.measure.measure_path`):
@@ -22,7 +25,12 @@ last ones (one that fails is reported and never timed), then timed after a warm-
 and :data:`vkcoop.gemm.WARMUP_SECONDS` (Vulkan: GPU timestamps; CUDA: CUDA events), optionally with an L2 flush
 before each run. Each figure is the median of ``iters`` timed runs with its spread (:mod:`.stats`). Throughput
 is dense-equivalent: 2*M*N*K / median time. Which configurations a path tries is decided per device by
-:mod:`.tuning` (cached, seeded, or tuned within a time budget); the shapes come from :mod:`.shapes`.
+:mod:`.tuning` (cached, seeded, or tuned within a time budget); the shapes come from :mod:`.shapes`. The library
+baselines try their candidates in a child process first (``vkcoop.cuda.isolated``): one that crashes or poisons
+the CUDA context is recorded with its reason, and only those that ran and checked correctly are timed here.
+
+The **x cuSPARSELt** ratio of a case is over the fastest cuSPARSELt row that ran on it (torch's or nvmath's);
+``PathResult.cusparselt_reference`` names that row and its library version.
 """
 from __future__ import annotations
 
@@ -36,10 +44,11 @@ from .shapes import LLM_TOKENS, SHAPES, describe_shapes, make_cases
 from .tuning import Tuner, TuningCache, cache_dir
 
 PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-2:4", "vk-khr-subgroup", "cuda-mma.sp", "cuda-wgmma.sp",
-              "cuSPARSELt", "torch-semi-structured", "cuBLAS")
+              "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured", "cuBLAS")
 VULKAN_PATHS = PATH_NAMES[:3]
 CUDA_PATHS = PATH_NAMES[3:]
-BASELINES = (("cuBLAS", "ratio_cublas"), ("cuSPARSELt", "ratio_cusparselt"))
+#: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
+CUSPARSELT_PATHS = ("cuSPARSELt", "cuSPARSELt-nvmath")
 DEFAULT_TUNE_BUDGET = 600.0
 DEFAULT_SEARCH_BUDGET = 15.0
 
@@ -59,18 +68,23 @@ def cuda_status() -> tuple[bool, str]:
 
 
 def add_ratios(results: list[PathResult], baseline: str = "cuBLAS") -> None:
-    """Each result's throughput over the cuBLAS, cuSPARSELt and ``baseline`` results of the same case."""
+    """Each result's throughput over the cuBLAS result, the fastest cuSPARSELt result (named in
+    ``cusparselt_reference`` with its library version) and the ``baseline`` result of the same case."""
     by_case = {}
     for r in results:
         by_case.setdefault(r.case, {})[r.path] = r
     for paths in by_case.values():
+        ran = [paths[name] for name in CUSPARSELT_PATHS if name in paths and paths[name].tflops]
+        cusparselt = max(ran, key=lambda r: r.tflops) if ran else None
         for r in paths.values():
             if r.tflops is None:
                 continue
-            for name, attribute in BASELINES + ((baseline, "ratio_baseline"),):
-                base = paths.get(name)
+            for base, attribute in ((paths.get("cuBLAS"), "ratio_cublas"), (cusparselt, "ratio_cusparselt"),
+                                    (paths.get(baseline), "ratio_baseline")):
                 if base is not None and base.tflops:
                     setattr(r, attribute, r.tflops / base.tflops)
+            if cusparselt is not None:
+                r.cusparselt_reference = cusparselt.path + (f" ({cusparselt.library})" if cusparselt.library else "")
 
 
 @dataclass
@@ -143,7 +157,7 @@ def _measure(path, operands, tuner: Tuner, bar, task, settings) -> PathResult:
     if not path.supports(problem)[0]:   # measure_path reports the reason
         return measure_path(path, operands, iters=1, warmup=0, flush_l2=False, tune=False)
     plan = tuner.plan(path, problem)
-    many = len(plan.configs) > 1 or hasattr(path, "refine")
+    many = len(plan.configs) > 1 or hasattr(path, "refine") or hasattr(path, "search")
     bar.update(task, completed=0, total=len(plan.configs), visible=many,
                description=f"  {path.name}: {plan.source}")
 

@@ -8,8 +8,9 @@ format) is rejected with one logged line, kept beside as ``*.corrupt`` and rebui
 
 For each path and problem a :class:`Tuner` decides (:meth:`Tuner.plan`):
 
-* a library baseline (``always_search``: cuSPARSELt, cuBLAS) searches its options on every case, bounded by
-  ``search_budget`` seconds;
+* a library baseline (``always_search``: cuSPARSELt, cuBLAS...) searches its options on every case, in a child
+  process (``vkcoop.cuda.isolated``), bounded by ``search_budget`` seconds; its plan holds the first stage's
+  candidates;
 * ``retune``, or ``tune`` without a cached entry, or a device with neither a cache entry nor shipped seeds
   (``vkcoop.gemm.paths.SEEDS``: the H200) measures every candidate the path derives from the device
   (``path.configs(problem, tune=True)``) and stores the winner; all tunings of a run share ``budget`` seconds;

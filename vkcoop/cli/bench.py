@@ -155,7 +155,8 @@ def _add_sparse_parser(kinds) -> None:
     p.add_argument("--tune-budget", type=positive_seconds, default=DEFAULT_TUNE_BUDGET, metavar="SECONDS",
                    help="wall time all tunings of the run share")
     p.add_argument("--search-budget", type=positive_seconds, default=DEFAULT_SEARCH_BUDGET, metavar="SECONDS",
-                   help="wall time of each case's cuSPARSELt / cuBLAS search")
+                   help="wall time of each case's search of each library path (cuSPARSELt, cuBLAS...), which "
+                        "runs in a child process; its survivors are then timed")
     p.add_argument("--llm-tokens", type=size_list(1), default=list(LLM_TOKENS),
                    help="N of the llm shapes, 1 to 256 for the memory-bound class")
     p.add_argument("--baseline", choices=PATH_NAMES, default="cuBLAS", metavar="PATH",

@@ -31,9 +31,16 @@ GEMM and returns C [M][N] in the input dtype):
   ``torch._C._cusparselt.mm_search`` (algorithm and split-k), all in ``bind``; ``bind(a, b, CsltConfig(...))``
   picks an algorithm id, split-K, transposed result, B layout or CUDA-graph replay
   (:mod:`vkcoop.cuda.baselines`).
+* :class:`NvmathCuSparseLtGemm`: cuSPARSELt through nvmath-python (``nvmath.bindings.cusparseLt``, the
+  ``cuda`` extra), with whichever libcusparseLt it loads; the same ``CsltConfig`` options
+  (:mod:`vkcoop.cuda.cusparselt_nvmath`).
 * :class:`SemiStructuredGemm`: ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) + ``torch.mm``.
 * :class:`CublasGemm`: ``torch.mm`` on the pruned dense A; ``bind(a, b, BlasConfig(...))`` for the cuBLASLt
-  backend, a column-major B, ``torch._scaled_mm`` or CUDA-graph replay.
+  backend, a column-major B, ``torch._scaled_mm``, nvmath-python's cuBLASLt ``Matmul`` or CUDA-graph replay.
+
+The benchmark searches the library paths' options in a child process (:mod:`vkcoop.cuda.isolated`, child
+:mod:`vkcoop.cuda.search_child`): a candidate that crashes or poisons the CUDA context is recorded there, and
+only those that ran and checked correctly are timed in the measuring process.
 
 Shapes: the hand-written kernels need ``K % 64 == 0`` (128 for the ``k128``
 mma.sp tiles) and ``M``, ``N`` multiples of the tile (see ``supports``); fp16
@@ -59,6 +66,7 @@ from __future__ import annotations
 from .build import KernelBuildError, find_nvcc
 from .driver import CudaError
 from .baselines import BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm
+from .cusparselt_nvmath import NvmathCuSparseLtGemm
 from .gemm import (DeviceSparse, MmaSpGemm, ShapeError, WgmmaSpGemm, compare, mma_sp_peak_tflops, passes,
                    reference)
 from .timing import Timing, time_cuda
@@ -66,7 +74,7 @@ from .timing import Timing, time_cuda
 ALL_PATHS = (MmaSpGemm, WgmmaSpGemm, CuSparseLtGemm, CublasGemm)
 
 __all__ = [
-    "available", "DeviceSparse", "MmaSpGemm", "WgmmaSpGemm", "CuSparseLtGemm", "CublasGemm",
+    "available", "DeviceSparse", "MmaSpGemm", "WgmmaSpGemm", "CuSparseLtGemm", "NvmathCuSparseLtGemm", "CublasGemm",
     "SemiStructuredGemm", "CsltConfig", "BlasConfig", "ALL_PATHS", "ShapeError", "CudaError", "KernelBuildError", "reference", "compare", "passes",
     "time_cuda", "Timing", "mma_sp_peak_tflops",
 ]

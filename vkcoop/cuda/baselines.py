@@ -1,18 +1,23 @@
-"""The library baselines: cuSPARSELt (through torch), torch's semi-structured sparse tensor, and cuBLAS.
+"""The library baselines: cuSPARSELt (through torch), torch's semi-structured sparse tensor, and cuBLAS (through
+torch.mm and, where nvmath-python is installed, its cuBLASLt ``Matmul``).
 
-Each takes an optional configuration, so a search can try what the library offers (``vkcoop.cuda.paths``):
+Each takes an optional configuration, so a search can try what the library offers (``vkcoop.cuda.paths``; the
+tries run in a child process, ``vkcoop.cuda.isolated``):
 
 * :class:`CuSparseLtGemm` with a :class:`CsltConfig`: algorithm id (``alg_id``; ``None`` lets cuSPARSELt's own
   search pick it, with split-K, through ``torch._C._cusparselt.mm_search``), ``split_k``, ``split_k_mode``
   (cusparseLtSplitKMode_t: 1 one kernel, 2 two kernels), ``transpose_result`` (C written column-major), B
   row- or column-major, and ``graph`` (the call captured once in a CUDA graph and replayed: the GPU work without
-  the per-call host work of torch's wrapper, which builds descriptors and a plan on every call);
+  the per-call host work of torch's wrapper, which builds descriptors and a plan on every call). The same
+  configuration drives cuSPARSELt through nvmath-python (:mod:`.cusparselt_nvmath`);
 * :class:`SemiStructuredGemm`: ``torch.sparse.to_sparse_semi_structured`` with the cuSPARSELt backend
   (``SparseSemiStructuredTensor._FORCE_CUTLASS = False``), then ``torch.mm``: what users call;
 * :class:`CublasGemm` with a :class:`BlasConfig`: ``torch.mm`` under the default, cuBLAS or cuBLASLt backend
-  (``torch.backends.cuda.preferred_blas_library``), B row- or column-major, and ``torch._scaled_mm``.
+  (``torch.backends.cuda.preferred_blas_library``), B row- or column-major, ``torch._scaled_mm``, and
+  ``nvmath.linalg.advanced.Matmul`` (cuBLASLt, planned and autotuned once per bind; op ``"nvmath"``).
 
 ``bind(a, b)`` without a configuration keeps the old behaviour: cuSPARSELt after its own search, ``torch.mm``.
+A bound op may carry ``close()`` (resources freed when the measurement releases it).
 """
 from __future__ import annotations
 
@@ -57,6 +62,15 @@ class CsltConfig:
     b_column_major: bool = False
     graph: bool = False
 
+    def what(self) -> str:
+        """The candidate in words, as a failure names it ("alg 47", "alg 3 split-K 2 mode 2, column-major C")."""
+        words = ["cuSPARSELt's own search" if self.alg_id is None else f"alg {self.alg_id}"]
+        if self.split_k != 1:
+            words.append(f"split-K {self.split_k}" + (f" mode {self.split_k_mode}" if self.split_k_mode > 0 else ""))
+        layout = [name for name, on in (("column-major C", self.transpose_result), ("column-major B",
+                                        self.b_column_major), ("in a CUDA graph", self.graph)) if on]
+        return " ".join(words) + (", " + ", ".join(layout) if layout else "")
+
     def label(self) -> str:
         parts = ["search" if self.alg_id is None else f"alg{self.alg_id}"]
         if self.split_k != 1:
@@ -68,11 +82,17 @@ class CsltConfig:
         return "-".join(parts)
 
 
+def version_text(number) -> str:
+    """CUSPARSELT_VERSION (major * 1000 + minor * 100 + patch, what torch reports) as "0.8.0"."""
+    number = int(number)
+    return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
+
+
 def _cslt_available(torch) -> tuple[bool, str]:
     backends = getattr(torch.backends, "cusparselt", None)
     if backends is None or not backends.is_available():
         return False, "torch was built without cuSPARSELt"
-    return True, f"cuSPARSELt {backends.version()}"
+    return True, f"cuSPARSELt {version_text(backends.version())}"
 
 
 class CuSparseLtGemm:
@@ -96,6 +116,13 @@ class CuSparseLtGemm:
         if bad:
             return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)
         return True, what
+
+    def version(self) -> str:
+        torch = _torch()
+        return f"torch {torch.__version__} _cslt_*, {_cslt_available(torch)[1]}"
+
+    def search_info(self) -> dict:
+        return {} if self.max_alg_id is None else {"max_alg_id": self.max_alg_id}
 
     def compressed(self, a: DeviceSparse):
         """The compressed A, made once per A."""
@@ -173,6 +200,10 @@ class SemiStructuredGemm:
             return False, "the semi-structured cuSPARSELt tensor needs M and K multiples of 16: " + ", ".join(bad)
         return True, f"torch.sparse.to_sparse_semi_structured ({what})"
 
+    def version(self) -> str:
+        torch = _torch()
+        return f"torch {torch.__version__} to_sparse_semi_structured, {_cslt_available(torch)[1]}"
+
     def bind(self, a: DeviceSparse, b, config: str = "default"):
         torch = _torch()
         _supported_shape(self, a, b)
@@ -192,7 +223,8 @@ class SemiStructuredGemm:
 
 @dataclass(frozen=True)
 class BlasConfig:
-    op: str = "mm"                 # "mm": torch.mm; "scaled_mm": torch._scaled_mm (cuBLASLt)
+    op: str = "mm"                 # "mm": torch.mm; "scaled_mm": torch._scaled_mm (cuBLASLt);
+    #                                "nvmath": nvmath.linalg.advanced.Matmul (cuBLASLt, autotuned)
     library: str = "default"       # torch.backends.cuda.preferred_blas_library: "default", "cublas", "cublaslt"
     b_column_major: bool = False
     graph: bool = False
@@ -200,6 +232,41 @@ class BlasConfig:
     def label(self) -> str:
         parts = [self.op] + ([self.library] if self.library != "default" else [])
         return "-".join(parts + [name for name, on in (("bcol", self.b_column_major), ("graph", self.graph)) if on])
+
+
+#: What to install for the nvmath-python paths.
+NVMATH_EXTRA = "pip install 'vkcoop[cuda]' (nvmath-python>=1.0)"
+
+
+def nvmath_version() -> str | None:
+    """nvmath-python's version, or None where it cannot be imported."""
+    try:
+        import nvmath
+    except Exception:  # noqa: BLE001 - missing, or its CUDA libraries missing: "not here" either way
+        return None
+    return str(getattr(nvmath, "__version__", "?"))
+
+
+def _nvmath_matmul(dense, b):
+    """``nvmath.linalg.advanced.Matmul`` of dense @ b, planned and autotuned on torch's current stream:
+    (call, the Matmul, a description). The caller frees it (``free()``)."""
+    torch = _torch()
+    from nvmath.linalg.advanced import Matmul
+
+    matmul = Matmul(dense, b, stream=torch.cuda.current_stream())
+    try:
+        matmul.plan(stream=torch.cuda.current_stream())
+        matmul.autotune(iterations=5, stream=torch.cuda.current_stream())
+        algorithms = getattr(matmul, "algorithms", None) or []
+        picked = getattr(algorithms[0], "algorithm_id", "?") if algorithms else "?"
+    except BaseException:
+        matmul.free()
+        raise
+
+    def call():
+        return matmul.execute(stream=torch.cuda.current_stream())
+
+    return call, matmul, f"nvmath.linalg.advanced.Matmul (cuBLASLt, autotuned: algorithm {picked})"
 
 
 class CublasGemm:
@@ -210,6 +277,31 @@ class CublasGemm:
     def supports(self, m, n, k, dtype) -> tuple[bool, str]:
         return (_dtype_name(dtype) in SUPPORTED), "torch.mm"
 
+    def version(self) -> str:
+        nvmath = nvmath_version()
+        return (f"torch {_torch().__version__} torch.mm; "
+                + (f"nvmath-python {nvmath} Matmul (cuBLASLt)" if nvmath else "nvmath-python not installed"))
+
+    def _call(self, config: BlasConfig, dense, b, dtype):
+        """(call, what to free or None, description) of one configuration."""
+        torch = _torch()
+        if config.op == "nvmath":
+            call, matmul, description = _nvmath_matmul(dense, b)
+            return call, matmul, description + (" bcol" if config.b_column_major else "")
+        if config.op == "scaled_mm":
+            one = torch.ones((), dtype=torch.float32, device=b.device)
+
+            def call():
+                return torch._scaled_mm(dense, b, scale_a=one, scale_b=one, out_dtype=dtype)
+
+            return call, None, f"torch._scaled_mm {config.label()}"
+        out = torch.empty((dense.shape[0], b.shape[1]), dtype=dtype, device=b.device)
+
+        def call():
+            return torch.mm(dense, b, out=out)
+
+        return call, None, f"torch.mm {config.label()}"
+
     def bind(self, a: DeviceSparse, b, config: BlasConfig | None = None):
         torch = _torch()
         config = config or BlasConfig()
@@ -217,16 +309,7 @@ class CublasGemm:
         dense, b = a.dense, (_column_major(b) if config.b_column_major else b)
         preferred = torch.backends.cuda.preferred_blas_library
         previous = preferred()
-        if config.op == "scaled_mm":
-            one = torch.ones((), dtype=torch.float32, device=b.device)
-
-            def call():
-                return torch._scaled_mm(dense, b, scale_a=one, scale_b=one, out_dtype=a.dtype)
-        else:
-            out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=b.device)
-
-            def call():
-                return torch.mm(dense, b, out=out)
+        call, owned, description = self._call(config, dense, b, a.dtype)
 
         def run():
             if config.library != "default":
@@ -236,8 +319,15 @@ class CublasGemm:
             finally:
                 preferred(previous)
 
-        run()   # fails here, not in the check, when this torch cannot do it
-        op = capture_graph(run) if config.graph else run
+        try:
+            run()   # fails here, not in the check, when this torch cannot do it
+            op = capture_graph(run) if config.graph else run
+        except BaseException:
+            if owned is not None:
+                owned.free()
+            raise
         op.keep = (dense, b)
-        op.description = f"torch.{'_scaled_mm' if config.op == 'scaled_mm' else 'mm'} {config.label()}"
+        op.description = description + (" in a CUDA graph" if config.graph else "")
+        if owned is not None:
+            op.close = owned.free
         return op

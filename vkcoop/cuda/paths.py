@@ -4,31 +4,41 @@
   (``MmaSpGemm.CONFIGS``...): not tuning, the ``auto`` choice (the H200-measured ``AUTO_ORDER``); tuning, every
   key that divides the problem and fits the GPU's shared memory, so ``vkcoop.bench.tuning`` can cache a key per
   tuning class, as for the Vulkan paths.
-* The library baselines search what the library offers on every case (``always_search``), in stages that
-  ``refine`` from what was measured: cuSPARSELt (its own search per B layout and result layout, then every
-  algorithm id of the best layout, then split-K for the two best algorithms, then a CUDA-graph replay of the
-  winner), torch's semi-structured tensor (plain and graph), cuBLAS (default, cuBLASLt, column-major B,
-  ``_scaled_mm``, then a graph replay of the winner).
+* The library baselines (:class:`LibraryPath`) search what the library offers on every case (``always_search``)
+  in a child process (:mod:`vkcoop.cuda.isolated`), in stages that ``next_candidates`` derives from what the
+  child reported: cuSPARSELt through torch (``cuSPARSELt``) and through nvmath-python (``cuSPARSELt-nvmath``):
+  its own search per B layout and result layout and algorithm 0, then every algorithm id of the best layout
+  (:func:`alg_ids`: ``range(max_alg_id)``), then split-K 2/4/8 in both modes for the two best algorithms, then
+  a CUDA-graph replay of the winner; torch's semi-structured tensor (plain and graph); cuBLAS (torch.mm under
+  the default and cuBLASLt backends, column-major B, nvmath-python's Matmul where installed, ``_scaled_mm``,
+  then a graph replay of the winner). Only the fastest few that ran and checked correctly in the child are timed
+  in the measuring process (``search``, called by ``vkcoop.bench.measure.measure_path``).
 
 Timing follows the Vulkan paths' warm-up rule: at least ``warmup`` untimed runs lasting at least
-``vkcoop.gemm.WARMUP_SECONDS`` together, then CUDA events around each timed run.
+``vkcoop.gemm.WARMUP_SECONDS`` together, then CUDA events around each timed run. A bound op's ``close()``
+(nvmath's descriptors and plans) runs when the measurement releases it.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from ..gemm import WARMUP_SECONDS
 from ..gemm.path import GemmOperands, GemmProblem
 from ..gemm.types import DTYPES
-from .baselines import BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm
+from . import isolated
+from .baselines import BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm, nvmath_version
+from .cusparselt_nvmath import NvmathCuSparseLtGemm
 from .gemm import DeviceSparse, MmaSpGemm, WgmmaSpGemm, to_torch
 from .timing import time_cuda
 
 #: Benchmark path name -> the class behind it.
 PATH_CLASSES = {"cuda-mma.sp": MmaSpGemm, "cuda-wgmma.sp": WgmmaSpGemm, "cuSPARSELt": CuSparseLtGemm,
-                "torch-semi-structured": SemiStructuredGemm, "cuBLAS": CublasGemm}
-#: When cuSPARSELt does not report its largest algorithm id, ids up to this are tried.
-FALLBACK_MAX_ALG_ID = 15
+                "cuSPARSELt-nvmath": NvmathCuSparseLtGemm, "torch-semi-structured": SemiStructuredGemm,
+                "cuBLAS": CublasGemm}
+#: When cuSPARSELt does not report its algorithm id limit, this many ids (0 .. 15) are tried.
+FALLBACK_ALG_ID_COUNT = 16
 SPLIT_K_CHOICES = (2, 4, 8)
 SPLIT_K_MODES = (1, 2)
 
@@ -52,7 +62,10 @@ class _BoundCuda:
         return [t * 1e-3 for t in timing.times_ms]
 
     def release(self) -> None:
-        self.op = None
+        op, self.op = self.op, None
+        close = getattr(op, "close", None)
+        if close is not None:
+            close()
 
 
 def _torch_dtype(problem: GemmProblem):
@@ -85,6 +98,9 @@ class CudaPath:
 
     def close(self) -> None:
         self.uploads.clear()
+        close = getattr(self.runner, "close", None)
+        if close is not None:
+            close()
 
 
 class HandWrittenPath(CudaPath):
@@ -128,82 +144,98 @@ class HandWrittenPath(CudaPath):
         return self.kernel_class(config).bind(a, b)
 
 
-def _best(tried: list, where=lambda label: True) -> list[dict]:
-    timed = [e for e in tried if e.get("status") == "ok" and where(e.get("config", ""))]
-    return sorted(timed, key=lambda e: e["median_ms"])
+def alg_ids(max_alg_id: int | None) -> range:
+    """The cuSPARSELt algorithm ids to try: ``range(max_alg_id)``, exclusive.
+
+    cuSPARSELt documents CUSPARSELT_MATMUL_ALG_CONFIG_MAX_ID as the "algorithm ID limit (query only)" of
+    cusparseLtMatmulAlgAttribute_t (https://docs.nvidia.com/cuda/cusparselt/types.html); an older copy of that
+    table gives CONFIG_ID's values as "[0, MAX]", which reads as inclusive, so the documents alone do not settle
+    it. The library does: on an H100 (torch 2.11, cuSPARSELt 0.8) ``mm_search`` reported 47 and
+    ``_cslt_sparse_mm(alg_id=47)`` failed with "internal error when calling cusparseLtMatmul" and poisoned the
+    CUDA context; rocSPARSELt's header, which mirrors this API, calls it the same "Algorithm ID limit". So the
+    limit is a count: the valid ids are 0 .. max_alg_id - 1. Where the library reports no limit,
+    FALLBACK_ALG_ID_COUNT ids are tried (each in the search process, so one it refuses costs nothing else)."""
+    return range(FALLBACK_ALG_ID_COUNT if max_alg_id is None else int(max_alg_id))
 
 
-class CuSparseLtPath(CudaPath):
-    """cuSPARSELt, searched on every case in stages (see the module docstring)."""
+class LibraryPath(CudaPath):
+    """A library baseline: its candidates are tried in a child process first (:mod:`vkcoop.cuda.isolated`),
+    in the stages ``next_candidates`` offers; the ``keep`` fastest that ran and checked correctly there are the
+    configurations ``vkcoop.bench.measure.measure_path`` times in this process (``search``)."""
     always_search = True
-
-    def __init__(self, name, uploads, warmup_seconds: float = WARMUP_SECONDS):
-        super().__init__(name, uploads, warmup_seconds)
-        self._by_label: dict[str, CsltConfig] = {}
-        self._stage: dict[GemmProblem, int] = {}
-
-    def _named(self, configs) -> list[CsltConfig]:
-        configs = list(configs)
-        self._by_label.update({c.label(): c for c in configs})
-        return configs
+    keep = 3
+    timeout_s = isolated.DEFAULT_TIMEOUT_S
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
-        self._stage[problem] = 0
-        layouts = [CsltConfig(transpose_result=t, b_column_major=c) for c in (False, True) for t in (False, True)]
-        return self._named(layouts + [CsltConfig(alg_id=0)])
+        return ["default"]
 
-    def refine(self, problem: GemmProblem, tried: list) -> list:
-        stage = self._stage.get(problem, 0) + 1
-        self._stage[problem] = stage
-        best = _best(tried)
-        if not best:
-            return []
-        top = self._by_label.get(best[0]["config"], CsltConfig())
-        if stage == 1:   # every algorithm id with the best layouts
-            last = self.runner.max_alg_id if self.runner.max_alg_id is not None else FALLBACK_MAX_ALG_ID
-            return self._named(CsltConfig(alg, 1, -1, top.transpose_result, top.b_column_major)
-                               for alg in range(last + 1))
-        if stage == 2:   # split-K for the two best algorithm ids
-            algs = list(dict.fromkeys(self._by_label[e["config"]].alg_id for e in best
-                                      if self._by_label.get(e["config"], CsltConfig()).alg_id is not None))[:2]
-            return self._named(CsltConfig(alg, split, mode, top.transpose_result, top.b_column_major)
-                               for alg in algs for split in SPLIT_K_CHOICES for mode in SPLIT_K_MODES)
-        if stage == 3 and not top.graph:   # the winner without torch's per-call host work
-            return self._named([CsltConfig(top.alg_id, top.split_k, top.split_k_mode, top.transpose_result,
-                                           top.b_column_major, graph=True)])
+    def next_candidates(self, state: isolated.SearchState) -> list:
+        """The next stage's candidates from what the search process reported so far (none: the search ends)."""
         return []
 
+    def search(self, operands: GemmOperands, configs, *, deadline=None, progress=None):
+        """(the survivors, fastest probe first; every entry of the search) for ``measure_path``."""
+        state = isolated.staged_search(self, operands, configs, deadline=deadline, progress=progress,
+                                       timeout_s=self.timeout_s)
+        return state.ranked()[:self.keep], state.record
+
+    def version(self) -> str:
+        return self.runner.version()
+
+    def search_info(self) -> dict:
+        info = getattr(self.runner, "search_info", None)
+        return info() if info is not None else {}
+
     def _bind(self, a, b, config):
-        return self.runner.bind(a, b, config)
+        return self.runner.bind(a, b, None if config == "default" else config)
 
 
-class SemiStructuredPath(CudaPath):
-    always_search = True
+class CuSparseLtPath(LibraryPath):
+    """cuSPARSELt (through torch, or through nvmath-python), searched on every case in stages (see the module
+    docstring)."""
 
+    def configs(self, problem: GemmProblem, tune: bool) -> list:
+        layouts = [CsltConfig(transpose_result=t, b_column_major=c) for c in (False, True) for t in (False, True)]
+        return layouts + [CsltConfig(alg_id=0)]
+
+    def next_candidates(self, state: isolated.SearchState) -> list:
+        ranked = [c for c in state.ranked() if isinstance(c, CsltConfig)]
+        if not ranked:
+            return []
+        top = ranked[0]
+        if state.stage == 1:   # every algorithm id with the best layout
+            return [CsltConfig(alg, 1, -1, top.transpose_result, top.b_column_major)
+                    for alg in alg_ids(state.info.get("max_alg_id"))]
+        if state.stage == 2:   # split-K for the two best algorithm ids
+            algs = list(dict.fromkeys(c.alg_id for c in ranked if c.alg_id is not None))[:2]
+            return [CsltConfig(alg, split, mode, top.transpose_result, top.b_column_major)
+                    for alg in algs for split in SPLIT_K_CHOICES for mode in SPLIT_K_MODES]
+        if state.stage == 3 and not top.graph:   # the winner without the per-call host work
+            return [dataclasses.replace(top, graph=True)]
+        return []
+
+
+class SemiStructuredPath(LibraryPath):
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         return ["default", "graph"]
 
-    def _bind(self, a, b, config):
-        return self.runner.bind(a, b, config)
 
-
-class CublasPath(CudaPath):
-    always_search = True
+class CublasPath(LibraryPath):
+    """cuBLAS: torch.mm (backends, B layouts), torch._scaled_mm, nvmath-python's Matmul where installed; then
+    the winner as a CUDA graph. The row reports whichever was fastest, and its label says which."""
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
-        return [BlasConfig(), BlasConfig(library="cublaslt"), BlasConfig(b_column_major=True),
-                BlasConfig(op="scaled_mm"), BlasConfig(op="scaled_mm", b_column_major=True)]
+        configs = [BlasConfig(), BlasConfig(library="cublaslt"), BlasConfig(b_column_major=True)]
+        if nvmath_version() is not None:
+            configs += [BlasConfig(op="nvmath"), BlasConfig(op="nvmath", b_column_major=True)]
+        # last: this torch may accept fp8 only, and each refusal costs a new search process
+        return configs + [BlasConfig(op="scaled_mm"), BlasConfig(op="scaled_mm", b_column_major=True)]
 
-    def refine(self, problem: GemmProblem, tried: list) -> list:
-        labels = {c.label(): c for c in self.configs(problem, True)}
-        best = _best(tried, lambda label: label in labels)
-        if not best or any(e.get("config", "").endswith("graph") for e in tried):
+    def next_candidates(self, state: isolated.SearchState) -> list:
+        ranked = [c for c in state.ranked() if isinstance(c, BlasConfig)]
+        if state.stage != 1 or not ranked or ranked[0].graph:
             return []
-        top = labels[best[0]["config"]]
-        return [BlasConfig(top.op, top.library, top.b_column_major, graph=True)]
-
-    def _bind(self, a, b, config):
-        return self.runner.bind(a, b, config)
+        return [dataclasses.replace(ranked[0], graph=True)]
 
 
 class CudaUploads:
@@ -224,7 +256,8 @@ class CudaUploads:
 
 
 PATH_TYPES = {"cuda-mma.sp": HandWrittenPath, "cuda-wgmma.sp": HandWrittenPath, "cuSPARSELt": CuSparseLtPath,
-              "torch-semi-structured": SemiStructuredPath, "cuBLAS": CublasPath}
+              "cuSPARSELt-nvmath": CuSparseLtPath, "torch-semi-structured": SemiStructuredPath,
+              "cuBLAS": CublasPath}
 
 
 def shared_memory_per_block() -> int | None:

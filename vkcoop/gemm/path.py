@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .exact import check_rows, eighths_inputs
+from .exact import check_output, check_rows, eighths_inputs
 
 
 @dataclass(frozen=True)
@@ -34,20 +34,42 @@ class GemmProblem:
 @dataclass
 class GemmOperands:
     """A problem's host inputs, made once and shared by every path: the 2:4-pruned dense A, its compressed
-    form, B [K][N], the rows a check compares and their exact fp32 product."""
+    form, B [K][N], the rows a check compares and their exact fp32 product.
+
+    :meth:`make` is deterministic: the same problem and ``seed`` give the same bits in any process (numpy's
+    ``default_rng(seed)``), which is how a child process (``vkcoop.cuda.isolated``) rebuilds the very operands
+    the measuring process holds."""
     problem: GemmProblem
     pruned: np.ndarray
     compressed: object            # vkcoop.sparse.Compressed2to4
     b: np.ndarray
     rows: np.ndarray
     reference: np.ndarray
+    seed: int = 0
 
     @classmethod
     def make(cls, problem: GemmProblem, seed: int = 0) -> "GemmOperands":
         pruned, compressed, b = eighths_inputs(problem.dtype, problem.m, problem.n, problem.k, seed=seed)
         rows = check_rows(problem.m)
         reference = (pruned[rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-        return cls(problem, pruned, compressed, b, rows, reference)
+        return cls(problem, pruned, compressed, b, rows, reference, seed)
+
+
+def check_and_time(bound, operands: GemmOperands, iterations: int, warmup: int, flush_l2: bool):
+    """The one check-then-time step of a bound configuration: its output rows against the exact reference
+    (:func:`vkcoop.gemm.exact.check_output`), and only if they match, ``iterations`` timed runs.
+
+    Returns (entry for a search log, (median s, max abs error, bound label, times) or None). Used by the
+    measurement loop (``vkcoop.bench.measure``) and by the library searches' child process."""
+    label = bound.config
+    ok, max_abs, why = check_output(bound.output_rows(operands.rows), operands.reference)
+    if not ok:
+        return {"status": "failed", "reason": why, "max_abs_error": max_abs}, None
+    times = bound.time(iterations, warmup, flush_l2)
+    median = float(np.median(times))
+    entry = {"status": "ok", "bound": label, "median_ms": median * 1e3,
+             "tflops": operands.problem.flops / median / 1e12, "max_abs_error": max_abs}
+    return entry, (median, max_abs, label, times)
 
 
 @runtime_checkable

@@ -1,0 +1,103 @@
+"""The child side of :mod:`vkcoop.cuda.isolated`: ``python -m vkcoop.cuda.search_child``.
+
+Reads from stdin one setup line (path name, problem, operand seed, probe settings), rebuilds the exact operands
+(``GemmOperands.make(problem, seed)``) and the path, says ``ready``; then for each batch line (candidates,
+seconds left, whether some candidate was already ok elsewhere) tries the candidates in order and says
+``start``, ``result`` (the log entry and the path's ``search_info()``) for each, ``budget`` when the time is up
+and ``done``. Every line is one JSON object, flushed at once. The protocol has the original stdout to itself;
+anything else printed goes to stderr.
+
+A candidate that raises is reported with the library's own words and the process exits at once (status 3,
+without interpreter teardown): its CUDA context may be poisoned, and the parent starts a new child for the rest.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+#: The warm-up of every candidate after the first in a child: the clocks are already up.
+LATER_WARMUP_SECONDS = 0.05
+POISONED_EXIT = 3
+
+
+def _channel():
+    """The protocol's stream (a copy of fd 1); fd 1 and sys.stdout then point at stderr."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return channel
+
+
+def _info(path) -> dict:
+    info = getattr(path, "search_info", None)
+    if info is None:
+        return {}
+    try:
+        return dict(info())
+    except Exception as error:  # noqa: BLE001 - what the path learnt is optional
+        return {"info_error": f"{type(error).__name__}: {error}"}
+
+
+def _try(path, operands, config, setup: dict) -> dict:
+    from ..gemm.path import check_and_time
+
+    bound = path.bind(operands, config)
+    try:
+        entry, _ = check_and_time(bound, operands, setup["probe_iters"], setup["probe_warmup"], False)
+        return entry
+    finally:
+        bound.release()
+
+
+def _batch(batch: dict, path, operands, setup: dict, emit, state: dict) -> None:
+    from .isolated import decode, label_of, what_of
+
+    remaining = batch.get("remaining_s")
+    deadline = None if remaining is None else time.monotonic() + remaining
+    candidates = [decode(c) for c in batch["candidates"]]
+    for index, config in enumerate(candidates):
+        if deadline is not None and time.monotonic() > deadline and (batch.get("have_ok") or state["ok"]):
+            emit("budget", left=len(candidates) - index)
+            break
+        emit("start", label=label_of(config))
+        path.warmup_seconds = setup["warmup_seconds"] if state["first"] else min(
+            LATER_WARMUP_SECONDS, setup["warmup_seconds"])
+        state["first"] = False
+        try:
+            entry = _try(path, operands, config, setup)
+        except BaseException as error:  # noqa: BLE001 - recorded, then this process ends (maybe poisoned)
+            message = str(error).strip().replace("\n", " ") or "(no message)"
+            emit("result", entry={"status": "error", "reason": f"{what_of(config)}: {type(error).__name__}: "
+                                  f"{message}"[:2000]}, info=_info(path))
+            os._exit(POISONED_EXIT)
+        state["ok"] = state["ok"] or entry["status"] == "ok"
+        emit("result", entry=entry, info=_info(path))
+    emit("done")
+
+
+def main() -> None:
+    channel = _channel()
+
+    def emit(event: str, **fields) -> None:
+        channel.write(json.dumps({"event": event, **fields}, default=str) + "\n")
+        channel.flush()
+
+    setup = json.loads(sys.stdin.readline())
+    from ..gemm.path import GemmOperands, GemmProblem
+    from .paths import cuda_paths
+
+    operands = GemmOperands.make(GemmProblem(**setup["problem"]), seed=setup["seed"])
+    path = cuda_paths([setup["path"]], warmup_seconds=setup["warmup_seconds"])[0]
+    emit("ready", info=_info(path))
+    state = {"first": True, "ok": False}
+    for line in sys.stdin:
+        if line.strip():
+            _batch(json.loads(line), path, operands, setup, emit, state)
+    path.close()
+    channel.close()
+
+
+if __name__ == "__main__":
+    main()
