@@ -93,6 +93,21 @@ def test_a_candidate_that_kills_or_hangs_its_process_is_recorded_and_the_rest_go
     assert time.monotonic() - started < 60
 
 
+def test_a_library_that_fails_everything_gives_up_once_the_deadline_has_passed(monkeypatch):
+    # every algorithm id is out of the fake's range (max_alg=-1): each candidate raises and costs a new child
+    install(monkeypatch, FakeTorch(max_alg=-1, broken_alg=None))
+    path = cuda_paths(["cuSPARSELt"], warmup_seconds=0)[0]
+    try:
+        result = measure.measure_path(path, GemmOperands.make(PROBLEM), iters=5, warmup=1, flush_l2=False,
+                                      tune=False, configs=path.configs(PROBLEM, True),
+                                      deadline=time.monotonic() - 1)
+    finally:
+        path.close()
+    errors = [e for e in result.tuning if e["status"] == "error"]
+    assert len(errors) == isolated.GIVE_UP_AFTER and result.status == "error"
+    assert result.tuning[-1]["status"] == "budget" and "not tried" in result.tuning[-1]["reason"]
+
+
 def test_a_search_process_that_cannot_start_fails_each_candidate_with_its_reason(monkeypatch):
     install(monkeypatch, FakeTorch())
     monkeypatch.setattr(isolated, "CHILD_MODULE", "vkcoop.cuda.no_such_child")

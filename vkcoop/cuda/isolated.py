@@ -25,7 +25,8 @@ How a candidate flows:
    candidate (the last ``start``) gets that candidate recorded as an error with the reason, is stopped, and the
    search goes on in a new child.
 4. The path's ``next_candidates(state)`` decides the next stage from the record so far (:class:`SearchState`),
-   until it offers nothing or the deadline has passed with at least one candidate ok. The survivors (the
+   until it offers nothing or the deadline has passed with at least one candidate ok (or GIVE_UP_AFTER
+   failed: a library that fails everything must not cost a new child per candidate for minutes). The survivors (the
    fastest ``keep`` that were ok) are what the measuring process times.
 
 Every entry of the record carries ``"where": "search process"``. ``progress(done, total, label)`` is called as
@@ -59,6 +60,9 @@ PROBE_ITERS, PROBE_WARMUP = 5, 2
 WHERE = "search process"
 _CONFIG_TYPES = {cls.__name__: cls for cls in (CsltConfig, BlasConfig)}
 _MAX_STAGES = 16
+#: Once the deadline has passed, a search stops when some candidate was ok, or when this many have failed: a
+#: path whose every candidate fails (each failure costs a new child) must not run on for minutes.
+GIVE_UP_AFTER = 3
 
 
 def label_of(config) -> str:
@@ -129,7 +133,7 @@ class ChildSearch:
         self.timeout_s, self.setup_timeout_s, self.progress = timeout_s, setup_timeout_s, progress
         self.info: dict = {}
         self.done = self.total = 0
-        self.any_ok = False
+        self.any_ok, self.failures = False, 0
         self._proc = self._events = self._stderr = None
         self._tmp = tempfile.TemporaryDirectory(prefix="vkcoop-search-")
 
@@ -235,6 +239,11 @@ class ChildSearch:
         self._tmp.cleanup()
 
     # --- the candidates -------------------------------------------------------------------------------------
+    @property
+    def may_stop(self) -> bool:
+        """Whether a spent deadline ends the search: some candidate was ok, or GIVE_UP_AFTER have failed."""
+        return self.any_ok or self.failures >= GIVE_UP_AFTER
+
     def _say(self, label: str) -> None:
         if self.progress is not None:
             self.progress(self.done, self.total, label)
@@ -243,6 +252,7 @@ class ChildSearch:
         entries.append(entry)
         self.done += 1
         self.any_ok = self.any_ok or entry.get("status") == "ok"
+        self.failures += entry.get("status") in ("error", "failed")
         self._say(entry.get("config", "") + " (search process)")
 
     def probe(self, candidates: list, deadline: float | None = None) -> list[dict]:
@@ -252,7 +262,7 @@ class ChildSearch:
         self.total += len(pending)
         while pending:
             if self._proc is None:
-                if _spent(deadline) and self.any_ok:
+                if _spent(deadline) and self.may_stop:
                     entries.append(_budget_entry(len(pending)))
                     break
                 failure = self._start()
@@ -273,7 +283,7 @@ class ChildSearch:
         """Send ``pending`` to the running child and consume its events; pops each candidate it settles."""
         remaining = None if deadline is None else deadline - time.monotonic()
         if not self._send({"candidates": [encode(c) for c in pending], "remaining_s": remaining,
-                           "have_ok": self.any_ok}):
+                           "may_stop": self.may_stop}):
             self._stop()
             return
         current = None
@@ -325,14 +335,15 @@ def _read_lines(stream, events: queue.Queue) -> None:
 def staged_search(path, operands, configs, *, deadline: float | None = None, progress=None,
                   timeout_s: float | None = None) -> SearchState:
     """Probe ``configs`` and then each stage ``path.next_candidates(state)`` offers (labels already tried are
-    skipped) in one :class:`ChildSearch`; the deadline stops the stages once some candidate was ok."""
+    skipped) in one :class:`ChildSearch`; the deadline stops the stages once some candidate was ok or
+    :data:`GIVE_UP_AFTER` have failed."""
     state = SearchState(operands.problem)
     with ChildSearch(path.name, operands, warmup_seconds=path.warmup_seconds,
                      timeout_s=timeout_s or DEFAULT_TIMEOUT_S, progress=progress) as child:
         candidates = list(configs)
         while candidates and state.stage < _MAX_STAGES:
             fresh = list({label_of(c): c for c in candidates if label_of(c) not in state.configs}.values())
-            if fresh and _spent(deadline) and state.any_ok:
+            if fresh and _spent(deadline) and child.may_stop:
                 state.record.append(_budget_entry(len(fresh)))
                 break
             state.configs.update((label_of(c), c) for c in fresh)

@@ -52,13 +52,14 @@ def _try(path, operands, config, setup: dict) -> dict:
 
 
 def _batch(batch: dict, path, operands, setup: dict, emit, state: dict) -> None:
-    from .isolated import decode, label_of, what_of
+    from .isolated import GIVE_UP_AFTER, decode, label_of, what_of
 
     remaining = batch.get("remaining_s")
     deadline = None if remaining is None else time.monotonic() + remaining
     candidates = [decode(c) for c in batch["candidates"]]
     for index, config in enumerate(candidates):
-        if deadline is not None and time.monotonic() > deadline and (batch.get("have_ok") or state["ok"]):
+        may_stop = batch.get("may_stop") or state["ok"] or state["failed"] >= GIVE_UP_AFTER
+        if deadline is not None and time.monotonic() > deadline and may_stop:
             emit("budget", left=len(candidates) - index)
             break
         emit("start", label=label_of(config))
@@ -73,6 +74,7 @@ def _batch(batch: dict, path, operands, setup: dict, emit, state: dict) -> None:
                                   f"{message}"[:2000]}, info=_info(path))
             os._exit(POISONED_EXIT)
         state["ok"] = state["ok"] or entry["status"] == "ok"
+        state["failed"] += entry["status"] != "ok"
         emit("result", entry=entry, info=_info(path))
     emit("done")
 
@@ -91,7 +93,7 @@ def main() -> None:
     operands = GemmOperands.make(GemmProblem(**setup["problem"]), seed=setup["seed"])
     path = cuda_paths([setup["path"]], warmup_seconds=setup["warmup_seconds"])[0]
     emit("ready", info=_info(path))
-    state = {"first": True, "ok": False}
+    state = {"first": True, "ok": False, "failed": 0}
     for line in sys.stdin:
         if line.strip():
             _batch(json.loads(line), path, operands, setup, emit, state)
