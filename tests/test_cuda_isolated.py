@@ -169,3 +169,14 @@ def test_an_out_of_range_algorithm_id_on_the_real_cusparselt_is_recorded_and_thi
     got = torch.mm(a, a).cpu().numpy()
     expected = np.arange(64, dtype=np.float64).reshape(8, 8) @ np.arange(64, dtype=np.float64).reshape(8, 8)
     assert np.array_equal(got, expected)
+
+
+def test_a_search_process_gets_the_parents_operands_bit_for_bit(tmp_path):
+    operands = GemmOperands.make(GemmProblem("bf16", "square", 96, 80, 64), seed=5)
+    operands.save(tmp_path)
+    loaded = GemmOperands.load(tmp_path, operands.problem, seed=5)
+    for name in ("pruned", "b", "rows", "reference"):
+        mine, theirs = getattr(operands, name), getattr(loaded, name)
+        assert mine.dtype == theirs.dtype and np.array_equal(mine.view(np.uint8), theirs.view(np.uint8))
+    assert np.array_equal(operands.compressed.values.view(np.uint16), loaded.compressed.values.view(np.uint16))
+    assert np.array_equal(operands.compressed.metadata, loaded.compressed.metadata)

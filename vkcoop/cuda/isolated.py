@@ -12,8 +12,9 @@ How a candidate flows:
 
 1. :func:`staged_search` starts a :class:`ChildSearch`: ``python -m vkcoop.cuda.search_child`` with the same
    interpreter, ``PYTHONPATH`` led by this package's root, stdin and stdout as a line protocol (JSON, one
-   object a line, flushed). The child rebuilds the problem's exact operands (``GemmOperands.make(problem,
-   seed)``, deterministic) and the path, and says ``ready``.
+   object a line, flushed). The child loads the problem's exact operands, which the parent saved once per
+   search (``GemmOperands.save``/``load``: a second, where rebuilding them took 8.5 s at 8192^3), builds the
+   path, and says ``ready``.
 2. Each stage's candidates go to the child as one batch (:func:`encode`: a dataclass configuration as its
    fields, a string as itself). For each the child says ``start``, binds it, checks its output rows with
    ``vkcoop.gemm.check_output`` against the reference and, if they match, times a few runs
@@ -154,7 +155,11 @@ class ChildSearch:
         self._events = queue.Queue()
         threading.Thread(target=_read_lines, args=(self._proc.stdout, self._events), daemon=True).start()
         problem = self.operands.problem
+        operands_dir = Path(self._tmp.name) / "operands"
+        if not operands_dir.is_dir():   # written once per search, read by each child it starts
+            self.operands.save(operands_dir)
         setup = {"path": self.path_name, "seed": self.operands.seed, "warmup_seconds": self.warmup_seconds,
+                 "operands_dir": str(operands_dir),
                  "probe_iters": PROBE_ITERS, "probe_warmup": PROBE_WARMUP,
                  "problem": {"dtype": problem.dtype, "shape_class": problem.shape_class, "m": problem.m,
                              "n": problem.n, "k": problem.k}}

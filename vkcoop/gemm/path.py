@@ -54,6 +54,39 @@ class GemmOperands:
         reference = (pruned[rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
         return cls(problem, pruned, compressed, b, rows, reference, seed)
 
+    def _arrays(self) -> dict:
+        return {"pruned": self.pruned, "b": self.b, "rows": self.rows, "reference": self.reference,
+                "values": self.compressed.values, "metadata": self.compressed.metadata}
+
+    def save(self, folder) -> None:
+        """Write the arrays to ``folder`` (one .npy each, as unsigned integers of their width, with their dtype
+        names beside: .npy cannot name ml_dtypes' bfloat16), for :meth:`load` in another process."""
+        import json
+        from pathlib import Path
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays = self._arrays()
+        for name, array in arrays.items():
+            np.save(folder / f"{name}.npy", array.view(f"u{array.dtype.itemsize}"))
+        (folder / "dtypes.json").write_text(json.dumps({name: a.dtype.name for name, a in arrays.items()}))
+
+    @classmethod
+    def load(cls, folder, problem: GemmProblem, seed: int = 0) -> "GemmOperands":
+        """The operands :meth:`save` wrote: a child process reads the parent's bits in well under a second,
+        where :meth:`make` takes seconds at 8192^3."""
+        import json
+        from pathlib import Path
+
+        import ml_dtypes
+
+        from ..sparse import Compressed2to4
+        folder = Path(folder)
+        names = json.loads((folder / "dtypes.json").read_text())
+        custom = {"bfloat16": ml_dtypes.bfloat16}
+        arrays = {name: np.load(folder / f"{name}.npy").view(custom.get(dtype, dtype)) for name, dtype in names.items()}
+        compressed = Compressed2to4(arrays["values"], arrays["metadata"])
+        return cls(problem, arrays["pruned"], compressed, arrays["b"], arrays["rows"], arrays["reference"], seed)
+
 
 def check_and_time(bound, operands: GemmOperands, iterations: int, warmup: int, flush_l2: bool):
     """The one check-then-time step of a bound configuration: its output rows against the exact reference
