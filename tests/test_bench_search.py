@@ -99,13 +99,14 @@ def test_semi_structured_path_is_timed_plain_and_from_a_graph(monkeypatch, tmp_p
     assert "SemiStructured" in result.config
 
 
-def test_cublas_search_records_what_this_torch_cannot_do_and_restores_the_backend(monkeypatch, tmp_path):
+def test_cublas_search_tries_the_backends_and_restores_the_process_wide_choice(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "nvmath", None)   # nvmath-python not installed
     fake = install(monkeypatch, FakeTorch(host_ms=0.01))
     _, result = _search("cuBLAS", tmp_path=tmp_path)
     tried = probed(result)
-    assert set(tried) == {"mm", "mm-cublaslt", "mm-bcol", "scaled_mm", "scaled_mm-bcol", "mm-cublaslt-graph"}
-    assert tried["scaled_mm"]["status"] == "error" and "fp8" in tried["scaled_mm"]["reason"]
+    # no _scaled_mm: torch 2.11 refuses fp16/bf16 there (fp8 only), and each refusal cost a search process
+    assert set(tried) == {"mm", "mm-cublaslt", "mm-bcol", "mm-cublaslt-graph"}
+    assert all(entry["status"] == "ok" for entry in tried.values())
     assert result.status == "ok" and "cublaslt" in result.config
     assert fake.blas_library == "cublas"     # the process-wide backend choice is put back
 

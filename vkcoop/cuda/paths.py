@@ -10,7 +10,7 @@
   its own search per B layout and result layout and algorithm 0, then every algorithm id of the best layout
   (:func:`alg_ids`: ``range(max_alg_id)``), then split-K 2/4/8 in both modes for the two best algorithms, then
   a CUDA-graph replay of the winner; torch's semi-structured tensor (plain and graph); cuBLAS (torch.mm under
-  the default and cuBLASLt backends, column-major B, nvmath-python's Matmul where installed, ``_scaled_mm``,
+  the default and cuBLASLt backends, column-major B, nvmath-python's Matmul where installed,
   then a graph replay of the winner). Only the fastest few that ran and checked correctly in the child are timed
   in the measuring process (``search``, called by ``vkcoop.bench.measure.measure_path``).
 
@@ -228,8 +228,9 @@ class CublasPath(LibraryPath):
         configs = [BlasConfig(), BlasConfig(library="cublaslt"), BlasConfig(b_column_major=True)]
         if nvmath_version() is not None:
             configs += [BlasConfig(op="nvmath"), BlasConfig(op="nvmath", b_column_major=True)]
-        # last: this torch may accept fp8 only, and each refusal costs a new search process
-        return configs + [BlasConfig(op="scaled_mm"), BlasConfig(op="scaled_mm", b_column_major=True)]
+        # torch._scaled_mm is not offered: torch 2.11 takes fp8 operands only ("Invalid scaling configuration" for
+        # fp16 and bf16 on the H100), and each refusal cost a new search process
+        return configs
 
     def next_candidates(self, state: isolated.SearchState) -> list:
         ranked = [c for c in state.ranked() if isinstance(c, BlasConfig)]
