@@ -2,13 +2,16 @@
 # Writes one GPU's docs/results/<gpu>/ on the GPU host: every recorded figure the README cites, each file with
 # the exact command that made it. From the repository root, with .bundle carried (scripts/gpu_bundle.sh):
 #
-#   bash benchmarks/gpu/results.sh [PART...]       PART: core, sparse, tests (default: all three)
+#   bash benchmarks/gpu/results.sh [PART...]       PART: core, sparse-fp16, sparse-bf16, tests (default: all)
 #
 #   core     facts.log, capabilities.json; run.json (vkcoop run --all --validate); fuzz.json (100k cases, hardware
 #            and portable); peak.json (vkcoop bench peak); inspect-dense.json, inspect-2-4.json, inspect-khr.json
-#            (vkcoop inspect --gemm ..., the driver's machine code); attention.json / .png (vkcoop bench attention)
-#   sparse   bench.json / .png (vkcoop bench sparse --dtype fp16,bf16 --sizes 4096,8192 --shapes square,llm,mlp
-#            --ceilings, every path and library search)
+#            (vkcoop inspect --gemm ..., the driver's machine code); attention.json / .png (vkcoop bench attention,
+#            prefill at 1k and 4k, decode at 8k and 32k, head_dim 64 and 128)
+#   sparse-fp16, sparse-bf16
+#            bench-fp16.json / .png, bench-bf16.json / .png (vkcoop bench sparse --dtype D --sizes 4096,8192
+#            --shapes square,llm --ceilings --search-budget 20: every path, the library searches in child
+#            processes; one dtype per process so each fits a 10-minute device command)
 #   tests    pytest-gpu.log: python3 -m pytest -m "gpu or cuda or vulkan" (the whole GPU suite, nothing deselected)
 #
 # On an H100 each part fits one 10-minute device command. Every command's output goes to <name>.log beside its
@@ -17,9 +20,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core sparse tests)
+[ ${#parts[@]} -gt 0 ] || parts=(core sparse-fp16 sparse-bf16 tests)
 for part in "${parts[@]}"; do
-  case "$part" in core|sparse|tests) ;; *) echo "results.sh: unknown part '$part' (core, sparse, tests)" >&2; exit 2 ;; esac
+  case "$part" in core|sparse-fp16|sparse-bf16|tests) ;;
+    *) echo "results.sh: unknown part '$part' (core, sparse-fp16, sparse-bf16, tests)" >&2; exit 2 ;;
+  esac
 done
 # shellcheck disable=SC1091
 source scripts/gpu_env.sh
@@ -50,6 +55,8 @@ for path in files:
         json.dump({"command": command, **data}, open(path, "w"), indent=1, default=str)
 PY
   echo "| ${files:-$name.log} | \`$*\` | $status |" >>"$dir/COMMANDS.md"
+  # packed after every step, so what ran comes back even if a later step outlives the device command
+  [ -z "${OUT:-}" ] || tar -czf "$OUT/results-${gpu:-unknown-gpu}-$part.tgz" "$dir"
 }
 
 for part in "${parts[@]}"; do
@@ -57,22 +64,21 @@ for part in "${parts[@]}"; do
     core)
       record facts "" -- bash -c "nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; $py -c 'import torch; print(\"torch\", torch.__version__, \"cuSPARSELt\", torch.backends.cusparselt.version())'; $py -m pip list 2>/dev/null | grep -iE 'nvmath|cusparselt|nvdisasm|cuda-core'"
       record info "$dir/capabilities.json" -- bash -c "$py -m vkcoop info --json >$dir/capabilities.json"
-      record run "$dir/run.json" -- "$py" -m vkcoop run --all --validate --json "$dir/run.json"
-      record fuzz "$dir/fuzz.json" -- "$py" -m vkcoop fuzz --cases 100000 --target both --json "$dir/fuzz.json"
-      record peak "$dir/peak.json" -- "$py" -m vkcoop bench peak --json "$dir/peak.json"
+      STEP_TIMEOUT=180 record run "$dir/run.json" -- "$py" -m vkcoop run --all --validate --json "$dir/run.json"
+      STEP_TIMEOUT=120 record fuzz "$dir/fuzz.json" -- "$py" -m vkcoop fuzz --cases 100000 --target both --json "$dir/fuzz.json"
+      STEP_TIMEOUT=90 record peak "$dir/peak.json" -- "$py" -m vkcoop bench peak --json "$dir/peak.json"
       for target in dense 2:4 khr; do
         file=$dir/inspect-${target/:/-}.json
-        record "inspect-${target/:/-}" "$file" -- "$py" -m vkcoop inspect --gemm "$target" --json "$file"
+        STEP_TIMEOUT=60 record "inspect-${target/:/-}" "$file" -- "$py" -m vkcoop inspect --gemm "$target" --json "$file"
       done
-      record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --json "$dir/attention.json" \
-        --plot "$dir/attention.png" ;;
-    sparse)
-      record bench "$dir/bench.json" -- "$py" -m vkcoop bench sparse --dtype fp16,bf16 --sizes 4096,8192 \
-        --shapes square,llm,mlp --ceilings --json "$dir/bench.json" --plot "$dir/bench.png" ;;
+      STEP_TIMEOUT=200 record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --seqs 1024,4096 \
+        --decode-seqs 8192,32768 --json "$dir/attention.json" --plot "$dir/attention.png" ;;
+    sparse-fp16|sparse-bf16)
+      dtype=${part#sparse-}
+      record "bench-$dtype" "$dir/bench-$dtype.json" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
+        --sizes 4096,8192 --shapes square,llm --ceilings --search-budget 20 --json "$dir/bench-$dtype.json" \
+        --plot "$dir/bench-$dtype.png" ;;
     tests)
       record pytest-gpu "" -- "$py" -m pytest -p no:cacheprovider -q -m "gpu or cuda or vulkan" tests ;;
   esac
-  if [ -n "${OUT:-}" ]; then
-    tar -czf "$OUT/results-${gpu:-unknown-gpu}-$part.tgz" "$dir"
-  fi
 done
