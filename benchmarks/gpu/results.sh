@@ -76,7 +76,8 @@ for part in "${parts[@]}"; do
     sparse-fp16|sparse-bf16)
       dtype=${part#sparse-}
       record "bench-$dtype" "$dir/bench-$dtype.json" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
-        --sizes 4096,8192 --shapes square,llm --ceilings --search-budget 20 --json "$dir/bench-$dtype.json" \
+        --sizes 4096,8192 --shapes square,llm --llm-tokens 32 --ceilings --search-budget 20 \
+        --json "$dir/bench-$dtype.json" \
         --plot "$dir/bench-$dtype.png" ;;
     tests)
       record pytest-gpu "" -- "$py" -m pytest -p no:cacheprovider -q -m "gpu or cuda or vulkan" tests ;;
