@@ -1,4 +1,4 @@
-"""``vkcoop inspect`` (vkcoop.inspect.app): bad input exits 2 before any device work, a missing tool exits 3 with
+"""``vkcoop inspect`` (vkcoop.cli.inspect): bad input exits 2 before any device work, a missing tool exits 3 with
 one line; on any Vulkan device (lavapipe in CI) the child process builds the pipeline and the run stops at the
 driver check; VK_KHR_pipeline_executable_properties where a device exposes it."""
 from __future__ import annotations
@@ -9,7 +9,8 @@ import stat
 import pytest
 
 from support import toolchain_or_skip
-from vkcoop.inspect import app, core, executables, targets
+from vkcoop.cli import inspect as app
+from vkcoop.inspect import core, executables, targets
 
 
 def run_cli(argv):

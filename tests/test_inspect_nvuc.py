@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vkcoop.inspect import app, cache, core, nvuc, sass
+from vkcoop.cli import inspect as app
+from vkcoop.inspect import cache, core, nvuc, sass
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nvidia-shader-cache" / "h100-driver-580.159.04"
 NVDISASM = sass.find_nvdisasm()

@@ -13,7 +13,8 @@ import pytest
 
 import fake_vulkan_driver
 from test_inspect_nvuc import FIXTURES, fake_build
-from vkcoop.inspect import app, core, executables, launch, query
+from vkcoop.cli import inspect as app
+from vkcoop.inspect import core, executables, launch, query
 
 SCRIPT = Path(fake_vulkan_driver.__file__)
 FEATURES = ["shaderFloat16", "cooperativeMatrixWorkgroupScope", "subgroupSizeControl", "computeFullSubgroups"]

@@ -7,8 +7,8 @@ import os
 import sys
 
 from .. import __version__
-from ..inspect import app as inspect_app
 from . import explain as explain_command
+from . import inspect as inspect_app
 from .bench import add_bench_parser, add_fuzz_parser
 from .common import EXIT_CODES_HELP, CliError, Exit, add_module_command, err_console
 from .demo import add_demo_parser

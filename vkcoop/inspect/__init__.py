@@ -1,6 +1,6 @@
 """vkcoop.inspect: the machine code the NVIDIA driver built for a vkcoop pipeline.
 
-``vkcoop inspect`` (``python -m vkcoop.inspect``) builds a target's pipelines in a child process whose driver
+``vkcoop inspect`` (its command is :mod:`vkcoop.cli.inspect`) builds a target's pipelines in a child process whose driver
 writes its shader disk cache to a private directory (``__GL_SHADER_DISK_CACHE=1``,
 ``__GL_SHADER_DISK_CACHE_PATH``, ``__GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1``), finds the zstd frames in the cache
 files and the compiled objects in them: the driver's NVuc containers (what the Vulkan driver writes; their code

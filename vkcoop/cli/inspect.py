@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
+from ..inspect import core, targets
 from ..paths import output_file
-from . import core, targets
 
 _WIDTH_COLUMNS = (8, 16, 32, 64, 128)
 
@@ -155,9 +155,3 @@ def run(args) -> int:
         _write(sass_path, result.listing())
     return 0
 
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vkcoop.inspect",
-                                     description="the machine code the NVIDIA driver built for a vkcoop pipeline")
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
