@@ -28,7 +28,8 @@ RECORDED = sorted(DOCS.glob("*-capabilities.json"))
 #: SM counts of devices whose reports predate recording it (GPU_HOST.md); a report with "sm_count" wins.
 KNOWN_SM_COUNTS = {"NVIDIA H200": 132, "NVIDIA H100 80GB HBM3": 132}
 H200 = DeviceIdentity("NVIDIA H200", "0c6a050119c39d5db69f4b09a9850655", "580.159.4")
-H100 = DeviceIdentity("NVIDIA H100 80GB HBM3", "11112222333344445555666677778888", "580.159.4")
+# A device without shipped seeds (the H100 SXM has seeds now; its PCIe sibling does not): it tunes on first use.
+H100 = DeviceIdentity("NVIDIA H100 PCIe", "11112222333344445555666677778888", "580.159.4")
 SQUARE = GemmProblem("fp16", "square", 512, 512, 512)
 LLM = GemmProblem("fp16", "llm", 512, 32, 512)
 
@@ -346,3 +347,13 @@ def test_a_run_on_an_unknown_device_tunes_once_per_class_and_records_everything(
     assert {(r["path"], r["class"], r["config"]) for r in rows} == {
         ("vk-coopmat2-dense", "compute", "c"), ("vk-coopmat2-2:4", "compute", "b"),
         ("vk-coopmat2-dense", "narrow64", "c"), ("vk-coopmat2-2:4", "narrow64", "b")}
+
+
+def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured_winner():
+    from vkcoop.gemm.paths import SEEDS, seed_configs
+    h100 = "NVIDIA H100 80GB HBM3"
+    square = seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "square", 8192, 8192, 8192))
+    assert square[0].label() == "256:128x256x32u8g8" and len(set(c.label() for c in square)) == len(square)
+    narrow = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 32, 8192))
+    assert narrow[0].label() == "64:32x32x128u2g1s2i4c"
+    assert set(SEEDS) == {SEED_DEVICE, h100}

@@ -12,7 +12,7 @@ For each path and problem a :class:`Tuner` decides (:meth:`Tuner.plan`):
   process (``vkcoop.cuda.isolated``), bounded by ``search_budget`` seconds; its plan holds the first stage's
   candidates;
 * ``retune``, or ``tune`` without a cached entry, or a device with neither a cache entry nor shipped seeds
-  (``vkcoop.gemm.paths.SEEDS``: the H200) measures every candidate the path derives from the device
+  (``vkcoop.gemm.paths.SEEDS``: the H200 and the H100) measures every candidate the path derives from the device
   (``path.configs(problem, tune=True)``) and stores the winner; all tunings of a run share ``budget`` seconds;
 * a cached entry is used as is; otherwise the device's seed default (or the path's own default).
 """

@@ -45,8 +45,23 @@ SEED_CONFIGS = {
         "llm": _seeds("64:32x32x128u2g1s2i4c", "256:64x32x128u2g1i1c", "256:64x32x128u2g1c"),
     },
 }
+#: H100 80GB HBM3 (driver 580.159.04, 2026-11-25, docs/gemm-notes.md "H100"), with the ALIGNED pipelines, 8192^3
+#: fp16 TFLOP/s: dense u8 302.3-302.6 (291.9 in bench sparse), u16 317.0 (one explore run; not yet measured on
+#: ragged shapes, so second), 128 invocations u8 295.1; 2:4 u8 i1 210.1, two bindings 195.1. 8192x32x8192 (ms):
+#: dense 32x32x128/64 split-K 2 0.059-0.061, /32 0.060, split-K 4 0.062-0.064; 2:4 i4 split-K 2 0.096-0.098,
+#: split-K 4 0.097, i1 split-K 4 0.097.
+H100_SEED_CONFIGS = {
+    "vk-coopmat2-dense": {
+        "square": _seeds("256:128x256x32u8g8", "256:128x256x32u16g8", "128:128x128x32u8g8"),
+        "llm": _seeds("64:32x32x128u2g1s2c", "32:32x32x128u2g1s2c", "32:32x32x128u2g1s4c"),
+    },
+    "vk-coopmat2-2:4": {
+        "square": _seeds("256:128x256x32u8g8i1", "256:128x256x32u8g8"),
+        "llm": _seeds("64:32x32x128u2g1s2i4c", "64:32x32x128u2g1s4i4c", "64:32x32x128u2g1s4i1c"),
+    },
+}
 #: Shipped seeds by device name.
-SEEDS = {SEED_DEVICE: SEED_CONFIGS}
+SEEDS = {SEED_DEVICE: SEED_CONFIGS, "NVIDIA H100 80GB HBM3": H100_SEED_CONFIGS}
 
 
 def seed_configs(device_name: str, path_name: str, problem: GemmProblem) -> list:
