@@ -2,7 +2,7 @@
 flexible-dimension tables (vkcoop.gemm.configs): no GPU.
 
 Derivation is checked on every recorded device report ``docs/*-capabilities.json`` (``vkcoop info --json`` of one
-device): today the H200's; recording ``docs/h100-capabilities.json`` on the H100 adds it to these tests."""
+device): the H200's and the H100's (recorded on 2026-11-25)."""
 from __future__ import annotations
 
 import json
