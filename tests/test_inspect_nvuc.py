@@ -135,15 +135,21 @@ def _cache_with(tmp_path: Path, payload: bytes) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("damage", ["truncated", "offset past the end", "bad magic"])
-def test_a_broken_container_is_an_nvuc_object_with_its_error(tmp_path, damage):
+def _damaged_peak(damage: str) -> bytearray:
+    """The peak pipeline's payload with its container cut short, its code offset past the end, or a bad magic."""
     payload = bytearray(pipeline_payload("peak"))
     if damage == "truncated":
-        payload = payload[:8 + 200]
-    elif damage == "offset past the end":
+        return payload[:8 + 200]
+    if damage == "offset past the end":
         struct.pack_into("<Q", payload, 8 + _code_entry(payload) + 8, 10 ** 6)
     else:
         payload[8:12] = b"NVux"
+    return payload
+
+
+@pytest.mark.parametrize("damage", ["truncated", "offset past the end", "bad magic"])
+def test_a_broken_container_is_an_nvuc_object_with_its_error(tmp_path, damage):
+    payload = _damaged_peak(damage)
     scan = cache.scan_directory(_cache_with(tmp_path, bytes(payload)))
     (broken,) = scan.broken
     assert broken.kind == "nvuc" and broken.nvuc is None and broken.error
@@ -172,13 +178,7 @@ def fake_build(source: Path | None, payload: bytes | None = None, vendor_id: int
 
 @pytest.mark.parametrize("damage", ["truncated", "offset past the end", "bad magic"])
 def test_inspect_turns_a_broken_container_into_its_cache_format_error(tmp_path, monkeypatch, capsys, damage):
-    payload = bytearray(pipeline_payload("peak"))
-    if damage == "truncated":
-        payload = payload[:8 + 200]
-    elif damage == "offset past the end":
-        struct.pack_into("<Q", payload, 8 + _code_entry(payload) + 8, 10 ** 6)
-    else:
-        payload[8:12] = b"NVux"
+    payload = _damaged_peak(damage)
     monkeypatch.setattr(core, "run_child", fake_build(None, bytes(payload)))
     tool = tmp_path / "nvdisasm"
     tool.write_text("#!/bin/sh\necho 'nvdisasm must not be reached' >&2\nexit 1\n")

@@ -428,26 +428,30 @@ def test_kernel_objects_match_the_reference_and_time():
             assert np.array_equal(khr.run(a, b), kernels.reference_gemm(a, b, np.float32))
 
 
+class _FakeCommands:
+    """What time_dispatches uses of a command buffer; subclasses say how long submissions and runs take."""
+
+    def __init__(self):
+        self.submits, self.recorded = 0, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def recording(self):
+        return self
+
+    def dispatch(self, *args, **kwargs):
+        self.recorded += 1
+
+
 def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
     """The warm-up keeps submitting until both the count and the wall time are reached (GPU clocks come up)."""
     import time as clock
 
-    class FakeCommands:
-        def __init__(self):
-            self.submits, self.recorded = 0, 0
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def recording(self):
-            return self
-
-        def dispatch(self, *args, **kwargs):
-            self.recorded += 1
-
+    class FakeCommands(_FakeCommands):
         def submit(self):
             self.submits += 1
             clock.sleep(0.002)
@@ -477,23 +481,12 @@ def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
     assert device.commands.submits == 2   # count only: one warm-up, one timed
 
 
-class _RampingCommands:
+class _RampingCommands(_FakeCommands):
     """A command buffer whose runs take ``schedule[submit]`` microseconds each (a clock coming up)."""
 
     def __init__(self, schedule, clock):
-        self.schedule, self.clock, self.submits, self.recorded = schedule, clock, 0, 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def recording(self):
-        return self
-
-    def dispatch(self, *args, **kwargs):
-        self.recorded += 1
+        super().__init__()
+        self.schedule, self.clock = schedule, clock
 
     def submit(self):
         self.submits += 1
