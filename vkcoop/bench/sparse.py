@@ -14,15 +14,16 @@ cuSPARSELt             CUDA      torch's ``_cslt_sparse_mm`` (torch's cuSPARSELt
 cuSPARSELt-nvmath      CUDA      cuSPARSELt through nvmath-python (whichever version it loads), best
                                  of the same search (the ``cuda`` extra)
 torch-semi-structured  CUDA      ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) @ B
-cuBLAS                 CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts), ``_scaled_mm`` and
-                                 nvmath-python's cuBLASLt ``Matmul``; the label says which won
+cuBLAS                 CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts) and nvmath-python's
+                                 cuBLASLt ``Matmul``; the label says which won
 =====================  ========  =================================================================
 
 Every path is a :class:`vkcoop.gemm.GemmPath` and goes through one loop (:func:`vkcoop.bench.measure.measure_path`):
 the inputs of a case are made once (:meth:`vkcoop.gemm.GemmOperands.make`: multiples of 1/8, A pruned 2:4, so
 any fp32 accumulation is exact), each configuration is checked on a sample of rows that includes the first and
 last ones (one that fails is reported and never timed), then timed after a warm-up of at least ``warmup`` runs
-and :data:`vkcoop.gemm.WARMUP_SECONDS` (Vulkan: GPU timestamps; CUDA: CUDA events), optionally with an L2 flush
+and :data:`vkcoop.gemm.WARMUP_SECONDS` (1 s after an idle gap), continued until two timed warm-up batches agree
+(``vkcoop.gemm.vulkan.settled``) (Vulkan: GPU timestamps; CUDA: CUDA events), optionally with an L2 flush
 before each run. Each figure is the median of ``iters`` timed runs with its spread (:mod:`.stats`). Throughput
 is dense-equivalent: 2*M*N*K / median time. Which configurations a path tries is decided per device by
 :mod:`.tuning` (cached, seeded, or tuned within a time budget); the shapes come from :mod:`.shapes`. The library

@@ -150,11 +150,12 @@ def alg_ids(max_alg_id: int | None) -> range:
     cuSPARSELt documents CUSPARSELT_MATMUL_ALG_CONFIG_MAX_ID as the "algorithm ID limit (query only)" of
     cusparseLtMatmulAlgAttribute_t (https://docs.nvidia.com/cuda/cusparselt/types.html); an older copy of that
     table gives CONFIG_ID's values as "[0, MAX]", which reads as inclusive, so the documents alone do not settle
-    it. The library does: on an H100 (torch 2.11, cuSPARSELt 0.8) ``mm_search`` reported 47 and
-    ``_cslt_sparse_mm(alg_id=47)`` failed with "internal error when calling cusparseLtMatmul" and poisoned the
-    CUDA context; rocSPARSELt's header, which mirrors this API, calls it the same "Algorithm ID limit". So the
-    limit is a count: the valid ids are 0 .. max_alg_id - 1. Where the library reports no limit,
-    FALLBACK_ALG_ID_COUNT ids are tried (each in the search process, so one it refuses costs nothing else)."""
+    it, and neither does the library: on an H100 (torch 2.11, cuSPARSELt 0.8) ``mm_search`` reported 47 at
+    4096^3 and 8192x32x8192, and id 47 was refused (once with "internal error when calling cusparseLtMatmul",
+    which poisoned the CUDA context; once with "invalid value" at cusparseLtMatmulAlgSetAttribute), while at 256^3
+    it reported 27 and id 27 ran. So the limit is treated as a count: ids 0 .. max_alg_id - 1 are never refused,
+    at the cost of the limit id on shapes like 256^3. Where the library reports no limit, FALLBACK_ALG_ID_COUNT
+    ids are tried (each in the search process, so one it refuses costs nothing else)."""
     return range(FALLBACK_ALG_ID_COUNT if max_alg_id is None else int(max_alg_id))
 
 
