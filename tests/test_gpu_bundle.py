@@ -102,3 +102,10 @@ def test_an_interpreter_without_the_dependencies_gets_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert "cannot import spirv_tools" in proc.stderr and "scripts/setup.sh" in proc.stderr
     assert not (tmp_path / "apt.log").exists()   # refused before anything was fetched
+
+
+def test_the_results_script_refuses_an_unknown_part_before_touching_the_host():
+    proc = subprocess.run(["bash", "benchmarks/gpu/results.sh", "core", "everything"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == "results.sh: unknown part 'everything' (core, sparse-fp16, sparse-bf16, tests)"
