@@ -8,7 +8,7 @@ import pytest
 from fake_torch import FakeTorch, install
 
 from vkcoop.cuda import timing
-from vkcoop.gemm import vulkan
+from vkcoop.gemm import warmup as vulkan_rule
 
 
 def _ramping(fake, schedule):
@@ -23,19 +23,19 @@ def _ramping(fake, schedule):
 
 def test_timing_starts_once_the_warm_up_rounds_agree(monkeypatch):
     fake = install(monkeypatch, FakeTorch())
-    monkeypatch.setattr(vulkan, "_last_busy", [time.perf_counter()])    # the GPU was busy just now: no cold start
+    monkeypatch.setattr(vulkan_rule, "_last_busy", [time.perf_counter()])    # the GPU was busy just now: no cold start
     # one counted warm-up run, then timed rounds of 5 coming down to a steady 3.7 ms
     run, calls = _ramping(fake, [9.8] + [7.0] * 5 + [5.0] * 5 + [3.7])
     result = timing.time_cuda(run, warmup=1, iters=5, warmup_seconds=1e-6)
     assert result.times_ms == pytest.approx((3.7,) * 5)
     assert calls[0] == 1 + 4 * 5 + 5   # rounds 7.0, 5.0, 3.7, 3.7 (settled), then the timed five
-    assert vulkan._last_busy[0] > time.perf_counter() - 1.0
+    assert vulkan_rule._last_busy[0] > time.perf_counter() - 1.0
 
 
 def test_after_an_idle_gap_the_warm_up_lasts_the_cold_minimum(monkeypatch):
     fake = install(monkeypatch, FakeTorch())
-    monkeypatch.setattr(vulkan, "_last_busy", [float("-inf")])
-    monkeypatch.setattr(vulkan, "COLD_WARMUP_SECONDS", 0.05)
+    monkeypatch.setattr(vulkan_rule, "_last_busy", [float("-inf")])
+    monkeypatch.setattr(vulkan_rule, "COLD_WARMUP_SECONDS", 0.05)
     run, calls = _ramping(fake, [9.8, 3.7])
     started = time.perf_counter()
     timing.time_cuda(run, warmup=1, iters=3, warmup_seconds=1e-6)

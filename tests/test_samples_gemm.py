@@ -10,6 +10,7 @@ from vkcoop.samples import SampleInputError, get_sample
 from vkcoop.samples import gemm as gemm_samples
 from vkcoop import gemm as kernels
 from vkcoop.gemm import vulkan as kernel_runner
+from vkcoop.gemm import warmup as warmup_rule
 from vkcoop.samples.fixtures import H200_CAPS
 from support import toolchain_or_skip
 
@@ -500,9 +501,9 @@ class _RampingCommands(_FakeCommands):
 def _time_with(schedule, monkeypatch, **limits):
     clock = [0.0]
     monkeypatch.setattr(kernel_runner.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(kernel_runner, "_last_busy", [limits.pop("last_busy", 0.0)])   # busy until now: warm
+    monkeypatch.setattr(warmup_rule, "_last_busy", [limits.pop("last_busy", 0.0)])   # busy until now: warm
     for name, value in limits.items():
-        monkeypatch.setattr(kernel_runner, name, value)
+        monkeypatch.setattr(warmup_rule, name, value)
 
     class Device:
         def command_buffer(self, **kwargs):
@@ -524,7 +525,7 @@ def test_the_warm_up_goes_on_until_two_batches_agree(monkeypatch):
     submits, times = _time_with([9.8, 9.8, 7.0, 5.0, 3.9, 3.7, 3.7, 3.7, 3.7], monkeypatch)
     assert times == pytest.approx([3.7e-6] * 4)
     assert submits == 8          # warm-up batches 1-7 (3.7 twice in a row at 6 and 7), then one timed
-    assert kernel_runner.settled([3.70, 3.71], [3.72]) and not kernel_runner.settled([3.7], [3.9])
+    assert warmup_rule.settled([3.70, 3.71], [3.72]) and not warmup_rule.settled([3.7], [3.9])
 
 
 def test_a_gpu_left_idle_gets_the_long_warm_up_first(monkeypatch):
@@ -532,7 +533,7 @@ def test_a_gpu_left_idle_gets_the_long_warm_up_first(monkeypatch):
     # batches agree with each other, at the idle clock
     submits, times = _time_with([9.8] * 8 + [3.7], monkeypatch, last_busy=-5.0, COLD_WARMUP_SECONDS=0.95)
     assert submits == 11 and times == pytest.approx([3.7e-6] * 4)
-    assert kernel_runner._last_busy[0] == pytest.approx(1.1)   # marked busy when timing ended
+    assert warmup_rule._last_busy[0] == pytest.approx(1.1)   # marked busy when timing ended
 
 
 def test_a_warm_up_that_never_settles_stops_at_its_limit(monkeypatch):
@@ -651,5 +652,5 @@ def test_the_sparse_kernel_picks_its_aligned_pipeline_the_same_way():
 
 def test_batches_agree_within_their_own_jitter():
     # a few-microsecond kernel timed by events jitters by 10 %: its medians agree within that, not within 2 %
-    assert kernel_runner.settled([10.0, 12.0, 9.0, 11.0], [11.0, 9.0, 12.0, 10.5])
-    assert not kernel_runner.settled([10.0, 10.1, 9.9, 10.0], [11.0, 11.1, 10.9, 11.0])
+    assert warmup_rule.settled([10.0, 12.0, 9.0, 11.0], [11.0, 9.0, 12.0, 10.5])
+    assert not warmup_rule.settled([10.0, 10.1, 9.9, 10.0], [11.0, 11.1, 10.9, 11.0])

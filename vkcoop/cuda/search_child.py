@@ -1,9 +1,8 @@
 """The child side of :mod:`vkcoop.cuda.isolated`: ``python -m vkcoop.cuda.search_child``.
 
 Reads from stdin one setup line (path name, problem, operand seed, probe settings, the folder where the parent
-saved its operands), loads them (``GemmOperands.load``; without a folder it rebuilds them with
-``GemmOperands.make(problem, seed)``) and the path, says ``ready``; then for each batch line (candidates,
-seconds left, whether some candidate was already ok elsewhere) tries the candidates in order and says
+saved its operands), loads them (``GemmOperands.load``) and builds the path, says ``ready``; then for each batch
+line (candidates, seconds left, whether the deadline may end the search) tries the candidates in order and says
 ``start``, ``result`` (the log entry and the path's ``search_info()``) for each, ``budget`` when the time is up
 and ``done``. Every line is one JSON object, flushed at once. The protocol has the original stdout to itself;
 anything else printed goes to stderr.
@@ -91,11 +90,7 @@ def main() -> None:
     from ..gemm.path import GemmOperands, GemmProblem
     from .paths import cuda_paths
 
-    problem = GemmProblem(**setup["problem"])
-    if setup.get("operands_dir"):    # the parent's own operands, saved once per search
-        operands = GemmOperands.load(setup["operands_dir"], problem, seed=setup["seed"])
-    else:
-        operands = GemmOperands.make(problem, seed=setup["seed"])
+    operands = GemmOperands.load(setup["operands_dir"], GemmProblem(**setup["problem"]), seed=setup["seed"])
     path = cuda_paths([setup["path"]], warmup_seconds=setup["warmup_seconds"])[0]
     emit("ready", info=_info(path))
     state = {"first": True, "ok": False, "failed": 0}

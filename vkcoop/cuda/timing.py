@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..gemm.vulkan import MAX_WARMUP_SECONDS, mark_busy, minimum_warmup, settled
+from ..gemm.warmup import mark_busy, minimum_warmup, settle
 
 #: Bytes written between iterations to evict L2 (H200 has 60 MiB of L2; 4x is safe).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -46,10 +46,9 @@ def _event_times(fn, count: int, flush) -> list[float]:
 def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
               flush_l2: bool = False, warmup_seconds: float = 0.0) -> Timing:
     """Run ``fn`` at least ``warmup`` times and until ``warmup_seconds`` of wall time have passed (longer after
-    an idle gap: vkcoop.gemm.vulkan.minimum_warmup) and, when
-    ``warmup_seconds`` > 0, until two consecutive timed warm-up rounds agree (the Vulkan paths' rule, so the GPU
-    clocks are up: vkcoop.gemm.vulkan.settled), then time ``iters`` runs, each between its own pair of CUDA
-    events on the current stream.  With ``flush_l2`` a 256 MiB buffer is zeroed before every timed run (outside
+    an idle gap) and, when ``warmup_seconds`` > 0, until two consecutive timed warm-up rounds agree (the Vulkan
+    paths' rule, :mod:`vkcoop.gemm.warmup`, so the GPU clocks are up), then time ``iters`` runs, each between its
+    own pair of CUDA events on the current stream.  With ``flush_l2`` a 256 MiB buffer is zeroed before every timed run (outside
     the events) so operands come from HBM."""
     import torch
 
@@ -65,12 +64,8 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
         if runs % 8 == 0 or runs >= warmup:   # a short queue, so the wall time measures GPU work
             torch.cuda.synchronize()
     torch.cuda.synchronize()
-    previous = None
-    while warmup_seconds > 0 and time.perf_counter() - started < MAX_WARMUP_SECONDS:
-        current = _event_times(fn, min(iters, 10), flush)
-        if settled(previous, current):
-            break
-        previous = current
+    if warmup_seconds > 0:
+        settle(lambda: _event_times(fn, min(iters, 10), flush), started)
     times = _event_times(fn, iters, flush)
     mark_busy()
     return Timing(median_ms=statistics.median(times), min_ms=min(times),

@@ -36,9 +36,8 @@ class GemmOperands:
     """A problem's host inputs, made once and shared by every path: the 2:4-pruned dense A, its compressed
     form, B [K][N], the rows a check compares and their exact fp32 product.
 
-    :meth:`make` is deterministic: the same problem and ``seed`` give the same bits in any process (numpy's
-    ``default_rng(seed)``), which is how a child process (``vkcoop.cuda.isolated``) rebuilds the very operands
-    the measuring process holds."""
+    :meth:`make` is deterministic (numpy's ``default_rng(seed)``); :meth:`save` and :meth:`load` hand the very
+    same bits to a child process (``vkcoop.cuda.isolated``) without making them again."""
     problem: GemmProblem
     pruned: np.ndarray
     compressed: object            # vkcoop.sparse.Compressed2to4

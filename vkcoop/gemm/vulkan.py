@@ -7,7 +7,6 @@ buffers and releases them in ``close()`` (or as a context manager).
 """
 from __future__ import annotations
 
-import statistics
 import time
 
 import numpy as np
@@ -17,49 +16,7 @@ from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel
                      StagedSparse24Kernel)
 from .tiles import SubgroupTile, WorkgroupTile, check_workgroup_tile
 from .types import GemmInputError
-
-#: Minimum wall time of the untimed warm-up. An idle H200 or H100 reports a low clock (345 MHz SM), and a warm-up
-#: of a few 0.07 ms dispatches is over in ~1.5 ms.
-WARMUP_SECONDS = 0.25
-#: After WARMUP_SECONDS the warm-up goes on until the medians of two consecutive warm-up batches agree within
-#: SETTLE_TOLERANCE, for at most MAX_WARMUP_SECONDS. A fixed warm-up was not enough: on the H100 the first
-#: configuration timed in a process measured 9.8 ms (median; min 3.7) where the same pipeline measured 3.6 ms
-#: later, and 0.21 ms against 0.067 ms at 8192x32x8192 (docs/gemm-notes.md, "Ordering effect").
-SETTLE_TOLERANCE = 0.02
-MAX_WARMUP_SECONDS = 1.5
-#: A GPU idle for longer than IDLE_SECONDS has dropped its clocks (seen on the H100: 1980 -> 345 MHz within a
-#: second), and under load they came back only after a few hundred milliseconds, so the first warm-up after
-#: such a gap lasts at least COLD_WARMUP_SECONDS. Two batches agreeing proves nothing while the clock sits
-#: low, which is why the settle rule alone is not enough.
-IDLE_SECONDS = 0.5
-COLD_WARMUP_SECONDS = 1.0
-_last_busy = [float("-inf")]     # perf_counter() when this process last finished timing GPU work
-
-
-def minimum_warmup(warmup_seconds: float) -> float:
-    """The least warm-up wall time for timing now: ``warmup_seconds``, or COLD_WARMUP_SECONDS after an idle gap
-    (0 stays 0: a count-only warm-up)."""
-    if warmup_seconds <= 0:
-        return 0.0
-    cold = time.perf_counter() - _last_busy[0] > IDLE_SECONDS
-    return max(warmup_seconds, COLD_WARMUP_SECONDS) if cold else warmup_seconds
-
-
-def mark_busy() -> None:
-    """Timing has just kept the GPU busy (the next warm-up may be short)."""
-    _last_busy[0] = time.perf_counter()
-
-
-def settled(previous, current, tolerance: float = SETTLE_TOLERANCE) -> bool:
-    """Whether two consecutive warm-up batches (lists of per-run times) have medians within ``tolerance``, or
-    within the batch's own jitter (its interquartile range) where that is wider: a 10 us kernel timed by events
-    jitters by more than 2 %, and must not wait out MAX_WARMUP_SECONDS for that."""
-    if not previous or not current:
-        return False
-    a, b = statistics.median(previous), statistics.median(current)
-    quartiles = statistics.quantiles(current, n=4) if len(current) > 1 else (b, b, b)
-    return abs(a - b) <= max(tolerance * min(a, b), quartiles[2] - quartiles[0])
-
+from .warmup import WARMUP_SECONDS, mark_busy, minimum_warmup, settle
 
 def compile_dispatch(dispatch: Dispatch) -> bytes:
     """The SPIR-V of a dispatch's declared shader variant."""
@@ -72,9 +29,9 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
                     warmup_seconds: float = WARMUP_SECONDS) -> list[float]:
     """GPU seconds of ``iterations`` runs of ``dispatches`` (a list of (pipeline, buffers, groups, push)) after
     at least ``warmup`` untimed ones that together last at least ``warmup_seconds`` of wall time (longer after
-    an idle gap: :func:`minimum_warmup`) and, when ``warmup_seconds`` > 0, until two consecutive warm-up batches
-    agree (:func:`settled`; at most :data:`MAX_WARMUP_SECONDS`), so the GPU clocks are up; each run's time is
-    the sum of its dispatches' timestamps.
+    an idle gap) and, when ``warmup_seconds`` > 0, until two consecutive warm-up batches agree
+    (:mod:`vkcoop.gemm.warmup`), so the GPU clocks are up; each run's time is the sum of its dispatches'
+    timestamps.
 
     ``flush`` = (pipeline, buffers, groups, push) of a dispatch run before every timed run (L2 flush); its own
     time is left out.
@@ -97,23 +54,20 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
             ns = commands.dispatch_times_ns()
             return [sum(ns[i * per_iteration + skip:(i + 1) * per_iteration]) * 1e-9 for i in range(batch)]
 
-        started, submitted, previous = time.perf_counter(), 0, None
-        while True:
+        def submitted_runs() -> list[float]:
+            commands.submit()
+            return runs()
+
+        started, submitted, recent = time.perf_counter(), 0, [None, None]
+        while submitted < -(-warmup // batch) or time.perf_counter() - started < warmup_seconds:
             commands.submit()
             submitted += 1
-            elapsed = time.perf_counter() - started
-            if submitted < -(-warmup // batch) or elapsed < warmup_seconds:
-                previous = None if warmup_seconds <= 0 else runs()
-                continue
-            if warmup_seconds <= 0 or elapsed >= MAX_WARMUP_SECONDS:
-                break
-            current = runs()
-            if settled(previous, current):
-                break
-            previous = current
+            if warmup_seconds > 0:
+                recent = [recent[1], runs()]
+        if warmup_seconds > 0:
+            settle(submitted_runs, started, *recent)
         while len(times) < iterations:
-            commands.submit()
-            times += runs()
+            times += submitted_runs()
     mark_busy()
     return times[:iterations]
 
