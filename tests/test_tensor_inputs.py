@@ -7,7 +7,7 @@ import warnings
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import vkcoop
@@ -138,6 +138,7 @@ _JUNK = st.one_of(st.none(), st.booleans(), st.floats(), st.integers(-2**70, 2**
 
 
 @settings(max_examples=400, deadline=None)
+@example("create_view", 1, None, False)   # a bool permutation once escaped as a TypeError
 @given(st.sampled_from(["create_layout", "set_dimension", "slice", "create_view", "element_address",
                         "index_map", "clamp_value_as", "clamp_coordinate", "span_coord"]), _JUNK, _JUNK, _JUNK)
 def test_junk_arguments_raise_package_errors_only(entry, a, b, c):

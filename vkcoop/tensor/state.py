@@ -304,7 +304,8 @@ class TensorView:
         """OpCreateTensorViewNV / createTensorViewNV: viewDimension and viewStride are zero,
         clip offsets 0 and clip spans 0xFFFFFFFF; permutation defaults to the identity."""
         dim = _check_dim_count(dim, "dim")
-        perm = tuple(range(dim)) if permutation is None else tuple(permutation)
+        # __post_init__ checks the permutation (a bool or a scalar is a TensorTypeError/TensorSpecError there)
+        perm = tuple(range(dim)) if permutation is None else permutation
         zeros = (0,) * dim
         return cls(dim, has_dimensions, perm, zeros, zeros)
 
