@@ -457,8 +457,11 @@ def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
             self.submits += 1
             clock.sleep(0.002)
 
-        def dispatch_times_ns(self):
-            return [1000.0 * (i + 1) for i in range(self.recorded)]
+        def span_times_ns(self, spans):
+            # dispatch i runs from 2000 i ns for 1000 (i + 1) ns: the gaps between them are idle
+            begin = [2000.0 * i for i in range(self.recorded)]
+            end = [begin[i] + 1000.0 * (i + 1) for i in range(self.recorded)]
+            return [end[last] - begin[first] for first, last in spans]
 
     class FakeDevice:
         def command_buffer(self, **kwargs):
@@ -475,8 +478,8 @@ def test_timing_warms_up_for_a_minimum_time_and_returns_each_iteration():
     assert clock.perf_counter() - started >= 0.05
     assert device.commands.submits >= 1 + 0.05 / 0.01   # many warm-up submissions, then one timed
     assert device.commands.recorded == 3 * 2
-    # each run is the sum of its two dispatches' times: (1+2), (3+4), (5+6) microseconds
-    assert times == pytest.approx([3e-6, 7e-6, 11e-6])
+    # each run spans its two dispatches, the idle gap between them included (the sums would be 3, 7, 11 us)
+    assert times == pytest.approx([4e-6, 6e-6, 8e-6])
     device = FakeDevice()
     kernel_runner.time_dispatches(device, dispatches, 3, warmup=1, warmup_seconds=0.0)
     assert device.commands.submits == 2   # count only: one warm-up, one timed
@@ -493,9 +496,9 @@ class _RampingCommands(_FakeCommands):
         self.submits += 1
         self.clock[0] += 0.1      # each submission lasts 0.1 s of (fake) wall time
 
-    def dispatch_times_ns(self):
+    def span_times_ns(self, spans):
         value = self.schedule[min(self.submits, len(self.schedule)) - 1]
-        return [1000.0 * value] * self.recorded
+        return [1000.0 * value] * len(spans)
 
 
 def _time_with(schedule, monkeypatch, **limits):

@@ -271,6 +271,8 @@ def test_dispatches_in_one_command_buffer_see_each_other(device):
         times = commands.dispatch_times_ns()
         assert len(times) == 2 and all(t > 0 for t in times)
         assert commands.total_time_ns() == pytest.approx(sum(times))
+        (span,) = commands.span_times_ns([(0, 1)])   # first start to last end: both dispatches and the barrier
+        assert span >= max(times)
         np.testing.assert_array_equal(c.read(), start + 1.5)
 
 

@@ -30,8 +30,8 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
     """GPU seconds of ``iterations`` runs of ``dispatches`` (a list of (pipeline, buffers, groups, push)) after
     at least ``warmup`` untimed ones that together last at least ``warmup_seconds`` of wall time (longer after
     an idle gap) and, when ``warmup_seconds`` > 0, until two consecutive warm-up batches agree
-    (:mod:`vkcoop.gemm.warmup`), so the GPU clocks are up; each run's time is the sum of its dispatches'
-    timestamps.
+    (:mod:`vkcoop.gemm.warmup`), so the GPU clocks are up; each run's time comes from its dispatches'
+    timestamps: from the start of its first dispatch to the end of its last, so the barriers between them count.
 
     ``flush`` = (pipeline, buffers, groups, push) of a dispatch run before every timed run (L2 flush); its own
     time is left out.
@@ -50,9 +50,9 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
                     commands.dispatch(pipeline, buffers, groups, push, label=pipeline.name)
         skip = 1 if flush else 0
 
-        def runs() -> list[float]:
-            ns = commands.dispatch_times_ns()
-            return [sum(ns[i * per_iteration + skip:(i + 1) * per_iteration]) * 1e-9 for i in range(batch)]
+        def runs() -> list[float]:   # from a run's first dispatch to its last: barriers between them count
+            spans = [(i * per_iteration + skip, (i + 1) * per_iteration - 1) for i in range(batch)]
+            return [ns * 1e-9 for ns in commands.span_times_ns(spans)]
 
         def submitted_runs() -> list[float]:
             commands.submit()

@@ -304,9 +304,9 @@ class CommandBuffer(Resource):
         return self._state == "pending"
 
     # -- timing ----------------------------------------------------------------------------------------------
-    def dispatch_times_ns(self) -> list[float]:
-        """GPU time of each dispatch of the last submission, in nanoseconds: 64-bit timestamps masked to the
-        queue's timestampValidBits, differenced modulo 2**bits, scaled by timestampPeriod (ns per tick)."""
+    def _timestamps(self) -> list[int]:
+        """The raw begin and end timestamps of every dispatch of the last submission, masked to the queue's
+        timestampValidBits."""
         if self.query_pool is None:
             raise VulkanError(f"{self.name}: created without timestamps=True")
         if self._state != "executable" or self._dispatch_count == 0:
@@ -316,10 +316,20 @@ class CommandBuffer(Resource):
         check(vk.lib.vkGetQueryPoolResults(self.device.handle, self.query_pool, 0, count, 8 * count, data, 8,
                                            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
               "vkGetQueryPoolResults")
+        return [int(data[i]) for i in range(count)]
+
+    def dispatch_times_ns(self) -> list[float]:
+        """GPU time of each dispatch of the last submission, in nanoseconds: 64-bit timestamps masked to the
+        queue's timestampValidBits, differenced modulo 2**bits, scaled by timestampPeriod (ns per tick)."""
+        return self.span_times_ns([(i, i) for i in range(self._dispatch_count)])
+
+    def span_times_ns(self, spans) -> list[float]:
+        """GPU time from the start of dispatch ``first`` to the end of dispatch ``last`` for each (first, last)
+        of ``spans``, in nanoseconds: the gaps between dispatches (barriers) count, as they do for the caller."""
+        stamps = self._timestamps()
         bits = self.device.physical.timestamp_valid_bits
         period = self.device.physical.timestamp_period_ns
-        return [elapsed_ns(int(data[2 * i]), int(data[2 * i + 1]), bits, period)
-                for i in range(self._dispatch_count)]
+        return [elapsed_ns(stamps[2 * first], stamps[2 * last + 1], bits, period) for first, last in spans]
 
     def total_time_ns(self) -> float:
         return float(sum(self.dispatch_times_ns()))
