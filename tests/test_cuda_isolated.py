@@ -146,27 +146,33 @@ def test_an_out_of_range_algorithm_id_on_the_real_cusparselt_is_recorded_and_thi
 
     from vkcoop.cuda import paths
 
-    # plant an out-of-range algorithm id after the valid ones: the limit mm_search reports plus 16. (The id equal to
-    # the limit itself was refused at 4096^3 and 8192x32x8192 but accepted at 256^3 on the H100: not a plant.)
+    # plant out-of-range algorithm ids after the valid ones: the limit mm_search reports, and past it. cuSPARSELt
+    # does not refuse them alike everywhere: on the H100 the limit itself failed at 4096^3 and 8192x32x8192 (the
+    # issue's crash), while at 256^3 even limit + 16 ran in one run and failed in another. So the plant goes in at
+    # the shape of the issue, and the test needs one of the ids to be refused.
     planted_ids = []
 
-    def with_a_planted_id(max_alg_id):
-        planted_ids.append(int(max_alg_id) + 16)
-        return list(range(int(max_alg_id))) + planted_ids[-1:]
+    def with_planted_ids(max_alg_id):
+        planted_ids[:] = [int(max_alg_id), int(max_alg_id) + 16]
+        return list(range(int(max_alg_id))) + planted_ids
 
-    monkeypatch.setattr(paths, "alg_ids", with_a_planted_id)
-    problem = GemmProblem("fp16", "square", 256, 256, 256)
-    result = _measure(problem=problem)
+    monkeypatch.setattr(paths, "alg_ids", with_planted_ids)
+    result = _measure(problem=GemmProblem("fp16", "llm", 8192, 32, 8192))
     record = [e for e in result.tuning if e.get("where") == "search process" and "config" in e]
-    planted = f"alg{planted_ids[-1]}"
-    at = next(i for i, e in enumerate(record) if e["config"].split("-")[0] == planted)
-    assert record[at]["status"] == "error" and record[at]["reason"].startswith(f"alg {planted_ids[-1]}"), record[at]
+    names = {f"alg{n}": n for n in planted_ids}
+    refused = [i for i, e in enumerate(record) if e["config"].split("-")[0] in names and e["status"] == "error"]
+    if not refused:
+        pytest.skip(f"cuSPARSELt ran every planted id ({planted_ids}) at 8192x32x8192: nothing failed to record")
+    refused_ids = [names[record[i]["config"].split("-")[0]] for i in refused]
+    for i, alg in zip(refused, refused_ids):
+        assert record[i]["reason"].startswith(f"alg {alg}"), record[i]
+    at = refused[0]
     # the search went on after it (split-K, the graph replay), in a new search process, and the rest were fine
     assert any(e["status"] == "ok" for e in record[at + 1:]), record[at:]
     assert any(e["status"] == "ok" for e in record[:at])
     timed = _timed(result)
     assert timed and all(e["status"] == "ok" for e in timed.values())
-    assert result.status == "ok" and f"'alg_id': {planted_ids[-1]}," not in result.config
+    assert result.status == "ok" and not any(f"'alg_id': {alg}," in result.config for alg in refused_ids)
     # this process's CUDA context still works
     a = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)
     got = torch.mm(a, a).cpu().numpy()
