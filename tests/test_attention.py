@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vkcoop import attention as attn
+from vkcoop.attention.kernel import target_workgroups
 from vkcoop.gemm import BF16, GemmInputError
 from vkcoop.paths import shader_root
 from vkcoop.samples.fixtures import H200_CAPS
@@ -136,6 +137,14 @@ def test_a_split_launch_adds_the_combine_pass():
     assert launch.outputs["O"] == ((1, 8, 1, 128), BF16) and launch.result == "O"
 
 
+def test_a_gqa_rows_launch_has_one_workgroup_row_per_kv_head():
+    q, k, v = arrays(b=2, hq=8, hkv=2, sq=5, skv=300, d=64)
+    kernel = attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 64), kv_splits=3, gqa_rows=True)
+    flash, _ = kernel.launch(q, k, v).dispatches
+    assert flash.specialization["GQA_ROWS"] is True and "gqa-rows" in kernel.name
+    assert flash.groups == (2, 2, 6)   # 4 heads x 5 queries = 20 rows in tiles of 16; kv heads; batch x splits
+
+
 def test_kernel_refuses_other_dtypes_splits_and_grid_limits():
     q, k, v = arrays()
     kernel = attn.AttentionKernel("bf16", 64, attn.AttentionTile(128, 64, 64))
@@ -154,7 +163,24 @@ def test_key_splits_fill_the_gpu_for_decode_only():
     prefill = attn.AttentionShape(4, 16, 16, 4096, 4096, 128)
     decode = attn.AttentionShape(1, 32, 8, 1, 32768, 128)
     assert attn.choose_kv_splits(prefill, tile) == 1
-    assert attn.choose_kv_splits(decode, tile) == 9   # 32 workgroups -> 264
+    assert attn.choose_kv_splits(decode, tile, gqa_rows=False) == 17   # 32 workgroups -> 528
+    assert attn.use_gqa_rows(decode, tile) and not attn.use_gqa_rows(prefill, tile)
+    assert attn.choose_kv_splits(decode, tile) == 66                   # 8 stacked tiles -> 528
+    assert attn.choose_kv_splits(decode, tile, target_workgroups(114)) == 57   # 4 per SM of 114
     assert attn.choose_kv_splits(attn.AttentionShape(1, 1, 1, 1, 100, 64), tile) == 2   # one slice per block
+
+
+def test_decode_steps_get_the_small_tile_and_prefill_the_default_one():
+    decode = attn.AttentionShape(1, 32, 8, 1, 32768, 128)
+    assert attn.tiles.is_decode(decode) and attn.tiles.is_decode(attn.AttentionShape(1, 8, 8, 1, 64, 64))
+    assert not attn.tiles.is_decode(attn.AttentionShape(1, 32, 8, 5, 64, 64))   # 20 stacked rows
+    assert attn.tiles.choose_tile_for(FLEX, decode, "fp16") == attn.AttentionTile(64, 16, 64)
+    prefill = attn.AttentionShape(4, 16, 16, 4096, 4096, 128)
+    assert attn.tiles.choose_tile_for(FLEX, prefill, "bf16") == attn.AttentionTile(128, 64, 64)
+    # m and l are as narrow as the table's N granularity allows: 16 at 64 and 128 invocations, 32 at 256
+    assert attn.stats_columns(FLEX, "fp16", attn.AttentionTile(128, 64, 64)) == 16
+    assert attn.stats_columns(FLEX, "fp16", attn.AttentionTile(256, 128, 64)) == 32
+    without_64 = [row for row in FLEX if row.workgroup_invocations != 64]
+    assert attn.tiles.choose_tile_for(without_64, decode, "fp16") == attn.AttentionTile(128, 64, 64)
     assert decode.flops(False) == 4 * 32 * 32768 * 128 and prefill.flops(True) == prefill.flops(False) / 2
     assert decode.kv_bytes() == 2 * 8 * 32768 * 128 * 2 and decode.label() == "b1 h32/8 q1 kv32768 d128"

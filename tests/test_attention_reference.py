@@ -70,12 +70,14 @@ def test_gqa_equals_repeated_kv_heads_and_rows_select(shape):
 
 
 # --------------------------------------------------------------------------- the shader's loop in numpy
-@settings(max_examples=40, deadline=None)
-@given(shapes, st.booleans(), st.sampled_from([(32, 16), (64, 32), (32, 48)]), st.integers(1, 4))
-def test_the_block_loop_computes_the_reference(shape, causal, tile, splits):
+@settings(max_examples=60, deadline=None)
+@given(shapes, st.booleans(), st.sampled_from([(32, 16), (64, 32), (32, 48), (16, 16)]), st.integers(1, 4),
+       st.booleans())
+def test_the_block_loop_computes_the_reference(shape, causal, tile, splits, gqa_rows):
     b, (hq, hkv), sq, skv, seed = shape
     q, k, v = arrays(b, hq, hkv, sq, skv, seed=seed)
-    out, lse = attn.blocked_attention(q, k, v, attn.AttentionTile(128, *tile), causal=causal, kv_splits=splits)
+    out, lse = attn.blocked_attention(q, k, v, attn.AttentionTile(128, *tile), causal=causal, kv_splits=splits,
+                                      gqa_rows=gqa_rows)
     ref, ref_lse = attn.reference_attention(q, k, v, causal=causal)
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
     np.testing.assert_allclose(lse, ref_lse, rtol=1e-12, atol=1e-12)
@@ -96,6 +98,20 @@ def test_block_ranges_cover_each_tiles_keys_once_and_skip_the_mask_only_where_sa
             keys = np.arange(block * bc, block * bc + bc)
             assert keys[-1] < seq_kv                          # no padded key
             assert not causal or keys[-1] <= row0             # visible to the tile's first row, so to all
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 40), st.sampled_from([16, 32, 64]), st.booleans(), st.data())
+def test_a_tiles_query_span_holds_exactly_the_queries_of_its_rows(group, seq_q, br, gqa_rows, data):
+    rows = (group if gqa_rows else 1) * seq_q
+    row0 = data.draw(st.integers(0, rows - 1)) // br * br
+    first, last = attn.query_span(row0, br, rows, seq_q, gqa_rows)
+    real = np.arange(row0, min(row0 + br, rows))
+    queries = real % seq_q if gqa_rows else real
+    assert first == queries.min()                       # the mask is skipped only where every row sees the block
+    assert last >= queries.max()                        # no row loses a key it may see
+    if gqa_rows:
+        assert last == queries.max()                    # and a stacked tile reads no key no row needs
 
 
 # --------------------------------------------------------------------------- the tolerance

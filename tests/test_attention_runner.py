@@ -52,7 +52,7 @@ def run_flash(pipeline, buffers, push):
     tile = attn.AttentionTile(s["WORKGROUP_SIZE"], s["BR"], s["BC"])
     scale = float(push[6]) / LOG2_E
     out, lse = attn.blocked_attention(q, k, v, tile, causal=s["CAUSAL"], scale=scale, kv_splits=s["KV_SPLITS"],
-                                      emulate=True, combine=False)
+                                      gqa_rows=s["GQA_ROWS"], emulate=True, combine=False)
     if s["KV_SPLITS"] == 1:
         out, lse = out[0], lse[0]
     buffers[3].array[...] = out.astype(buffers[3].array.dtype)

@@ -25,12 +25,12 @@ def cases():
 
 
 def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
-    assert len(cases) == 32
+    assert len(cases) == 52
     for dtype in ("fp16", "bf16"):
         for d in (64, 128):
             label = f"{dtype} d{d} 128:64x64"
             names = [n for n in cases if n.startswith(label)]
-            assert {"ragged", "causal", "GQA", "rescale", "partials", "combine", "exact"} <= \
+            assert {"ragged", "causal", "GQA", "rows", "rescale", "partials", "combine", "exact"} <= \
                 {word for n in names for word in n.split()}
     for c in cases.values():
         outputs = [b for b in c.bindings if b.is_output]
@@ -40,6 +40,24 @@ def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
             assert (b.tolerance is None) == exact, (c.name, b.name)
             assert not np.array_equal(b.expected.view(np.uint8), np.zeros_like(b.data).view(np.uint8))
     assert cases["fp16 d64 128:64x64 causal GQA 4/2 q61 kv73"].groups == (1, 4, 2)
+    aligned = {n: c.specialization["ALIGNED"] for n, c in cases.items() if c.shader == attn.ATTENTION_SHADER}
+    assert aligned["fp16 d64 128:64x64 causal aligned q=kv=128"] and aligned["fp16 d64 128:64x64 rescale kv192"]
+    assert not aligned["fp16 d64 128:64x64 ragged q69 kv135"]
+    assert {c.specialization["STATS_COLS"] for c in cases.values() if c.shader == attn.ATTENTION_SHADER} == {16}
+    # 4 stacked heads x 35 queries = 140 rows: 3 tiles, one row of workgroups per kv head
+    assert cases["fp16 d64 128:64x64 GQA rows causal 8/2 q35 kv73"].groups == (3, 2, 2)
+
+
+def test_the_gqa_rows_cases_expect_what_the_stacked_loop_computes(cases):
+    """The shader's loop over stacked rows (a tile crossing a head boundary, causal) lands within the documented
+    tolerance of the independent reference that the case expects."""
+    for name in ("fp16 d64 128:64x64 GQA rows causal 8/2 q35 kv73", "bf16 d128 128:64x64 GQA rows 8/2 q3 kv135"):
+        c = cases[name]
+        q, k, v = (b.data for b in c.bindings[:3])
+        o = next(b for b in c.bindings if b.name == "O")
+        got, _ = attn.blocked_attention(q, k, v, attn.AttentionTile(128, 64, 64), causal="causal" in name,
+                                        gqa_rows=True, emulate=True)
+        assert not case.compare_within(got.astype(o.expected.dtype), o.expected, *o.tolerance).any(), name
 
 
 def test_the_split_cases_expect_what_the_shaders_loop_computes(cases):
@@ -119,7 +137,8 @@ def test_the_shader_specialised_to_each_sample_tile_validates(cases):
         if key in seen:
             continue
         seen.add(key)
-        ids = {"WORKGROUP_SIZE": 0, "BR": 1, "BC": 2, "HEAD_DIM": 3, "CAUSAL": 4, "KV_SPLITS": 5}
+        ids = {"WORKGROUP_SIZE": 0, "BR": 1, "BC": 2, "HEAD_DIM": 3, "CAUSAL": 4, "KV_SPLITS": 5, "GQA_ROWS": 6,
+               "ALIGNED": 7, "STATS_COLS": 8}
         values = " ".join(f"{ids[name]}:{str(value).lower()}" for name, value in c.specialization.items())
         with tempfile.TemporaryDirectory() as folder:
             source, frozen = os.path.join(folder, "a.spv"), os.path.join(folder, "b.spv")
@@ -130,7 +149,8 @@ def test_the_shader_specialised_to_each_sample_tile_validates(cases):
             assert run.returncode == 0, run.stderr
             with open(frozen, "rb") as f:
                 spirv_tools.validate(f.read())
-    assert len(seen) == 12   # 2 types x 2 head dims x (plain, causal, split)
+    # 2 types x 2 head dims x (plain, causal, split) x (one head, GQA rows), and plain and causal ALIGNED
+    assert len(seen) == 32
 
 
 # --------------------------------------------------------------------------- on the GPU
@@ -155,7 +175,7 @@ def test_the_attention_sample_passes_on_the_gpu():
     result = get_sample("attention").run(validate=os.environ.get("VKCOOP_VALIDATE", "") == "1")
     assert result.status == "pass", (result.reason, [m.to_dict() for m in result.mismatches],
                                      result.validation_messages[:5])
-    assert result.cases == 32 and result.reason == ("32 cases: 8 outputs bit-exact, 56 within their documented "
+    assert result.cases == 52 and result.reason == ("52 cases: 8 outputs bit-exact, 96 within their documented "
                                                     "tolerance")
 
 

@@ -17,7 +17,14 @@
 //                   5 KV_SPLITS (> 1: the keys are cut into that many slices, gl_WorkGroupID.z = batch *
 //                   KV_SPLITS + slice; each slice writes its normalised fp32 O and its log-sum-exp to the
 //                   partial buffers, and attention_combine.comp merges them: flash decoding)
-//                   BR, BC and HEAD_DIM are multiples of a flexible-dimensions granularity row whose
+//                   6 GQA_ROWS (the q heads of one kv head share a tile: rows are (head in group, query)
+//                   pairs, group * seq_q of them, contiguous in Q and O; gl_WorkGroupID.y is the kv head. One
+//                   pass over K and V serves the whole group, and a decode step fills group rows instead of 1)
+//                   7 ALIGNED (the tile's rows are a multiple of BR and seq_kv of BC: Q, K, V and O move through
+//                   unclamped layouts and, without CAUSAL, no block is masked; the clamped code is not compiled)
+//                   8 STATS_COLS (columns of the running row max m and row sum l, whose columns all hold the
+//                   row's value: the N granularity keeps them small, and a row reduction smears m onto S's shape)
+//                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
 //                   head h / group), scale_log2 (softmax scale · log2 e)
@@ -25,7 +32,8 @@
 //                   3 O [batch][q_heads][seq_q][HEAD_DIM] (ELEMENT; fp32 [KV_SPLITS][...] when split),
 //                   4 LSE [batch][q_heads][seq_q] fp32, natural log of the row sum of exp(scaled scores)
 //                   ([KV_SPLITS][...] when split)
-//   grid:           (ceil(seq_q / BR), q_heads, batch * KV_SPLITS); offsets are 32-bit (elements < 2^32)
+//   grid:           (ceil(rows / BR), q_heads (GQA_ROWS: kv_heads), batch * KV_SPLITS) with rows = seq_q
+//                   (GQA_ROWS: group * seq_q); offsets are 32-bit (elements < 2^32)
 #include "vkcoop/common.glsl"
 #extension GL_EXT_control_flow_attributes : enable
 
@@ -39,6 +47,9 @@ layout(constant_id = 2) const uint BC = 64;
 layout(constant_id = 3) const uint HEAD_DIM = 64;
 layout(constant_id = 4) const bool CAUSAL = false;
 layout(constant_id = 5) const uint KV_SPLITS = 1;
+layout(constant_id = 6) const bool GQA_ROWS = false;
+layout(constant_id = 7) const bool ALIGNED = false;
+layout(constant_id = 8) const uint STATS_COLS = 64;
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer Queries { ELEMENT_TYPE q[]; };
@@ -62,6 +73,7 @@ layout(push_constant) uniform Shape {
 #define MAT_S coopmat<float, SCOPE, BR, BC, gl_MatrixUseAccumulator>
 #define MAT_P coopmat<ELEMENT_TYPE, SCOPE, BR, BC, gl_MatrixUseA>
 #define MAT_O coopmat<float, SCOPE, BR, HEAD_DIM, gl_MatrixUseAccumulator>
+#define MAT_STATS coopmat<float, SCOPE, BR, STATS_COLS, gl_MatrixUseAccumulator>
 #define CLAMPED gl_CooperativeMatrixClampModeConstantNV
 
 // Finite, not -infinity: exp2(MASKED - m) is 0 for any real m, and MASKED - MASKED is 0, never NaN. No row is
@@ -77,10 +89,12 @@ float pairwise_max(const in uint32_t row, const in uint32_t col, const in float 
 float exp2_element(const in uint32_t row, const in uint32_t col, const in float x) { return exp2(x); }
 
 // Keys past seq_kv (Constant clamp read them as 0, a real score) and, when CAUSAL, keys after the query.
+// Tile row r is query (row0 + r) % seq_q: GQA_ROWS stacks the group's heads (seq_q rows each).
 float mask_scores(const in uint32_t row, const in uint32_t col, const in float s, const in uint row0,
-                  const in uint col0, const in uint seq_kv) {
+                  const in uint col0, const in uint seq_kv, const in uint seq_q) {
     const uint key = col0 + col;
-    const bool hidden = key >= seq_kv || (CAUSAL && key > row0 + row);
+    const uint query = GQA_ROWS ? (row0 + row) % seq_q : row0 + row;
+    const bool hidden = key >= seq_kv || (CAUSAL && key > query);
     return hidden ? MASKED : s;
 }
 
@@ -90,21 +104,29 @@ float log_sum_exp(const in uint32_t row, const in uint32_t col, const in float m
 }
 
 void main() {
-    const uint q_tiles = (shape.seq_q + BR - 1) / BR;
+    // A tile's rows: one head's seq_q queries, or (GQA_ROWS) the group's heads stacked, group * seq_q rows.
+    const uint heads_per_tile = GQA_ROWS ? shape.group : 1;
+    const uint rows = heads_per_tile * shape.seq_q;
+    const uint q_tiles = (rows + BR - 1) / BR;
     // Causal tiles further down carry more keys: start those first so the short ones fill the tail.
     const uint q_tile = CAUSAL ? q_tiles - 1 - gl_WorkGroupID.x : gl_WorkGroupID.x;
-    const uint head = gl_WorkGroupID.y;
+    const uint first_head = gl_WorkGroupID.y * heads_per_tile;
     const uint batch = gl_WorkGroupID.z / KV_SPLITS;
     const uint split = gl_WorkGroupID.z % KV_SPLITS;
-    const uint kv_head = head / shape.group;
+    const uint kv_head = first_head / shape.group;
     const uint row0 = q_tile * BR;
-    const uint bh = batch * shape.q_heads + head;
-    // Element offsets of this head's [seq][HEAD_DIM] planes: multiples of HEAD_DIM (>= 64), so 16-byte aligned.
+    const uint bh = batch * shape.q_heads + first_head;
+    // Element offsets of the tile's [rows][HEAD_DIM] block: multiples of HEAD_DIM (>= 64), so 16-byte aligned.
     const uint q_base = bh * shape.seq_q * HEAD_DIM;
     const uint kv_base = (batch * shape.kv_heads + kv_head) * shape.seq_kv * HEAD_DIM;
+    // The queries the tile's real rows hold: stacked heads wrap around seq_q.
+    const uint last_row = min(row0 + BR, rows) - 1;
+    const bool wraps = GQA_ROWS && row0 / shape.seq_q != last_row / shape.seq_q;
+    const uint first_query = wraps ? 0 : row0 % shape.seq_q;
+    const uint last_query = wraps ? shape.seq_q - 1 : (GQA_ROWS ? last_row % shape.seq_q : row0 + BR - 1);
 
     tensorLayoutNV<2, CLAMPED> layout_q = createTensorLayoutNV(2, CLAMPED);
-    layout_q = setTensorLayoutDimensionNV(layout_q, shape.seq_q, HEAD_DIM);
+    layout_q = setTensorLayoutDimensionNV(layout_q, rows, HEAD_DIM);
     layout_q = setTensorLayoutStrideNV(layout_q, HEAD_DIM, 1);
     tensorLayoutNV<2, CLAMPED> layout_kv_clamped = createTensorLayoutNV(2, CLAMPED);
     layout_kv_clamped = setTensorLayoutDimensionNV(layout_kv_clamped, shape.seq_kv, HEAD_DIM);
@@ -116,21 +138,29 @@ void main() {
     // K is stored [seq_kv][HEAD_DIM]; Kᵀ (the B of Q Kᵀ) is read through a view that swaps the dimensions.
     tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
+    tensorLayoutNV<2> layout_q_aligned = createTensorLayoutNV(2);
+    layout_q_aligned = setTensorLayoutDimensionNV(layout_q_aligned, rows, HEAD_DIM);
+    layout_q_aligned = setTensorLayoutStrideNV(layout_q_aligned, HEAD_DIM, 1);
+
     MAT_Q tile_q;
-    coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+    if (ALIGNED) {
+        coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q_aligned, row0, BR, 0, HEAD_DIM));
+    } else {
+        coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+    }
 
     MAT_O acc = MAT_O(0.0);
-    MAT_S m = MAT_S(MASKED);   // running row max (log2 units), the same value across each row
-    MAT_S l = MAT_S(0.0);      // running row sum of exp2(s - m)
+    MAT_STATS m = MAT_STATS(MASKED);   // running row max (log2 units), the same value across each row
+    MAT_STATS l = MAT_STATS(0.0);      // running row sum of exp2(s - m)
 
     // Keys this tile sees: causal rows stop at the tile's last row. Blocks [0, unmasked) need no mask at all.
-    const uint kv_end = CAUSAL ? min(shape.seq_kv, row0 + BR) : shape.seq_kv;
+    const uint kv_end = CAUSAL ? min(shape.seq_kv, last_query + 1) : shape.seq_kv;
     const uint blocks_total = (kv_end + BC - 1) / BC;
     const uint per_split = (blocks_total + KV_SPLITS - 1) / KV_SPLITS;
     const uint block_begin = min(blocks_total, split * per_split);
     const uint block_end = min(blocks_total, block_begin + per_split);
     const uint inside = shape.seq_kv / BC;                          // blocks that end inside seq_kv
-    const uint unmasked = min(block_end, CAUSAL ? min(inside, (row0 + 1) / BC) : inside);
+    const uint unmasked = min(block_end, CAUSAL ? min(inside, (first_query + 1) / BC) : inside);
     uint block = block_begin;
 
 // One block of BC keys: S = Q Kᵀ, masked where MASK, then the online-softmax update of m, l and acc.
@@ -142,18 +172,21 @@ void main() {
         MAT_S s = coopMatMulAdd(tile_q, tile_kt, MAT_S(0.0));                                                 \
         s = s * shape.scale_log2;                                                                             \
         if (MASK) {                                                                                           \
-            coopMatPerElementNV(s, s, mask_scores, row0, col0, shape.seq_kv);                                 \
+            coopMatPerElementNV(s, s, mask_scores, row0, col0, shape.seq_kv, shape.seq_q);                   \
         }                                                                                                     \
-        MAT_S block_max;                                                                                      \
+        MAT_STATS block_max;                                                                                  \
         coopMatReduceNV(block_max, s, gl_CooperativeMatrixReduceRowNV, max_combine);                          \
-        MAT_S m_new;                                                                                          \
+        MAT_STATS m_new;                                                                                      \
         coopMatPerElementNV(m_new, m, pairwise_max, block_max);                                               \
+        /* a row max "smears" the per-row m onto S's shape */                                                 \
+        MAT_S m_wide;                                                                                         \
+        coopMatReduceNV(m_wide, m_new, gl_CooperativeMatrixReduceRowNV, max_combine);                         \
         MAT_S p;                                                                                              \
-        coopMatPerElementNV(p, s - m_new, exp2_element);                                                      \
-        MAT_S rescale;                                                                                        \
+        coopMatPerElementNV(p, s - m_wide, exp2_element);                                                     \
+        MAT_STATS rescale;                                                                                    \
         coopMatPerElementNV(rescale, m - m_new, exp2_element);                                                \
         m = m_new;                                                                                            \
-        MAT_S block_sum;                                                                                      \
+        MAT_STATS block_sum;                                                                                  \
         coopMatReduceNV(block_sum, p, gl_CooperativeMatrixReduceRowNV, sum_combine);                          \
         l = l * rescale + block_sum;                                                                          \
         /* every element of a row of rescale is equal: a row max "smears" it onto O's shape */                \
@@ -168,8 +201,16 @@ void main() {
     [[dont_unroll]] for (; block < unmasked; ++block) {
         ATTENTION_STEP(layout_kv, false)
     }
-    [[dont_unroll]] for (; block < block_end; ++block) {
-        ATTENTION_STEP(layout_kv_clamped, true)
+    if (ALIGNED) {   // every block lies inside seq_kv: only the causal mask is left
+        if (CAUSAL) {
+            [[dont_unroll]] for (; block < block_end; ++block) {
+                ATTENTION_STEP(layout_kv, true)
+            }
+        }
+    } else {
+        [[dont_unroll]] for (; block < block_end; ++block) {
+            ATTENTION_STEP(layout_kv_clamped, true)
+        }
     }
 
     // O = acc / l. An empty split (no blocks) has l = 0: it writes O = 0 and a log-sum-exp of MASKED, which
@@ -180,26 +221,32 @@ void main() {
     if (!empty) {
         acc = acc / l_o;
     }
-    MAT_S row_lse = m;
+    MAT_STATS row_lse = m;
     if (!empty) {
         coopMatPerElementNV(row_lse, m, log_sum_exp, l);
     }
 
     // Rows past seq_q fall outside the clamped layouts: "out of bounds stores are dropped".
     const uint planes = shape.batch * shape.q_heads;
-    const uint plane = split * planes + bh;   // [split][batch * q_heads]
+    const uint plane = split * planes + bh;   // [split][batch * q_heads], the tile's first head
     if (KV_SPLITS == 1) {
         // Use A, not Accumulator: the driver's table lists bf16 only as an A/B type.
         coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA> result =
             coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA>(acc);
-        coopMatStoreTensorNV(result, o, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+        if (ALIGNED) {
+            coopMatStoreTensorNV(result, o, q_base, sliceTensorLayoutNV(layout_q_aligned, row0, BR, 0, HEAD_DIM));
+        } else {
+            coopMatStoreTensorNV(result, o, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+        }
     } else {
         coopMatStoreTensorNV(acc, o_partial, plane * shape.seq_q * HEAD_DIM,
                              sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
     }
-    // [planes][seq_q][1]: the matrix's BC columns all hold the row's value; columns >= 1 are out of bounds.
+    // [planes / heads_per_tile][rows][1] (every count is a multiple of heads_per_tile = group): the matrix's
+    // STATS_COLS columns all hold the row's value; columns >= 1 are out of bounds, and so are rows past the tile's heads.
     tensorLayoutNV<3, CLAMPED> layout_lse = createTensorLayoutNV(3, CLAMPED);
-    layout_lse = setTensorLayoutDimensionNV(layout_lse, KV_SPLITS * planes, shape.seq_q, 1);
-    layout_lse = setTensorLayoutStrideNV(layout_lse, shape.seq_q, 1, 1);
-    coopMatStoreTensorNV(row_lse, lse, 0, sliceTensorLayoutNV(layout_lse, plane, 1, row0, BR, 0, BC));
+    layout_lse = setTensorLayoutDimensionNV(layout_lse, KV_SPLITS * planes / heads_per_tile, rows, 1);
+    layout_lse = setTensorLayoutStrideNV(layout_lse, rows, 1, 1);
+    coopMatStoreTensorNV(row_lse, lse, 0,
+                         sliceTensorLayoutNV(layout_lse, plane / heads_per_tile, 1, row0, BR, 0, STATS_COLS));
 }

@@ -3,26 +3,30 @@
 * :func:`attention` ``(q, k, v, causal=False, scale=None, device=None, *, tile=None, kv_splits=None,
   return_lse=False)`` -- numpy in, numpy out; every shape and dtype error before a device is opened.
 * :mod:`.shapes` -- dtypes, head dims, ``check_inputs``, ``AttentionShape`` (FLOPs, K/V bytes), ``AttentionInputError``.
-* :mod:`.tiles` -- ``AttentionTile`` (BR x BC) chosen from and checked against the flexible-dimensions table.
+* :mod:`.tiles` -- ``AttentionTile`` (BR x BC) chosen from and checked against the flexible-dimensions table;
+  ``AttentionConfig`` (a tile with its key splits and GQA row stacking).
 * :mod:`.kernel` -- ``AttentionKernel``: a :class:`vkcoop.gemm.Launch` (one dispatch, or two with key splits).
 * :mod:`.reference` -- the float64 reference, the documented tolerance (``attention_tolerance``,
   ``tolerance_for``) and ``check_attention``.
 * :mod:`.model` -- the shader's block loop in numpy, for CPU tests of its index arithmetic.
 * :mod:`.vulkan` -- ``VulkanAttention`` (a :class:`vkcoop.gemm.vulkan.VulkanGemm`), the device features.
 """
-from .kernel import ATTENTION_SHADER, COMBINE_SHADER, AttentionKernel, check_kv_splits, choose_kv_splits
-from .model import blocked_attention, block_ranges, combine_splits
+from .kernel import (ATTENTION_SHADER, COMBINE_SHADER, AttentionKernel, check_kv_splits, choose_kv_splits,
+                     use_gqa_rows)
+from .model import blocked_attention, block_ranges, combine_splits, key_block_ranges, query_span
 from .reference import (AttentionTolerance, attention_tolerance, check_attention, reference_attention,
                         tolerance_for)
 from .shapes import HEAD_DIMS, AttentionInputError, AttentionShape, check_inputs, dtype_name, resolve_scale
-from .tiles import AttentionTile, check_attention_tile, choose_attention_tile, parse_attention_tile
+from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile,
+                    parse_attention_config, parse_attention_tile, stats_columns)
 from .vulkan import ATTENTION_FEATURES, EXTENSIONS, VulkanAttention, attention, attention_features
 
 __all__ = [
     "attention", "VulkanAttention", "ATTENTION_FEATURES", "EXTENSIONS", "attention_features",
-    "ATTENTION_SHADER", "COMBINE_SHADER", "AttentionKernel", "check_kv_splits", "choose_kv_splits",
-    "blocked_attention", "block_ranges", "combine_splits",
+    "ATTENTION_SHADER", "COMBINE_SHADER", "AttentionKernel", "check_kv_splits", "choose_kv_splits", "use_gqa_rows",
+    "blocked_attention", "block_ranges", "combine_splits", "key_block_ranges", "query_span",
     "AttentionTolerance", "attention_tolerance", "check_attention", "reference_attention", "tolerance_for",
     "HEAD_DIMS", "AttentionInputError", "AttentionShape", "check_inputs", "dtype_name", "resolve_scale",
-    "AttentionTile", "check_attention_tile", "choose_attention_tile", "parse_attention_tile",
+    "AttentionConfig", "AttentionTile", "check_attention_tile", "choose_attention_tile", "parse_attention_config",
+    "parse_attention_tile", "stats_columns",
 ]

@@ -24,14 +24,48 @@ MAX_GROUPS_YZ = 65535
 LOG2_E = 1.0 / math.log(2.0)
 
 
-def choose_kv_splits(shape: AttentionShape, tile: AttentionTile, target_workgroups: int = 264) -> int:
-    """Key slices so that about ``target_workgroups`` (two per SM on a 132-SM GPU) run at once; 1 when the query
-    tiles alone fill that (prefill), at most one slice per BC keys."""
-    workgroups = -(-shape.seq_q // tile.br) * shape.q_heads * shape.batch
-    if workgroups >= target_workgroups:
+#: Workgroups per SM a key-split launch aims at. On the H100 (docs/attention.md, decode with 64:16x64 tiles) 4 per
+#: SM was best or within 1% of best at kv 8k-64k: kv 32768 0.066 ms at 33-66 splits per kv head, kv 65536 0.111 ms
+#: at 66 against 0.126 at 132.
+WORKGROUPS_PER_SM = 4
+#: Workgroups aimed at when the SM count is unknown (4 per SM on a 132-SM GPU).
+DEFAULT_TARGET_WORKGROUPS = 528
+
+
+def target_workgroups(sm_count: int | None) -> int:
+    return WORKGROUPS_PER_SM * sm_count if sm_count else DEFAULT_TARGET_WORKGROUPS
+
+
+def use_gqa_rows(shape: AttentionShape, tile: AttentionTile) -> bool:
+    """Stack a kv head's q heads into one tile when a head alone leaves most of it empty (decode, short queries):
+    one pass over K and V then serves the group (GQA_ROWS in flash_attention.comp)."""
+    return shape.group > 1 and shape.seq_q < tile.br
+
+
+def is_aligned(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool) -> bool:
+    """Whether the tile's rows are whole BR tiles and seq_kv whole BC blocks (ALIGNED: no clamped code)."""
+    rows = (shape.group if gqa_rows else 1) * shape.seq_q
+    return rows % tile.br == 0 and shape.seq_kv % tile.bc == 0
+
+
+def query_workgroups(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool) -> tuple[int, int]:
+    """The grid's (x, y) before key slices: query tiles, and q heads (``gqa_rows``: kv heads)."""
+    if gqa_rows:
+        return -(-shape.group * shape.seq_q // tile.br), shape.kv_heads
+    return -(-shape.seq_q // tile.br), shape.q_heads
+
+
+def choose_kv_splits(shape: AttentionShape, tile: AttentionTile, target_workgroups: int | None = None,
+                     gqa_rows: bool | None = None) -> int:
+    """Key slices so that about ``target_workgroups`` workgroups run at once; 1 when the query tiles alone fill
+    that (prefill), at most one slice per BC keys."""
+    target = target_workgroups or DEFAULT_TARGET_WORKGROUPS
+    x, y = query_workgroups(shape, tile, use_gqa_rows(shape, tile) if gqa_rows is None else gqa_rows)
+    workgroups = x * y * shape.batch
+    if workgroups >= target:
         return 1
     blocks = -(-shape.seq_kv // tile.bc)
-    return max(1, min(blocks, -(-target_workgroups // workgroups), MAX_GROUPS_YZ // shape.batch))
+    return max(1, min(blocks, -(-target // workgroups), MAX_GROUPS_YZ // shape.batch))
 
 
 def check_kv_splits(kv_splits) -> int:
@@ -44,20 +78,23 @@ class AttentionKernel:
     """flash_attention.comp for one dtype, head dim, tile, mask and key split: ``launch(q, k, v)``."""
 
     def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
-                 kv_splits: int = 1):
+                 kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None):
         check_dtype(dtype)
         check_head_dim(head_dim)
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
-        self.causal, self.kv_splits = bool(causal), check_kv_splits(kv_splits)
+        self.causal, self.kv_splits, self.gqa_rows = bool(causal), check_kv_splits(kv_splits), bool(gqa_rows)
+        self.stats_cols = int(stats_cols or tile.bc)
         split = f" split{self.kv_splits}" if self.kv_splits > 1 else ""
-        self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}"
+        rows = " gqa-rows" if self.gqa_rows else ""
+        self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}{rows}"
 
     def defines(self) -> dict:
         return {"ELEMENT": ELEMENT_DEFINES[self.dtype]}
 
-    def specialization(self) -> dict:
+    def specialization(self, aligned: bool = False) -> dict:
         return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
-                "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits}
+                "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits,
+                "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols}
 
     def template_launch(self) -> Launch:
         """The smallest launch: its dispatches name every pipeline this kernel needs."""
@@ -84,17 +121,18 @@ class AttentionKernel:
         b, hq, sq, d = shape.batch, shape.q_heads, shape.seq_q, shape.head_dim
         push = (np.uint32(b), np.uint32(sq), np.uint32(shape.seq_kv), np.uint32(hq), np.uint32(shape.kv_heads),
                 np.uint32(shape.group), np.float32(scale * LOG2_E))
-        groups = (-(-sq // self.tile.br), hq, b * self.kv_splits)
+        groups = (*query_workgroups(shape, self.tile, self.gqa_rows), b * self.kv_splits)
+        specialization = self.specialization(is_aligned(shape, self.tile, self.gqa_rows))
         inputs = {"Q": np.ascontiguousarray(q), "K": np.ascontiguousarray(k), "V": np.ascontiguousarray(v)}
         outputs = {"O": ((b, hq, sq, d), check_dtype(self.dtype)), "LSE": ((b, hq, sq), np.dtype(np.float32))}
         if self.kv_splits == 1:
-            flash = Dispatch(ATTENTION_SHADER, self.defines(), self.specialization(), ("Q", "K", "V", "O", "LSE"),
+            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, ("Q", "K", "V", "O", "LSE"),
                              groups, push)
             return Launch([flash], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
         s = self.kv_splits
         outputs["O partial"] = ((s, b, hq, sq, d), np.dtype(np.float32))
         outputs["LSE partial"] = ((s, b, hq, sq), np.dtype(np.float32))
-        flash = Dispatch(ATTENTION_SHADER, self.defines(), self.specialization(),
+        flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
                          ("Q", "K", "V", "O partial", "LSE partial"), groups, push)
         rows = b * hq * sq
         combine = Dispatch(COMBINE_SHADER, self.defines(), {}, ("O partial", "LSE partial", "O", "LSE"),

@@ -21,6 +21,11 @@ from .shapes import AttentionInputError, check_dtype, check_head_dim
 DEFAULT_TARGET = (64, 64)
 #: Preferred invocations when the table lists them (4 warps per 64 rows); otherwise the largest listed.
 PREFERRED_INVOCATIONS = 128
+#: Decode (a tile's rows hold at most DECODE_ROWS queries): the smallest tile, 2 warps over 16 rows. On the H100,
+#: 64:16x64 read K and V at 2.0 TB/s at kv 32768 against 1.6 for 128:64x64 and 1.5 for 32:16x64 (docs/attention.md).
+DECODE_ROWS = 16
+DECODE_TARGET = (16, 64)
+DECODE_INVOCATIONS = 64
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,38 @@ def parse_attention_tile(text: str) -> AttentionTile:
     return AttentionTile(*(int(g) for g in match.groups()))
 
 
+@dataclass(frozen=True)
+class AttentionConfig:
+    """A tile plus the launch choices around it: ``kv_splits`` key slices, ``gqa_rows`` (the group's q heads
+    stacked in one tile) and ``stats_cols`` (columns of the running max and sum); None leaves each to
+    :func:`vkcoop.attention.kernel.choose_kv_splits`, :func:`vkcoop.attention.kernel.use_gqa_rows` and
+    :func:`stats_columns`. Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS]``."""
+    tile: AttentionTile
+    kv_splits: int | None = None
+    gqa_rows: bool | None = None
+    stats_cols: int | None = None
+
+    def label(self) -> str:
+        splits = f"s{self.kv_splits}" if self.kv_splits else ""
+        rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
+        stats = f"w{self.stats_cols}" if self.stats_cols else ""
+        return f"{self.tile.label()}{splits}{rows}{stats}"
+
+
+_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?$")
+
+
+def parse_attention_config(text: str) -> AttentionConfig:
+    """The inverse of :meth:`AttentionConfig.label`."""
+    match = _CONFIG.match(text.strip())
+    if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4)):
+        raise AttentionInputError(f"configuration {text!r} is not INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS] "
+                                  "(e.g. 64:16x128s32g)")
+    splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
+    return AttentionConfig(parse_attention_tile(match.group(1)), splits, {"g": True, "n": False}.get(match.group(3)),
+                           stats)
+
+
 def _fits(row, tile: AttentionTile, head_dim: int) -> bool:
     n_and_k = math.lcm(row.N, row.K)
     return (row.workgroup_invocations == tile.workgroup_size and tile.br % row.M == 0
@@ -68,6 +105,40 @@ def check_attention_tile(flexible, dtype: str, head_dim: int, tile: AttentionTil
         raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim} matches no workgroup-scope "
                                   f"flexible-dimensions row for {dtype} (BR a multiple of M, BC and head_dim of N "
                                   f"and K, invocations equal; listed: {listed})")
+
+
+def stats_columns(flexible, dtype: str, tile: AttentionTile) -> int:
+    """The narrowest width the running row max and row sum can have: the N granularity of the row that ``tile``
+    fits (every column of them holds the row's value, so more columns only cost registers)."""
+    rows = [row for row in granularity_rows(flexible, accumulating_types(dtype))
+            if row.workgroup_invocations == tile.workgroup_size and tile.br % row.M == 0 and tile.bc % row.N == 0]
+    if not rows:
+        raise AttentionInputError(f"tile {tile.label()} matches no workgroup-scope flexible-dimensions row for "
+                                  f"{dtype}")
+    return min(row.N for row in rows)
+
+
+def is_decode(shape) -> bool:
+    """A step with so few query rows per kv head (stacked GQA heads included) that the decode tile fits them."""
+    return shape.seq_q == 1 or shape.seq_q * shape.group <= DECODE_ROWS
+
+
+def choose_tile_for(flexible, shape, dtype: str, max_dimension: int | None = None) -> AttentionTile:
+    """The tile for an :class:`vkcoop.attention.AttentionShape`: the decode tile for decode steps, else the
+    prefill one."""
+    if is_decode(shape):
+        return choose_decode_tile(flexible, dtype, shape.head_dim, max_dimension)
+    return choose_attention_tile(flexible, dtype, shape.head_dim, max_dimension=max_dimension)
+
+
+def choose_decode_tile(flexible, dtype: str, head_dim: int, max_dimension: int | None = None) -> AttentionTile:
+    """The tile for a few query rows (decode): :data:`DECODE_TARGET` at :data:`DECODE_INVOCATIONS` when the table
+    lists them, else the prefill choice."""
+    rows = granularity_rows(flexible, accumulating_types(dtype))
+    if any(row.workgroup_invocations == DECODE_INVOCATIONS for row in rows):
+        return choose_attention_tile(flexible, dtype, head_dim, invocations=DECODE_INVOCATIONS,
+                                     target=DECODE_TARGET, max_dimension=max_dimension)
+    return choose_attention_tile(flexible, dtype, head_dim, max_dimension=max_dimension)
 
 
 def choose_attention_tile(flexible, dtype: str, head_dim: int, *, invocations: int | None = None,

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..gemm import accumulating_types
 from ..gemm.vulkan import VulkanGemm
-from .kernel import AttentionKernel, check_kv_splits, choose_kv_splits
+from .kernel import AttentionKernel, check_kv_splits, choose_kv_splits, use_gqa_rows
 from .shapes import AttentionInputError, check_dtype, check_inputs, resolve_scale
-from .tiles import AttentionTile, check_attention_tile, choose_attention_tile
+from .tiles import AttentionTile, check_attention_tile, choose_attention_tile, choose_tile_for, stats_columns
 
 EXTENSIONS = ("VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
 #: What flash_attention.comp uses besides its element types. maintenance4: local_size_x_id (LocalSizeId).
@@ -35,7 +35,8 @@ class VulkanAttention(VulkanGemm):
     """An :class:`AttentionKernel` on a device: ``bind(q, k, v, scale)``, ``outputs()`` -> (O, lse), ``time()``."""
 
     def __init__(self, device, dtype: str, head_dim: int, tile: AttentionTile | None = None, *,
-                 causal: bool = False, kv_splits: int = 1, flexible=None):
+                 causal: bool = False, kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
+                 flexible=None):
         flexible = device.physical.flexible_shapes() if flexible is None else flexible
         props = device.physical.cooperative_matrix2_properties() or {}
         limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
@@ -43,7 +44,9 @@ class VulkanAttention(VulkanGemm):
             tile = choose_attention_tile(flexible, dtype, head_dim, max_dimension=limit)
         else:
             check_attention_tile(flexible, dtype, head_dim, tile, limit)
-        super().__init__(device, AttentionKernel(dtype, head_dim, tile, causal=causal, kv_splits=kv_splits))
+        stats_cols = stats_cols or stats_columns(flexible, dtype, tile)
+        super().__init__(device, AttentionKernel(dtype, head_dim, tile, causal=causal, kv_splits=kv_splits,
+                                                 gqa_rows=gqa_rows, stats_cols=stats_cols))
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))
@@ -88,9 +91,10 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
     try:
         flexible = gpu.physical.flexible_shapes()
         if tile is None:
-            tile = choose_attention_tile(flexible, dtype, shape.head_dim)
-        splits = choose_kv_splits(shape, tile) if kv_splits is None else kv_splits
-        with VulkanAttention(gpu, dtype, shape.head_dim, tile, causal=causal, kv_splits=splits,
+            tile = choose_tile_for(flexible, shape, dtype)
+        gqa_rows = use_gqa_rows(shape, tile)
+        splits = choose_kv_splits(shape, tile, gqa_rows=gqa_rows) if kv_splits is None else kv_splits
+        with VulkanAttention(gpu, dtype, shape.head_dim, tile, causal=causal, kv_splits=splits, gqa_rows=gqa_rows,
                              flexible=flexible) as runner:
             out, lse = runner.run(q, k, v, scale)
     finally:

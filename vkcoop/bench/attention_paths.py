@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import warnings
 
-from ..attention import AttentionInputError, VulkanAttention, attention_features, choose_attention_tile
-from ..attention.kernel import choose_kv_splits
+from ..attention import AttentionInputError, VulkanAttention, attention_features
+from ..attention.kernel import choose_kv_splits, target_workgroups, use_gqa_rows
+from ..attention.tiles import choose_tile_for
+from .identity import vulkan_sm_count
 
 VULKAN_PATH = "vk-coopmat2"
 #: Path name -> torch.nn.attention.SDPBackend member.
@@ -34,27 +36,31 @@ class VulkanPath:
                                 validate=validate)
         self.flexible = self.device.physical.flexible_shapes()
         self.tile = tile
+        self.target_workgroups = target_workgroups(vulkan_sm_count(self.device.physical))
         self._runners: dict = {}
 
     def config(self, case):
+        """(tile, key splits, GQA rows) for the case: the tile from the table (decode or prefill) unless given."""
         try:
-            tile = self.tile or choose_attention_tile(self.flexible, case.dtype, case.shape.head_dim)
+            tile = self.tile or choose_tile_for(self.flexible, case.shape, case.dtype)
         except AttentionInputError as error:
             raise Unsupported(str(error)) from None
-        return tile, choose_kv_splits(case.shape, tile)
+        gqa_rows = use_gqa_rows(case.shape, tile)
+        return tile, choose_kv_splits(case.shape, tile, self.target_workgroups, gqa_rows), gqa_rows
 
     def bind(self, case, inputs):
-        tile, splits = self.config(case)
-        key = (case.dtype, case.shape.head_dim, case.causal, tile, splits)
+        tile, splits, gqa_rows = self.config(case)
+        key = (case.dtype, case.shape.head_dim, case.causal, tile, splits, gqa_rows)
         if key not in self._runners:
             try:
                 self._runners[key] = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile,
-                                                     causal=case.causal, kv_splits=splits, flexible=self.flexible)
+                                                     causal=case.causal, kv_splits=splits, gqa_rows=gqa_rows,
+                                                     flexible=self.flexible)
             except AttentionInputError as error:
                 raise Unsupported(str(error)) from None
         runner = self._runners[key]
         runner.bind(*inputs)
-        label = tile.label() + (f" split {splits}" if splits > 1 else "")
+        label = tile.label() + (f" split {splits}" if splits > 1 else "") + (" GQA rows" if gqa_rows else "")
         return _BoundVulkan(runner, label)
 
     def close(self):

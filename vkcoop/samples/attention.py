@@ -17,6 +17,8 @@ Inputs are multiples of 1/16 (exact in fp16 and bf16).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import attention as attn
@@ -153,14 +155,21 @@ class AttentionSample(Sample):
         for dtype in ("fp16", "bf16"):
             for head_dim in attn.HEAD_DIMS:
                 tile = self.tile_for(caps, dtype, head_dim)
-                cases += self.shape_cases(dtype, head_dim, tile, np.random.default_rng(head_dim + len(cases)))
+                stats = attn.stats_columns(caps.flexible, dtype, tile)
+                cases += self.shape_cases(dtype, head_dim, tile, np.random.default_rng(head_dim + len(cases)), stats)
         return cases
 
     @staticmethod
-    def shape_cases(dtype: str, d: int, tile: attn.AttentionTile, rng) -> list[Case]:
+    def shape_cases(dtype: str, d: int, tile: attn.AttentionTile, rng, stats_cols: int | None = None) -> list[Case]:
         br, bc, element = tile.br, tile.bc, DTYPES[dtype]
-        plain, causal = attn.AttentionKernel(dtype, d, tile), attn.AttentionKernel(dtype, d, tile, causal=True)
-        split = attn.AttentionKernel(dtype, d, tile, kv_splits=KV_SPLITS)
+
+        def kernel(**options):
+            return attn.AttentionKernel(dtype, d, tile, stats_cols=stats_cols, **options)
+
+        plain, causal, split = kernel(), kernel(causal=True), kernel(kv_splits=KV_SPLITS)
+        stacked, stacked_causal = kernel(gqa_rows=True), kernel(causal=True, gqa_rows=True)
+        stacked_split = kernel(kv_splits=KV_SPLITS, gqa_rows=True)
+        whole = 2 * math.lcm(br, bc)   # whole tiles and blocks: the ALIGNED pipeline
         label = f"{dtype} d{d} {tile.label()}"
 
         def inputs(batch, q_heads, kv_heads, seq_q, seq_kv):
@@ -177,7 +186,15 @@ class AttentionSample(Sample):
             attention_case(f"{label} causal GQA 4/2 q{br - 3} kv{bc + 9}", causal,
                            *inputs(2, 4, 2, br - 3, bc + 9)),
             attention_case(f"{label} rescale kv{3 * bc}", plain, q, k, v),
+            attention_case(f"{label} causal aligned q=kv={whole}", causal, *inputs(1, 2, 1, whole, whole)),
             *split_cases(f"{label} decode split {KV_SPLITS} kv{5 * bc + 3}", split, *inputs(1, 8, 2, 1, 5 * bc + 3)),
+            # GQA rows: the 4 q heads of a kv head stacked in one tile; seq_q = BR/2 + 3 puts a head boundary
+            # inside the first tile, so the causal mask there sees every query of the head
+            attention_case(f"{label} GQA rows causal 8/2 q{br // 2 + 3} kv{bc + 9}", stacked_causal,
+                           *inputs(2, 8, 2, br // 2 + 3, bc + 9)),
+            attention_case(f"{label} GQA rows 8/2 q3 kv{2 * bc + 7}", stacked, *inputs(1, 8, 2, 3, 2 * bc + 7)),
+            *split_cases(f"{label} decode GQA rows split {KV_SPLITS} kv{5 * bc + 3}", stacked_split,
+                         *inputs(1, 8, 2, 1, 5 * bc + 3)),
             exact_case(f"{label} exact uniform q{br + 1} kv{small}", plain, rng, br + 1, small),
             exact_case(f"{label} exact uniform q{br - 1} kv{4 * small}", plain, rng, br - 1, 4 * small),
         ]
