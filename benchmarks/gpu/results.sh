@@ -2,12 +2,14 @@
 # Writes one GPU's docs/results/<gpu>/ on the GPU host: every recorded figure the README cites, each file with
 # the exact command that made it. From the repository root, with .bundle carried (scripts/gpu_bundle.sh):
 #
-#   bash benchmarks/gpu/results.sh [PART...]       PART: core, sparse-fp16, sparse-bf16, tests (default: all)
+#   bash benchmarks/gpu/results.sh [PART...]       PART: core, attention, sparse-fp16, sparse-bf16, tests (default: all)
 #
 #   core     facts.log, capabilities.json; run.json (vkcoop run --all --validate); fuzz.json (100k cases, hardware
 #            and portable); peak.json (vkcoop bench peak); inspect-dense.json, inspect-2-4.json, inspect-khr.json
-#            (vkcoop inspect --gemm ..., the driver's machine code); attention.json / .png (vkcoop bench attention,
-#            prefill at 1k and 4k, decode at 8k and 32k, head_dim 64 and 128)
+#            (vkcoop inspect --gemm ..., the driver's machine code)
+#   attention
+#            attention.json / .png (vkcoop bench attention: fp16 and bf16, head_dim 64 and 128, prefill at 4k
+#            causal and not, decode at kv 8k-64k, torch's SDPA backends in the same process)
 #   sparse-fp16, sparse-bf16
 #            bench-fp16.json / .png, bench-bf16.json / .png (vkcoop bench sparse --dtype D --sizes 4096,8192
 #            --shapes square,llm --ceilings --search-budget 20: every path, the library searches in child
@@ -20,10 +22,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core sparse-fp16 sparse-bf16 tests)
+[ ${#parts[@]} -gt 0 ] || parts=(core attention sparse-fp16 sparse-bf16 tests)
 for part in "${parts[@]}"; do
-  case "$part" in core|sparse-fp16|sparse-bf16|tests) ;;
-    *) echo "results.sh: unknown part '$part' (core, sparse-fp16, sparse-bf16, tests)" >&2; exit 2 ;;
+  case "$part" in core|attention|sparse-fp16|sparse-bf16|tests) ;;
+    *) echo "results.sh: unknown part '$part' (core, attention, sparse-fp16, sparse-bf16, tests)" >&2; exit 2 ;;
   esac
 done
 # shellcheck disable=SC1091
@@ -71,8 +73,10 @@ for part in "${parts[@]}"; do
         file=$dir/inspect-${target/:/-}.json
         STEP_TIMEOUT=60 record "inspect-${target/:/-}" "$file" -- "$py" -m vkcoop inspect --gemm "$target" --json "$file"
       done
-      STEP_TIMEOUT=200 record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --seqs 1024,4096 \
-        --decode-seqs 8192,32768 --json "$dir/attention.json" --plot "$dir/attention.png" ;;
+      ;;
+    attention)
+      record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --kinds prefill,decode \
+        --dtype fp16,bf16 --head-dims 64,128 --seqs 4096 --json "$dir/attention.json" --plot "$dir/attention.png" ;;
     sparse-fp16|sparse-bf16)
       dtype=${part#sparse-}
       record "bench-$dtype" "$dir/bench-$dtype.json" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
