@@ -68,6 +68,14 @@ def choose_kv_splits(shape: AttentionShape, tile: AttentionTile, target_workgrou
     return max(1, min(blocks, -(-target // workgroups), MAX_GROUPS_YZ // shape.batch))
 
 
+def launch_choices(shape: AttentionShape, tile: AttentionTile, *, gqa_rows: bool | None = None,
+                   kv_splits: int | None = None, target_workgroups: int | None = None) -> tuple[bool, int]:
+    """(GQA rows, key splits) for ``shape`` on ``tile``: each given one kept, the others chosen by
+    :func:`use_gqa_rows` and :func:`choose_kv_splits`."""
+    gqa = use_gqa_rows(shape, tile) if gqa_rows is None else bool(gqa_rows)
+    return gqa, kv_splits or choose_kv_splits(shape, tile, target_workgroups, gqa)
+
+
 def check_kv_splits(kv_splits) -> int:
     if isinstance(kv_splits, bool) or not isinstance(kv_splits, (int, np.integer)) or kv_splits < 1:
         raise AttentionInputError(f"kv_splits={kv_splits!r} must be a whole number >= 1")

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..gemm import accumulating_types
 from ..gemm.vulkan import VulkanGemm
-from .kernel import AttentionKernel, check_kv_splits, choose_kv_splits, use_gqa_rows
+from .kernel import AttentionKernel, check_kv_splits, launch_choices
 from .shapes import AttentionInputError, check_dtype, check_inputs, resolve_scale
 from .tiles import AttentionTile, check_attention_tile, choose_attention_tile, choose_tile_for, stats_columns
 
@@ -92,8 +92,7 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
         flexible = gpu.physical.flexible_shapes()
         if tile is None:
             tile = choose_tile_for(flexible, shape, dtype)
-        gqa_rows = use_gqa_rows(shape, tile)
-        splits = choose_kv_splits(shape, tile, gqa_rows=gqa_rows) if kv_splits is None else kv_splits
+        gqa_rows, splits = launch_choices(shape, tile, kv_splits=kv_splits)
         with VulkanAttention(gpu, dtype, shape.head_dim, tile, causal=causal, kv_splits=splits, gqa_rows=gqa_rows,
                              flexible=flexible) as runner:
             out, lse = runner.run(q, k, v, scale)

@@ -7,9 +7,9 @@ One process, many jobs, so every number of a sweep comes from the same device st
 
 A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
 dtype, head dim and sequence length (``c``: causal; decode is never causal), and configurations as
-:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n]``; without ``s`` the key
-splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the kernel's
-rule). Each configuration is checked against the float64 reference on sampled rows before it is timed, and the
+:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS]``; without ``s`` the
+key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the
+kernel's rule, without ``w`` m and l are as narrow as the table allows). Each configuration is checked against the float64 reference on sampled rows before it is timed, and the
 first configuration of each job is timed again at its end (``repeat``), which exposes drift. Output: one line
 per configuration, and ``--json`` writes them all.
 """
@@ -19,14 +19,10 @@ import argparse
 import dataclasses
 import json
 
-from ..attention import AttentionShape, VulkanAttention, attention_features
-from ..attention.kernel import choose_kv_splits, use_gqa_rows
-from ..attention.shapes import HEAD_DIMS
+from ..attention import VulkanAttention, attention_features
+from ..attention.kernel import launch_choices
 from ..attention.tiles import parse_attention_config
-from ..gemm import DTYPES
-from .attention import DECODE_HEADS, HIDDEN, PREFILL_TOKENS, AttentionCase, check_planes, make_inputs, measure
-
-KINDS = ("prefill", "decode")
+from .attention import check_planes, make_cases, make_inputs, measure
 
 
 def parse_job(text: str):
@@ -37,18 +33,16 @@ def parse_job(text: str):
         d, s = int(head_dim), int(seq.rstrip("c"))
     except ValueError:
         raise ValueError(f"job {text!r} is not KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]") from None
-    if kind not in KINDS or dtype not in DTYPES or d not in HEAD_DIMS or s < 1 or (causal and kind == "decode"):
-        raise ValueError(f"job {text!r}: KIND is prefill or decode (decode is not causal), DTYPE one of "
-                         f"{', '.join(DTYPES)}, HEAD_DIM one of {', '.join(map(str, HEAD_DIMS))}, SEQ >= 1")
-    if kind == "prefill":
-        heads = HIDDEN // d
-        shape = AttentionShape(max(1, PREFILL_TOKENS // s), heads, heads, s, s, d)
-    else:
-        shape = AttentionShape(1, *DECODE_HEADS, 1, s, d)
+    if causal and kind == "decode":
+        raise ValueError(f"job {text!r}: decode is not causal")
+    try:   # the bench's own case, so the explored shapes are the benchmarked ones
+        (case,) = make_cases([kind], [dtype], [d], [s], [s], [causal])
+    except ValueError as error:
+        raise ValueError(f"job {text!r}: {error}") from None
     labels = [c for c in configs.split(",") if c]
     if not labels:
         raise ValueError(f"job {text!r} names no configuration")
-    return AttentionCase(kind, dtype, causal, shape), [parse_attention_config(c) for c in labels]
+    return case, [parse_attention_config(c) for c in labels]
 
 
 class _ConfigPath:
@@ -66,8 +60,8 @@ class _ConfigPath:
 
     def bind(self, case, inputs):
         tile = self.choice.tile
-        gqa = use_gqa_rows(case.shape, tile) if self.choice.gqa_rows is None else self.choice.gqa_rows
-        splits = self.choice.kv_splits or choose_kv_splits(case.shape, tile, self.target, gqa)
+        gqa, splits = launch_choices(case.shape, tile, gqa_rows=self.choice.gqa_rows,
+                                     kv_splits=self.choice.kv_splits, target_workgroups=self.target)
         self.runner = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile, causal=case.causal,
                                       kv_splits=splits, gqa_rows=gqa, stats_cols=self.choice.stats_cols,
                                       flexible=self.flexible)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 from ..attention import AttentionInputError, VulkanAttention, attention_features
-from ..attention.kernel import choose_kv_splits, target_workgroups, use_gqa_rows
+from ..attention.kernel import launch_choices, target_workgroups
 from ..attention.tiles import choose_tile_for
 from .identity import vulkan_sm_count
 
@@ -45,8 +45,8 @@ class VulkanPath:
             tile = self.tile or choose_tile_for(self.flexible, case.shape, case.dtype)
         except AttentionInputError as error:
             raise Unsupported(str(error)) from None
-        gqa_rows = use_gqa_rows(case.shape, tile)
-        return tile, choose_kv_splits(case.shape, tile, self.target_workgroups, gqa_rows), gqa_rows
+        gqa_rows, splits = launch_choices(case.shape, tile, target_workgroups=self.target_workgroups)
+        return tile, splits, gqa_rows
 
     def bind(self, case, inputs):
         tile, splits, gqa_rows = self.config(case)
