@@ -137,13 +137,13 @@ def test_the_shader_specialised_to_each_sample_tile_validates(cases):
         if key in seen:
             continue
         seen.add(key)
-        ids = {"WORKGROUP_SIZE": 0, "BR": 1, "BC": 2, "HEAD_DIM": 3, "CAUSAL": 4, "KV_SPLITS": 5, "GQA_ROWS": 6,
-               "ALIGNED": 7, "STATS_COLS": 8}
+        spirv = shaders.compile_variant(c.variant())
+        ids = {constant.name: constant.spec_id for constant in spirv_tools.reflect(spirv).spec_constants}
         values = " ".join(f"{ids[name]}:{str(value).lower()}" for name, value in c.specialization.items())
         with tempfile.TemporaryDirectory() as folder:
             source, frozen = os.path.join(folder, "a.spv"), os.path.join(folder, "b.spv")
             with open(source, "wb") as f:
-                f.write(shaders.compile_variant(c.variant()))
+                f.write(spirv)
             run = toolchain.run("spirv-opt", ["--set-spec-const-default-value", values, "--freeze-spec-const",
                                               source, "-o", frozen])
             assert run.returncode == 0, run.stderr

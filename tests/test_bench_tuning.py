@@ -357,3 +357,32 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
     narrow = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 32, 8192))
     assert narrow[0].label() == "64:32x32x128u2g1s2i4c"
     assert set(SEEDS) == {SEED_DEVICE, h100}
+
+
+def test_a_staged_configuration_labels_with_t_and_runs_only_whole_16_byte_vectors():
+    from vkcoop.gemm.configs import VulkanConfig, parse_config
+    config = parse_config("128:128x128x32u2g8t")
+    assert config.staged and not config.b_column_major and config.label() == "128:128x128x32u2g8t"
+    assert parse_config("64:32x32x128u2g1s2i4c") == VulkanConfig(gemm.WorkgroupTile(64, 32, 32, 128, 2, 1, 2),
+                                                                 True, 4, False)
+    with pytest.raises(gemm.GemmInputError, match=r"\[iMETA_WORDS\]\[c\]\[t\]"):
+        parse_config("128:128x128x32u2g8tc")
+    assert config.applies_to(GemmProblem("fp16", "square", 8190, 8192, 8192))    # any M
+    assert not config.applies_to(GemmProblem("fp16", "odd", 8192, 8190, 8192))   # N not whole vectors
+    assert not config.applies_to(GemmProblem("bf16", "odd", 8192, 8192, 8188))   # nor K
+    assert parse_config("256:128x256x32u8g8").applies_to(GemmProblem("fp16", "odd", 7, 9, 11))
+
+
+@pytest.mark.parametrize("path_name", ["vk-coopmat2-dense", "vk-coopmat2-2:4"])
+def test_derived_staged_candidates_fit_their_shared_memory_and_skip_odd_shapes(path_name):
+    _, flexible, _, limits = _recorded(DOCS / "h200-capabilities.json")
+    for problem in (GemmProblem("fp16", "square", 8192, 8192, 8192), GemmProblem("bf16", "llm", 8192, 32, 8192)):
+        staged = [c for c in derive_workgroup_configs(path_name, problem, flexible, limits) if c.staged]
+        assert staged, problem
+        for config in staged:
+            kernel = (gemm.StagedSparse24Kernel(problem.dtype, config.tile) if path_name == "vk-coopmat2-2:4"
+                      else gemm.StagedKernel(gemm.accumulating_types(problem.dtype), config.tile))
+            kernel.check_shared_memory(limits.shared_memory)
+            assert not config.b_column_major and not config.meta_words
+    odd = GemmProblem("fp16", "odd", 8192, 8190, 8192)
+    assert not any(c.staged for c in derive_workgroup_configs(path_name, odd, flexible, limits))

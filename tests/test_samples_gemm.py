@@ -217,9 +217,15 @@ def test_column_major_case_stores_b_transposed_and_keeps_the_same_expected():
         if "mixed" in c.name and c.defines["GEMM_TYPES"] == "F16_F32":
             pairs[c.specialization["B_COLUMN_MAJOR"]] = c
     row, col = pairs[False], pairs[True]
-    assert np.array_equal(col.bindings[1].data, row.bindings[1].data.T)
+    n, k = col.bindings[1].data.shape            # B is [N][K] when column-major; N = 259 is no whole 16-byte row
+    assert n % 8 and int(row.push[1]) == int(col.push[1]) == n
+    assert np.array_equal(row.bindings[1].data[:, :n], col.bindings[1].data.T)
     assert np.array_equal(col.bindings[2].expected, row.bindings[2].expected)
-    assert int(col.push[4]) == row.bindings[0].data.shape[1]  # B's row stride is K when B is [N][K]
+    assert int(col.push[4]) == k                 # B's row stride is K when B is [N][K]
+    # a row-major B's rows of N elements are uploaded padded with zeros to whole 16-byte vectors, and the padded
+    # length is the stride the kernel gets, so its fast path keeps aligned rows
+    padded = -(-n // 8) * 8
+    assert not row.bindings[1].data[:, n:].any() and int(row.push[4]) == row.bindings[1].data.shape[1] == padded
 
 
 def test_khr_cases_respect_the_copy_alignment():
@@ -252,7 +258,9 @@ def test_sparse_cases_ship_the_compressed_format():
 
 def _stored_b_as_kn(case):
     b = case.bindings[-2].data
-    return np.ascontiguousarray(b.T) if case.specialization["B_COLUMN_MAJOR"] else b
+    if case.specialization["B_COLUMN_MAJOR"]:
+        return np.ascontiguousarray(b.T)
+    return b[:, :int(case.push[1])]   # [K][N] rows are uploaded padded to whole 16-byte vectors
 
 
 # --------------------------------------------------------------------------- interleaved 2:4 layout
@@ -358,6 +366,8 @@ def test_kernel_classes_refuse_wrong_operands_without_a_device():
         kernels.Sparse24Gemm(NoDevice(), "fp32", kernels.WorkgroupTile(256, 128, 128, 64))
     with pytest.raises(kernels.GemmInputError, match="meta_words=3"):
         kernels.Sparse24Gemm(NoDevice(), "fp16", kernels.WorkgroupTile(256, 128, 128, 64), meta_words=3)
+    with pytest.raises(kernels.GemmInputError, match="prefetch depth is 1 to 4"):
+        kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=5))
     with pytest.raises(kernels.GemmInputError, match="one workgroup-scope accumulator"):
         kernels.Sparse24Gemm(NoDevice(), "fp16", kernels.WorkgroupTile(256, 128, 128, 64, subgroups_m=2))
 
@@ -555,7 +565,7 @@ def test_staged_kernel_launch_and_its_limits():
     assert dispatch.shader == "gemm/coopmat2_staged_gemm.comp" and dispatch.buffers == ("A", "B", "C")
     assert dispatch.groups == (3 * 2, 1, 1) and [int(v) for v in dispatch.push] == [300, 136, 96, 96, 136, 136]
     assert dispatch.specialization == {"WORKGROUP_SIZE": 256, "TILE_M": 128, "TILE_N": 128, "TILE_K": 32,
-                                       "GROUP_M": 4}
+                                       "GROUP_M": 4, "SPLIT_K": 1, "ALIGNED": False, "PREFETCH": 2}
     # two stages of (128 rows x 5 vectors) + (32 rows x 17 vectors), 16 bytes each
     assert kernel.shared_memory_bytes() == 2 * 16 * (128 * 5 + 32 * 17)
     kernel.check_shared_memory(49152)
@@ -567,20 +577,46 @@ def test_staged_kernel_launch_and_its_limits():
         kernels.StagedKernel("s8->s32", tile)
     with pytest.raises(kernels.GemmInputError, match="whole number"):
         kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 32, 32, 16))
-    with pytest.raises(kernels.GemmInputError, match="split-K"):
-        kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2))
+    with pytest.raises(kernels.GemmInputError, match="fp32 partial sums"):
+        kernels.StagedKernel("fp16->fp16", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2))
+    with pytest.raises(kernels.GemmInputError, match="prefetch depth is 1 to 4"):
+        kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=5))
+    with pytest.raises(kernels.GemmInputError, match="one workgroup-scope accumulator"):
+        kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 128, 32, n_parts=2))
+
+
+def test_staged_split_k_adds_a_reduce_pass_and_aligned_needs_whole_tiles():
+    kernel = kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(64, 32, 32, 128, split_k=3))
+    a, b = kernels.exact_inputs("fp16->fp32", 64, 32, 640, seed=5)
+    gemm, reduce = kernel.launch(a, b).dispatches
+    assert gemm.groups == (2, 3, 1) and gemm.buffers == ("A", "B", "partial sums")
+    assert gemm.specialization["SPLIT_K"] == 3 and gemm.specialization["ALIGNED"] is True
+    assert reduce.shader == "gemm/splitk_reduce.comp" and [int(v) for v in reduce.push] == [64 * 32, 3]
+    assert kernel.launch(a[:48], b).dispatches[0].specialization["ALIGNED"] is False     # a half tile of rows
+    assert kernel.launch(a[:, :600], b[:600]).dispatches[0].specialization["ALIGNED"] is False   # K off TILE_K
+    sparse = kernels.StagedSparse24Kernel("fp16", kernels.WorkgroupTile(64, 32, 32, 128, split_k=2))
+    compressed = sparse24.compress_2to4(a)
+    gemm, _ = sparse.launch(compressed.values, compressed.metadata, b).dispatches
+    assert gemm.buffers == ("values", "metadata", "B", "partial sums") and gemm.groups == (2, 2, 1)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
 @pytest.mark.parametrize("types", ["fp16->fp32", "bf16->fp32", "fp16->fp16"])
 def test_staged_kernel_is_bit_exact_on_the_gpu(types):
-    """Not yet run anywhere (written without a GPU): the first GPU session runs it before timing the kernel."""
+    """Ragged M and N (the clamped copies), a whole-tile problem (ALIGNED) and, for fp32 results, split-K with
+    an empty last slice (K = 256 is 8 steps of 32; 5 slices of 2 steps leave slice 4 empty)."""
     from vkcoop import vk
     features = kernels.features_for("coopmat2", types)
+    fp32 = types != "fp16->fp16"
+    cases = [(kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=1), (300, 136)),
+             (kernels.WorkgroupTile(128, 64, 64, 32, k_unroll=3), (300, 136)),
+             (kernels.WorkgroupTile(128, 64, 64, 32), (256, 128))]
+    if fp32:
+        cases.append((kernels.WorkgroupTile(64, 32, 32, 32, k_unroll=4, split_k=5), (96, 40)))
     with vk.Device(features=features) as device:
-        for tile in (kernels.WorkgroupTile(256, 128, 128, 32), kernels.WorkgroupTile(128, 64, 64, 32)):
-            a, b = kernels.exact_inputs(types, 300, 136, 96 if types == "fp16->fp16" else 256, seed=11)
+        for tile, (m, n) in cases:
+            a, b = kernels.exact_inputs(types, m, n, 256 if fp32 else 96, seed=11)
             with kernels.StagedCoopMat2Gemm(device, types, tile) as staged:
                 got = staged.run(a, b)
             assert np.array_equal(got, kernels.reference_gemm(a, b, kernels.gemm_types(types).output_dtype)), tile
@@ -609,12 +645,16 @@ def test_staged_sparse_kernel_launch_and_its_limits():
 @pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_staged_sparse_kernel_is_bit_exact_on_the_gpu(dtype):
-    """Not yet run anywhere (written without a GPU): the first GPU session runs it before timing the kernel."""
+    """Ragged M and N, a whole-tile problem (ALIGNED) and split-K with an empty last slice."""
     from vkcoop import vk
     types = kernels.accumulating_types(dtype)
+    cases = [(kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=1), (300, 136)),
+             (kernels.WorkgroupTile(128, 64, 64, 64, k_unroll=3), (300, 136)),
+             (kernels.WorkgroupTile(128, 64, 64, 64), (128, 64)),
+             (kernels.WorkgroupTile(64, 32, 32, 32, k_unroll=4, split_k=5), (96, 40))]
     with vk.Device(features=kernels.features_for("coopmat2", types)) as device:
-        for tile in (kernels.WorkgroupTile(256, 128, 128, 32), kernels.WorkgroupTile(128, 64, 64, 64)):
-            a, b = kernels.exact_inputs(types, 300, 136, 256, seed=12)
+        for tile, (m, n) in cases:
+            a, b = kernels.exact_inputs(types, m, n, 256, seed=12)
             compressed = sparse24.compress_2to4(a)
             with kernels.StagedSparse24Gemm(device, dtype, tile) as staged:
                 got = staged.run(compressed.values, compressed.metadata, b)

@@ -2,7 +2,8 @@
 # Writes one GPU's docs/results/<gpu>/ on the GPU host: every recorded figure the README cites, each file with
 # the exact command that made it. From the repository root, with .bundle carried (scripts/gpu_bundle.sh):
 #
-#   bash benchmarks/gpu/results.sh [PART...]       PART: core, attention, sparse-fp16, sparse-bf16, tests (default: all)
+#   bash benchmarks/gpu/results.sh [PART...]       PART: core, attention, sparse-fp16, sparse-bf16, memory-fp16, tests
+#                                                  (default: all)
 #
 #   core     facts.log, capabilities.json; run.json (vkcoop run --all --validate); fuzz.json (100k cases, hardware
 #            and portable); peak.json (vkcoop bench peak); inspect-dense.json, inspect-2-4.json, inspect-khr.json
@@ -14,6 +15,9 @@
 #            bench-fp16.json / .png, bench-bf16.json / .png (vkcoop bench sparse --dtype D --sizes 4096,8192
 #            --shapes square,llm --ceilings --search-budget 20: every path, the library searches in child
 #            processes; one dtype per process so each fits a 10-minute device command)
+#   memory-fp16
+#            bench-memory-fp16.json / .png (vkcoop bench sparse --shapes benchmarks/shapes-memory-bound.csv: M = K in
+#            {4096, 8192}, N in {16, 32, 64}, with the read roofline of each path's own bytes)
 #   tests    pytest-gpu.log: python3 -m pytest -m "gpu or cuda or vulkan" (the whole GPU suite, nothing deselected)
 #
 # On an H100 each part fits one 10-minute device command. Every command's output goes to <name>.log beside its
@@ -22,10 +26,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core attention sparse-fp16 sparse-bf16 tests)
+[ ${#parts[@]} -gt 0 ] || parts=(core attention sparse-fp16 sparse-bf16 memory-fp16 tests)
 for part in "${parts[@]}"; do
-  case "$part" in core|attention|sparse-fp16|sparse-bf16|tests) ;;
-    *) echo "results.sh: unknown part '$part' (core, attention, sparse-fp16, sparse-bf16, tests)" >&2; exit 2 ;;
+  case "$part" in core|attention|sparse-fp16|sparse-bf16|memory-fp16|tests) ;;
+    *) echo "results.sh: unknown part '$part' (core, attention, sparse-fp16, sparse-bf16, memory-fp16, tests)" >&2
+       exit 2 ;;
   esac
 done
 # shellcheck disable=SC1091
@@ -83,6 +88,10 @@ for part in "${parts[@]}"; do
         --sizes 4096,8192 --shapes square,llm --llm-tokens 32 --ceilings --search-budget 20 \
         --json "$dir/bench-$dtype.json" \
         --plot "$dir/bench-$dtype.png" ;;
+    memory-fp16)
+      record bench-memory-fp16 "$dir/bench-memory-fp16.json" -- "$py" -m vkcoop bench sparse --dtype fp16 \
+        --shapes benchmarks/shapes-memory-bound.csv --ceilings --search-budget 10 \
+        --json "$dir/bench-memory-fp16.json" --plot "$dir/bench-memory-fp16.png" ;;
     tests)
       record pytest-gpu "" -- "$py" -m pytest -p no:cacheprovider -q -m "gpu or cuda or vulkan" tests ;;
   esac

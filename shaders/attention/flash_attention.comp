@@ -24,6 +24,9 @@
 //                   unclamped layouts and, without CAUSAL, no block is masked; the clamped code is not compiled)
 //                   8 STATS_COLS (columns of the running row max m and row sum l, whose columns all hold the
 //                   row's value: the N granularity keeps them small, and a row reduction smears m onto S's shape)
+//                   9 Q_SHARED (Q is copied once to shared memory and loaded from there for every block, so it
+//                   holds no registers across the key loop), 10 V_EARLY (V's load is issued with K's, before the
+//                   softmax, so both blocks are in flight together)
 //                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
@@ -50,7 +53,13 @@ layout(constant_id = 5) const uint KV_SPLITS = 1;
 layout(constant_id = 6) const bool GQA_ROWS = false;
 layout(constant_id = 7) const bool ALIGNED = false;
 layout(constant_id = 8) const uint STATS_COLS = 64;
+layout(constant_id = 9) const bool Q_SHARED = false;
+layout(constant_id = 10) const bool V_EARLY = false;
 layout(local_size_x_id = 0) in;
+
+// Q's tile in 16-byte vectors, each row one vector longer than HEAD_DIM (a bank skew for the matrix loads).
+const uint Q_ROW = HEAD_DIM / 8 + 1;
+shared uvec4 q_stage[Q_SHARED ? BR * Q_ROW : 1];
 
 layout(set = 0, binding = 0) readonly buffer Queries { ELEMENT_TYPE q[]; };
 layout(set = 0, binding = 1) readonly buffer Keys { ELEMENT_TYPE k[]; };
@@ -148,6 +157,10 @@ void main() {
     } else {
         coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
     }
+    if (Q_SHARED) {
+        coopMatStore(tile_q, q_stage, 0, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);
+        barrier();
+    }
 
     MAT_O acc = MAT_O(0.0);
     MAT_STATS m = MAT_STATS(MASKED);   // running row max (log2 units), the same value across each row
@@ -169,7 +182,15 @@ void main() {
         const uint col0 = block * BC;                                                                         \
         MAT_KT tile_kt;                                                                                       \
         coopMatLoadTensorNV(tile_kt, k, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM), transposed); \
-        MAT_S s = coopMatMulAdd(tile_q, tile_kt, MAT_S(0.0));                                                 \
+        MAT_V tile_v;                                                                                         \
+        if (V_EARLY) {                                                                                        \
+            coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));     \
+        }                                                                                                     \
+        MAT_Q q_now = tile_q;                                                                                 \
+        if (Q_SHARED) {                                                                                       \
+            coopMatLoad(q_now, q_stage, 0, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);                        \
+        }                                                                                                     \
+        MAT_S s = coopMatMulAdd(q_now, tile_kt, MAT_S(0.0));                                                  \
         s = s * shape.scale_log2;                                                                             \
         if (MASK) {                                                                                           \
             coopMatPerElementNV(s, s, mask_scores, row0, col0, shape.seq_kv, shape.seq_q);                   \
@@ -193,8 +214,9 @@ void main() {
         MAT_O rescale_o;                                                                                      \
         coopMatReduceNV(rescale_o, rescale, gl_CooperativeMatrixReduceRowNV, max_combine);                    \
         acc = acc * rescale_o;                                                                                \
-        MAT_V tile_v;                                                                                         \
-        coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));         \
+        if (!V_EARLY) {                                                                                       \
+            coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));     \
+        }                                                                                                     \
         acc = coopMatMulAdd(MAT_P(p), tile_v, acc);                                                           \
     }
 

@@ -7,7 +7,10 @@
 // and the store drops what falls outside (Constant clamp).
 //   defines:        GEMM_TYPES (gemm_types.glsl; 16-bit inputs only)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (multiples of a flexible-dimensions row with
-//                   workgroupInvocations == WORKGROUP_SIZE), 6 GROUP_M (tile rows per raster group)
+//                   workgroupInvocations == WORKGROUP_SIZE), 6 GROUP_M (tile rows per raster group), 7 SPLIT_K
+//                   (K slices writing fp32 partial sums [SPLIT_K][M][N] for splitk_reduce.comp), 9 ALIGNED (M, N
+//                   whole tiles and K whole TILE_K steps: no bounds tests in the copies, an unclamped store),
+//                   10 PREFETCH (K steps in flight in registers while one multiplies)
 //   push constants: M, N, K and the row strides (in elements) of A, B and C; K, N and the A/B strides must be
 //                   multiples of 8 (whole 16-byte vectors), which the host checks
 //   bindings:       0 A (row-major M x K), 1 B (row-major K x N), 2 C (M x N)
@@ -28,20 +31,21 @@ layout(set = 0, binding = 0) restrict readonly buffer MatrixA { uvec4 a[]; };
 
 const uint A_VECS_PER_ROW = TILE_K / E;
 const uint A_PER_INVOCATION = TILE_M * A_VECS_PER_ROW / WORKGROUP_SIZE;   // the host makes this divide evenly
-uvec4 fetched_a[A_PER_INVOCATION];
+uvec4 fetched_a[PREFETCH * A_PER_INVOCATION];
 
-void fetch_a(uint row0, uint k) {
+void fetch_a(uint slot, uint row0, uint k) {
     [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
         uint row = row0 + v / A_VECS_PER_ROW;
         uint kk = k + (v % A_VECS_PER_ROW) * E;
-        fetched_a[i] = (row < shape.M && kk < shape.K) ? a[(row * shape.stride_a + kk) / E] : uvec4(0);
+        const bool inside = ALIGNED || (row < shape.M && kk < shape.K);
+        fetched_a[slot * A_PER_INVOCATION + i] = inside ? a[(row * shape.stride_a + kk) / E] : uvec4(0);
     }
 }
 
-void stash_a(uint base) {
+void stash_a(uint slot, uint base) {
     [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
-        shared_a[base + (v / A_VECS_PER_ROW) * A_ROW + v % A_VECS_PER_ROW] = fetched_a[i];
+        shared_a[base + (v / A_VECS_PER_ROW) * A_ROW + v % A_VECS_PER_ROW] = fetched_a[slot * A_PER_INVOCATION + i];
     }
 }

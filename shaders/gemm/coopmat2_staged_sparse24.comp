@@ -6,7 +6,7 @@
 // calls the decode once per element; here a 16-column group costs one 128-bit load, one 32-bit load and some
 // shifts, and A moves 0.5625x the bytes of the dense kernel.
 //   defines:        GEMM_TYPES (F16_F32 | BF16_F32)
-//   spec constants: as coopmat2_staged_gemm.comp; TILE_K a multiple of 32 (one metadata word)
+//   spec constants: as coopmat2_staged_gemm.comp (SPLIT_K, ALIGNED, PREFETCH too); TILE_K a multiple of 32 (one metadata word)
 //   push constants: M, N, K, the row strides of B and C (in elements); K a multiple of 32, N of 8
 //   bindings:       0 values ([M][K/2]), 1 metadata (uint [M][K/32]), 2 B (row-major K x N), 3 C (M x N)
 #extension GL_EXT_shader_explicit_arithmetic_types : enable
@@ -28,27 +28,27 @@ layout(set = 0, binding = 1) restrict readonly buffer Metadata { uint metadata[]
 
 const uint A_GROUPS_PER_ROW = TILE_K / 16;      // 16-column groups: one vector of values each
 const uint A_PER_INVOCATION = TILE_M * A_GROUPS_PER_ROW / WORKGROUP_SIZE;   // the host makes this divide evenly
-uvec4 fetched_values[A_PER_INVOCATION];
-uint fetched_nibbles[A_PER_INVOCATION];
+uvec4 fetched_values[PREFETCH * A_PER_INVOCATION];
+uint fetched_nibbles[PREFETCH * A_PER_INVOCATION];
 
-void fetch_a(uint row0, uint k) {
+void fetch_a(uint slot, uint row0, uint k) {
     [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
         uint row = row0 + v / A_GROUPS_PER_ROW;
         uint group = k / 16 + v % A_GROUPS_PER_ROW;
-        bool inside = row < shape.M && group * 16 < shape.K;
+        const bool inside = ALIGNED || (row < shape.M && group * 16 < shape.K);
         // Outside: nibble 0 puts both (zero) values at position 0, an all-zero chunk.
-        fetched_values[i] = inside ? values[row * (shape.K / 16) + group] : uvec4(0);
+        fetched_values[slot * A_PER_INVOCATION + i] = inside ? values[row * (shape.K / 16) + group] : uvec4(0);
         uint word = inside ? metadata[row * (shape.K / 32) + group / 2] : 0u;
-        fetched_nibbles[i] = (word >> (16u * (group & 1u))) & 0xFFFFu;
+        fetched_nibbles[slot * A_PER_INVOCATION + i] = (word >> (16u * (group & 1u))) & 0xFFFFu;
     }
 }
 
-void stash_a(uint base) {
+void stash_a(uint slot, uint base) {
     [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
         uvec4 first, second;
-        expand16(fetched_values[i], fetched_nibbles[i], first, second);
+        expand16(fetched_values[slot * A_PER_INVOCATION + i], fetched_nibbles[slot * A_PER_INVOCATION + i], first, second);
         uint at = base + (v / A_GROUPS_PER_ROW) * A_ROW + 2 * (v % A_GROUPS_PER_ROW);
         shared_a[at] = first;
         shared_a[at + 1] = second;

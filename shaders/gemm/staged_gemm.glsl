@@ -1,9 +1,9 @@
 // The staged coopmat2 GEMM around its A operand (coopmat2_staged_gemm.comp: dense A; coopmat2_staged_sparse24.comp:
 // 2:4 A expanded on the way): B is copied to shared memory in 16-byte vectors, double-buffered with A, and the
 // workgroup-scope matrices are loaded from there. The including shader declares binding 0.. for A, then
-//   A_BINDINGS (how many bindings A takes), A_PER_INVOCATION, a register array for one A tile, and
-//   void fetch_a(uint row0, uint k);   // global -> registers, zeros past the edges
-//   void stash_a(uint base);           // registers -> shared_a[base ...], rows of A_ROW vectors
+//   A_BINDINGS (how many bindings A takes), A_PER_INVOCATION, register arrays for PREFETCH A tiles, and
+//   void fetch_a(uint slot, uint row0, uint k);   // global -> register set `slot`, zeros past the edges
+//   void stash_a(uint slot, uint base);           // register set `slot` -> shared_a[base ...], rows of A_ROW vectors
 // Why this shape: GPU_HOST.md saw the direct kernel's tensor loads become 16-bit global loads (LDG.E.U16).
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_cooperative_matrix : enable
@@ -16,6 +16,9 @@ layout(constant_id = 1) const uint TILE_M = 128;
 layout(constant_id = 2) const uint TILE_N = 128;
 layout(constant_id = 3) const uint TILE_K = 32;
 layout(constant_id = 6) const uint GROUP_M = 8;
+layout(constant_id = 7) const uint SPLIT_K = 1;     // > 1: K slices write fp32 partial sums [SPLIT_K][M][N]
+layout(constant_id = 9) const bool ALIGNED = false; // the host's promise: M, N whole tiles, K whole TILE_K steps
+layout(constant_id = 10) const uint PREFETCH = 1;   // K steps whose loads are in flight (register sets) while one multiplies
 layout(local_size_x_id = 0) in;
 
 // restrict: A, B and C never alias, so the driver may use its non-coherent load path for A and B.
@@ -33,7 +36,7 @@ shared uvec4 shared_b[2 * B_STAGE];
 
 const uint B_VECS_PER_ROW = TILE_N / E;
 const uint B_PER_INVOCATION = TILE_K * B_VECS_PER_ROW / WORKGROUP_SIZE;   // the host makes this divide evenly
-uvec4 fetched_b[B_PER_INVOCATION];
+uvec4 fetched_b[PREFETCH * B_PER_INVOCATION];   // PREFETCH register sets
 
 #define MAT_A coopmat<A_TYPE, gl_ScopeWorkgroup, TILE_M, TILE_K, gl_MatrixUseA>
 #define MAT_B coopmat<A_TYPE, gl_ScopeWorkgroup, TILE_K, TILE_N, gl_MatrixUseB>
@@ -48,24 +51,34 @@ uvec2 tile_of_workgroup(uint linear, uint tiles_m, uint tiles_n) {
     return uvec2(first_row + in_group % rows_here, in_group / rows_here);
 }
 
-void fetch_b(uint col0, uint k) {
+void fetch_b(uint slot, uint col0, uint k) {
     [[unroll]] for (uint i = 0; i < B_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
         uint kk = k + v / B_VECS_PER_ROW;
         uint col = col0 + (v % B_VECS_PER_ROW) * E;
-        fetched_b[i] = (kk < shape.K && col < shape.N) ? b[(kk * shape.stride_b + col) / E] : uvec4(0);
+        const bool inside = ALIGNED || (kk < shape.K && col < shape.N);
+        fetched_b[slot * B_PER_INVOCATION + i] = inside ? b[(kk * shape.stride_b + col) / E] : uvec4(0);
     }
 }
 
-void stash_b(uint base) {
+void stash_b(uint slot, uint base) {
     [[unroll]] for (uint i = 0; i < B_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
-        shared_b[base + (v / B_VECS_PER_ROW) * B_ROW + v % B_VECS_PER_ROW] = fetched_b[i];
+        shared_b[base + (v / B_VECS_PER_ROW) * B_ROW + v % B_VECS_PER_ROW] = fetched_b[slot * B_PER_INVOCATION + i];
     }
 }
 
-void fetch_a(uint row0, uint k);
-void stash_a(uint base);
+// One K step from shared memory stage `stage`.
+MAT_C multiply_stage(uint stage, MAT_C sum) {
+    MAT_A tile_a;
+    MAT_B tile_b;
+    coopMatLoad(tile_a, shared_a, stage * A_STAGE, A_ROW, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(tile_b, shared_b, stage * B_STAGE, B_ROW, gl_CooperativeMatrixLayoutRowMajor);
+    return coopMatMulAdd(tile_a, tile_b, sum);
+}
+
+void fetch_a(uint slot, uint row0, uint k);
+void stash_a(uint slot, uint base);
 
 void main() {
     const uint tiles_m = (shape.M + TILE_M - 1) / TILE_M;
@@ -76,37 +89,86 @@ void main() {
     }
     const uint row0 = tile.x * TILE_M;
     const uint col0 = tile.y * TILE_N;
-    const uint steps = (shape.K + TILE_K - 1) / TILE_K;
+    // This workgroup's K slice in whole TILE_K steps (all of K unless SPLIT_K > 1); a slice may be empty.
+    const uint split = gl_WorkGroupID.y;
+    const uint steps_total = (shape.K + TILE_K - 1) / TILE_K;
+    const uint steps_per_split = (steps_total + SPLIT_K - 1) / SPLIT_K;
+    const uint step_begin = min(steps_total, split * steps_per_split);
+    const uint step_end = min(steps_total, step_begin + steps_per_split);
 
+    // Register set (step - step_begin) % PREFETCH holds a step's tiles from its fetch to its stash. Step s first
+    // refills its own set (stashed in the step before) with step s + PREFETCH, so while s multiplies from shared
+    // memory, steps s+1 .. s+PREFETCH are in flight. The K loop is unrolled PREFETCH times so every set index is a
+    // constant; PREFETCH 1 is the plain register-prefetch loop.
     MAT_C sum = MAT_C(0);
-    fetch_a(row0, 0);
-    fetch_b(col0, 0);
-    stash_a(0);
-    stash_b(0);
+    if (step_begin < step_end) {
+        fetch_a(0, row0, step_begin * TILE_K);
+        fetch_b(0, col0, step_begin * TILE_K);
+        stash_a(0, 0);
+        stash_b(0, 0);
+    }
+    [[unroll]] for (uint ahead = 1; ahead < PREFETCH; ++ahead) {
+        if (step_begin + ahead < step_end) {
+            fetch_a(ahead, row0, (step_begin + ahead) * TILE_K);
+            fetch_b(ahead, col0, (step_begin + ahead) * TILE_K);
+        }
+    }
     barrier();
-    for (uint step = 0; step < steps; ++step) {
-        const uint stage = step & 1;
-        const bool more = step + 1 < steps;
-        if (more) {   // in flight while this stage multiplies
-            fetch_a(row0, (step + 1) * TILE_K);
-            fetch_b(col0, (step + 1) * TILE_K);
+    if (PREFETCH == 1) {
+        // The plain loop: the driver unrolls it several steps deep, which measured faster than the ring below
+        // at depth 1 (316 against 284 TFLOP/s at 128:128x128x32, docs/gemm-notes.md).
+        for (uint step = step_begin; step < step_end; ++step) {
+            const uint stage = (step - step_begin) & 1;
+            const bool more = step + 1 < step_end;
+            if (more) {   // in flight while this stage multiplies
+                fetch_a(0, row0, (step + 1) * TILE_K);
+                fetch_b(0, col0, (step + 1) * TILE_K);
+            }
+            sum = multiply_stage(stage, sum);
+            if (more) {   // the other stage was last read in the previous step, which ended with a barrier
+                stash_a(0, (stage ^ 1) * A_STAGE);
+                stash_b(0, (stage ^ 1) * B_STAGE);
+            }
+            barrier();
         }
-        MAT_A tile_a;
-        MAT_B tile_b;
-        coopMatLoad(tile_a, shared_a, stage * A_STAGE, A_ROW, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(tile_b, shared_b, stage * B_STAGE, B_ROW, gl_CooperativeMatrixLayoutRowMajor);
-        sum = coopMatMulAdd(tile_a, tile_b, sum);
-        if (more) {
-            // The other stage was last read in the previous step, which ended with a barrier.
-            stash_a((stage ^ 1) * A_STAGE);
-            stash_b((stage ^ 1) * B_STAGE);
+    } else {
+        for (uint first = step_begin; first < step_end; first += PREFETCH) {
+            [[unroll]] for (uint j = 0; j < PREFETCH; ++j) {
+                const uint step = first + j;
+                if (step >= step_end) {
+                    break;
+                }
+                if (step + PREFETCH < step_end) {   // in flight while this stage multiplies
+                    fetch_a(j, row0, (step + PREFETCH) * TILE_K);
+                    fetch_b(j, col0, (step + PREFETCH) * TILE_K);
+                }
+                const uint stage = (step - step_begin) & 1;
+                sum = multiply_stage(stage, sum);
+                if (step + 1 < step_end) {
+                    stash_a((j + 1) % PREFETCH, (stage ^ 1) * A_STAGE);
+                    stash_b((j + 1) % PREFETCH, (stage ^ 1) * B_STAGE);
+                }
+                barrier();
+            }
         }
-        barrier();
     }
 
-    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> layout_c =
-        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
-    layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);
-    coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(layout_c, row0, TILE_M, col0, TILE_N));
+    if (SPLIT_K > 1) {   // plane `split` of [SPLIT_K][M][N] (span 1 in the outer dimension); C_TYPE is float
+        tensorLayoutNV<3, gl_CooperativeMatrixClampModeConstantNV> partial =
+            createTensorLayoutNV(3, gl_CooperativeMatrixClampModeConstantNV);
+        partial = setTensorLayoutDimensionNV(partial, SPLIT_K, shape.M, shape.N);
+        partial = setTensorLayoutStrideNV(partial, shape.M * shape.stride_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(partial, split, 1, row0, TILE_M, col0, TILE_N));
+    } else if (ALIGNED) {
+        tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);
+        exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);
+        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(exact_c, row0, TILE_M, col0, TILE_N));
+    } else {
+        tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> layout_c =
+            createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+        layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);
+        layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);
+        coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(layout_c, row0, TILE_M, col0, TILE_N));
+    }
 }

@@ -86,12 +86,14 @@ class AttentionKernel:
     """flash_attention.comp for one dtype, head dim, tile, mask and key split: ``launch(q, k, v)``."""
 
     def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
-                 kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None):
+                 kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
+                 q_shared: bool = False, v_early: bool = False):
         check_dtype(dtype)
         check_head_dim(head_dim)
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
         self.causal, self.kv_splits, self.gqa_rows = bool(causal), check_kv_splits(kv_splits), bool(gqa_rows)
         self.stats_cols = int(stats_cols or tile.bc)
+        self.q_shared, self.v_early = bool(q_shared), bool(v_early)
         split = f" split{self.kv_splits}" if self.kv_splits > 1 else ""
         rows = " gqa-rows" if self.gqa_rows else ""
         self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}{rows}"
@@ -102,7 +104,8 @@ class AttentionKernel:
     def specialization(self, aligned: bool = False) -> dict:
         return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
                 "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits,
-                "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols}
+                "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols,
+                "Q_SHARED": self.q_shared, "V_EARLY": self.v_early}
 
     def template_launch(self) -> Launch:
         """The smallest launch: its dispatches name every pipeline this kernel needs."""

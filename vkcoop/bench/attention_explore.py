@@ -64,9 +64,11 @@ class _ConfigPath:
                                      kv_splits=self.choice.kv_splits, target_workgroups=self.target)
         self.runner = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile, causal=case.causal,
                                       kv_splits=splits, gqa_rows=gqa, stats_cols=self.choice.stats_cols,
-                                      flexible=self.flexible)
+                                      flexible=self.flexible, q_shared=self.choice.q_shared,
+                                      v_early=self.choice.v_early)
         self.runner.bind(*inputs)
-        self.label = f"{tile.label()}s{splits}{'g' if gqa else 'n'}w{self.runner.kernel.stats_cols}"
+        self.label = dataclasses.replace(self.choice, kv_splits=splits, gqa_rows=gqa,
+                                         stats_cols=self.runner.kernel.stats_cols).label()
         return self
 
     def rows(self, b, h, rows):

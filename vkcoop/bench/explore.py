@@ -46,6 +46,8 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
 
 
 def _kernel(device, flexible, kernel_kind, dtype, config):
+    if config.staged:   # a "t" label names the staged kernel of its path
+        kernel_kind = {"dense": "staged", "sparse": "staged24"}.get(kernel_kind, kernel_kind)
     if kernel_kind.startswith("staged") and (config.b_column_major or config.meta_words):
         raise ValueError(f"{config.label()}: the staged kernels read row-major B and take no interleaving")
     if kernel_kind == "staged24":

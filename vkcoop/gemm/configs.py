@@ -1,8 +1,10 @@
 """Launch configurations of the Vulkan GEMM paths: their labels, the tuning classes, and candidates derived from
 what the driver reports.
 
-A :class:`VulkanConfig` is a tile (:class:`vkcoop.gemm.tiles.WorkgroupTile`), B's layout and, for the 2:4 path,
-A's layout; its label parses back (:func:`parse_config`). Problems share a tuned configuration when they share
+A :class:`VulkanConfig` is a tile (:class:`vkcoop.gemm.tiles.WorkgroupTile`), B's layout, for the 2:4 path A's
+layout, and the kernel: direct tensor loads, or staged through shared memory (``t``: coopmat2_staged_gemm.comp /
+coopmat2_staged_sparse24.comp, whose prefetch depth is the tile's K unroll); its label parses back
+(:func:`parse_config`). Problems share a tuned configuration when they share
 a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: compute-bound) or ``narrowB``
 (N <= B, memory-bound: A dominates the traffic).
 
@@ -15,11 +17,11 @@ prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decide
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
-from .launch import CoopMat2Kernel, KhrKernel, Sparse24Kernel
+from .launch import CoopMat2Kernel, KhrKernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel
 from .path import GemmProblem
 from .tiles import WorkgroupTile, check_workgroup_tile, choose_subgroup_tile, granularity_rows, parse_tile
 from .types import GemmInputError, accumulating_types
@@ -38,29 +40,39 @@ MAX_SPLIT_K = 8
 
 @dataclass(frozen=True)
 class VulkanConfig:
-    """One launch configuration of a Vulkan coopmat2 path: the tile, B's layout and (2:4 path) A's layout."""
+    """One launch configuration of a Vulkan coopmat2 path: the tile, B's layout, (2:4 path) A's layout and whether
+    the staged kernel runs it."""
     tile: WorkgroupTile
     b_column_major: bool = False
     meta_words: int = 0   # 2:4 path: 0 = values + metadata bindings, > 0 = interleaved blocks (interleave_2to4)
+    staged: bool = False  # A and B through shared memory in 16-byte vectors (row-major B, K and N whole vectors)
 
     def label(self) -> str:
         return self.tile.label() + (f"i{self.meta_words}" if self.meta_words else "") + \
-            ("c" if self.b_column_major else "")
+            ("c" if self.b_column_major else "") + ("t" if self.staged else "")
+
+    def applies_to(self, problem: GemmProblem) -> bool:
+        """Whether this configuration can run ``problem``: the staged kernels copy whole 16-byte vectors of K and N."""
+        e = accumulating_types(problem.dtype).elements_per_16_bytes
+        return not self.staged or (problem.k % e == 0 and problem.n % e == 0)
 
 
 def parse_config(text: str) -> VulkanConfig:
-    """The inverse of :meth:`VulkanConfig.label`: a tile label, then ``iMETA_WORDS`` and ``c`` (column-major B)."""
+    """The inverse of :meth:`VulkanConfig.label`: a tile label, then ``iMETA_WORDS``, ``c`` (column-major B) and
+    ``t`` (the staged kernel)."""
     tile, rest = parse_tile(text)
-    meta_words, column = 0, False
+    meta_words, column, staged = 0, False, False
     if rest.startswith("i") and rest[1:2].isdigit():
         digits = len(rest) - len(rest[1:].lstrip("0123456789"))
         meta_words, rest = int(rest[1:digits]), rest[digits:]
-    if rest == "c":
-        column, rest = True, ""
+    if rest.startswith("c"):
+        column, rest = True, rest[1:]
+    if rest == "t":
+        staged, rest = True, ""
     if rest:
         raise GemmInputError(f"configuration {text!r}: cannot read {rest!r} after the tile "
-                             "(expected [iMETA_WORDS][c])")
-    return VulkanConfig(tile, column, meta_words)
+                             "(expected [iMETA_WORDS][c][t])")
+    return VulkanConfig(tile, column, meta_words, staged)
 
 
 def tuning_class(problem: GemmProblem) -> str:
@@ -161,13 +173,22 @@ LAYOUTS = {
     ("vk-coopmat2-2:4", False): ((False, 1), (False, 0)),
     ("vk-coopmat2-2:4", True): ((True, 4), (True, 1), (True, 0)),
 }
+#: Prefetch depths (the tile's K unroll) tried for the staged kernel, and how many staged candidates a tuning sees.
+STAGED_PREFETCH = (2, 1)
+STAGED_CANDIDATES = 2
 
 
-def _valid(path_name: str, problem: GemmProblem, flexible, config: VulkanConfig) -> bool:
+def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits, config: VulkanConfig) -> bool:
     types = accumulating_types(problem.dtype)
     try:
         check_workgroup_tile(flexible, types, config.tile)
-        if path_name == "vk-coopmat2-2:4":
+        if config.staged and (config.b_column_major or config.meta_words or not config.applies_to(problem)):
+            return False
+        if config.staged:
+            kernel = (StagedSparse24Kernel(problem.dtype, config.tile) if path_name == "vk-coopmat2-2:4"
+                      else StagedKernel(types, config.tile))
+            kernel.check_shared_memory(limits.shared_memory)
+        elif path_name == "vk-coopmat2-2:4":
             Sparse24Kernel(problem.dtype, config.tile, b_column_major=config.b_column_major,
                            meta_words=config.meta_words)
         else:
@@ -193,16 +214,13 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
                            else _compute_tiles(row, limits, types.bytes_per_input))
     tiles = list(dict.fromkeys(tile for _, tile in sorted(ranked, key=lambda item: item[0])))
     layouts = LAYOUTS[(path_name, narrow)]
-    order = [(tiles[0], layout) for layout in layouts] if tiles else []
-    order += [(tile, layouts[0]) for tile in tiles[1:]] + [(tile, layout) for tile in tiles[1:] for layout in layouts[1:]]
-    found = []
-    for tile, (column, meta) in order:
-        config = VulkanConfig(tile, column, meta)
-        if _valid(path_name, problem, flexible, config):
-            found.append(config)
-            if len(found) == limit:
-                break
-    return found
+    order = [VulkanConfig(tiles[0], column, meta) for column, meta in layouts] if tiles else []
+    # the staged kernel right after the best tile's layouts: its shared memory admits only some tiles
+    staged = (VulkanConfig(replace(tile, k_unroll=depth), staged=True) for tile in tiles for depth in STAGED_PREFETCH)
+    order += [c for c in staged if _valid(path_name, problem, flexible, limits, c)][:STAGED_CANDIDATES]
+    order += [VulkanConfig(tile, *layouts[0]) for tile in tiles[1:]]
+    order += [VulkanConfig(tile, column, meta) for tile in tiles[1:] for column, meta in layouts[1:]]
+    return [c for c in dict.fromkeys(order) if _valid(path_name, problem, flexible, limits, c)][:limit]
 
 
 #: KHR shared-memory tiles: (tile_m, tile_n, subgroups along M and N) per class.

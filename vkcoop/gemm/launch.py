@@ -24,6 +24,7 @@ SPLIT_K_REDUCE_SHADER = "gemm/splitk_reduce.comp"
 STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
 STAGED_SPARSE24_SHADER = "gemm/coopmat2_staged_sparse24.comp"
 REDUCE_WORKGROUP = 256  # local_size_x of splitk_reduce.comp
+MAX_PREFETCH = 4        # register sets of the staged kernels (PREFETCH in staged_gemm.glsl)
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,38 @@ def compressed_operands(values, metadata, dtype) -> tuple:
     return values, metadata, m, k
 
 
+def whole_vector_rows(matrix: np.ndarray, elements_per_16_bytes: int) -> np.ndarray:
+    """``matrix`` with its rows padded with zeros to whole 16-byte vectors (itself when they already are). The
+    direct kernels' fast path needs 16-byte-aligned row strides; the logical size stays in the push constants, so
+    the padding is never read as data (an odd N or K would otherwise put every tile on the clamped path)."""
+    pad = -matrix.shape[1] % elements_per_16_bytes
+    return np.pad(matrix, ((0, 0), (0, pad))) if pad else matrix
+
+
 def _k_of_b(b: np.ndarray, column_major: bool) -> tuple[int, int]:
     """(N, K) of B stored [K][N], or [N][K] when column-major."""
     return (b.shape[0], b.shape[1]) if column_major else (b.shape[1], b.shape[0])
+
+
+def _tiles(tile: WorkgroupTile, m: int, n: int) -> int:
+    return -(-m // tile.tile_m) * -(-n // tile.tile_n)
+
+
+def _target(split: int) -> str:
+    """The buffer a GEMM dispatch writes: C, or the fp32 partial sums of a split-K run."""
+    return "C" if split == 1 else "partial sums"
+
+
+def _with_reduce(gemm: Dispatch, inputs: dict, m: int, n: int, k: int, output_dtype, split: int) -> Launch:
+    """A Launch of ``gemm`` and, for split > 1, the [split][M][N] fp32 partial sums and their reduce pass."""
+    outputs = {"C": ((m, n), np.dtype(output_dtype))}
+    dispatches = [gemm]
+    if split > 1:
+        outputs["partial sums"] = ((split, m, n), np.dtype(np.float32))
+        count = m * n
+        dispatches.append(Dispatch(SPLIT_K_REDUCE_SHADER, {}, {}, ("partial sums", "C"),
+                                   (min(-(-count // REDUCE_WORKGROUP), 65535), 1, 1), _u32(count, split)))
+    return Launch(dispatches, inputs, outputs, "C", (m, n, k))
 
 
 class _WorkgroupKernel:
@@ -117,20 +147,10 @@ class _WorkgroupKernel:
     def _launch(self, inputs: dict, m: int, n: int, k: int, push: tuple, defines: dict, output_dtype,
                 extra_specialization: dict | None = None) -> Launch:
         """The GEMM dispatch and, for split_k > 1, the fp32 partial sums and their reduce pass."""
-        tiles = -(-m // self.tile.tile_m) * -(-n // self.tile.tile_n)
-        split = self.tile.split_k
-        target = "C" if split == 1 else "partial sums"
         specialization = {**self.tile.specialization(self.b_column_major), **(extra_specialization or {})}
-        gemm = Dispatch(self.shader, defines, specialization, tuple(inputs) + (target,), (tiles, split, 1), push,
-                        self.pipeline_options())
-        outputs = {"C": ((m, n), np.dtype(output_dtype))}
-        dispatches = [gemm]
-        if split > 1:
-            outputs["partial sums"] = ((split, m, n), np.dtype(np.float32))
-            count = m * n
-            dispatches.append(Dispatch(SPLIT_K_REDUCE_SHADER, {}, {}, ("partial sums", "C"),
-                                       (min(-(-count // REDUCE_WORKGROUP), 65535), 1, 1), _u32(count, split)))
-        return Launch(dispatches, inputs, outputs, "C", (m, n, k))
+        gemm = Dispatch(self.shader, defines, specialization, tuple(inputs) + (_target(self.tile.split_k),),
+                        (_tiles(self.tile, m, n), self.tile.split_k, 1), push, self.pipeline_options())
+        return _with_reduce(gemm, inputs, m, n, k, output_dtype, self.tile.split_k)
 
     def pipeline_options(self) -> dict:
         return {}
@@ -169,12 +189,15 @@ class CoopMat2Kernel(_WorkgroupKernel):
 
     def launch(self, a, b) -> Launch:
         """C = A @ B, with B already in this kernel's layout (:meth:`store_b`); the ALIGNED pipeline when
-        :meth:`aligned` allows it."""
+        :meth:`aligned` allows it. Rows of A and B that are not whole 16-byte vectors are uploaded padded
+        (:func:`whole_vector_rows`)."""
         t = self.types
         a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
         m, k = a.shape
         n = self._check_b(b, k)
-        push = _u32(m, n, k, k, b.shape[1], n)
+        e = t.elements_per_16_bytes
+        a, b = whole_vector_rows(a, e), whole_vector_rows(b, e)
+        push = _u32(m, n, k, a.shape[1], b.shape[1], n)
         return self._launch({"A": a, "B": b}, m, n, k, push, self.defines(), t.output_dtype,
                             {"ALIGNED": self.aligned(m, n, k)})
 
@@ -217,6 +240,7 @@ class Sparse24Kernel(_WorkgroupKernel):
         values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
         b = check_matrix("B", b, self.types.input_dtype)
         n = self._check_b(b, k)
+        b = whole_vector_rows(b, self.types.elements_per_16_bytes)
         if self.meta_words:
             inputs = {"interleaved A": interleave_2to4(values, metadata, self.meta_words), "B": b}
         else:
@@ -289,9 +313,10 @@ class KhrKernel(_SharedMemoryKernel):
 
 
 class StagedKernel(_SharedMemoryKernel):
-    """coopmat2_staged_gemm.comp, an experiment (docs/gemm-notes.md): A and B copied to shared memory in 16-byte
-    vectors, double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the
-    A/B strides whole 16-byte vectors; any M."""
+    """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
+    double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
+    whole 16-byte vectors; any M. ``split_k`` > 1 (fp32 results) adds a reduce pass, as the direct kernel does;
+    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4)."""
     shader = STAGED_SHADER
     what = "staged"
 
@@ -299,9 +324,13 @@ class StagedKernel(_SharedMemoryKernel):
         self.types, self.tile = gemm_types(types), tile
         if self.types.bytes_per_input != 2:
             raise GemmInputError(f"the staged kernel takes 16-bit inputs, not {self.types.key}")
-        if tile.subgroup_scope or tile.n_parts != 1 or tile.split_k != 1:
-            raise GemmInputError(f"tile {tile.label()}: the staged kernel has one workgroup-scope accumulator and "
-                                 "no split-K")
+        if tile.subgroup_scope or tile.n_parts != 1:
+            raise GemmInputError(f"tile {tile.label()}: the staged kernel has one workgroup-scope accumulator")
+        if not 1 <= tile.k_unroll <= MAX_PREFETCH:
+            raise GemmInputError(f"k_unroll={tile.k_unroll}: the staged kernel's prefetch depth is 1 to {MAX_PREFETCH}")
+        if tile.split_k < 1 or (tile.split_k > 1 and self.types.output_dtype != np.float32):
+            raise GemmInputError(f"split_k={tile.split_k}: the staged kernel splits K only into fp32 partial sums "
+                                 "(split_k >= 1)")
         e, invocations = self.types.elements_per_16_bytes, tile.workgroup_size
         if (tile.tile_m * tile.tile_k // e) % invocations or (tile.tile_k * tile.tile_n // e) % invocations:
             raise GemmInputError(f"tile {tile.label()}: each invocation must copy a whole number of 16-byte "
@@ -313,23 +342,33 @@ class StagedKernel(_SharedMemoryKernel):
         e, tile = self.types.elements_per_16_bytes, self.tile
         return 2 * 16 * (tile.tile_m * (tile.tile_k // e + 1) + tile.tile_k * (tile.tile_n // e + 1))
 
-    def specialization(self) -> dict:
-        """The named constants of staged_gemm.glsl: the tile's sizes without the direct kernel's extras."""
+    def aligned(self, m: int, n: int, k: int) -> bool:
+        """Whether the ALIGNED pipeline may run: M and N whole tiles, K whole TILE_K steps."""
+        tile = self.tile
+        return m % tile.tile_m == 0 and n % tile.tile_n == 0 and k % tile.tile_k == 0
+
+    def specialization(self, m: int, n: int, k: int) -> dict:
+        """The named constants of staged_gemm.glsl for a problem: the tile's sizes, its K split, ALIGNED, and the
+        tile's K unroll as PREFETCH (K steps whose loads are in flight while one multiplies)."""
         tile = self.tile
         return {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
-                "TILE_K": tile.tile_k, "GROUP_M": tile.group_m}
+                "TILE_K": tile.tile_k, "GROUP_M": tile.group_m, "SPLIT_K": tile.split_k,
+                "ALIGNED": self.aligned(m, n, k), "PREFETCH": tile.k_unroll}
 
-    def groups(self, m: int, n: int) -> tuple:
-        return (-(-m // self.tile.tile_m) * -(-n // self.tile.tile_n), 1, 1)
+    def _staged_launch(self, inputs: dict, m: int, n: int, k: int, push: tuple) -> Launch:
+        split = self.tile.split_k
+        gemm = Dispatch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k),
+                        tuple(inputs) + (_target(split),), (_tiles(self.tile, m, n), split, 1), push)
+        return _with_reduce(gemm, inputs, m, n, k, self.types.output_dtype, split)
 
     def launch(self, a, b) -> Launch:
         a, b, m, n, k = self._operands(a, b)
-        return self._one_dispatch(a, b, m, n, k, self.specialization(), self.groups(m, n), {})
+        return self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
 
 
 class StagedSparse24Kernel(StagedKernel):
-    """coopmat2_staged_sparse24.comp, an experiment: the staged kernel with A read in vkcoop's 2:4 format and
-    expanded to dense rows on its way into shared memory (16 columns per 128-bit load of values)."""
+    """coopmat2_staged_sparse24.comp: the staged kernel with A read in vkcoop's 2:4 format and expanded to dense
+    rows on its way into shared memory (16 columns per 128-bit load of values)."""
     shader = STAGED_SPARSE24_SHADER
     what = "staged 2:4"
 
@@ -356,8 +395,4 @@ class StagedSparse24Kernel(StagedKernel):
             raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
                                  f"{t.elements_per_16_bytes}")
         n = b.shape[1]
-        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, self.specialization(),
-                            ("values", "metadata", "B", "C"), self.groups(m, n), _u32(m, n, k, n, n))
-        return Launch([dispatch], {"values": values, "metadata": metadata, "B": b}, {"C": ((m, n), t.output_dtype)},
-                      "C", (m, n, k))
-
+        return self._staged_launch({"values": values, "metadata": metadata, "B": b}, m, n, k, _u32(m, n, k, n, n))

@@ -18,7 +18,7 @@ from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_wor
 from .path import GemmOperands, GemmProblem
 from .tiles import choose_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
-from .vulkan import CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm
+from .vulkan import CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm, StagedCoopMat2Gemm, StagedSparse24Gemm
 
 __all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
            "VulkanDevicePaths", "CoopMat2Path", "Sparse24Path", "KhrPath"]
@@ -45,19 +45,19 @@ SEED_CONFIGS = {
         "llm": _seeds("64:32x32x128u2g1s2i4c", "256:64x32x128u2g1i1c", "256:64x32x128u2g1c"),
     },
 }
-#: H100 80GB HBM3 (driver 580.159.04, 2026-11-25, docs/gemm-notes.md "H100"), with the ALIGNED pipelines, 8192^3
-#: fp16 TFLOP/s: dense u8 302.3-302.6 (291.9 in bench sparse), u16 317.0 (one explore run; not yet measured on
-#: ragged shapes, so second), 128 invocations u8 295.1; 2:4 u8 i1 210.1, two bindings 195.1. 8192x32x8192 (ms):
-#: dense 32x32x128/64 split-K 2 0.059-0.061, /32 0.060, split-K 4 0.062-0.064; 2:4 i4 split-K 2 0.096-0.098,
-#: split-K 4 0.097, i1 split-K 4 0.097.
+#: H100 80GB HBM3 (driver 580.159.04, docs/gemm-notes.md "H100"), with the ALIGNED pipelines, 8192^3 fp16
+#: TFLOP/s: dense u16 317.0 / u8 301.2 (bf16 316.1 / 301.1; 8191 rows 263.4 / 249.1), staged 128:128x128x32 316.1;
+#: 2:4 staged 128:128x128x32 (t, expanded in the copy) 232.4, direct u8 i1 210.0. 8192x32x8192 (ms): dense
+#: 32x32x128/64 split-K 2 0.063, staged 64x32x64/128 prefetch 4 split-K 2 0.064; 2:4 staged the same 0.073, direct
+#: i4 split-K 2 0.101. Staged ("t") configurations need K and N in whole 16-byte vectors; others follow them.
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
-        "square": _seeds("256:128x256x32u8g8", "256:128x256x32u16g8", "128:128x128x32u8g8"),
-        "llm": _seeds("64:32x32x128u2g1s2c", "32:32x32x128u2g1s2c", "32:32x32x128u2g1s4c"),
+        "square": _seeds("256:128x256x32u16g8", "256:128x256x32u8g8", "128:128x128x32u1g8t"),
+        "llm": _seeds("64:32x32x128u2g1s2c", "128:64x32x64u4g1s2t", "32:32x32x128u2g1s2c"),
     },
     "vk-coopmat2-2:4": {
-        "square": _seeds("256:128x256x32u8g8i1", "256:128x256x32u8g8"),
-        "llm": _seeds("64:32x32x128u2g1s2i4c", "64:32x32x128u2g1s4i4c", "64:32x32x128u2g1s4i1c"),
+        "square": _seeds("128:128x128x32u1g8t", "128:64x256x32u1g8t", "256:128x256x32u8g8i1"),
+        "llm": _seeds("128:64x32x64u4g1s2t", "64:32x32x128u2g1s2i4c", "64:32x32x128u2g1s4i4c"),
     },
 }
 #: Shipped seeds by device name.
@@ -140,7 +140,7 @@ class _VulkanPath:
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         """Not tuning: the device's seed default, else the first derived candidate. Tuning: the seeds, then the
         candidates derived from the driver's tables (:func:`vkcoop.gemm.configs.derive_workgroup_configs`)."""
-        seeds = seed_configs(self.group.name, self.name, problem)
+        seeds = [c for c in seed_configs(self.group.name, self.name, problem) if c.applies_to(problem)]
         if seeds and not tune:
             return seeds[:1]
         derived = derive_workgroup_configs(self.name, problem, self.group.flexible, self.group.limits)
@@ -148,11 +148,13 @@ class _VulkanPath:
         return options if tune else options[:1]
 
     def config_from_label(self, label: str, problem: GemmProblem):
-        """The configuration a tuning cache names, or None when the label does not parse."""
+        """The configuration a tuning cache names, or None when the label does not parse or cannot run
+        ``problem`` (a staged configuration of the class, for a K or N that is not whole 16-byte vectors)."""
         try:
-            return parse_config(label)
+            config = parse_config(label)
         except GemmInputError:
             return None
+        return config if config.applies_to(problem) else None
 
     def kernel(self, dtype: str, config):
         key = (dtype, config)
@@ -175,6 +177,9 @@ class CoopMat2Path(_VulkanPath):
     name = "vk-coopmat2-dense"
 
     def _make(self, dtype, config):
+        if config.staged:
+            return StagedCoopMat2Gemm(self.group.device, accumulating_types(dtype), config.tile,
+                                      flexible=self.group.flexible)
         return CoopMat2Gemm(self.group.device, accumulating_types(dtype), config.tile,
                             b_column_major=config.b_column_major, flexible=self.group.flexible)
 
@@ -186,6 +191,8 @@ class Sparse24Path(_VulkanPath):
     name = "vk-coopmat2-2:4"
 
     def _make(self, dtype, config):
+        if config.staged:
+            return StagedSparse24Gemm(self.group.device, dtype, config.tile, flexible=self.group.flexible)
         return Sparse24Gemm(self.group.device, dtype, config.tile, b_column_major=config.b_column_major,
                             flexible=self.group.flexible, meta_words=config.meta_words)
 
