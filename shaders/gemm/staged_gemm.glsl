@@ -99,7 +99,7 @@ void main() {
     // Register set (step - step_begin) % PREFETCH holds a step's tiles from its fetch to its stash. Step s first
     // refills its own set (stashed in the step before) with step s + PREFETCH, so while s multiplies from shared
     // memory, steps s+1 .. s+PREFETCH are in flight. The K loop is unrolled PREFETCH times so every set index is a
-    // constant; PREFETCH 1 is the plain register-prefetch loop.
+    // constant; at PREFETCH 1 this is the plain register-prefetch loop.
     MAT_C sum = MAT_C(0);
     if (step_begin < step_end) {
         fetch_a(0, row0, step_begin * TILE_K);
@@ -114,42 +114,23 @@ void main() {
         }
     }
     barrier();
-    if (PREFETCH == 1) {
-        // The plain loop: the driver unrolls it several steps deep, which measured faster than the ring below
-        // at depth 1 (316 against 284 TFLOP/s at 128:128x128x32, docs/gemm-notes.md).
-        for (uint step = step_begin; step < step_end; ++step) {
-            const uint stage = (step - step_begin) & 1;
-            const bool more = step + 1 < step_end;
-            if (more) {   // in flight while this stage multiplies
-                fetch_a(0, row0, (step + 1) * TILE_K);
-                fetch_b(0, col0, (step + 1) * TILE_K);
+    for (uint first = step_begin; first < step_end; first += PREFETCH) {
+        [[unroll]] for (uint j = 0; j < PREFETCH; ++j) {
+            const uint step = first + j;
+            if (step >= step_end) {
+                break;
             }
+            if (step + PREFETCH < step_end) {   // in flight while this stage multiplies
+                fetch_a(j, row0, (step + PREFETCH) * TILE_K);
+                fetch_b(j, col0, (step + PREFETCH) * TILE_K);
+            }
+            const uint stage = (step - step_begin) & 1;
             sum = multiply_stage(stage, sum);
-            if (more) {   // the other stage was last read in the previous step, which ended with a barrier
-                stash_a(0, (stage ^ 1) * A_STAGE);
-                stash_b(0, (stage ^ 1) * B_STAGE);
+            if (step + 1 < step_end) {   // the other stage was last read in the previous step, before its barrier
+                stash_a((j + 1) % PREFETCH, (stage ^ 1) * A_STAGE);
+                stash_b((j + 1) % PREFETCH, (stage ^ 1) * B_STAGE);
             }
             barrier();
-        }
-    } else {
-        for (uint first = step_begin; first < step_end; first += PREFETCH) {
-            [[unroll]] for (uint j = 0; j < PREFETCH; ++j) {
-                const uint step = first + j;
-                if (step >= step_end) {
-                    break;
-                }
-                if (step + PREFETCH < step_end) {   // in flight while this stage multiplies
-                    fetch_a(j, row0, (step + PREFETCH) * TILE_K);
-                    fetch_b(j, col0, (step + PREFETCH) * TILE_K);
-                }
-                const uint stage = (step - step_begin) & 1;
-                sum = multiply_stage(stage, sum);
-                if (step + 1 < step_end) {
-                    stash_a((j + 1) % PREFETCH, (stage ^ 1) * A_STAGE);
-                    stash_b((j + 1) % PREFETCH, (stage ^ 1) * B_STAGE);
-                }
-                barrier();
-            }
         }
     }
 

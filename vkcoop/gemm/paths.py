@@ -46,8 +46,9 @@ SEED_CONFIGS = {
     },
 }
 #: H100 80GB HBM3 (driver 580.159.04, docs/gemm-notes.md "H100"), with the ALIGNED pipelines, 8192^3 fp16
-#: TFLOP/s: dense u16 317.0 / u8 301.2 (bf16 316.1 / 301.1; 8191 rows 263.4 / 249.1), staged 128:128x128x32 316.1;
-#: 2:4 staged 128:128x128x32 (t, expanded in the copy) 232.4, direct u8 i1 210.0. 8192x32x8192 (ms): dense
+#: TFLOP/s: dense u16 317.0 / u8 301.2 (bf16 316.1 / 301.1; 8191 rows 263.4 / 249.1), staged 128:128x128x32 u1 288;
+#: 2:4 staged 128:128x128x32 u1 (t, expanded in the copy) 224-225 (214.9 in bench sparse), direct u8 i1 210.0.
+#: 8192x32x8192 (ms): dense
 #: 32x32x128/64 split-K 2 0.063, staged 64x32x64/128 prefetch 4 split-K 2 0.064; 2:4 staged the same 0.073, direct
 #: i4 split-K 2 0.101. Staged ("t") configurations need K and N in whole 16-byte vectors; others follow them.
 H100_SEED_CONFIGS = {
