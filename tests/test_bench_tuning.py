@@ -18,8 +18,8 @@ from vkcoop.bench import measure
 from vkcoop.bench import sparse as bench
 from vkcoop.bench.identity import DeviceIdentity, normalize_driver, normalize_uuid
 from vkcoop.bench.tuning import CACHE_FORMAT, Tuner, TuningCache, cached_entries
-from vkcoop.gemm.configs import (DeviceLimits, derive_khr_configs, derive_workgroup_configs, recorded_device,
-                                 split_k_choices, tuning_class)
+from vkcoop.gemm.configs import (NARROW_FALLBACK_SPLIT, NARROW_FILLS, DeviceLimits, derive_khr_configs,
+                                 derive_workgroup_configs, recorded_device, tuning_class)
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, SEED_DEVICE
 
@@ -279,10 +279,14 @@ def test_derived_configurations_fit_the_recorded_device(report, path_name):
             if path_name == "vk-coopmat2-dense":
                 assert config.meta_words == 0
             if tuning_class(problem) == "compute":
-                assert tile.split_k == 1
-            else:   # narrow: split-K brings the workgroups to two per SM
+                assert tile.split_k == 1 and tile.per_sm == 0
+            else:   # narrow: split-K fills one wave of per_sm workgroups per SM, resolved per problem
+                assert tile.per_sm in NARROW_FILLS and tile.split_k == NARROW_FALLBACK_SPLIT
+                ran = config.for_problem(problem, 132).tile
                 tiles = -(-problem.m // tile.tile_m) * -(-problem.n // tile.tile_n)
-                assert tile.split_k in split_k_choices(tiles, limits.sm_count)
+                assert ran.split_k == 1 or tiles * ran.split_k <= 132 * tile.per_sm
+                assert ran.split_k == 16 or tiles * (ran.split_k + 1) > 132 * tile.per_sm \
+                    or ran.split_k == -(-problem.k // tile.tile_k)
         for tile in derive_khr_configs(problem, khr, limits):
             gemm.KhrKernel(gemm.accumulating_types(problem.dtype), tile).check_shared_memory(limits.shared_memory)
 
@@ -309,13 +313,11 @@ def test_derivation_follows_the_table_not_constants():
     assert configs and all(c.tile.workgroup_size == 128 for c in configs)
     assert all(c.tile.tile_m % 64 == 0 and c.tile.tile_n % 64 == 0 for c in configs)
     assert all((c.tile.tile_m + c.tile.tile_n) * c.tile.tile_k * 2 <= 24576 for c in configs)
-    assert split_k_choices(4096 // 32, 16) == (1, 2) and split_k_choices(8, 132) == (8,)
-    assert split_k_choices(100, None) == (1, 2, 4)
 
 
 def test_tuning_classes():
-    assert [tuning_class(GemmProblem("fp16", "llm", 4096, n, 4096)) for n in (1, 16, 17, 64, 65, 256, 257)] == [
-        "narrow16", "narrow16", "narrow64", "narrow64", "narrow256", "narrow256", "compute"]
+    assert [tuning_class(GemmProblem("fp16", "llm", 4096, n, 4096)) for n in (1, 16, 17, 32, 33, 64, 65, 256, 257)] == [
+        "narrow16", "narrow16", "narrow32", "narrow32", "narrow64", "narrow64", "narrow256", "narrow256", "compute"]
     assert tuning_class(GemmProblem("bf16", "mlp", 5120, 13824, 5120)) == "compute"
 
 
@@ -346,7 +348,7 @@ def test_a_run_on_an_unknown_device_tunes_once_per_class_and_records_everything(
     rows = cached_entries(tmp_path)
     assert {(r["path"], r["class"], r["config"]) for r in rows} == {
         ("vk-coopmat2-dense", "compute", "c"), ("vk-coopmat2-2:4", "compute", "b"),
-        ("vk-coopmat2-dense", "narrow64", "c"), ("vk-coopmat2-2:4", "narrow64", "b")}
+        ("vk-coopmat2-dense", "narrow32", "c"), ("vk-coopmat2-2:4", "narrow32", "b")}
 
 
 def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured_winner():
@@ -354,9 +356,16 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
     from vkcoop.gemm.paths import SEEDS, seed_configs
     h100 = "NVIDIA H100 80GB HBM3"
     square = seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "square", 8192, 8192, 8192))
-    assert square[0].label() == "256:128x256x32u16g8" and len(set(c.label() for c in square)) == len(square)
+    assert square[0].label() == "256:128x256x32u32g8" and len(set(c.label() for c in square)) == len(square)
     narrow = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 32, 8192))
-    assert narrow[0].label() == "128:64x32x64u4g1s2t" and narrow[0].staged
+    assert narrow[0].label() == "128:64x32x64u4g1s2w3t" and narrow[0].staged
+    # a class the table names wins over its family; one it does not name falls back to the family
+    n16 = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 16, 8192))
+    assert n16[0].label() == "128:64x16x64u3g1w4t" and n16[0].tile.tile_n == 16
+    n64 = seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 64, 8192))
+    assert n64[0].tile.tile_n == 64
+    assert seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 128, 8192)) == \
+        seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 32, 8192))
     # a staged seed needs whole 16-byte rows: behind it there is always a direct one for an odd N
     for family in paths.H100_SEED_CONFIGS.values():
         for seeds in family.values():
@@ -391,3 +400,36 @@ def test_derived_staged_candidates_fit_their_shared_memory_and_skip_odd_shapes(p
             assert not config.b_column_major and not config.meta_words
     odd = GemmProblem("fp16", "odd", 8192, 8190, 8192)
     assert not any(c.staged for c in derive_workgroup_configs(path_name, odd, flexible, limits))
+
+
+def test_a_w_tile_splits_k_so_that_its_workgroups_fill_one_wave():
+    """132 SMs keeping 3 workgroups each hold 396: 8192 rows of 64 take 3 slices, 4096 rows take 6 (384)."""
+    from vkcoop.gemm.configs import parse_config
+    from vkcoop.gemm.tiles import MAX_SPLIT_K, parse_tile
+    tile, rest = parse_tile("128:64x32x64u4g1s2w3t")
+    assert rest == "t" and (tile.split_k, tile.per_sm) == (2, 3) and tile.label() == "128:64x32x64u4g1s2w3"
+    assert tile.fill_split(8192, 32, 8192, 132).split_k == 3
+    assert tile.fill_split(4096, 32, 4096, 132).split_k == 6
+    assert tile.fill_split(4096, 64, 4096, 132).split_k == 3    # two column tiles
+    assert tile.fill_split(8192, 32, 8192, None) == tile         # unknown SM count: the fallback split
+    assert tile.fill_split(64, 32, 128, 132).split_k == 2        # at most one K step per slice
+    assert tile.fill_split(64, 32, 8192, 132).split_k == MAX_SPLIT_K
+    assert tile.fill_split(65536, 32, 8192, 132).split_k == 1    # more than a wave already
+    plain = gemm.WorkgroupTile(64, 32, 32, 128, split_k=2)
+    assert plain.fill_split(4096, 32, 4096, 132) == plain        # no w: the split as given
+    problem = GemmProblem("fp16", "llm", 8192, 32, 8192)
+    assert parse_config("128:64x32x64u4g1s2w3t").for_problem(problem, 132).label() == "128:64x32x64u4g1s3w3t"
+
+
+def test_a_vulkan_path_binds_the_split_its_w_configuration_resolves_to(monkeypatch):
+    from types import SimpleNamespace
+
+    from vkcoop.gemm import paths
+    from vkcoop.gemm.configs import parse_config
+    path = paths.Sparse24Path(SimpleNamespace(limits=DeviceLimits(sm_count=132), name="X"))
+    made = []
+    monkeypatch.setattr(path, "_make", lambda dtype, config: made.append(config) or SimpleNamespace())
+    monkeypatch.setattr(path, "_bind", lambda kernel, operands: None)
+    bound = path.bind(SimpleNamespace(problem=GemmProblem("fp16", "llm", 4096, 32, 4096)),
+                      parse_config("128:64x32x64u4g1s2w3t"))
+    assert bound.config == "128:64x32x64u4g1s6w3t" and made[0].tile.split_k == 6 and made[0].staged

@@ -8,8 +8,9 @@ One process, many jobs, so every number of a sweep comes from the same device st
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
 fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experimental shared-memory-staged coopmat2
 kernel, fp32 accumulation) or ``staged24`` (the same with A in the 2:4 format, expanded on the way). A
-configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label, ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][sgSUBGROUPS_M]
-[pN_PARTS][iMETA_WORDS][c]``: ``sg`` selects subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
+configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label, ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM]
+[sgSUBGROUPS_M][pN_PARTS][iMETA_WORDS][c][t]``: ``w`` splits K to fill that many workgroups per SM (the line shows the
+split it resolved to), ``sg`` selects subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
 interleaved 2:4 layout (sparse only), ``c`` column-major B. Each configuration is checked against the reference
 before it is timed, and the first configuration of each job is timed again at its end (``repeat``), which
 exposes drift or a shared GPU. (``dense16`` accumulates in fp16, so at large K its check reports rounding
@@ -61,8 +62,8 @@ def _kernel(device, flexible, kernel_kind, dtype, config):
     return gemm.CoopMat2Gemm(device, types, config.tile, b_column_major=config.b_column_major, flexible=flexible)
 
 
-def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters, warmup_seconds):
-    config = parse_config(label)
+def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters, warmup_seconds, sm_count):
+    config = parse_config(label).for_problem(operands.problem, sm_count)
     started = time.perf_counter()
     kernel = _kernel(device, flexible, kernel_kind, operands.problem.dtype, config)
     try:
@@ -76,20 +77,21 @@ def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters
         times = kernel.time(iters, 3, warmup_seconds=warmup_seconds)
     finally:
         kernel.close()
-    return ok, why, statistics.median(times), min(times), build_s
+    return ok, why, statistics.median(times), min(times), build_s, config.label()
 
 
-def _run_job(device, flexible, job, operands, args, records):
+def _run_job(device, flexible, job, operands, args, records, sm_count):
     kernel_kind, dtype, (m, n, k), labels = job
     for index, label in enumerate(labels + labels[:1]):
         repeat = index == len(labels)
         record = {"kernel": kernel_kind, "dtype": dtype, "shape": [m, n, k], "config": label, "repeat": repeat}
         try:
-            ok, why, median, fastest, build_s = _measure(device, flexible, kernel_kind, operands, label,
-                                                         args.iters, args.warmup_seconds)
+            ok, why, median, fastest, build_s, ran = _measure(device, flexible, kernel_kind, operands, label,
+                                                              args.iters, args.warmup_seconds, sm_count)
             record.update(ok=ok, reason=why, median_ms=median * 1e3, min_ms=fastest * 1e3,
-                          tflops=2.0 * m * n * k / median / 1e12, build_s=build_s)
-            print(f"{kernel_kind:>7} {dtype} {m}x{n}x{k} {label:>28}{' (repeat)' if repeat else '':9}: "
+                          tflops=2.0 * m * n * k / median / 1e12, build_s=build_s, ran=ran)
+            shown = label if ran == label else f"{label} as {ran}"
+            print(f"{kernel_kind:>7} {dtype} {m}x{n}x{k} {shown:>28}{' (repeat)' if repeat else '':9}: "
                   f"{median * 1e3:8.4f} ms {record['tflops']:7.1f} TFLOP/s "
                   f"check={'ok' if ok else why[:80]} build {build_s:.1f}s", flush=True)
         except Exception as error:  # noqa: BLE001 - report and go on to the next configuration
@@ -116,15 +118,18 @@ def main(argv=None) -> int:
     # the khr features bring subgroupSizeControl, which subgroup-scope (sg) configurations ask for
     features = (gemm.features_for("sparse24", "fp16->fp16") + gemm.features_for("sparse24", "bf16->fp32")
                 + gemm.features_for("khr", "fp16->fp32"))
+    from .identity import vulkan_sm_count
+
     records, operands = [], None
     with vk.Device(features=list(dict.fromkeys(features))) as device:
         flexible = device.physical.flexible_shapes()
+        sm_count = vulkan_sm_count(device.physical)   # resolves the split-K of "w" configurations
         for job in jobs:
             _, dtype, (m, n, k), _ = job
             problem = GemmProblem(dtype, "explore", m, n, k)
             if operands is None or operands.problem != problem:
                 operands = GemmOperands.make(problem)   # one shape's inputs at a time
-            _run_job(device, flexible, job, operands, args, records)
+            _run_job(device, flexible, job, operands, args, records, sm_count)
     return 0
 
 

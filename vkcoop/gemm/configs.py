@@ -11,8 +11,9 @@ a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: 
 Candidates (:func:`derive_workgroup_configs`, :func:`derive_khr_configs`) come from the device, not from
 constants: every workgroup-scope row of the flexible-dimension table for the types (granularity, invocations),
 the shared memory left after the driver's reservation, ``cooperativeMatrixFlexibleDimensionsMaxDimension`` and
-the SM count (split-K for narrow problems so that at least two workgroups per SM are in flight). The rules only
-prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
+the SM count: narrow problems split K so that the grid fills one wave of a few workgroups per SM
+(:meth:`vkcoop.gemm.tiles.WorkgroupTile.fill_split`, resolved per problem by :meth:`VulkanConfig.for_problem`). The rules
+only prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
 """
 from __future__ import annotations
 
@@ -28,14 +29,18 @@ from .types import GemmInputError, accumulating_types
 
 #: N up to this is the memory-bound ("narrow") class; the N buckets below split it.
 NARROW_N = 256
-N_BUCKETS = (16, 64, 256)
+#: 32 is its own bucket: a 32-wide tile is whole at N = 32, and at N = 64 a 64-wide tile won on the H100
+#: (8192x64x8192: 0.074 against 0.085 ms)
+N_BUCKETS = (16, 32, 64, 256)
 #: How many candidates a tuning measures at most per path and class (seeds come on top).
 MAX_CANDIDATES = 12
 #: fp32 accumulator elements per invocation of a compute-bound workgroup tile: [min, max] (register budget).
 ACCUMULATORS_PER_INVOCATION = (32, 128)
-#: Narrow problems: aim for this many workgroups per SM (memory-bound kernels need many loads in flight).
-NARROW_WORKGROUPS_PER_SM = 2
-MAX_SPLIT_K = 8
+#: Narrow problems: the workgroups per SM a split-K fills (``w`` of a label), most first: on the H100 the direct
+#: kernel's 64-invocation tiles keep 4 resident, the staged kernel's 128-invocation ones 3 (docs/gemm-notes.md).
+NARROW_FILLS = (4, 3)
+#: The split-K of a narrow candidate where the SM count is unknown.
+NARROW_FALLBACK_SPLIT = 2
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,10 @@ class VulkanConfig:
     def label(self) -> str:
         return self.tile.label() + (f"i{self.meta_words}" if self.meta_words else "") + \
             ("c" if self.b_column_major else "") + ("t" if self.staged else "")
+
+    def for_problem(self, problem: GemmProblem, sm_count: int | None) -> "VulkanConfig":
+        """What runs ``problem``: the split-K of a ``w`` tile resolved from the problem and the SM count."""
+        return replace(self, tile=self.tile.fill_split(problem.m, problem.n, problem.k, sm_count))
 
     def applies_to(self, problem: GemmProblem) -> bool:
         """Whether this configuration can run ``problem``: the staged kernels copy whole 16-byte vectors of K and N."""
@@ -137,19 +146,9 @@ def _compute_tiles(row, limits: DeviceLimits, element_bytes: int):
                     yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=unroll, group_m=8)
 
 
-def split_k_choices(tiles: int, sm_count: int | None) -> tuple[int, ...]:
-    """Split-K factors that bring ``tiles`` workgroups to NARROW_WORKGROUPS_PER_SM per SM, and twice that."""
-    if not sm_count:
-        return (1, 2, 4)
-    wanted = NARROW_WORKGROUPS_PER_SM * sm_count
-    split = 1
-    while tiles * split < wanted and split < MAX_SPLIT_K:
-        split *= 2
-    return tuple(dict.fromkeys((split, min(MAX_SPLIT_K, 2 * split))))
-
-
 def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, element_bytes: int):
-    """Thin tiles for N <= NARROW_N: N rounded to the granularity, K deep, split-K from the SM count."""
+    """Thin tiles for N <= NARROW_N: N rounded to the granularity, K deep, split-K filling NARROW_FILLS workgroups
+    per SM (resolved per problem)."""
     invocations = row.workgroup_invocations
     widths = sorted({max(row.N, -(-min(problem.n, w) // row.N) * row.N) for w in (32, 64)})
     for tm in (32, 64, 128):
@@ -159,11 +158,11 @@ def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, element_bytes
             for tk in (128, 64):
                 if tk % row.K or not _fits(limits, tm, tn, tk, element_bytes):
                     continue
-                tiles = -(-problem.m // tm) * -(-problem.n // tn)
-                for split in split_k_choices(tiles, limits.sm_count):
+                for order, fill in enumerate(NARROW_FILLS):
                     # about 16 accumulators per invocation measured best on the H200 (32x32 on 64 invocations)
-                    rank = (abs(math.log2(tm * tn / invocations / 16)), -tk, tn, split)
-                    yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=2, group_m=1, split_k=split)
+                    rank = (abs(math.log2(tm * tn / invocations / 16)), -tk, tn, order)
+                    yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=2, group_m=1,
+                                              split_k=NARROW_FALLBACK_SPLIT, per_sm=fill)
 
 
 #: (B column-major, meta_words) per path and class, best guess first.

@@ -30,35 +30,41 @@ def _seeds(*labels: str) -> list[VulkanConfig]:
 
 #: The one device :data:`SEED_CONFIGS` was measured on (``PhysicalDevice.name``).
 SEED_DEVICE = "NVIDIA H200"
-#: H200 launch configurations per path and seed family ("square": compute-bound, "llm": N <= 256), tried first
-#: when tuning there (the first is that device's default). H200 measurements, 8192^3 fp16 / bf16 TFLOP/s:
+#: H200 launch configurations per path and seed family ("square": compute-bound, "llm": N <= 256; a table may
+#: also name a tuning class, which then wins over its family), tried first when tuning there (the first is that
+#: device's default). H200 measurements, 8192^3 fp16 / bf16 TFLOP/s:
 #: dense u8 277 / 273, u4 259 / 254, 128 invocations u4 260 / 254; 2:4 u8 i1 199, u4 i1 192, u4 two bindings 173. 8192x32x8192 (ms): dense 32x32x128/64 split-K 2 0.054,
 #: /32 0.054, 64x32x128/256 0.068; 2:4 i4 split-K 2 0.099, 64x32x128/256 i1 0.119, two bindings 0.123
 #: (32 invocations, i1: 0.367, not listed).
 SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("256:128x256x32u8g8", "256:128x256x32u4g8", "128:128x128x32u4g8"),
-        "llm": _seeds("64:32x32x128u2g1s2c", "32:32x32x128u2g1s2c", "256:64x32x128u2g1c"),
+        "llm": _seeds("64:32x32x128u2g1s2w4c", "32:32x32x128u2g1s2c", "256:64x32x128u2g1c"),
     },
     "vk-coopmat2-2:4": {
         "square": _seeds("256:128x256x32u8g8i1", "256:128x256x32u4g8i1", "256:128x256x32u4g8"),
-        "llm": _seeds("64:32x32x128u2g1s2i4c", "256:64x32x128u2g1i1c", "256:64x32x128u2g1c"),
+        "llm": _seeds("64:32x32x128u2g1s2w4i4c", "256:64x32x128u2g1i1c", "256:64x32x128u2g1c"),
     },
 }
 #: H100 80GB HBM3 (driver 580.159.04, docs/gemm-notes.md "H100"), with the ALIGNED pipelines, 8192^3 fp16
-#: TFLOP/s: dense u16 317.0 / u8 301.2 (bf16 316.1 / 301.1; 8191 rows 263.4 / 249.1), staged 128:128x128x32 u1 288;
+#: TFLOP/s: dense u32 323.5 / u16 315.1 (bf16 325.8 / 316.9; 8191 rows 269.6 / 264.2), staged 128:128x128x32 u1 288;
 #: 2:4 staged 128:128x128x32 u1 (t, expanded in the copy) 224-225 (214.9 in bench sparse), direct u8 i1 210.0.
-#: 8192x32x8192 (ms): dense
-#: 32x32x128/64 split-K 2 0.063, staged 64x32x64/128 prefetch 4 split-K 2 0.064; 2:4 staged the same 0.073, direct
-#: i4 split-K 2 0.101. Staged ("t") configurations need K and N in whole 16-byte vectors; others follow them.
+#: Narrow classes (ms, M = K = 8192 / 4096), split-K filling w workgroups per SM: N = 16 dense 64:64x16x128 w4
+#: 0.058, 2:4 staged 64x16x64 prefetch 3 w4 0.057 / 0.021; N = 32 dense 32x32x128 w4 0.063 / 0.022, 2:4 staged
+#: 64x32x64 w3 0.065 / 0.024; N = 64 dense staged 64x64x64 w2 0.074 / 0.027, 2:4 the same 0.083 / 0.029.
+#: Staged ("t") configurations need K and N in whole 16-byte vectors; a direct one follows them.
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
-        "square": _seeds("256:128x256x32u16g8", "256:128x256x32u8g8", "128:128x128x32u1g8t"),
-        "llm": _seeds("64:32x32x128u2g1s2c", "128:64x32x64u4g1s2t", "32:32x32x128u2g1s2c"),
+        "square": _seeds("256:128x256x32u32g8", "256:128x256x32u16g8", "128:128x128x32u1g8t"),
+        "narrow16": _seeds("64:64x16x128u2g1w4c", "64:32x16x128u2g1w4c", "128:64x16x64u4g1w3t"),
+        "llm": _seeds("64:32x32x128u2g1s2w4c", "128:64x32x64u4g1s2w3t", "32:32x32x128u2g1s2c"),
+        "narrow64": _seeds("128:64x64x64u4g1w2t", "64:32x64x128u2g1w3c", "64:32x32x128u2g1s2w4c"),
     },
     "vk-coopmat2-2:4": {
         "square": _seeds("128:128x128x32u1g8t", "128:64x256x32u1g8t", "256:128x256x32u8g8i1"),
-        "llm": _seeds("128:64x32x64u4g1s2t", "64:32x32x128u2g1s2i4c", "64:32x32x128u2g1s4i4c"),
+        "narrow16": _seeds("128:64x16x64u3g1w4t", "128:64x16x64u4g1w4t", "64:32x16x128u2g1w4i4c"),
+        "llm": _seeds("128:64x32x64u4g1s2w3t", "64:32x32x128u2g1s2w4i4c", "64:32x32x128u2g1s4i4c"),
+        "narrow64": _seeds("128:64x64x64u4g1w2t", "128:64x64x64u3g1w2t", "64:32x32x128u2g1s2w4i4c"),
     },
 }
 #: Shipped seeds by device name.
@@ -66,11 +72,13 @@ SEEDS = {SEED_DEVICE: SEED_CONFIGS, "NVIDIA H100 80GB HBM3": H100_SEED_CONFIGS}
 
 
 def seed_configs(device_name: str, path_name: str, problem: GemmProblem) -> list:
-    """The shipped seed configurations of ``path_name`` for ``problem``'s class on ``device_name`` ([] if none)."""
+    """The shipped seed configurations of ``path_name`` for ``problem`` on ``device_name`` ([] if none): those of
+    its tuning class where the table has them (``narrow16``...), else those of the class's family."""
     table = SEEDS.get(device_name, {}).get(path_name)
     if not table:
         return []
-    return list(table.get(seed_family(tuning_class(problem))) or table["square"])
+    cls = tuning_class(problem)
+    return list(table.get(cls) or table.get(seed_family(cls)) or table["square"])
 
 
 class VulkanDevicePaths:
@@ -157,6 +165,9 @@ class _VulkanPath:
             return None
         return config if config.applies_to(problem) else None
 
+    def _for_problem(self, config, problem: GemmProblem):
+        return config.for_problem(problem, self.group.limits.sm_count)
+
     def kernel(self, dtype: str, config):
         key = (dtype, config)
         if key not in self._kernels:
@@ -164,6 +175,8 @@ class _VulkanPath:
         return self._kernels[key]
 
     def bind(self, operands: GemmOperands, config) -> _BoundVulkan:
+        """The label of what runs names the split-K a ``w`` configuration resolved to for this problem."""
+        config = self._for_problem(config, operands.problem)
         gemm = self.kernel(operands.problem.dtype, config)
         self._bind(gemm, operands)
         return _BoundVulkan(gemm, self.group, config.label())
@@ -223,6 +236,9 @@ class KhrPath(_VulkanPath):
 
     def config_from_label(self, label: str, problem: GemmProblem):
         return next((c for c in self.configs(problem, True) if c.label() == label), None)
+
+    def _for_problem(self, config, problem: GemmProblem):
+        return config   # a KHR tile has no split-K
 
     def _make(self, dtype, config):
         return KhrSharedMemoryGemm(self.group.device, accumulating_types(dtype), config)
