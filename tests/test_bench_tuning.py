@@ -433,3 +433,21 @@ def test_a_vulkan_path_binds_the_split_its_w_configuration_resolves_to(monkeypat
     bound = path.bind(SimpleNamespace(problem=GemmProblem("fp16", "llm", 4096, 32, 4096)),
                       parse_config("128:64x32x64u4g1s2w3t"))
     assert bound.config == "128:64x32x64u4g1s6w3t" and made[0].tile.split_k == 6 and made[0].staged
+
+
+def test_one_rule_picks_the_kernel_of_a_configuration():
+    """vkcoop.gemm.configs.launch_kernel serves the derivation, the bench paths and the explore tool alike."""
+    from vkcoop.gemm import launch
+    from vkcoop.gemm.configs import launch_kernel, parse_config
+    pick = {(label, sparse): type(launch_kernel(parse_config(label), "bf16", sparse=sparse))
+            for label in ("128:64x32x64u4g1t", "64:32x32x128u2g1s2c") for sparse in (False, True)}
+    assert pick == {("128:64x32x64u4g1t", False): launch.StagedKernel,
+                    ("128:64x32x64u4g1t", True): launch.StagedSparse24Kernel,
+                    ("64:32x32x128u2g1s2c", False): launch.CoopMat2Kernel,
+                    ("64:32x32x128u2g1s2c", True): launch.Sparse24Kernel}
+    assert launch_kernel(parse_config("64:32x32x128"), "fp16", sparse=False).types.key == "fp16->fp32"
+    assert launch_kernel(parse_config("64:32x32x128"), "fp16", sparse=False, types="fp16->fp16").types.key == \
+        "fp16->fp16"
+    for label in ("128:64x32x64u4g1ct", "128:64x32x64u4g1i4t"):
+        with pytest.raises(gemm.GemmInputError, match="row-major B"):
+            launch_kernel(parse_config(label), "fp16", sparse=True)

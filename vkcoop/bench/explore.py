@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import replace
 
 from .. import gemm
 from ..gemm.paths import parse_config
@@ -47,19 +48,15 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
 
 
 def _kernel(device, flexible, kernel_kind, dtype, config):
-    if config.staged:   # a "t" label names the staged kernel of its path
-        kernel_kind = {"dense": "staged", "sparse": "staged24"}.get(kernel_kind, kernel_kind)
-    if kernel_kind.startswith("staged") and (config.b_column_major or config.meta_words):
-        raise ValueError(f"{config.label()}: the staged kernels read row-major B and take no interleaving")
-    if kernel_kind == "staged24":
-        return gemm.StagedSparse24Gemm(device, dtype, config.tile, flexible=flexible)
-    if kernel_kind == "sparse":
-        return gemm.Sparse24Gemm(device, dtype, config.tile, b_column_major=config.b_column_major,
-                                 flexible=flexible, meta_words=config.meta_words)
-    types = "fp16->fp16" if kernel_kind == "dense16" else gemm.accumulating_types(dtype)
-    if kernel_kind == "staged":
-        return gemm.StagedCoopMat2Gemm(device, types, config.tile, flexible=flexible)
-    return gemm.CoopMat2Gemm(device, types, config.tile, b_column_major=config.b_column_major, flexible=flexible)
+    """A job's kind and a configuration's ``t`` pick the kernel through the bench paths' own rule."""
+    from ..gemm.configs import launch_kernel
+    from ..gemm.vulkan import coopmat2_gemm
+
+    if kernel_kind.startswith("staged"):
+        config = replace(config, staged=True)
+    types = "fp16->fp16" if kernel_kind == "dense16" else None
+    kernel = launch_kernel(config, dtype, sparse=kernel_kind in ("sparse", "staged24"), types=types)
+    return coopmat2_gemm(device, kernel, flexible=flexible)
 
 
 def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters, warmup_seconds, sm_count):

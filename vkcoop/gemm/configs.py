@@ -177,21 +177,31 @@ STAGED_PREFETCH = (2, 1)
 STAGED_CANDIDATES = 2
 
 
-def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits, config: VulkanConfig) -> bool:
-    types = accumulating_types(problem.dtype)
-    try:
-        check_workgroup_tile(flexible, types, config.tile)
-        if config.staged and (config.b_column_major or config.meta_words or not config.applies_to(problem)):
-            return False
+def launch_kernel(config: VulkanConfig, dtype: str, *, sparse: bool, types=None):
+    """The one place a configuration picks its kernel: the 2:4 (``sparse``) or dense kernel, direct or staged
+    (``t``), for ``dtype`` inputs; ``types`` overrides a dense kernel's fp32 accumulation (e.g. "fp16->fp16").
+    Raises GemmInputError for a configuration the kernel cannot take (a staged kernel reads row-major B and
+    takes no interleaved 2:4 layout)."""
+    if config.staged and (config.b_column_major or config.meta_words):
+        raise GemmInputError(f"{config.label()}: the staged kernels read row-major B and take no interleaving")
+    if sparse:
         if config.staged:
-            kernel = (StagedSparse24Kernel(problem.dtype, config.tile) if path_name == "vk-coopmat2-2:4"
-                      else StagedKernel(types, config.tile))
+            return StagedSparse24Kernel(dtype, config.tile)
+        return Sparse24Kernel(dtype, config.tile, b_column_major=config.b_column_major, meta_words=config.meta_words)
+    types = types or accumulating_types(dtype)
+    if config.staged:
+        return StagedKernel(types, config.tile)
+    return CoopMat2Kernel(types, config.tile, b_column_major=config.b_column_major)
+
+
+def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits, config: VulkanConfig) -> bool:
+    if not config.applies_to(problem):
+        return False
+    try:
+        kernel = launch_kernel(config, problem.dtype, sparse=path_name == "vk-coopmat2-2:4")
+        check_workgroup_tile(flexible, kernel.types, config.tile)
+        if config.staged:
             kernel.check_shared_memory(limits.shared_memory)
-        elif path_name == "vk-coopmat2-2:4":
-            Sparse24Kernel(problem.dtype, config.tile, b_column_major=config.b_column_major,
-                           meta_words=config.meta_words)
-        else:
-            CoopMat2Kernel(types, config.tile, b_column_major=config.b_column_major)
     except GemmInputError:
         return False
     return True

@@ -13,12 +13,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, parse_config,
-                      seed_family, tuning_class)
+from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, launch_kernel,
+                      parse_config, seed_family, tuning_class)
 from .path import GemmOperands, GemmProblem
 from .tiles import choose_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
-from .vulkan import CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm, StagedCoopMat2Gemm, StagedSparse24Gemm
+from .vulkan import KhrSharedMemoryGemm, L2Flush, coopmat2_gemm
 
 __all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
            "VulkanDevicePaths", "CoopMat2Path", "Sparse24Path", "KhrPath"]
@@ -35,7 +35,8 @@ SEED_DEVICE = "NVIDIA H200"
 #: device's default). H200 measurements, 8192^3 fp16 / bf16 TFLOP/s:
 #: dense u8 277 / 273, u4 259 / 254, 128 invocations u4 260 / 254; 2:4 u8 i1 199, u4 i1 192, u4 two bindings 173. 8192x32x8192 (ms): dense 32x32x128/64 split-K 2 0.054,
 #: /32 0.054, 64x32x128/256 0.068; 2:4 i4 split-K 2 0.099, 64x32x128/256 i1 0.119, two bindings 0.123
-#: (32 invocations, i1: 0.367, not listed).
+#: (32 invocations, i1: 0.367, not listed). The llm defaults carry w4: on the H200's 132 SMs that resolves to the
+#: measured split 2 at 8192x32x8192 (and to 4 at 4096 rows, as on the H100).
 SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("256:128x256x32u8g8", "256:128x256x32u4g8", "128:128x128x32u4g8"),
@@ -174,6 +175,10 @@ class _VulkanPath:
             self._kernels[key] = self._make(dtype, config)
         return self._kernels[key]
 
+    def _make(self, dtype, config):
+        kernel = launch_kernel(config, dtype, sparse=self.sparse)
+        return coopmat2_gemm(self.group.device, kernel, flexible=self.group.flexible)
+
     def bind(self, operands: GemmOperands, config) -> _BoundVulkan:
         """The label of what runs names the split-K a ``w`` configuration resolved to for this problem."""
         config = self._for_problem(config, operands.problem)
@@ -189,13 +194,7 @@ class _VulkanPath:
 
 class CoopMat2Path(_VulkanPath):
     name = "vk-coopmat2-dense"
-
-    def _make(self, dtype, config):
-        if config.staged:
-            return StagedCoopMat2Gemm(self.group.device, accumulating_types(dtype), config.tile,
-                                      flexible=self.group.flexible)
-        return CoopMat2Gemm(self.group.device, accumulating_types(dtype), config.tile,
-                            b_column_major=config.b_column_major, flexible=self.group.flexible)
+    sparse = False
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.pruned, gemm.kernel.store_b(operands.b))
@@ -203,12 +202,7 @@ class CoopMat2Path(_VulkanPath):
 
 class Sparse24Path(_VulkanPath):
     name = "vk-coopmat2-2:4"
-
-    def _make(self, dtype, config):
-        if config.staged:
-            return StagedSparse24Gemm(self.group.device, dtype, config.tile, flexible=self.group.flexible)
-        return Sparse24Gemm(self.group.device, dtype, config.tile, b_column_major=config.b_column_major,
-                            flexible=self.group.flexible, meta_words=config.meta_words)
+    sparse = True
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.compressed.values, operands.compressed.metadata, gemm.kernel.store_b(operands.b))

@@ -193,13 +193,26 @@ class _TwoOperandGemm(VulkanGemm):
             self.release()
 
 
+def _checked(device, kernel, flexible):
+    """``kernel`` once its tile matches the flexible-dimensions table and a staged kernel fits the shared memory."""
+    check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, kernel.tile)
+    if isinstance(kernel, StagedKernel):
+        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
+    return kernel
+
+
+def coopmat2_gemm(device, kernel, *, flexible=None) -> "VulkanGemm":
+    """The device GEMM of a launch-level coopmat2 kernel (``vkcoop.gemm.configs.launch_kernel`` picks one for a
+    configuration): the compressed-A form for the 2:4 kernels, the two-operand form for the dense ones."""
+    compressed = isinstance(kernel, (Sparse24Kernel, StagedSparse24Kernel))
+    return (_CompressedGemm if compressed else _TwoOperandGemm)(device, _checked(device, kernel, flexible))
+
+
 class CoopMat2Gemm(_TwoOperandGemm):
     """Workgroup-scope coopmat2 GEMM (sample ``coopmat2-gemm``'s kernel): C = A @ B, any M, N, K."""
 
     def __init__(self, device, types, tile: WorkgroupTile, *, b_column_major: bool = False, flexible=None):
-        kernel = CoopMat2Kernel(types, tile, b_column_major=b_column_major)
-        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
-        super().__init__(device, kernel)
+        super().__init__(device, _checked(device, CoopMat2Kernel(types, tile, b_column_major=b_column_major), flexible))
 
 
 class _CompressedGemm(VulkanGemm):
@@ -224,8 +237,7 @@ class Sparse24Gemm(_CompressedGemm):
     def __init__(self, device, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False, flexible=None,
                  meta_words: int = 0):
         kernel = Sparse24Kernel(dtype, tile, b_column_major=b_column_major, meta_words=meta_words)
-        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
-        super().__init__(device, kernel)
+        super().__init__(device, _checked(device, kernel, flexible))
 
 
 class KhrSharedMemoryGemm(_TwoOperandGemm):
@@ -242,10 +254,7 @@ class StagedCoopMat2Gemm(_TwoOperandGemm):
     memory in 16-byte vectors, then workgroup-scope matrix loads from there."""
 
     def __init__(self, device, types, tile: WorkgroupTile, *, flexible=None):
-        kernel = StagedKernel(types, tile)
-        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
-        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
-        super().__init__(device, kernel)
+        super().__init__(device, _checked(device, StagedKernel(types, tile), flexible))
 
 
 class StagedSparse24Gemm(_CompressedGemm):
@@ -253,8 +262,4 @@ class StagedSparse24Gemm(_CompressedGemm):
     format into shared memory, then workgroup-scope matrix loads; B row-major."""
 
     def __init__(self, device, dtype: str, tile: WorkgroupTile, *, flexible=None):
-        kernel = StagedSparse24Kernel(dtype, tile)
-        check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, tile)
-        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
-        super().__init__(device, kernel)
-
+        super().__init__(device, _checked(device, StagedSparse24Kernel(dtype, tile), flexible))
