@@ -199,3 +199,17 @@ def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():
     single = measure.measure_path(FakePath(), operands, iters=4, warmup=1, flush_l2=False, tune=False)
     assert single.config == configs[0].label() and len(single.tuning) == 1
     assert single.status == "failed" and single.median_ms is None
+
+
+def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
+    """A job's kind decides 2:4 or dense, "staged*" or a "t" label the staged kernel, dense16 fp16 accumulation."""
+    from vkcoop.bench import explore
+    from vkcoop.gemm import launch, vulkan
+    monkeypatch.setattr(vulkan, "coopmat2_gemm", lambda device, kernel, flexible=None: kernel)
+    made = {kind: explore._kernel(None, (), kind, "fp16", parse_config(label))
+            for kind, label in (("dense", "64:32x32x128"), ("dense16", "64:32x32x128"), ("staged", "64:32x32x128"),
+                                ("sparse", "64:32x32x128t"), ("staged24", "64:32x32x128"))}
+    assert type(made["dense"]) is launch.CoopMat2Kernel and made["dense"].types.key == "fp16->fp32"
+    assert type(made["dense16"]) is launch.CoopMat2Kernel and made["dense16"].types.key == "fp16->fp16"
+    assert type(made["staged"]) is launch.StagedKernel
+    assert type(made["sparse"]) is launch.StagedSparse24Kernel and type(made["staged24"]) is launch.StagedSparse24Kernel
