@@ -8,9 +8,9 @@ One process, many jobs, so every number of a sweep comes from the same device st
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
 fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experimental shared-memory-staged coopmat2
 kernel, fp32 accumulation) or ``staged24`` (the same with A in the 2:4 format, expanded on the way). A
-configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label, ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM]
-[sgSUBGROUPS_M][pN_PARTS][iMETA_WORDS][c][t]``: ``w`` splits K to fill that many workgroups per SM (the line shows the
-split it resolved to), ``sg`` selects subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
+configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
+``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][sgSUBGROUPS_M][pN_PARTS][iMETA_WORDS][c][t]``: ``w``
+splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
 interleaved 2:4 layout (sparse only), ``c`` column-major B. Each configuration is checked against the reference
 before it is timed, and the first configuration of each job is timed again at its end (``repeat``), which
 exposes drift or a shared GPU. (``dense16`` accumulates in fp16, so at large K its check reports rounding
@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 
 from .. import gemm
+from ..gemm.configs import launch_kernel
 from ..gemm.paths import parse_config
 from ..gemm.path import GemmOperands, GemmProblem
 
@@ -49,14 +50,11 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
 
 def _kernel(device, flexible, kernel_kind, dtype, config):
     """A job's kind and a configuration's ``t`` pick the kernel through the bench paths' own rule."""
-    from ..gemm.configs import launch_kernel
-    from ..gemm.vulkan import coopmat2_gemm
-
     if kernel_kind.startswith("staged"):
         config = replace(config, staged=True)
     types = "fp16->fp16" if kernel_kind == "dense16" else None
     kernel = launch_kernel(config, dtype, sparse=kernel_kind in ("sparse", "staged24"), types=types)
-    return coopmat2_gemm(device, kernel, flexible=flexible)
+    return gemm.vulkan.coopmat2_gemm(device, kernel, flexible=flexible)
 
 
 def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters, warmup_seconds, sm_count):

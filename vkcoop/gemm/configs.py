@@ -12,8 +12,8 @@ Candidates (:func:`derive_workgroup_configs`, :func:`derive_khr_configs`) come f
 constants: every workgroup-scope row of the flexible-dimension table for the types (granularity, invocations),
 the shared memory left after the driver's reservation, ``cooperativeMatrixFlexibleDimensionsMaxDimension`` and
 the SM count: narrow problems split K so that the grid fills one wave of a few workgroups per SM
-(:meth:`vkcoop.gemm.tiles.WorkgroupTile.fill_split`, resolved per problem by :meth:`VulkanConfig.for_problem`). The rules
-only prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
+(:meth:`vkcoop.gemm.tiles.WorkgroupTile.fill_split`, resolved per problem by :meth:`VulkanConfig.for_problem`).
+The rules only prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
 """
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
-from .launch import CoopMat2Kernel, KhrKernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel
+from .launch import (CoopMat2Kernel, KhrKernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel,
+                     check_coopmat2_kernel)
 from .path import GemmProblem
-from .tiles import WorkgroupTile, check_workgroup_tile, choose_subgroup_tile, granularity_rows, parse_tile
+from .tiles import WorkgroupTile, choose_subgroup_tile, granularity_rows, parse_tile
 from .types import GemmInputError, accumulating_types
 
 #: N up to this is the memory-bound ("narrow") class; the N buckets below split it.
@@ -198,10 +199,8 @@ def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
     if not config.applies_to(problem):
         return False
     try:
-        kernel = launch_kernel(config, problem.dtype, sparse=path_name == "vk-coopmat2-2:4")
-        check_workgroup_tile(flexible, kernel.types, config.tile)
-        if config.staged:
-            kernel.check_shared_memory(limits.shared_memory)
+        check_coopmat2_kernel(launch_kernel(config, problem.dtype, sparse=path_name == "vk-coopmat2-2:4"), flexible,
+                              limits.shared_memory)
     except GemmInputError:
         return False
     return True

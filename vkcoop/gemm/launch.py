@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import sparse as sparse24
 from .interleave import META_WORDS_CHOICES, interleave_2to4
-from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile
+from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
 from .types import SPARSE24_TYPES, GEMM_TYPES, GemmInputError, gemm_types
 
 COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
@@ -396,3 +396,12 @@ class StagedSparse24Kernel(StagedKernel):
                                  f"{t.elements_per_16_bytes}")
         n = b.shape[1]
         return self._staged_launch({"values": values, "metadata": metadata, "B": b}, m, n, k, _u32(m, n, k, n, n))
+
+
+def check_coopmat2_kernel(kernel, flexible, shared_memory: int) -> None:
+    """Raise GemmInputError unless a workgroup-scope kernel's tile matches a flexible-dimensions row and, for a
+    staged kernel, its shared memory fits ``shared_memory`` bytes: what a tuning's candidates and a device GEMM
+    are both held to."""
+    check_workgroup_tile(flexible, kernel.types, kernel.tile)
+    if isinstance(kernel, StagedKernel):
+        kernel.check_shared_memory(shared_memory)

@@ -13,8 +13,8 @@ import numpy as np
 
 from .. import shaders as shader_catalog
 from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel, StagedKernel,
-                     StagedSparse24Kernel)
-from .tiles import SubgroupTile, WorkgroupTile, check_workgroup_tile
+                     StagedSparse24Kernel, check_coopmat2_kernel)
+from .tiles import SubgroupTile, WorkgroupTile
 from .types import GemmInputError
 from .warmup import WARMUP_SECONDS, mark_busy, minimum_warmup, settle
 
@@ -194,10 +194,9 @@ class _TwoOperandGemm(VulkanGemm):
 
 
 def _checked(device, kernel, flexible):
-    """``kernel`` once its tile matches the flexible-dimensions table and a staged kernel fits the shared memory."""
-    check_workgroup_tile(device.physical.flexible_shapes() if flexible is None else flexible, kernel.types, kernel.tile)
-    if isinstance(kernel, StagedKernel):
-        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
+    """``kernel`` once it fits the device (:func:`vkcoop.gemm.launch.check_coopmat2_kernel`)."""
+    check_coopmat2_kernel(kernel, device.physical.flexible_shapes() if flexible is None else flexible,
+                          int(device.physical.limits.maxComputeSharedMemorySize))
     return kernel
 
 
