@@ -10,7 +10,8 @@ fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experiment
 kernel, fp32 accumulation) or ``staged24`` (the same with A in the 2:4 format, expanded on the way). A
 configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
 ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][sgSUBGROUPS_M][pN_PARTS][iMETA_WORDS][c][t]``: ``w``
-splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
+splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects
+subgroup-scope matrices, ``p2`` two accumulators along N, ``i`` the
 interleaved 2:4 layout (sparse only), ``c`` column-major B. Each configuration is checked against the reference
 before it is timed, and the first configuration of each job is timed again at its end (``repeat``), which
 exposes drift or a shared GPU. (``dense16`` accumulates in fp16, so at large K its check reports rounding
