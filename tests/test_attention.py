@@ -79,8 +79,10 @@ def test_attention_refuses_bad_input_before_opening_a_device(monkeypatch):
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("head_dim", attn.HEAD_DIMS)
 def test_tiles_come_from_the_h200_table(dtype, head_dim):
-    assert attn.choose_attention_tile(FLEX, dtype, head_dim).label() == "128:64x64"
-    assert attn.choose_attention_tile(FLEX, dtype, head_dim, invocations=256).label() == "256:64x64"
+    # a block of K holds 8192 elements: 64 keys of 128, 128 keys of 64
+    keys = {64: 128, 128: 64}[head_dim]
+    assert attn.choose_attention_tile(FLEX, dtype, head_dim).label() == f"128:64x{keys}"
+    assert attn.choose_attention_tile(FLEX, dtype, head_dim, invocations=256).label() == f"256:64x{keys}"
     # 128 invocations: M 32, N and K 16; 256: M 32, N 32 (BC rounds to the lcm of N and K).
     assert attn.choose_attention_tile(FLEX, dtype, head_dim, target=(40, 40)).label() == "128:64x48"
     assert attn.choose_attention_tile(FLEX, dtype, head_dim, invocations=256, target=(40, 40)).label() == "256:64x64"
@@ -132,7 +134,8 @@ def test_a_split_launch_adds_the_combine_pass():
     flash, combine = launch.dispatches
     assert flash.groups == (1, 8, 3) and flash.buffers[3:] == ("O partial", "LSE partial")
     assert combine.shader == attn.COMBINE_SHADER and combine.buffers == ("O partial", "LSE partial", "O", "LSE")
-    assert [int(x) for x in combine.push] == [8, 128, 3] and combine.groups == (4, 1, 1)
+    # one combine workgroup per row and 32 columns of head_dim
+    assert [int(x) for x in combine.push] == [8, 128, 3] and combine.groups == (8 * 128 // 32, 1, 1)
     assert launch.outputs["O partial"] == ((3, 1, 8, 1, 128), np.float32)
     assert launch.outputs["O"] == ((1, 8, 1, 128), BF16) and launch.result == "O"
 
@@ -175,6 +178,8 @@ def test_decode_steps_get_the_small_tile_and_prefill_the_default_one():
     assert attn.tiles.is_decode(decode) and attn.tiles.is_decode(attn.AttentionShape(1, 8, 8, 1, 64, 64))
     assert not attn.tiles.is_decode(attn.AttentionShape(1, 32, 8, 5, 64, 64))   # 20 stacked rows
     assert attn.tiles.choose_tile_for(FLEX, decode, "fp16") == attn.AttentionTile(64, 16, 64)
+    decode_d64 = attn.AttentionShape(1, 32, 8, 1, 32768, 64)
+    assert attn.tiles.choose_tile_for(FLEX, decode_d64, "fp16") == attn.AttentionTile(64, 16, 128)
     prefill = attn.AttentionShape(4, 16, 16, 4096, 4096, 128)
     assert attn.tiles.choose_tile_for(FLEX, prefill, "bf16") == attn.AttentionTile(128, 64, 64)
     # m and l are as narrow as the table's N granularity allows: 16 at 64 and 128 invocations, 32 at 256

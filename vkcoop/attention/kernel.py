@@ -17,7 +17,7 @@ from .tiles import AttentionTile
 
 ATTENTION_SHADER = "attention/flash_attention.comp"
 COMBINE_SHADER = "attention/attention_combine.comp"
-COMBINE_WORKGROUP = 256   # local_size_x of attention_combine.comp
+COMBINE_COLUMNS = 32   # head_dim columns per workgroup of attention_combine.comp
 ELEMENT_DEFINES = {"fp16": "F16", "bf16": "BF16"}
 #: maxComputeWorkGroupCount[1] and [2] that every Vulkan device offers (x goes to 2**31 - 1 on NVIDIA).
 MAX_GROUPS_YZ = 65535
@@ -147,6 +147,6 @@ class AttentionKernel:
                          ("Q", "K", "V", "O partial", "LSE partial"), groups, push)
         rows = b * hq * sq
         combine = Dispatch(COMBINE_SHADER, self.defines(), {}, ("O partial", "LSE partial", "O", "LSE"),
-                           (min(-(-rows * d // COMBINE_WORKGROUP), MAX_GROUPS_YZ), 1, 1),
+                           (min(rows * (d // COMBINE_COLUMNS), MAX_GROUPS_YZ), 1, 1),
                            (np.uint32(rows), np.uint32(d), np.uint32(s)))
         return Launch([flash, combine], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
