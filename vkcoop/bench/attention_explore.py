@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 
 from ..attention import VulkanAttention, attention_features
 from ..attention.kernel import launch_choices
@@ -49,9 +50,10 @@ class _ConfigPath:
     """One configuration as a path of ``vkcoop.bench.attention.measure``."""
     name = "vk-coopmat2"
 
-    def __init__(self, device, flexible, choice, target_workgroups):
+    def __init__(self, device, flexible, choice, target_workgroups, each_pass=False):
         self.device, self.flexible, self.choice, self.target = device, flexible, choice, target_workgroups
         self.label, self.runner = choice.label(), None
+        self.each_pass, self.pass_ms = each_pass, None
 
     @property
     def config(self) -> str:
@@ -75,7 +77,10 @@ class _ConfigPath:
         return self.runner.result()[b, h, rows]
 
     def time(self, iters, warmup):
-        return self.runner.time(iters, warmup)
+        times = self.runner.time(iters, warmup)
+        if self.each_pass:
+            self.pass_ms = [statistics.median(t) * 1e3 for t in self.runner.dispatch_times(iters, warmup)]
+        return times
 
     def release(self):
         if self.runner is not None:
@@ -87,10 +92,10 @@ def run_job(device, flexible, case, configs, args, records) -> None:
     inputs = make_inputs(case)
     planes, tolerance = check_planes(case, inputs)
     for index, config in enumerate(configs + configs[:1]):
-        path = _ConfigPath(device, flexible, config, args.target_workgroups)
+        path = _ConfigPath(device, flexible, config, args.target_workgroups, args.pass_times)
         try:
             result = measure(path, case, inputs, planes, tolerance, args.iters, args.warmup)
-            record = {**dataclasses.asdict(result), "repeat": index == len(configs)}
+            record = {**dataclasses.asdict(result), "repeat": index == len(configs), "pass_ms": path.pass_ms}
         except Exception as error:  # noqa: BLE001 - report and go on with the next configuration
             record = {"case": case.label, "config": config.label(), "status": "error",
                       "reason": f"{type(error).__name__}: {error}", "repeat": index == len(configs)}
@@ -98,6 +103,8 @@ def run_job(device, flexible, case, configs, args, records) -> None:
             path.release()
         figure = (f"{record.get('median_ms') or 0:8.4f} ms {record.get('tflops') or 0:7.1f} TFLOP/s "
                   f"{record.get('gbs') or 0:7.0f} GB/s" if record["status"] == "ok" else record.get("reason", "")[:160])
+        if record.get("pass_ms"):
+            figure += " (passes alone: " + " + ".join(f"{ms:.4f}" for ms in record["pass_ms"]) + " ms)"
         print(f"{case.label:>44} {record['config']:>18}{' (repeat)' if record['repeat'] else '':9} "
               f"{record['status']:>6}: {figure}", flush=True)
         records.append(record)
@@ -114,6 +121,8 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
     parser.add_argument("--target-workgroups", type=int, default=None,
                         help="workgroups the automatic key split aims at (default: the kernel's)")
+    parser.add_argument("--pass-times", action="store_true",
+                        help="also time each pass of a launch on its own (the key-split pass and the combine)")
     parser.add_argument("--json", dest="json_path", default=None, help="write every record to this file")
     args = parser.parse_args(argv)
     try:

@@ -158,6 +158,13 @@ class VulkanGemm:
         return time_dispatches(self.device, resolved, iterations, warmup, flush.dispatch_args() if flush else None,
                                name=self.name, warmup_seconds=warmup_seconds)
 
+    def dispatch_times(self, iterations: int = 10, warmup: int = 3) -> list[list[float]]:
+        """GPU seconds of each bound dispatch run on its own (``iterations`` runs each): where a multi-pass launch
+        spends its time; their sum leaves out the barriers between the passes that :meth:`time` counts."""
+        _, resolved, _ = self._require_bound()
+        return [time_dispatches(self.device, [one], iterations, warmup, name=f"{self.name} pass {index}")
+                for index, one in enumerate(resolved)]
+
     def release(self):
         if self._bound is not None:
             for buffer in self._bound[2].values():
