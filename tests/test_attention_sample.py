@@ -28,7 +28,7 @@ def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
     assert len(cases) == 52
     for dtype in ("fp16", "bf16"):
         for d in (64, 128):
-            label = f"{dtype} d{d} 128:64x64"
+            label = f"{dtype} d{d} 128:64x{ {64: 128, 128: 64}[d]}"   # 8192-element blocks of K
             names = [n for n in cases if n.startswith(label)]
             assert {"ragged", "causal", "GQA", "rows", "rescale", "partials", "combine", "exact"} <= \
                 {word for n in names for word in n.split()}
@@ -39,23 +39,24 @@ def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
             exact = b.name == "O" and "exact" in c.name
             assert (b.tolerance is None) == exact, (c.name, b.name)
             assert not np.array_equal(b.expected.view(np.uint8), np.zeros_like(b.data).view(np.uint8))
-    assert cases["fp16 d64 128:64x64 causal GQA 4/2 q61 kv73"].groups == (1, 4, 2)
+    assert cases["fp16 d64 128:64x128 causal GQA 4/2 q61 kv137"].groups == (1, 4, 2)
     aligned = {n: c.specialization["ALIGNED"] for n, c in cases.items() if c.shader == attn.ATTENTION_SHADER}
-    assert aligned["fp16 d64 128:64x64 causal aligned q=kv=128"] and aligned["fp16 d64 128:64x64 rescale kv192"]
-    assert not aligned["fp16 d64 128:64x64 ragged q69 kv135"]
+    assert aligned["fp16 d64 128:64x128 causal aligned q=kv=256"] and aligned["fp16 d64 128:64x128 rescale kv384"]
+    assert not aligned["fp16 d64 128:64x128 ragged q69 kv263"]
     assert {c.specialization["STATS_COLS"] for c in cases.values() if c.shader == attn.ATTENTION_SHADER} == {16}
     # 4 stacked heads x 35 queries = 140 rows: 3 tiles, one row of workgroups per kv head
-    assert cases["fp16 d64 128:64x64 GQA rows causal 8/2 q35 kv73"].groups == (3, 2, 2)
+    assert cases["fp16 d64 128:64x128 GQA rows causal 8/2 q35 kv137"].groups == (3, 2, 2)
 
 
 def test_the_gqa_rows_cases_expect_what_the_stacked_loop_computes(cases):
     """The shader's loop over stacked rows (a tile crossing a head boundary, causal) lands within the documented
     tolerance of the independent reference that the case expects."""
-    for name in ("fp16 d64 128:64x64 GQA rows causal 8/2 q35 kv73", "bf16 d128 128:64x64 GQA rows 8/2 q3 kv135"):
+    for name, tile in (("fp16 d64 128:64x128 GQA rows causal 8/2 q35 kv137", attn.AttentionTile(128, 64, 128)),
+                       ("bf16 d128 128:64x64 GQA rows 8/2 q3 kv135", attn.AttentionTile(128, 64, 64))):
         c = cases[name]
         q, k, v = (b.data for b in c.bindings[:3])
         o = next(b for b in c.bindings if b.name == "O")
-        got, _ = attn.blocked_attention(q, k, v, attn.AttentionTile(128, 64, 64), causal="causal" in name,
+        got, _ = attn.blocked_attention(q, k, v, tile, causal="causal" in name,
                                         gqa_rows=True, emulate=True)
         assert not case.compare_within(got.astype(o.expected.dtype), o.expected, *o.tolerance).any(), name
 

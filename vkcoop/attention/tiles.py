@@ -17,15 +17,25 @@ from ..gemm import accumulating_types, granularity_rows
 from ..gemm.tiles import round_up
 from .shapes import AttentionInputError, check_dtype, check_head_dim
 
-#: Query rows x keys per step before rounding to the table: 64 rows over 4 warps is FlashAttention-2's split.
-DEFAULT_TARGET = (64, 64)
+#: Query rows per tile before rounding to the table: 64 rows over 4 warps is FlashAttention-2's split.
+DEFAULT_ROWS = 64
+#: Keys per step are sized so that a block of K (or V) holds this many elements, 16 KB in fp16: BC 64 at head_dim
+#: 128 and 128 at head_dim 64. On the H100 (docs/attention.md) 64x128 beat 64x64 at head_dim 64 (prefill 218 against
+#: 205 TFLOP/s, decode kv 32768 0.037 against 0.039 ms) and lost at head_dim 128 (208 against 218).
+KV_BLOCK_ELEMENTS = 8192
+MIN_KEYS_PER_STEP = 64
 #: Preferred invocations when the table lists them (4 warps per 64 rows); otherwise the largest listed.
 PREFERRED_INVOCATIONS = 128
 #: Decode (a tile's rows hold at most DECODE_ROWS queries): the smallest tile, 2 warps over 16 rows. On the H100,
 #: 64:16x64 read K and V at 2.0 TB/s at kv 32768 against 1.6 for 128:64x64 and 1.5 for 32:16x64 (docs/attention.md).
 DECODE_ROWS = 16
-DECODE_TARGET = (16, 64)
 DECODE_INVOCATIONS = 64
+
+
+def keys_per_step(head_dim: int) -> int:
+    """BC before rounding to the table: :data:`KV_BLOCK_ELEMENTS` per block of K, at least
+    :data:`MIN_KEYS_PER_STEP` keys."""
+    return max(MIN_KEYS_PER_STEP, KV_BLOCK_ELEMENTS // head_dim)
 
 
 @dataclass(frozen=True)
@@ -135,21 +145,22 @@ def choose_tile_for(flexible, shape, dtype: str, max_dimension: int | None = Non
 
 
 def choose_decode_tile(flexible, dtype: str, head_dim: int, max_dimension: int | None = None) -> AttentionTile:
-    """The tile for a few query rows (decode): :data:`DECODE_TARGET` at :data:`DECODE_INVOCATIONS` when the table
-    lists them, else the prefill choice."""
+    """The tile for a few query rows (decode): :data:`DECODE_ROWS` rows at :data:`DECODE_INVOCATIONS` when the
+    table lists them, else the prefill choice."""
     rows = granularity_rows(flexible, accumulating_types(dtype))
     if any(row.workgroup_invocations == DECODE_INVOCATIONS for row in rows):
         return choose_attention_tile(flexible, dtype, head_dim, invocations=DECODE_INVOCATIONS,
-                                     target=DECODE_TARGET, max_dimension=max_dimension)
+                                     target=(DECODE_ROWS, keys_per_step(head_dim)), max_dimension=max_dimension)
     return choose_attention_tile(flexible, dtype, head_dim, max_dimension=max_dimension)
 
 
 def choose_attention_tile(flexible, dtype: str, head_dim: int, *, invocations: int | None = None,
-                          target=DEFAULT_TARGET, max_dimension: int | None = None) -> AttentionTile:
-    """``target`` (BR, BC) rounded up to the granularity row with ``invocations`` (default: 128 if listed, else
-    the largest listed)."""
+                          target=None, max_dimension: int | None = None) -> AttentionTile:
+    """``target`` (BR, BC; default :data:`DEFAULT_ROWS` by :func:`keys_per_step`) rounded up to the granularity
+    row with ``invocations`` (default: 128 if listed, else the largest listed)."""
     check_dtype(dtype)
     check_head_dim(head_dim)
+    target = target or (DEFAULT_ROWS, keys_per_step(head_dim))
     rows = granularity_rows(flexible, accumulating_types(dtype))
     if not rows:
         raise AttentionInputError(f"the device lists no workgroup-scope flexible-dimensions row for {dtype}")
