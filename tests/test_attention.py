@@ -119,7 +119,7 @@ def test_the_launch_matches_the_shaders_constants_push_block_and_grid():
     (flash,) = kernel.launch(q, k, v, scale=0.5).dispatches
     declared = re.findall(r"constant_id = (\d+)\) const \w+ (\w+)", _shader_text())
     assert list(flash.specialization) == [name for _, name in declared]
-    assert flash.specialization["CAUSAL"] is True and flash.defines == {"ELEMENT": "F16"}
+    assert flash.specialization["CAUSAL"] is True and flash.defines == {"ELEMENT": "F16", "SPLIT_MERGE": "PASS"}
     members = re.search(r"uniform Shape \{(.*?)\}", _shader_text(), re.S).group(1)
     assert len(flash.push) == len(re.findall(r"\w+(?=[,;])", members)) == 7
     assert [int(x) for x in flash.push[:6]] == [2, 70, 90, 6, 2, 3]
@@ -138,6 +138,31 @@ def test_a_split_launch_adds_the_combine_pass():
     assert [int(x) for x in combine.push] == [8, 128, 3] and combine.groups == (8 * 128 // 32, 1, 1)
     assert launch.outputs["O partial"] == ((3, 1, 8, 1, 128), np.float32)
     assert launch.outputs["O"] == ((1, 8, 1, 128), BF16) and launch.result == "O"
+
+
+def test_a_fused_merge_launch_is_one_dispatch_with_group_slots_and_counters():
+    q, k, v = arrays(b=2, hq=8, hkv=2, sq=1, skv=3000, d=128)
+    kernel = attn.AttentionKernel("fp16", 128, attn.AttentionTile(64, 16, 64), kv_splits=20, gqa_rows=True,
+                                  fused_merge=True)
+    launch = kernel.launch(q, k, v)
+    (flash,) = launch.dispatches
+    assert flash.defines == {"ELEMENT": "F16", "SPLIT_MERGE": "FUSED"} and "fused" in kernel.name
+    assert flash.buffers == ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals")
+    # 20 slices in groups of 8: 3 group merges, whose results follow the slices' partials
+    assert launch.outputs["O partial"] == ((23, 2, 8, 1, 128), np.float32)
+    assert launch.outputs["LSE partial"] == ((23, 2, 8, 1), np.float32)
+    # one tile of 16 stacked rows per kv head and batch: 4 tiles, each with 3 group counters and a final one
+    assert flash.groups == (1, 2, 40) and launch.outputs["arrivals"] == ((4 * 4,), np.uint32)
+    assert launch.outputs["O"] == ((2, 8, 1, 128), np.float16) and launch.result == "O"
+    group = re.search(r"const uint MERGE_GROUP = (\d+);", _shader_text()).group(1)
+    assert int(group) == attn.kernel.MERGE_GROUP == 8
+
+
+def test_the_fused_merge_needs_splits_and_has_a_limit():
+    tile = attn.AttentionTile(64, 16, 64)
+    assert not attn.AttentionKernel("fp16", 64, tile, fused_merge=True).fused_merge   # nothing to merge
+    with pytest.raises(attn.AttentionInputError, match="at most 512"):
+        attn.AttentionKernel("fp16", 64, tile, kv_splits=513, fused_merge=True)
 
 
 def test_a_gqa_rows_launch_has_one_workgroup_row_per_kv_head():

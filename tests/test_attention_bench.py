@@ -139,6 +139,23 @@ def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(
     json.dumps(outcome.to_dict(), default=str)
 
 
+def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_given_figures(fake_run, monkeypatch):
+    measured = {"vulkan": {"mma": {"coopmat2-workgroup": {"fp16->fp32": {"tflops": 600.0}}},
+                           "bandwidth": {"read": {"gb_per_s": 3000.0}}}}
+    monkeypatch.setattr(bench, "measured_ceilings", lambda device=None: (measured, 600.0, 3000.0))
+    options = dict(kinds=("decode",), head_dims=(64,), decode_seqs=(256,), iters=3, warmup=0, progress=False,
+                   ceilings=True)
+    outcome = bench.run_attention_bench(**options)
+    decode = next(r for r in outcome.results if r.path == "vk-coopmat2")
+    assert decode.roofline == pytest.approx(decode.gbs / 3000.0) and decode.ratio_ceiling == pytest.approx(
+        decode.tflops / 600.0)
+    assert outcome.settings["bandwidth_source"] == "measured read bandwidth" and outcome.environment["ceilings"] is measured
+    given = bench.run_attention_bench(**options, bandwidth_gbs=2500.0, ceiling_tflops=100.0)
+    decode = next(r for r in given.results if r.path == "vk-coopmat2")
+    assert decode.roofline == pytest.approx(decode.gbs / 2500.0) and given.settings["bandwidth_source"] == "given"
+    assert given.settings["ceiling_tflops"] == 100.0
+
+
 def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, tmp_path):
     from rich.console import Console
     outcome, _ = fake_run

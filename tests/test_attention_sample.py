@@ -198,3 +198,30 @@ def test_attention_matches_the_reference_on_the_gpu(dtype, shape, causal, splits
     ok, worst, why = attn.check_attention(out, ref, tolerance)
     assert ok, why
     assert attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]
+
+
+@pytest.mark.gpu
+@on_gpu
+@pytest.mark.parametrize("shape, tile, splits", [
+    ((1, 32, 8, 1, 4099, 128), (64, 16, 64), 20), ((2, 4, 4, 3, 777, 64), (64, 16, 128), 9),
+    ((1, 8, 2, 1, 9000, 128), (64, 16, 64), 70)])
+def test_the_fused_merge_matches_the_reference_and_repeats_bit_for_bit(shape, tile, splits):
+    """One dispatch merges the key slices (SPLIT_MERGE=FUSED): within the tolerance of the reference, and every
+    launch leaves its counters at zero, so repeated launches give the same bits."""
+    from vkcoop import vk
+    b, hq, hkv, sq, skv, d = shape
+    rng = np.random.default_rng(skv)
+    q, k, v = ((rng.standard_normal(s).clip(-3, 3)).astype(np.float32).astype(np.float16)
+               for s in ((b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
+    with vk.Device(extensions=attn.EXTENSIONS, features=attn.attention_features(("fp16",))) as device:
+        with attn.VulkanAttention(device, "fp16", d, attn.AttentionTile(*tile), kv_splits=splits,
+                                  gqa_rows=hq > hkv, fused_merge=True) as runner:
+            runner.bind(q, k, v)
+            out, lse = runner.outputs()
+            again = [runner.outputs() for _ in range(20)]
+    ref, ref_lse = attn.reference_attention(q, k, v)
+    tolerance = attn.tolerance_for(q, k, v)
+    ok, _, why = attn.check_attention(out, ref, tolerance)
+    assert ok, why
+    assert attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]
+    assert all(np.array_equal(o, out) and np.array_equal(l, lse) for o, l in again)

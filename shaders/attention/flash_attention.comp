@@ -1,5 +1,6 @@
 #version 450
 // @variants ELEMENT=F16|BF16
+// @variants SPLIT_MERGE=PASS|FUSED
 // Flash attention forward: O = softmax(Q Kᵀ · scale + mask) V, one workgroup per BR query rows of one head,
 // walking the keys BC at a time with online softmax (running row max m and row sum l, O rescaled as m grows).
 // Every coopmat2 feature has one job here (docs/attention.md):
@@ -27,6 +28,9 @@
 //                   9 Q_SHARED (Q is copied once to shared memory and loaded from there for every block, so it
 //                   holds no registers across the key loop), 10 V_EARLY (V's load is issued with K's, before the
 //                   softmax, so both blocks are in flight together)
+//   defines:        SPLIT_MERGE = PASS (key slices are merged by attention_combine.comp, a second dispatch) |
+//                   FUSED (the last slice of each group of MERGE_GROUP to finish merges the group's partials, and the
+//                   last group merger of a tile writes O and the log-sum-exp: one dispatch; KV_SPLITS > 1 only)
 //                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
@@ -34,7 +38,9 @@
 //   bindings:       0 Q [batch][q_heads][seq_q][HEAD_DIM], 1 K and 2 V [batch][kv_heads][seq_kv][HEAD_DIM],
 //                   3 O [batch][q_heads][seq_q][HEAD_DIM] (ELEMENT; fp32 [KV_SPLITS][...] when split),
 //                   4 LSE [batch][q_heads][seq_q] fp32, natural log of the row sum of exp(scaled scores)
-//                   ([KV_SPLITS][...] when split)
+//                   ([KV_SPLITS][...] when split); FUSED: 3 and 4 are the partials ([KV_SPLITS + MERGE_GROUPS][...]:
+//                   the group merges after the slices), 5 O, 6 LSE, 7 arrival counters [tiles][MERGE_GROUPS + 1]
+//                   (zero before the first launch; each launch leaves them zero)
 //   grid:           (ceil(rows / BR), q_heads (GQA_ROWS: kv_heads), batch * KV_SPLITS) with rows = seq_q
 //                   (GQA_ROWS: group * seq_q); offsets are 32-bit (elements < 2^32)
 #include "vkcoop/common.glsl"
@@ -64,10 +70,25 @@ shared uvec4 q_stage[Q_SHARED ? BR * Q_ROW : 1];
 layout(set = 0, binding = 0) readonly buffer Queries { ELEMENT_TYPE q[]; };
 layout(set = 0, binding = 1) readonly buffer Keys { ELEMENT_TYPE k[]; };
 layout(set = 0, binding = 2) readonly buffer Values { ELEMENT_TYPE v[]; };
+#define PASS 1
+#define FUSED 2
+#if SPLIT_MERGE == FUSED
+// Device-coherent: another workgroup's partials are read by the merger of their group.
+layout(set = 0, binding = 3) devicecoherent buffer PartialOutput { float o_partial[]; };
+layout(set = 0, binding = 4) devicecoherent buffer PartialLogSumExp { float lse_partial[]; };
+layout(set = 0, binding = 5) writeonly buffer Output { ELEMENT_TYPE o[]; };
+layout(set = 0, binding = 6) writeonly buffer LogSumExp { float lse[]; };
+layout(set = 0, binding = 7) devicecoherent buffer Arrivals { uint arrivals[]; };
+#define LSE_OUT lse_partial
+#elif SPLIT_MERGE == PASS
 layout(set = 0, binding = 3) writeonly buffer Output { ELEMENT_TYPE o[]; };
 layout(set = 0, binding = 4) writeonly buffer LogSumExp { float lse[]; };
 // The split path writes fp32 partials into the same binding (one SPIR-V, KV_SPLITS a spec constant).
 layout(set = 0, binding = 3) writeonly buffer PartialOutput { float o_partial[]; };
+#define LSE_OUT lse
+#else
+#error "SPLIT_MERGE must be PASS or FUSED"
+#endif
 
 layout(push_constant) uniform Shape {
     uint batch, seq_q, seq_kv;
@@ -111,6 +132,88 @@ float mask_scores(const in uint32_t row, const in uint32_t col, const in float s
 float log_sum_exp(const in uint32_t row, const in uint32_t col, const in float m, const in float l) {
     return (m + log2(l)) * LN2;
 }
+
+#if SPLIT_MERGE == FUSED
+// Flash decoding's merge, O = sum_s exp(lse_s - lse) O_s with lse = log sum_s exp(lse_s), in two levels so that no
+// workgroup reads more than MERGE_GROUP (or MERGE_GROUPS) partials: the last slice of each group to finish merges
+// the group into partial slot KV_SPLITS + group, and the last of those merges the groups into O.
+const uint MERGE_GROUP = 8;
+const uint MERGE_GROUPS = (KV_SPLITS + MERGE_GROUP - 1) / MERGE_GROUP;
+const uint MERGE_WIDTH = MERGE_GROUPS > MERGE_GROUP ? MERGE_GROUPS : MERGE_GROUP;
+shared float merge_lse[MERGE_WIDTH * BR];
+shared bool merge_last;
+
+// Whether this workgroup is the last of `count` to arrive at arrivals[slot] (every invocation's partials are
+// visible to the device before it arrives); the last one resets the counter for the next launch.
+bool arrive_last(const uint slot, const uint count) {
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
+    if (gl_LocalInvocationIndex == 0) {
+        const uint before = atomicAdd(arrivals[slot], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+                                      gl_SemanticsAcquireRelease);
+        merge_last = before == count - 1;
+        if (merge_last) {
+            atomicExchange(arrivals[slot], 0u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
+        }
+    }
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
+    return merge_last;
+}
+
+// Merges partial slots [first, first + count) of the tile's rows (base_row.., row_count of them; a slot holds
+// total_rows rows) into slot `into`, or into O and the log-sum-exp when `into` is ~0u.
+void merge_slots(const uint first, const uint count, const uint into, const uint base_row, const uint row_count,
+                 const uint total_rows) {
+    for (uint i = gl_LocalInvocationIndex; i < count * row_count; i += WORKGROUP_SIZE) {
+        merge_lse[(i / row_count) * BR + i % row_count] = lse_partial[(first + i / row_count) * total_rows + base_row
+                                                                      + i % row_count];
+    }
+    barrier();
+    for (uint i = gl_LocalInvocationIndex; i < row_count * HEAD_DIM; i += WORKGROUP_SIZE) {
+        const uint r = i / HEAD_DIM, column = i % HEAD_DIM, row = base_row + r;
+        float largest = merge_lse[r];
+        for (uint j = 1; j < count; ++j) {
+            largest = max(largest, merge_lse[j * BR + r]);
+        }
+        float value = 0.0, weight_sum = 0.0;
+        for (uint j = 0; j < count; ++j) {
+            const float weight = exp(merge_lse[j * BR + r] - largest);
+            value += weight * o_partial[((first + j) * total_rows + row) * HEAD_DIM + column];
+            weight_sum += weight;
+        }
+        if (into == ~0u) {
+            o[row * HEAD_DIM + column] = ELEMENT_TYPE(value / weight_sum);
+            if (column == 0) {
+                lse[row] = largest + log(weight_sum);
+            }
+        } else {
+            o_partial[(into * total_rows + row) * HEAD_DIM + column] = value / weight_sum;
+            if (column == 0) {
+                lse_partial[into * total_rows + row] = largest + log(weight_sum);
+            }
+        }
+    }
+}
+
+// After this slice's partials are stored: the group's last slice merges the group, the tile's last group merger
+// merges the groups. `tile` numbers the (query tile, head, batch) triples; each has MERGE_GROUPS + 1 counters.
+void merge_when_last(const uint tile, const uint split, const uint base_row, const uint row_count,
+                     const uint total_rows) {
+    const uint group = split / MERGE_GROUP;
+    const uint first = group * MERGE_GROUP;
+    const uint in_group = min(MERGE_GROUP, KV_SPLITS - first);
+    const uint counters = tile * (MERGE_GROUPS + 1);
+    if (!arrive_last(counters + group, in_group)) {
+        return;
+    }
+    merge_slots(first, in_group, KV_SPLITS + group, base_row, row_count, total_rows);
+    if (!arrive_last(counters + MERGE_GROUPS, MERGE_GROUPS)) {
+        return;
+    }
+    merge_slots(KV_SPLITS, MERGE_GROUPS, ~0u, base_row, row_count, total_rows);
+}
+#endif
 
 void main() {
     // A tile's rows: one head's seq_q queries, or (GQA_ROWS) the group's heads stacked, group * seq_q rows.
@@ -269,6 +372,10 @@ void main() {
     tensorLayoutNV<3, CLAMPED> layout_lse = createTensorLayoutNV(3, CLAMPED);
     layout_lse = setTensorLayoutDimensionNV(layout_lse, KV_SPLITS * planes / heads_per_tile, rows, 1);
     layout_lse = setTensorLayoutStrideNV(layout_lse, rows, 1, 1);
-    coopMatStoreTensorNV(row_lse, lse, 0,
+    coopMatStoreTensorNV(row_lse, LSE_OUT, 0,
                          sliceTensorLayoutNV(layout_lse, plane / heads_per_tile, 1, row0, BR, 0, STATS_COLS));
+#if SPLIT_MERGE == FUSED
+    const uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    merge_when_last(tile, split, bh * shape.seq_q + row0, min(BR, rows - row0), planes * shape.seq_q);
+#endif
 }

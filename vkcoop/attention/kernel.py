@@ -24,6 +24,11 @@ MAX_GROUPS_YZ = 65535
 LOG2_E = 1.0 / math.log(2.0)
 
 
+#: Slices per group merge of the fused merge (MERGE_GROUP in flash_attention.comp); the final merge reads one
+#: partial per group, so MAX_FUSED_SPLITS keeps both merges within MAX_FUSED_SPLITS / MERGE_GROUP partials.
+MERGE_GROUP = 8
+MAX_FUSED_SPLITS = 512
+
 #: Workgroups per SM a key-split launch aims at. On the H100 (docs/attention.md, decode with 64:16x64 tiles) 4 per
 #: SM was best or within 1% of best at kv 8k-64k: kv 32768 0.066 ms at 33-66 splits per kv head, kv 65536 0.111 ms
 #: at 66 against 0.126 at 132.
@@ -87,19 +92,23 @@ class AttentionKernel:
 
     def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
                  kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
-                 q_shared: bool = False, v_early: bool = False):
+                 q_shared: bool = False, v_early: bool = False, fused_merge: bool = False):
         check_dtype(dtype)
         check_head_dim(head_dim)
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
         self.causal, self.kv_splits, self.gqa_rows = bool(causal), check_kv_splits(kv_splits), bool(gqa_rows)
         self.stats_cols = int(stats_cols or tile.bc)
         self.q_shared, self.v_early = bool(q_shared), bool(v_early)
-        split = f" split{self.kv_splits}" if self.kv_splits > 1 else ""
+        self.fused_merge = bool(fused_merge) and self.kv_splits > 1
+        if self.fused_merge and self.kv_splits > MAX_FUSED_SPLITS:
+            raise AttentionInputError(f"kv_splits={self.kv_splits}: the fused merge takes at most {MAX_FUSED_SPLITS}")
+        split = f" split{self.kv_splits}{' fused' if self.fused_merge else ''}" if self.kv_splits > 1 else ""
         rows = " gqa-rows" if self.gqa_rows else ""
         self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}{rows}"
 
     def defines(self) -> dict:
-        return {"ELEMENT": ELEMENT_DEFINES[self.dtype]}
+        """flash_attention.comp's defines (attention_combine.comp takes ELEMENT only)."""
+        return {"ELEMENT": ELEMENT_DEFINES[self.dtype], "SPLIT_MERGE": "FUSED" if self.fused_merge else "PASS"}
 
     def specialization(self, aligned: bool = False) -> dict:
         return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
@@ -141,12 +150,34 @@ class AttentionKernel:
                              groups, push)
             return Launch([flash], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
         s = self.kv_splits
+        if self.fused_merge:
+            return self._fused_launch(inputs, outputs, groups, specialization, push, shape)
         outputs["O partial"] = ((s, b, hq, sq, d), np.dtype(np.float32))
         outputs["LSE partial"] = ((s, b, hq, sq), np.dtype(np.float32))
         flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
                          ("Q", "K", "V", "O partial", "LSE partial"), groups, push)
         rows = b * hq * sq
-        combine = Dispatch(COMBINE_SHADER, self.defines(), {}, ("O partial", "LSE partial", "O", "LSE"),
+        combine = Dispatch(COMBINE_SHADER, {"ELEMENT": ELEMENT_DEFINES[self.dtype]}, {},
+                           ("O partial", "LSE partial", "O", "LSE"),
                            (min(rows * (d // COMBINE_COLUMNS), MAX_GROUPS_YZ), 1, 1),
                            (np.uint32(rows), np.uint32(d), np.uint32(s)))
         return Launch([flash, combine], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
+
+    def _fused_launch(self, inputs, outputs, groups, specialization, push, shape) -> Launch:
+        """One dispatch (SPLIT_MERGE=FUSED): the slices' partials, then the group merges after them, in the partial
+        buffers; a counter per group and tile, plus one per tile for the final merge (zero-filled, left zero)."""
+        b, hq, sq, d = shape.batch, shape.q_heads, shape.seq_q, shape.head_dim
+        slots = self.kv_splits + merge_groups(self.kv_splits)
+        outputs["O partial"] = ((slots, b, hq, sq, d), np.dtype(np.float32))
+        outputs["LSE partial"] = ((slots, b, hq, sq), np.dtype(np.float32))
+        tiles = groups[0] * groups[1] * b
+        outputs["arrivals"] = ((tiles * (merge_groups(self.kv_splits) + 1),), np.dtype(np.uint32))
+        flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
+                         ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"), groups, push)
+        return Launch([flash], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
+
+
+def merge_groups(kv_splits: int) -> int:
+    """Group merges of the fused merge (MERGE_GROUP slices each in flash_attention.comp)."""
+    return -(-kv_splits // MERGE_GROUP)
+

@@ -67,33 +67,36 @@ class AttentionConfig:
     stacked in one tile) and ``stats_cols`` (columns of the running max and sum); None leaves each to
     :func:`vkcoop.attention.kernel.choose_kv_splits`, :func:`vkcoop.attention.kernel.use_gqa_rows` and
     :func:`stats_columns`. ``q_shared`` and ``v_early`` are the staging experiments (Q_SHARED, V_EARLY in
-    flash_attention.comp). Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v]``."""
+    flash_attention.comp); ``fused_merge`` merges the key slices in the same dispatch (SPLIT_MERGE=FUSED).
+    Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f]``."""
     tile: AttentionTile
     kv_splits: int | None = None
     gqa_rows: bool | None = None
     stats_cols: int | None = None
     q_shared: bool = False
     v_early: bool = False
+    fused_merge: bool = False
 
     def label(self) -> str:
         splits = f"s{self.kv_splits}" if self.kv_splits else ""
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
-        return f"{self.tile.label()}{splits}{rows}{stats}{'q' if self.q_shared else ''}{'v' if self.v_early else ''}"
+        flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge)) if on)
+        return f"{self.tile.label()}{splits}{rows}{stats}{flags}"
 
 
-_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)$")
+_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)(f?)$")
 
 
 def parse_attention_config(text: str) -> AttentionConfig:
     """The inverse of :meth:`AttentionConfig.label`."""
     match = _CONFIG.match(text.strip())
     if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4)):
-        raise AttentionInputError(f"configuration {text!r} is not INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v] "
+        raise AttentionInputError(f"configuration {text!r} is not INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f] "
                                   "(e.g. 64:16x128s32g)")
     splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
     return AttentionConfig(parse_attention_tile(match.group(1)), splits, {"g": True, "n": False}.get(match.group(3)),
-                           stats, bool(match.group(5)), bool(match.group(6)))
+                           stats, bool(match.group(5)), bool(match.group(6)), bool(match.group(7)))
 
 
 def _fits(row, tile: AttentionTile, head_dim: int) -> bool:

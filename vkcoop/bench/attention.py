@@ -10,8 +10,9 @@ query rows, q heads = ``hidden`` // head_dim, causal and not) and decode (seq_q 
 Every path is checked first on rows of the first and last (batch, head) planes against the float64 reference
 with the documented tolerance (:mod:`vkcoop.attention.reference`); one that fails is reported as failed and not
 timed. Throughput: 4·b·h·s_q·s_kv·d FLOPs (halved when causal) over the median time; decode also reports GB/s
-of K and V read and the fraction of the memory bandwidth (``bandwidth_gbs``, default from the GPU's name). Ratios:
-to the fastest torch backend of the case, and to a coopmat2 ceiling in TFLOP/s (``vkcoop bench peak``) if given.
+of K and V read and the fraction of the memory bandwidth (``bandwidth_gbs``; with ``ceilings`` the read bandwidth
+measured in the same process, else the spec sheet's by the GPU's name). Ratios: to the fastest torch backend of the
+case, and to a coopmat2 ceiling in TFLOP/s (given, or measured with ``ceilings``).
 
 API: :func:`run_attention_bench` returns a :class:`vkcoop.bench.sparse.BenchResult` of :class:`AttentionResult`;
 :func:`print_table` and :func:`plot` render it. The command itself (options, files, exit codes) is
@@ -243,12 +244,25 @@ def _run_case(case, wanted, available, iters, warmup) -> list[AttentionResult]:
     return results
 
 
+def measured_ceilings(device=None) -> tuple[dict, float | None, float | None]:
+    """(``vkcoop bench peak``'s ceilings dict for Vulkan, the workgroup-scope fp16->fp32 ceiling in TFLOP/s, the read
+    bandwidth in GB/s), measured now on ``device``; a figure that could not be measured is None."""
+    from .peak import ceilings
+    found = ceilings(device=device, cuda=False, types=["fp16->fp32"], forms=["coopmat2-workgroup"], modes=["read"])
+    vulkan = found.get("vulkan", {})
+    mma = vulkan.get("mma", {}).get("coopmat2-workgroup", {}).get("fp16->fp32", {})
+    return found, mma.get("tflops"), vulkan.get("bandwidth", {}).get("read", {}).get("gb_per_s")
+
+
 def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS,
                         decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
                         tokens: int = PREFILL_TOKENS, decode_batch: int = 1, tile=None,
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
-                        validate: bool = False, console=None, progress: bool = True) -> BenchResult:
-    """Check and time every path on every case; bad arguments raise ValueError before any GPU work."""
+                        validate: bool = False, console=None, progress: bool = True,
+                        ceilings: bool = False) -> BenchResult:
+    """Check and time every path on every case; bad arguments raise ValueError before any GPU work. ``ceilings``:
+    afterwards measure the coopmat2 ceiling and the read bandwidth in this process (:func:`measured_ceilings`) for
+    the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give."""
     wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
     _at_least("--iters", [iters], 1)
     _at_least("--warmup", [warmup], 0)
@@ -260,8 +274,6 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
     available = _Paths(wanted, dtypes, device, validate, tile)
     environment = report.environment(available.vulkan_name, available.torch_name)
     environment["skip_reasons"] = dict(available.skipped)
-    bandwidth_gbs = bandwidth_gbs or bandwidth_for(environment["nvidia_smi"].get("name") or available.vulkan_name)
-    settings["bandwidth_gbs"] = bandwidth_gbs
     results, interrupted = [], False
     try:
         with report.progress_bar(console, enabled=progress) as bar:
@@ -274,5 +286,13 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
         interrupted = True   # report what was measured
     finally:
         available.close()
+    source = "given" if bandwidth_gbs else "spec sheet"
+    if ceilings and not interrupted:
+        environment["ceilings"], measured_tflops, measured_gbs = measured_ceilings(device)
+        ceiling_tflops = ceiling_tflops or measured_tflops
+        if not bandwidth_gbs and measured_gbs:
+            bandwidth_gbs, source = measured_gbs, "measured read bandwidth"
+    bandwidth_gbs = bandwidth_gbs or bandwidth_for(environment["nvidia_smi"].get("name") or available.vulkan_name)
+    settings.update(bandwidth_gbs=bandwidth_gbs, bandwidth_source=source, ceiling_tflops=ceiling_tflops)
     add_ratios(results, ceiling_tflops, bandwidth_gbs)
     return BenchResult(results, environment, settings, interrupted)

@@ -67,7 +67,7 @@ class _ConfigPath:
         self.runner = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile, causal=case.causal,
                                       kv_splits=splits, gqa_rows=gqa, stats_cols=self.choice.stats_cols,
                                       flexible=self.flexible, q_shared=self.choice.q_shared,
-                                      v_early=self.choice.v_early)
+                                      v_early=self.choice.v_early, fused_merge=self.choice.fused_merge)
         self.runner.bind(*inputs)
         self.label = dataclasses.replace(self.choice, kv_splits=splits, gqa_rows=gqa,
                                          stats_cols=self.runner.kernel.stats_cols).label()

@@ -48,6 +48,12 @@ def print_table(outcome, console=None) -> None:
     for cells, result in zip(rows, outcome.results):
         table.add_row(*(escape(c) for c in cells), style=STYLES.get(result.status))
     footer = [f"[dim]note {number}: skipped because {escape(reason)}[/]" for reason, number in notes.items()]
+    settings = outcome.settings or {}
+    if settings.get("bandwidth_gbs"):
+        footer.append(f"[dim]x bandwidth: over {settings['bandwidth_gbs']:,.0f} GB/s "
+                      f"({escape(settings.get('bandwidth_source', 'given'))})[/]")
+    if settings.get("ceiling_tflops"):
+        footer.append(f"[dim]x ceiling: over {settings['ceiling_tflops']:,.1f} TFLOP/s[/]")
     if outcome.failed:
         footer.append(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
     console.print(table, *footer, sep="\n")

@@ -48,7 +48,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ceiling", type=float, default=None, metavar="TFLOPS",
                         help="coopmat2 ceiling from `vkcoop bench peak`, for the 'x ceiling' column")
     parser.add_argument("--bandwidth", type=float, default=None, metavar="GB/S",
-                        help="memory bandwidth for decode's 'x bandwidth' (default: by GPU name)")
+                        help="memory bandwidth for decode's 'x bandwidth' (default: measured with --ceilings, "
+                             "else the spec sheet's by GPU name)")
+    parser.add_argument("--ceilings", action="store_true",
+                        help="then measure the coopmat2 fp16->fp32 ceiling and the read bandwidth (bench peak) in "
+                             "this process for the 'x ceiling' and 'x bandwidth' columns")
     parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
     parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
     parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
@@ -64,7 +68,8 @@ def run(args, console=None) -> int:
                                   decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,
                                   warmup=args.warmup, tokens=args.tokens, decode_batch=args.decode_batch,
                                   tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
-                                  device=args.device, validate=args.validate, console=console)
+                                  device=args.device, validate=args.validate, console=console,
+                                  ceilings=args.ceilings)
     print_table(outcome, console)
     if args.json_path:
         print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)
