@@ -149,7 +149,8 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
     decode = next(r for r in outcome.results if r.path == "vk-coopmat2")
     assert decode.roofline == pytest.approx(decode.gbs / 3000.0) and decode.ratio_ceiling == pytest.approx(
         decode.tflops / 600.0)
-    assert outcome.settings["bandwidth_source"] == "measured read bandwidth" and outcome.environment["ceilings"] is measured
+    assert outcome.settings["bandwidth_source"] == "measured read bandwidth"
+    assert outcome.environment["ceilings"] is measured
     given = bench.run_attention_bench(**options, bandwidth_gbs=2500.0, ceiling_tflops=100.0)
     decode = next(r for r in given.results if r.path == "vk-coopmat2")
     assert decode.roofline == pytest.approx(decode.gbs / 2500.0) and given.settings["bandwidth_source"] == "given"

@@ -368,7 +368,8 @@ void main() {
                              sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
     }
     // [planes / heads_per_tile][rows][1] (every count is a multiple of heads_per_tile = group): the matrix's
-    // STATS_COLS columns all hold the row's value; columns >= 1 are out of bounds, and so are rows past the tile's heads.
+    // STATS_COLS columns all hold the row's value; columns >= 1 are out of bounds, and so are rows past the tile's
+    // heads.
     tensorLayoutNV<3, CLAMPED> layout_lse = createTensorLayoutNV(3, CLAMPED);
     layout_lse = setTensorLayoutDimensionNV(layout_lse, KV_SPLITS * planes / heads_per_tile, rows, 1);
     layout_lse = setTensorLayoutStrideNV(layout_lse, rows, 1, 1);

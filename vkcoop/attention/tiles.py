@@ -92,7 +92,8 @@ def parse_attention_config(text: str) -> AttentionConfig:
     """The inverse of :meth:`AttentionConfig.label`."""
     match = _CONFIG.match(text.strip())
     if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4)):
-        raise AttentionInputError(f"configuration {text!r} is not INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f] "
+        raise AttentionInputError(f"configuration {text!r} is not "
+                                  "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f] "
                                   "(e.g. 64:16x128s32g)")
     splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
     return AttentionConfig(parse_attention_tile(match.group(1)), splits, {"g": True, "n": False}.get(match.group(3)),

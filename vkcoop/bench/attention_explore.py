@@ -7,9 +7,10 @@ One process, many jobs, so every number of a sweep comes from the same device st
 
 A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
 dtype, head dim and sequence length (``c``: causal; decode is never causal), and configurations as
-:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS]``; without ``s`` the
-key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the
-kernel's rule, without ``w`` m and l are as narrow as the table allows). Each configuration is checked against the float64 reference on sampled rows before it is timed, and the
+:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f]``; without
+``s`` the key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the
+kernel's rule, without ``w`` m and l are as narrow as the table allows; ``f`` merges the key slices in the same
+dispatch). Each configuration is checked against the float64 reference on sampled rows before it is timed, and the
 first configuration of each job is timed again at its end (``repeat``), which exposes drift. Output: one line
 per configuration, and ``--json`` writes them all.
 """
