@@ -9,8 +9,9 @@
 #            and portable); peak.json (vkcoop bench peak); inspect-dense.json, inspect-2-4.json, inspect-khr.json
 #            (vkcoop inspect --gemm ..., the driver's machine code)
 #   attention
-#            attention.json / .png (vkcoop bench attention: fp16 and bf16, head_dim 64 and 128, prefill at 4k
-#            causal and not, decode at kv 8k-64k, torch's SDPA backends in the same process)
+#            attention.json / .png (vkcoop bench attention --ceilings: fp16 and bf16, head_dim 64 and 128, prefill
+#            at 4k causal and not, decode at kv 8k-64k, torch's SDPA backends, the coopmat2 ceiling and the read
+#            bandwidth in the same process)
 #   sparse-fp16, sparse-bf16
 #            bench-fp16.json / .png, bench-bf16.json / .png (vkcoop bench sparse --dtype D --sizes 4096,8192
 #            --shapes square,llm --ceilings --search-budget 20: every path, the library searches in child
@@ -81,7 +82,8 @@ for part in "${parts[@]}"; do
       ;;
     attention)
       record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --kinds prefill,decode \
-        --dtype fp16,bf16 --head-dims 64,128 --seqs 4096 --json "$dir/attention.json" --plot "$dir/attention.png" ;;
+        --dtype fp16,bf16 --head-dims 64,128 --seqs 4096 --ceilings --json "$dir/attention.json" \
+        --plot "$dir/attention.png" ;;
     sparse-fp16|sparse-bf16)
       dtype=${part#sparse-}
       record "bench-$dtype" "$dir/bench-$dtype.json" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
