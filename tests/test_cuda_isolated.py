@@ -172,7 +172,12 @@ def test_an_out_of_range_algorithm_id_on_the_real_cusparselt_is_recorded_and_thi
     assert any(e["status"] == "ok" for e in record[:at])
     timed = _timed(result)
     assert timed and all(e["status"] == "ok" for e in timed.values())
-    assert result.status == "ok" and not any(f"'alg_id': {alg}," in result.config for alg in refused_ids)
+    # cuSPARSELt may refuse an out-of-range id in one variant (split-K, layout) and run it in another (the H100 did at
+    # 8192x32x8192 in session 7): the choice may carry such an id only from a variant of it that ran
+    assert result.status == "ok"
+    for alg in {alg for alg in refused_ids if f"'alg_id': {alg}," in result.config}:
+        assert any(e["config"].split("-")[0] == f"alg{alg}" and e["status"] == "ok" for e in record), (result.config,
+                                                                                                          record)
     # this process's CUDA context still works
     a = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)
     got = torch.mm(a, a).cpu().numpy()

@@ -75,6 +75,7 @@ layout(set = 0, binding = 2) readonly buffer Values { ELEMENT_TYPE v[]; };
 #if SPLIT_MERGE == FUSED
 // Device-coherent: another workgroup's partials are read by the merger of their group.
 layout(set = 0, binding = 3) devicecoherent buffer PartialOutput { float o_partial[]; };
+layout(set = 0, binding = 3) devicecoherent buffer PartialOutputQuads { vec4 o_partial4[]; };   // the merges' view
 layout(set = 0, binding = 4) devicecoherent buffer PartialLogSumExp { float lse_partial[]; };
 layout(set = 0, binding = 5) writeonly buffer Output { ELEMENT_TYPE o[]; };
 layout(set = 0, binding = 6) writeonly buffer LogSumExp { float lse[]; };
@@ -170,27 +171,40 @@ void merge_slots(const uint first, const uint count, const uint into, const uint
                                                                       + i % row_count];
     }
     barrier();
-    for (uint i = gl_LocalInvocationIndex; i < row_count * HEAD_DIM; i += WORKGROUP_SIZE) {
-        const uint r = i / HEAD_DIM, column = i % HEAD_DIM, row = base_row + r;
+    // Four columns per invocation and MERGE_GROUP slots per step, unrolled: each invocation keeps up to
+    // MERGE_GROUP 16-byte loads in flight (the merge runs on one workgroup, after the keys are read).
+    const uint QUADS = HEAD_DIM / 4;
+    for (uint i = gl_LocalInvocationIndex; i < row_count * QUADS; i += WORKGROUP_SIZE) {
+        const uint r = i / QUADS, quad = i % QUADS, row = base_row + r;
         float largest = merge_lse[r];
         for (uint j = 1; j < count; ++j) {
             largest = max(largest, merge_lse[j * BR + r]);
         }
-        float value = 0.0, weight_sum = 0.0;
-        for (uint j = 0; j < count; ++j) {
-            const float weight = exp(merge_lse[j * BR + r] - largest);
-            value += weight * o_partial[((first + j) * total_rows + row) * HEAD_DIM + column];
-            weight_sum += weight;
+        vec4 value = vec4(0.0);
+        float weight_sum = 0.0;
+        for (uint j0 = 0; j0 < count; j0 += MERGE_GROUP) {
+            [[unroll]] for (uint u = 0; u < MERGE_GROUP; ++u) {
+                if (j0 + u < count) {
+                    const float weight = exp(merge_lse[(j0 + u) * BR + r] - largest);
+                    value += weight * o_partial4[((first + j0 + u) * total_rows + row) * QUADS + quad];
+                    weight_sum += weight;
+                }
+            }
         }
+        value /= weight_sum;
         if (into == ~0u) {
-            o[row * HEAD_DIM + column] = ELEMENT_TYPE(value / weight_sum);
-            if (column == 0) {
-                lse[row] = largest + log(weight_sum);
+            [[unroll]] for (uint c = 0; c < 4; ++c) {
+                o[row * HEAD_DIM + 4 * quad + c] = ELEMENT_TYPE(value[c]);
             }
         } else {
-            o_partial[(into * total_rows + row) * HEAD_DIM + column] = value / weight_sum;
-            if (column == 0) {
-                lse_partial[into * total_rows + row] = largest + log(weight_sum);
+            o_partial4[(into * total_rows + row) * QUADS + quad] = value;
+        }
+        if (quad == 0) {
+            const float row_lse = largest + log(weight_sum);
+            if (into == ~0u) {
+                lse[row] = row_lse;
+            } else {
+                lse_partial[into * total_rows + row] = row_lse;
             }
         }
     }
