@@ -13,6 +13,9 @@
 //   conversions        P (fp32 accumulator) to an A matrix of the input type for P·V; O to the input type.
 // Scores are kept in log2 units (scale · log2 e folded into one multiply) so exp becomes exp2.
 //   defines:        ELEMENT = F16 | BF16 (input and output type; accumulation is fp32)
+//                   SPLIT_MERGE = PASS (key slices are merged by attention_combine.comp, a second dispatch) |
+//                   FUSED (the last slice of each group of MERGE_GROUP to finish merges the group's partials, and the
+//                   last group merger of a tile writes O and the log-sum-exp: one dispatch; KV_SPLITS > 1 only)
 //   spec constants: 0 WORKGROUP_SIZE, 1 BR (query rows), 2 BC (keys per step), 3 HEAD_DIM (64 or 128),
 //                   4 CAUSAL (key j is visible to query i iff j <= i: torch's is_causal, top-left aligned),
 //                   5 KV_SPLITS (> 1: the keys are cut into that many slices, gl_WorkGroupID.z = batch *
@@ -28,9 +31,6 @@
 //                   9 Q_SHARED (Q is copied once to shared memory and loaded from there for every block, so it
 //                   holds no registers across the key loop), 10 V_EARLY (V's load is issued with K's, before the
 //                   softmax, so both blocks are in flight together)
-//   defines:        SPLIT_MERGE = PASS (key slices are merged by attention_combine.comp, a second dispatch) |
-//                   FUSED (the last slice of each group of MERGE_GROUP to finish merges the group's partials, and the
-//                   last group merger of a tile writes O and the log-sum-exp: one dispatch; KV_SPLITS > 1 only)
 //                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv

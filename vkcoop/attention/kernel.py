@@ -24,8 +24,8 @@ MAX_GROUPS_YZ = 65535
 LOG2_E = 1.0 / math.log(2.0)
 
 
-#: Slices per group merge of the fused merge (MERGE_GROUP in flash_attention.comp); the final merge reads one
-#: partial per group, so MAX_FUSED_SPLITS keeps both merges within MAX_FUSED_SPLITS / MERGE_GROUP partials.
+#: Slices per group merge of the fused merge (MERGE_GROUP in flash_attention.comp). The final merge reads one
+#: partial per group, at most MAX_FUSED_SPLITS / MERGE_GROUP (64), which bounds its shared memory.
 MERGE_GROUP = 8
 MAX_FUSED_SPLITS = 512
 
@@ -180,4 +180,3 @@ class AttentionKernel:
 def merge_groups(kv_splits: int) -> int:
     """Group merges of the fused merge (MERGE_GROUP slices each in flash_attention.comp)."""
     return -(-kv_splits // MERGE_GROUP)
-
