@@ -151,6 +151,13 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
         decode.tflops / 600.0)
     assert outcome.settings["bandwidth_source"] == "measured read bandwidth"
     assert outcome.environment["ceilings"] is measured
+    def broken(device=None):
+        raise RuntimeError("no peak shader here\nsecond line")
+    monkeypatch.setattr(bench, "measured_ceilings", broken)
+    failed = bench.run_attention_bench(**options)   # the cases stand; the spec sheet's bandwidth is used
+    assert failed.environment["ceilings_error"] == "RuntimeError: no peak shader here"
+    assert failed.settings["bandwidth_source"] == "spec sheet" and failed.settings["bandwidth_gbs"] == 4800.0
+    assert all(r.status != "error" for r in failed.results if r.path == "vk-coopmat2")
     given = bench.run_attention_bench(**options, bandwidth_gbs=2500.0, ceiling_tflops=100.0)
     decode = next(r for r in given.results if r.path == "vk-coopmat2")
     assert decode.roofline == pytest.approx(decode.gbs / 2500.0) and given.settings["bandwidth_source"] == "given"
@@ -167,6 +174,12 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     text = io.StringIO()
     attention_report.print_table(outcome, Console(file=text, width=200))
     assert "note 2: skipped because not today" in text.getvalue() and "2 path(s) failed" in text.getvalue()
+    assert "x bandwidth: over 4,800 GB/s (spec sheet)" in text.getvalue()
+    assert "x ceiling: over 100.0 TFLOP/s" in text.getvalue() and "could not be measured" not in text.getvalue()
+    outcome.environment["ceilings_error"] = "RuntimeError: no peak shader here"
+    text = io.StringIO()
+    attention_report.print_table(outcome, Console(file=text, width=200))
+    assert "the ceilings could not be measured: RuntimeError: no peak shader here" in text.getvalue()
     assert attention_report.plot(outcome, tmp_path / "a" / "plot.png").stat().st_size > 1000
     assert report.write_json(outcome, tmp_path / "r.json").exists()
 

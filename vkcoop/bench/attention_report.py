@@ -54,6 +54,8 @@ def print_table(outcome, console=None) -> None:
                       f"({escape(settings.get('bandwidth_source', 'given'))})[/]")
     if settings.get("ceiling_tflops"):
         footer.append(f"[dim]x ceiling: over {settings['ceiling_tflops']:,.1f} TFLOP/s[/]")
+    if env.get("ceilings_error"):
+        footer.append(f"[yellow]the ceilings could not be measured: {escape(env['ceilings_error'])}[/]")
     if outcome.failed:
         footer.append(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
     console.print(table, *footer, sep="\n")
