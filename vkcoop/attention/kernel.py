@@ -145,15 +145,21 @@ class AttentionKernel:
         specialization = self.specialization(is_aligned(shape, self.tile, self.gqa_rows))
         inputs = {"Q": np.ascontiguousarray(q), "K": np.ascontiguousarray(k), "V": np.ascontiguousarray(v)}
         outputs = {"O": ((b, hq, sq, d), check_dtype(self.dtype)), "LSE": ((b, hq, sq), np.dtype(np.float32))}
+        dims = (b, hq, shape.kv_heads, sq, shape.seq_kv, d)
         if self.kv_splits == 1:
             flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, ("Q", "K", "V", "O", "LSE"),
                              groups, push)
-            return Launch([flash], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
+            return Launch([flash], inputs, outputs, "O", dims)
+        # fp32 partials per key slice; the fused merge (SPLIT_MERGE=FUSED) puts its group merges after them
         s = self.kv_splits
-        if self.fused_merge:
-            return self._fused_launch(inputs, outputs, groups, specialization, push, shape)
-        outputs["O partial"] = ((s, b, hq, sq, d), np.dtype(np.float32))
-        outputs["LSE partial"] = ((s, b, hq, sq), np.dtype(np.float32))
+        slots = s + (merge_groups(s) if self.fused_merge else 0)
+        outputs["O partial"] = ((slots, b, hq, sq, d), np.dtype(np.float32))
+        outputs["LSE partial"] = ((slots, b, hq, sq), np.dtype(np.float32))
+        if self.fused_merge:   # one dispatch; a counter per group and tile plus one per tile, zero-filled, left zero
+            outputs["arrivals"] = ((groups[0] * groups[1] * b * (merge_groups(s) + 1),), np.dtype(np.uint32))
+            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
+                             ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"), groups, push)
+            return Launch([flash], inputs, outputs, "O", dims)
         flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
                          ("Q", "K", "V", "O partial", "LSE partial"), groups, push)
         rows = b * hq * sq
@@ -161,20 +167,7 @@ class AttentionKernel:
                            ("O partial", "LSE partial", "O", "LSE"),
                            (min(rows * (d // COMBINE_COLUMNS), MAX_GROUPS_YZ), 1, 1),
                            (np.uint32(rows), np.uint32(d), np.uint32(s)))
-        return Launch([flash, combine], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
-
-    def _fused_launch(self, inputs, outputs, groups, specialization, push, shape) -> Launch:
-        """One dispatch (SPLIT_MERGE=FUSED): the slices' partials, then the group merges after them, in the partial
-        buffers; a counter per group and tile, plus one per tile for the final merge (zero-filled, left zero)."""
-        b, hq, sq, d = shape.batch, shape.q_heads, shape.seq_q, shape.head_dim
-        slots = self.kv_splits + merge_groups(self.kv_splits)
-        outputs["O partial"] = ((slots, b, hq, sq, d), np.dtype(np.float32))
-        outputs["LSE partial"] = ((slots, b, hq, sq), np.dtype(np.float32))
-        tiles = groups[0] * groups[1] * b
-        outputs["arrivals"] = ((tiles * (merge_groups(self.kv_splits) + 1),), np.dtype(np.uint32))
-        flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
-                         ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"), groups, push)
-        return Launch([flash], inputs, outputs, "O", (b, hq, shape.kv_heads, sq, shape.seq_kv, d))
+        return Launch([flash, combine], inputs, outputs, "O", dims)
 
 
 def merge_groups(kv_splits: int) -> int:
