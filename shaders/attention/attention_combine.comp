@@ -6,7 +6,8 @@
 // the largest lse_s is subtracted first so no exp overflows. An empty slice has lse_s = -1e30: weight 0.
 // One workgroup per (row, 32 columns of head_dim): its 16 groups of 32 invocations share the slices (group g takes
 // slices g, g + 16, ...), so each invocation issues splits / 16 independent loads instead of a serial walk over all of
-// them; the 16 partial sums meet in shared memory. A decode step has few rows, so this pass is latency-bound:
+// them, and merges them online (one round of loads: no row maximum is read first); the 16 partial merges meet in
+// shared memory. A decode step has few rows, so this pass is latency-bound:
 // the loads in flight, not the bytes, set its time.
 //   defines:        ELEMENT = F16 | BF16 (the output type)
 //   push constants: rows (batch * q_heads * seq_q), head_dim (a multiple of 32), splits
@@ -15,8 +16,6 @@
 //   grid:           (rows * head_dim / 32, up to a limit: a grid-stride loop covers the rest)
 #include "vkcoop/common.glsl"
 #extension GL_EXT_control_flow_attributes : enable
-#extension GL_KHR_shader_subgroup_basic : enable
-#extension GL_KHR_shader_subgroup_arithmetic : enable
 
 #if ELEMENT != F16 && ELEMENT != BF16
 #error "ELEMENT must be F16 or BF16"
@@ -35,27 +34,9 @@ layout(push_constant) uniform Shape {
     uint rows, head_dim, splits;
 } shape;
 
-shared float subgroup_largest[COLUMNS * LANES];   // one per subgroup, whatever the subgroup size
+shared float lane_largest[LANES];
 shared float lane_value[LANES][COLUMNS];
 shared float lane_weight[LANES];
-
-// The row's largest slice lse: every invocation strides over the slices, then subgroups, then the workgroup.
-float largest_lse(const uint row) {
-    float largest = -3.0e38;
-    for (uint s = gl_LocalInvocationIndex; s < shape.splits; s += gl_WorkGroupSize.x) {
-        largest = max(largest, lse_partial[s * shape.rows + row]);
-    }
-    largest = subgroupMax(largest);
-    if (subgroupElect()) {
-        subgroup_largest[gl_SubgroupID] = largest;
-    }
-    barrier();
-    largest = subgroup_largest[0];
-    for (uint g = 1; g < gl_NumSubgroups; ++g) {
-        largest = max(largest, subgroup_largest[g]);
-    }
-    return largest;
-}
 
 void main() {
     const uint column = gl_LocalInvocationIndex % COLUMNS;
@@ -65,35 +46,47 @@ void main() {
     for (uint item = gl_WorkGroupID.x; item < shape.rows * chunks; item += gl_NumWorkGroups.x) {
         const uint row = item / chunks;
         const uint element = row * shape.head_dim + (item % chunks) * COLUMNS + column;
-        const float largest = largest_lse(row);
-        // Two slices per step: independent loads in flight (the loop bound is not a constant).
-        float value = 0.0, weight_sum = 0.0;
+        // One round of loads: each lane merges its slices online (its own running max, the sums rescaled when
+        // it grows), two slices per step so that their loads are in flight together; the lanes meet after.
+        float largest = -3.0e38, value = 0.0, weight_sum = 0.0;
         uint s = lane;
         for (; s + LANES < shape.splits; s += 2 * LANES) {
-            const float w0 = exp(lse_partial[s * shape.rows + row] - largest);
-            const float w1 = exp(lse_partial[(s + LANES) * shape.rows + row] - largest);
-            value += w0 * o_partial[s * count + element] + w1 * o_partial[(s + LANES) * count + element];
-            weight_sum += w0 + w1;
+            const float lse0 = lse_partial[s * shape.rows + row], lse1 = lse_partial[(s + LANES) * shape.rows + row];
+            const float o0 = o_partial[s * count + element], o1 = o_partial[(s + LANES) * count + element];
+            const float grown = max(largest, max(lse0, lse1));
+            const float rescale = exp(largest - grown), w0 = exp(lse0 - grown), w1 = exp(lse1 - grown);
+            value = value * rescale + (w0 * o0 + w1 * o1);
+            weight_sum = weight_sum * rescale + (w0 + w1);
+            largest = grown;
         }
         if (s < shape.splits) {
-            const float w = exp(lse_partial[s * shape.rows + row] - largest);
-            value += w * o_partial[s * count + element];
-            weight_sum += w;
+            const float lse0 = lse_partial[s * shape.rows + row];
+            const float grown = max(largest, lse0);
+            const float rescale = exp(largest - grown), w0 = exp(lse0 - grown);
+            value = value * rescale + w0 * o_partial[s * count + element];
+            weight_sum = weight_sum * rescale + w0;
+            largest = grown;
         }
         lane_value[lane][column] = value;
         if (column == 0) {
+            lane_largest[lane] = largest;
             lane_weight[lane] = weight_sum;
         }
         barrier();
         if (lane == 0) {
-            float total = lane_value[0][column], total_weight = lane_weight[0];
+            float row_largest = lane_largest[0];
             [[unroll]] for (uint g = 1; g < LANES; ++g) {
-                total += lane_value[g][column];
-                total_weight += lane_weight[g];
+                row_largest = max(row_largest, lane_largest[g]);
+            }
+            float total = 0.0, total_weight = 0.0;
+            [[unroll]] for (uint g = 0; g < LANES; ++g) {
+                const float w = exp(lane_largest[g] - row_largest);
+                total += w * lane_value[g][column];
+                total_weight += w * lane_weight[g];
             }
             o[element] = ELEMENT_TYPE(total / total_weight);
             if (element % shape.head_dim == 0) {
-                lse[row] = largest + log(total_weight);
+                lse[row] = row_largest + log(total_weight);
             }
         }
         barrier();   // the shared arrays are reused by the next item
