@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vkcoop import attention as attn
+from vkcoop.attention import kernel as kernel_module
 from vkcoop.attention.kernel import target_workgroups
 from vkcoop.gemm import BF16, GemmInputError
 from vkcoop.paths import shader_root
@@ -125,6 +126,23 @@ def test_the_launch_matches_the_shaders_constants_push_block_and_grid():
     assert [int(x) for x in flash.push[:6]] == [2, 70, 90, 6, 2, 3]
     assert flash.push[6].dtype == np.float32 and math.isclose(flash.push[6], 0.5 / math.log(2), rel_tol=1e-7)
     assert flash.groups == (2, 6, 2) and flash.buffers == ("Q", "K", "V", "O", "LSE")
+
+
+def test_staging_k_and_v_follows_the_vectors_each_invocation_holds():
+    """KV_STAGED copies a block of BC x head_dim / 8 16-byte vectors, the same count per invocation: by default only
+    where that count is whole and at most MAX_STAGED_VECTORS (the prefill tiles, not decode's 64-invocation ones)."""
+    def staged(d, tile, **options):
+        return attn.AttentionKernel("fp16", d, attn.AttentionTile(*tile), **options).specialization()["KV_STAGED"]
+
+    assert kernel_module.MAX_STAGED_VECTORS == 8
+    assert staged(128, (128, 64, 64)) is True and staged(64, (128, 64, 128)) is True      # 8 vectors each
+    assert staged(128, (256, 128, 64)) is True                                          # 4
+    assert staged(128, (64, 16, 64)) is False and staged(64, (64, 16, 128)) is False      # decode: 16
+    assert staged(128, (64, 16, 64), kv_staged=True) is True
+    assert staged(128, (128, 64, 64), kv_staged=False) is False
+    assert staged(64, (512, 64, 32)) is False                                           # half a vector each
+    with pytest.raises(attn.AttentionInputError, match="multiple of the invocations"):
+        attn.AttentionKernel("fp16", 64, attn.AttentionTile(512, 64, 32), kv_staged=True)
 
 
 def test_a_split_launch_adds_the_combine_pass():

@@ -126,6 +126,22 @@ def test_the_requirements_cover_every_capability_of_both_shaders():
             assert feature is None or feature in declared, (variant.label, capability)
 
 
+def _validate_specialised(toolchain, variant, specialization: dict) -> None:
+    """spirv-opt freezes ``specialization`` into the compiled ``variant``; spirv-val checks the result."""
+    spirv = shaders.compile_variant(variant)
+    ids = {constant.name: constant.spec_id for constant in spirv_tools.reflect(spirv).spec_constants}
+    values = " ".join(f"{ids[name]}:{str(value).lower()}" for name, value in specialization.items())
+    with tempfile.TemporaryDirectory() as folder:
+        source, frozen = os.path.join(folder, "a.spv"), os.path.join(folder, "b.spv")
+        with open(source, "wb") as f:
+            f.write(spirv)
+        run = toolchain.run("spirv-opt", ["--set-spec-const-default-value", values, "--freeze-spec-const",
+                                          source, "-o", frozen])
+        assert run.returncode == 0, run.stderr
+        with open(frozen, "rb") as f:
+            spirv_tools.validate(f.read())
+
+
 @pytest.mark.toolchain
 def test_the_shader_specialised_to_each_sample_tile_validates(cases):
     """spirv-opt freezes the specialization constants the cases use; spirv-val checks the result."""
@@ -138,18 +154,7 @@ def test_the_shader_specialised_to_each_sample_tile_validates(cases):
         if key in seen:
             continue
         seen.add(key)
-        spirv = shaders.compile_variant(c.variant())
-        ids = {constant.name: constant.spec_id for constant in spirv_tools.reflect(spirv).spec_constants}
-        values = " ".join(f"{ids[name]}:{str(value).lower()}" for name, value in c.specialization.items())
-        with tempfile.TemporaryDirectory() as folder:
-            source, frozen = os.path.join(folder, "a.spv"), os.path.join(folder, "b.spv")
-            with open(source, "wb") as f:
-                f.write(spirv)
-            run = toolchain.run("spirv-opt", ["--set-spec-const-default-value", values, "--freeze-spec-const",
-                                              source, "-o", frozen])
-            assert run.returncode == 0, run.stderr
-            with open(frozen, "rb") as f:
-                spirv_tools.validate(f.read())
+        _validate_specialised(toolchain, c.variant(), c.specialization)
     # 2 types x 2 head dims x (plain, causal, split) x (one head, GQA rows), and plain and causal ALIGNED
     assert len(seen) == 32
 
@@ -225,3 +230,50 @@ def test_the_fused_merge_matches_the_reference_and_repeats_bit_for_bit(shape, ti
     assert ok, why
     assert attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]
     assert all(np.array_equal(o, out) and np.array_equal(l, lse) for o, l in again)
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("tile, head_dim, causal, splits, aligned", [
+    ((128, 64, 64), 128, False, 1, True), ((128, 64, 128), 64, True, 1, True), ((256, 128, 64), 128, True, 3, True),
+    ((64, 16, 64), 128, False, 4, False), ((128, 64, 64), 128, True, 1, False)])
+def test_the_staged_loop_specialised_validates(tile, head_dim, causal, splits, aligned):
+    """KV_STAGED (K and V through the shader's own shared memory) frozen with prefill, causal, split and decode
+    tiles, with and without ALIGNED (without it the staged loop stops where the clamped one begins)."""
+    toolchain = toolchain_or_skip().find_toolchain()
+    kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), causal=causal, kv_splits=splits,
+                                  kv_staged=True)
+    specialization = kernel.specialization(aligned=aligned)
+    assert specialization["KV_STAGED"] is True and specialization["ALIGNED"] is aligned
+    variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted(kernel.defines().items())))
+    _validate_specialised(toolchain, variant, specialization)
+
+
+@pytest.mark.gpu
+@on_gpu
+@pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("shape, tile, causal, splits", [
+    ((2, 4, 2, 256, 512, 128), (128, 64, 64), False, 1), ((1, 4, 4, 384, 384, 64), (128, 64, 128), True, 1),
+    ((1, 2, 1, 128, 1024, 128), (128, 64, 64), True, 3), ((1, 2, 2, 256, 640, 128), (256, 128, 64), False, 1),
+    ((1, 32, 8, 1, 4099, 128), (64, 16, 64), False, 9), ((2, 4, 2, 300, 517, 64), (128, 64, 128), True, 1)])
+def test_staging_k_and_v_in_shared_memory_changes_no_bit(dtype, shape, causal, splits, tile):
+    """KV_STAGED loads the same K and V blocks from this shader's shared memory instead of the driver's staging:
+    the multiplies see the same matrices, so O and the log-sum-exp must equal the unstaged kernel's bit for bit
+    (and both stay within the tolerance of the reference). Aligned shapes stage every block; the decode and ragged
+    ones stage those before the clamped blocks."""
+    from vkcoop import vk
+    b, hq, hkv, sq, skv, d = shape
+    rng = np.random.default_rng(sq * skv)
+    q, k, v = ((rng.standard_normal(s).clip(-3, 3)).astype(np.float32).astype(dtype)
+               for s in ((b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
+    name = "fp16" if dtype == np.float16 else "bf16"
+    results = []
+    with vk.Device(extensions=attn.EXTENSIONS, features=attn.attention_features((name,))) as device:
+        for staged in (False, True):
+            with attn.VulkanAttention(device, name, d, attn.AttentionTile(*tile), causal=causal, kv_splits=splits,
+                                      gqa_rows=sq == 1, kv_staged=staged) as runner:
+                results.append(runner.run(q, k, v))
+    (out, lse), (staged_out, staged_lse) = results
+    assert np.array_equal(staged_out.view(np.uint16), out.view(np.uint16)) and np.array_equal(staged_lse, lse)
+    ref, _ = attn.reference_attention(q, k, v, causal=causal)
+    ok, _, why = attn.check_attention(staged_out, ref, attn.tolerance_for(q, k, v))
+    assert ok, why

@@ -30,7 +30,9 @@
 //                   row's value: the N granularity keeps them small, and a row reduction smears m onto S's shape)
 //                   9 Q_SHARED (Q is copied once to shared memory and loaded from there for every block, so it
 //                   holds no registers across the key loop), 10 V_EARLY (V's load is issued with K's, before the
-//                   softmax, so both blocks are in flight together)
+//                   softmax, so both blocks are in flight together), 11 KV_STAGED (the blocks that need no clamp
+//                   pass K and V through shared memory that this shader fills, in FlashAttention-2's order: V of
+//                   block j is fetched while S of block j is computed, K of block j + 1 while P V of block j is)
 //                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
@@ -61,15 +63,25 @@ layout(constant_id = 7) const bool ALIGNED = false;
 layout(constant_id = 8) const uint STATS_COLS = 64;
 layout(constant_id = 9) const bool Q_SHARED = false;
 layout(constant_id = 10) const bool V_EARLY = false;
+layout(constant_id = 11) const bool KV_STAGED = false;
 layout(local_size_x_id = 0) in;
 
 // Q's tile in 16-byte vectors, each row one vector longer than HEAD_DIM (a bank skew for the matrix loads).
 const uint Q_ROW = HEAD_DIM / 8 + 1;
 shared uvec4 q_stage[Q_SHARED ? BR * Q_ROW : 1];
+// KV_STAGED: one block of K and one of V in 16-byte vectors, rows skewed like Q's. Each invocation fetches
+// STAGE_VECTORS of a block into registers, which the multiplies of the current block hide, then stores them.
+const bool STAGED = KV_STAGED;
+const uint KV_ROW = HEAD_DIM / 8 + 1;
+const uint STAGE_VECTORS = STAGED ? BC * HEAD_DIM / 8 / WORKGROUP_SIZE : 1;
+shared uvec4 k_stage[STAGED ? BC * KV_ROW : 1];
+shared uvec4 v_stage[STAGED ? BC * KV_ROW : 1];
 
 layout(set = 0, binding = 0) readonly buffer Queries { ELEMENT_TYPE q[]; };
 layout(set = 0, binding = 1) readonly buffer Keys { ELEMENT_TYPE k[]; };
 layout(set = 0, binding = 2) readonly buffer Values { ELEMENT_TYPE v[]; };
+layout(set = 0, binding = 1) readonly buffer KeyVectors { uvec4 k4[]; };      // KV_STAGED's copies
+layout(set = 0, binding = 2) readonly buffer ValueVectors { uvec4 v4[]; };
 #define PASS 1
 #define FUSED 2
 #if SPLIT_MERGE == FUSED
@@ -293,24 +305,12 @@ void main() {
     const uint unmasked = min(block_end, CAUSAL ? min(inside, (first_query + 1) / BC) : inside);
     uint block = block_begin;
 
-// One block of BC keys: S = Q Kᵀ, masked where MASK, then the online-softmax update of m, l and acc.
-#define ATTENTION_STEP(LAYOUT, MASK)                                                                          \
-    {                                                                                                         \
-        const uint col0 = block * BC;                                                                         \
-        MAT_KT tile_kt;                                                                                       \
-        coopMatLoadTensorNV(tile_kt, k, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM), transposed); \
-        MAT_V tile_v;                                                                                         \
-        if (V_EARLY) {                                                                                        \
-            coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));     \
-        }                                                                                                     \
-        MAT_Q q_now = tile_q;                                                                                 \
-        if (Q_SHARED) {                                                                                       \
-            coopMatLoad(q_now, q_stage, 0, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);                        \
-        }                                                                                                     \
-        MAT_S s = coopMatMulAdd(q_now, tile_kt, MAT_S(0.0));                                                  \
+// The online-softmax update of one block's scores s (masked where MASK): p = exp2(s - m_new), and m, l, acc
+// rescaled to the new row max. Declares p in the enclosing block.
+#define ONLINE_SOFTMAX(MASK)                                                                                  \
         s = s * shape.scale_log2;                                                                             \
         if (MASK) {                                                                                           \
-            coopMatPerElementNV(s, s, mask_scores, row0, col0, shape.seq_kv, shape.seq_q);                   \
+            coopMatPerElementNV(s, s, mask_scores, row0, col0, shape.seq_kv, shape.seq_q);                    \
         }                                                                                                     \
         MAT_STATS block_max;                                                                                  \
         coopMatReduceNV(block_max, s, gl_CooperativeMatrixReduceRowNV, max_combine);                          \
@@ -330,23 +330,95 @@ void main() {
         /* every element of a row of rescale is equal: a row max "smears" it onto O's shape */                \
         MAT_O rescale_o;                                                                                      \
         coopMatReduceNV(rescale_o, rescale, gl_CooperativeMatrixReduceRowNV, max_combine);                    \
-        acc = acc * rescale_o;                                                                                \
+        acc = acc * rescale_o;
+
+// One block of BC keys: S = Q Kᵀ, masked where MASK, then the online-softmax update and acc += P V.
+#define ATTENTION_STEP(LAYOUT, MASK)                                                                          \
+    {                                                                                                         \
+        const uint col0 = block * BC;                                                                         \
+        MAT_KT tile_kt;                                                                                       \
+        coopMatLoadTensorNV(tile_kt, k, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM), transposed);\
+        MAT_V tile_v;                                                                                         \
+        if (V_EARLY) {                                                                                        \
+            coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));      \
+        }                                                                                                     \
+        MAT_Q q_now = tile_q;                                                                                 \
+        if (Q_SHARED) {                                                                                       \
+            coopMatLoad(q_now, q_stage, 0, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);                        \
+        }                                                                                                     \
+        MAT_S s = coopMatMulAdd(q_now, tile_kt, MAT_S(0.0));                                                  \
+        ONLINE_SOFTMAX(MASK)                                                                                  \
         if (!V_EARLY) {                                                                                       \
-            coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));     \
+            coopMatLoadTensorNV(tile_v, v, kv_base, sliceTensorLayoutNV(LAYOUT, col0, BC, 0, HEAD_DIM));      \
         }                                                                                                     \
         acc = coopMatMulAdd(MAT_P(p), tile_v, acc);                                                           \
     }
 
-    [[dont_unroll]] for (; block < unmasked; ++block) {
-        ATTENTION_STEP(layout_kv, false)
+// KV_STAGED: the block's BC rows of HEAD_DIM / 8 vectors are contiguous from vector FIRST of BUFFER.
+#define FETCH_BLOCK(BUFFER, FIRST)                                                                            \
+    [[unroll]] for (uint i = 0; i < STAGE_VECTORS; ++i) {                                                     \
+        pending[i] = BUFFER[(FIRST) + gl_LocalInvocationIndex + i * WORKGROUP_SIZE];                          \
     }
-    if (ALIGNED) {   // every block lies inside seq_kv: only the causal mask is left
-        if (CAUSAL) {
+#define STAGE_BLOCK(STAGE)                                                                                    \
+    [[unroll]] for (uint i = 0; i < STAGE_VECTORS; ++i) {                                                     \
+        const uint vector = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;                                     \
+        STAGE[vector / (HEAD_DIM / 8) * KV_ROW + vector % (HEAD_DIM / 8)] = pending[i];                       \
+    }
+
+// The same block with K and V from shared memory (STAGED): K of this block is staged already. V is fetched
+// before S = Q Kᵀ and stored after the softmax; K of the next block is fetched before P V and stored after it.
+// Two barriers per block: the first publishes V (everyone's reads of K are done by then), the second K (and
+// everyone's reads of V are done before the next block stores it).
+#define STAGED_STEP(MASK)                                                                                     \
+    {                                                                                                         \
+        const uint col0 = block * BC;                                                                         \
+        FETCH_BLOCK(v4, (kv_base + col0 * HEAD_DIM) / 8)                                                      \
+        MAT_KT tile_kt;                                                                                       \
+        coopMatLoad(tile_kt, k_stage, 0, KV_ROW, gl_CooperativeMatrixLayoutColumnMajor);                      \
+        MAT_S s = coopMatMulAdd(tile_q, tile_kt, MAT_S(0.0));                                                 \
+        ONLINE_SOFTMAX(MASK)                                                                                  \
+        STAGE_BLOCK(v_stage)                                                                                  \
+        barrier();                                                                                            \
+        if (block + 1 < staged_end) {                                                                         \
+            FETCH_BLOCK(k4, (kv_base + col0 * HEAD_DIM + BC * HEAD_DIM) / 8)                                  \
+        }                                                                                                     \
+        MAT_V tile_v;                                                                                         \
+        coopMatLoad(tile_v, v_stage, 0, KV_ROW, gl_CooperativeMatrixLayoutRowMajor);                          \
+        acc = coopMatMulAdd(MAT_P(p), tile_v, acc);                                                           \
+        if (block + 1 < staged_end) {                                                                         \
+            STAGE_BLOCK(k_stage)                                                                              \
+        }                                                                                                     \
+        barrier();                                                                                            \
+    }
+
+    // Blocks [block, unmasked) need neither clamp nor mask; with ALIGNED the rest need only the causal mask.
+    const uint staged_end = ALIGNED ? block_end : unmasked;
+    if (STAGED) {   // K of the first block is staged before the loop
+        uvec4 pending[STAGE_VECTORS];
+        if (block < staged_end) {
+            FETCH_BLOCK(k4, (kv_base + block * BC * HEAD_DIM) / 8)
+            STAGE_BLOCK(k_stage)
+            barrier();
+        }
+        [[dont_unroll]] for (; block < unmasked; ++block) {
+            STAGED_STEP(false)
+        }
+        if (ALIGNED && CAUSAL) {
+            [[dont_unroll]] for (; block < block_end; ++block) {
+                STAGED_STEP(true)
+            }
+        }
+    } else {
+        [[dont_unroll]] for (; block < unmasked; ++block) {
+            ATTENTION_STEP(layout_kv, false)
+        }
+        if (ALIGNED && CAUSAL) {
             [[dont_unroll]] for (; block < block_end; ++block) {
                 ATTENTION_STEP(layout_kv, true)
             }
         }
-    } else {
+    }
+    if (!ALIGNED) {   // the blocks that cross seq_kv or need the mask, through the clamped layout
         [[dont_unroll]] for (; block < block_end; ++block) {
             ATTENTION_STEP(layout_kv_clamped, true)
         }

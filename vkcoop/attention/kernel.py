@@ -53,6 +53,23 @@ def is_aligned(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool) -> bo
     return rows % tile.br == 0 and shape.seq_kv % tile.bc == 0
 
 
+#: KV_STAGED: at most this many 16-byte vectors of a K or V block per invocation (32 registers held across a
+#: multiply). On the H100 (docs/attention.md, experiments 16 and 18) staging gained 1-14 % on the prefill tiles, which
+#: hold 8 or 4, and lost 6-13 % on decode's 64-invocation tiles, which hold 16.
+MAX_STAGED_VECTORS = 8
+
+
+def staged_vectors(tile: AttentionTile, head_dim: int) -> float:
+    """16-byte vectors of one K or V block (BC x head_dim) per invocation."""
+    return tile.bc * head_dim / 8 / tile.workgroup_size
+
+
+def stages_kv(tile: AttentionTile, head_dim: int) -> bool:
+    """The kernel's rule for KV_STAGED: whole vectors per invocation, and few enough of them."""
+    vectors = staged_vectors(tile, head_dim)
+    return vectors == int(vectors) and vectors <= MAX_STAGED_VECTORS
+
+
 def query_workgroups(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool) -> tuple[int, int]:
     """The grid's (x, y) before key slices: query tiles, and q heads (``gqa_rows``: kv heads)."""
     if gqa_rows:
@@ -92,13 +109,18 @@ class AttentionKernel:
 
     def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
                  kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
-                 q_shared: bool = False, v_early: bool = False, fused_merge: bool = False):
+                 q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
+                 kv_staged: bool | None = None):
         check_dtype(dtype)
         check_head_dim(head_dim)
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
         self.causal, self.kv_splits, self.gqa_rows = bool(causal), check_kv_splits(kv_splits), bool(gqa_rows)
         self.stats_cols = int(stats_cols or tile.bc)
         self.q_shared, self.v_early = bool(q_shared), bool(v_early)
+        self.kv_staged = stages_kv(tile, head_dim) if kv_staged is None else bool(kv_staged)
+        if self.kv_staged and staged_vectors(tile, head_dim) % 1:
+            raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim}: staging K and V needs the "
+                                      "block's 16-byte vectors (BC x head_dim / 8) to be a multiple of the invocations")
         self.fused_merge = bool(fused_merge) and self.kv_splits > 1
         if self.fused_merge and self.kv_splits > MAX_FUSED_SPLITS:
             raise AttentionInputError(f"kv_splits={self.kv_splits}: the fused merge takes at most {MAX_FUSED_SPLITS}")
@@ -114,7 +136,7 @@ class AttentionKernel:
         return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
                 "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits,
                 "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols,
-                "Q_SHARED": self.q_shared, "V_EARLY": self.v_early}
+                "Q_SHARED": self.q_shared, "V_EARLY": self.v_early, "KV_STAGED": self.kv_staged}
 
     def template_launch(self) -> Launch:
         """The smallest launch: its dispatches name every pipeline this kernel needs."""

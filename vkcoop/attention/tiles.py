@@ -66,9 +66,10 @@ class AttentionConfig:
     """A tile plus the launch choices around it: ``kv_splits`` key slices, ``gqa_rows`` (the group's q heads
     stacked in one tile) and ``stats_cols`` (columns of the running max and sum); None leaves each to
     :func:`vkcoop.attention.kernel.choose_kv_splits`, :func:`vkcoop.attention.kernel.use_gqa_rows` and
-    :func:`stats_columns`. ``q_shared`` and ``v_early`` are the staging experiments (Q_SHARED, V_EARLY in
-    flash_attention.comp); ``fused_merge`` merges the key slices in the same dispatch (SPLIT_MERGE=FUSED).
-    Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f]``."""
+    :func:`stats_columns`. ``kv_staged`` passes K and V through the shader's own shared memory (KV_STAGED; None:
+    :func:`vkcoop.attention.kernel.stages_kv`, label ``k`` on and ``u`` off); ``q_shared`` and ``v_early`` are
+    staging experiments (Q_SHARED, V_EARLY in flash_attention.comp); ``fused_merge`` merges the key slices in the same
+    dispatch (SPLIT_MERGE=FUSED). Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][k|u]``."""
     tile: AttentionTile
     kv_splits: int | None = None
     gqa_rows: bool | None = None
@@ -76,16 +77,18 @@ class AttentionConfig:
     q_shared: bool = False
     v_early: bool = False
     fused_merge: bool = False
+    kv_staged: bool | None = None
 
     def label(self) -> str:
         splits = f"s{self.kv_splits}" if self.kv_splits else ""
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
-        flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge)) if on)
+        flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge),
+                                              ("k", self.kv_staged is True), ("u", self.kv_staged is False)) if on)
         return f"{self.tile.label()}{splits}{rows}{stats}{flags}"
 
 
-_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)(f?)$")
+_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)(f?)([ku]?)$")
 
 
 def parse_attention_config(text: str) -> AttentionConfig:
@@ -93,11 +96,11 @@ def parse_attention_config(text: str) -> AttentionConfig:
     match = _CONFIG.match(text.strip())
     if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4)):
         raise AttentionInputError(f"configuration {text!r} is not "
-                                  "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f] "
+                                  "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][k|u] "
                                   "(e.g. 64:16x128s32g)")
     splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
     return AttentionConfig(parse_attention_tile(match.group(1)), splits, {"g": True, "n": False}.get(match.group(3)),
-                           stats, bool(match.group(5)), bool(match.group(6)), bool(match.group(7)))
+                           stats, *(bool(match.group(i)) for i in (5, 6, 7)), {"k": True, "u": False}.get(match.group(8)))
 
 
 def _fits(row, tile: AttentionTile, head_dim: int) -> bool:

@@ -36,7 +36,8 @@ class VulkanAttention(VulkanGemm):
 
     def __init__(self, device, dtype: str, head_dim: int, tile: AttentionTile | None = None, *,
                  causal: bool = False, kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
-                 flexible=None, q_shared: bool = False, v_early: bool = False, fused_merge: bool = False):
+                 flexible=None, q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
+                 kv_staged: bool | None = None):
         flexible = device.physical.flexible_shapes() if flexible is None else flexible
         props = device.physical.cooperative_matrix2_properties() or {}
         limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
@@ -47,7 +48,7 @@ class VulkanAttention(VulkanGemm):
         stats_cols = stats_cols or stats_columns(flexible, dtype, tile)
         super().__init__(device, AttentionKernel(dtype, head_dim, tile, causal=causal, kv_splits=kv_splits,
                                                  gqa_rows=gqa_rows, stats_cols=stats_cols, q_shared=q_shared,
-                                                 v_early=v_early, fused_merge=fused_merge))
+                                                 v_early=v_early, fused_merge=fused_merge, kv_staged=kv_staged))
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))

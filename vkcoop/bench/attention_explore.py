@@ -7,10 +7,10 @@ One process, many jobs, so every number of a sweep comes from the same device st
 
 A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
 dtype, head dim and sequence length (``c``: causal; decode is never causal), and configurations as
-:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f]``; without
-``s`` the key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the
-kernel's rule, without ``w`` m and l are as narrow as the table allows; ``f`` merges the key slices in the same
-dispatch). Each configuration is checked against the float64 reference on sampled rows before it is timed, and the
+:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][k|u]``;
+without ``s`` the key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen
+by the kernel's rule, without ``w`` m and l are as narrow as the table allows, without ``k``/``u`` K and V are staged
+through the shader's own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch). Each configuration is checked against the float64 reference on sampled rows before it is timed, and the
 first configuration of each job is timed again at its end (``repeat``), which exposes drift. Output: one line
 per configuration, and ``--json`` writes them all.
 """
@@ -68,10 +68,12 @@ class _ConfigPath:
         self.runner = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile, causal=case.causal,
                                       kv_splits=splits, gqa_rows=gqa, stats_cols=self.choice.stats_cols,
                                       flexible=self.flexible, q_shared=self.choice.q_shared,
-                                      v_early=self.choice.v_early, fused_merge=self.choice.fused_merge)
+                                      v_early=self.choice.v_early, fused_merge=self.choice.fused_merge,
+                                      kv_staged=self.choice.kv_staged)
         self.runner.bind(*inputs)
         self.label = dataclasses.replace(self.choice, kv_splits=splits, gqa_rows=gqa,
-                                         stats_cols=self.runner.kernel.stats_cols).label()
+                                         stats_cols=self.runner.kernel.stats_cols,
+                                         kv_staged=self.runner.kernel.kv_staged).label()
         return self
 
     def rows(self, b, h, rows):
