@@ -200,8 +200,6 @@ def test_the_arguments_parse_lists_and_refuse_bad_values(capsys):
     args = _parse("--kinds", "decode", "--head-dims", "128", "--decode-seqs", "4096,8192", "--tile", "128:64x32")
     assert args.kinds == ["decode"] and args.head_dims == [128] and args.decode_seqs == [4096, 8192]
     assert args.tile.label() == "128:64x32" and args.paths is None and args.causal == "both"
-    # the median must span the H100's slower power-limit states: one default for the CLI and the library
-    assert args.iters == bench.DEFAULT_ITERS >= 100 and _parse("--iters", "7").iters == 7
     for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"]):
         with pytest.raises(SystemExit):
             _parse(*bad)

@@ -38,10 +38,6 @@ PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
 KINDS = ("prefill", "decode")
 PREFILL_SEQS = (1024, 2048, 4096, 8192, 16384)
 DECODE_SEQS = (8192, 16384, 32768, 65536)
-#: Timed runs per path. At its 700 W power limit the H100 runs prefill at 1,830-1,965 MHz, and windows of 20 runs
-#: (about 50 ms) landed in a slower state often enough to move a median by up to 15 % (docs/attention.md, "What is
-#: left"); 100 runs span a few of those states, so the median is the steady one.
-DEFAULT_ITERS = 100
 PREFILL_TOKENS = 16384     # batch x seq of every prefill case
 HIDDEN = 2048              # q heads x head_dim
 DECODE_HEADS = (32, 8)     # q heads, kv heads (GQA)
@@ -259,8 +255,7 @@ def measured_ceilings(device=None) -> tuple[dict, float | None, float | None]:
 
 
 def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS,
-                        decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = DEFAULT_ITERS,
-                        warmup: int = 5,
+                        decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
                         tokens: int = PREFILL_TOKENS, decode_batch: int = 1, tile=None,
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
                         validate: bool = False, console=None, progress: bool = True,

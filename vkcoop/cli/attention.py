@@ -8,8 +8,8 @@ import sys
 from ..attention import parse_attention_tile
 from ..attention.shapes import HEAD_DIMS
 from ..bench import report
-from ..bench.attention import (DECODE_SEQS, DEFAULT_ITERS, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK,
-                               KINDS, PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, run_attention_bench)
+from ..bench.attention import (DECODE_SEQS, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, KINDS,
+                               PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, run_attention_bench)
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
@@ -39,7 +39,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--decode-seqs", type=_list_of(int), default=list(DECODE_SEQS), help="decode seq_kv")
     parser.add_argument("--causal", choices=("both", "on", "off"), default="both", help="prefill masks")
     parser.add_argument("--paths", type=_list_of(str, PATH_NAMES), default=None, help=",".join(PATH_NAMES))
-    parser.add_argument("--iters", type=int, default=DEFAULT_ITERS, help="timed runs per path (default: %(default)s)")
+    parser.add_argument("--iters", type=int, default=20, help="timed runs per path (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
     parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
     parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
