@@ -75,8 +75,9 @@ class FakePath:
                                           causal=case.causal, rows=rows)[0][0, 0]
                 return (ref + path.error).astype(q.dtype)
 
-            def time(self, iters, warmup):
+            def time(self, iters, warmup, warmup_seconds):
                 path.timed += 1
+                path.warmup_seconds = warmup_seconds
                 return [path.ms * 1e-3] * iters
 
             def release(self):
@@ -130,6 +131,7 @@ def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(
     wrong = by[(case, "torch-efficient")]
     assert wrong.status == "failed" and "outside the tolerance" in wrong.reason and wrong.tflops is None
     assert paths["torch-efficient"].timed == 0                     # a failing path is never timed
+    assert paths["vk-coopmat2"].warmup_seconds == paths["torch-flash"].warmup_seconds == bench.WARMUP_SECONDS >= 3
     assert by[(case, "torch-cudnn")].status == "skipped" and by[(case, "torch-cudnn")].reason == "No available kernel"
     assert by[(case, "torch-math")].reason == "not today"
     decode = by[("decode fp16 b1 h32/8 q1 kv256 d64", "vk-coopmat2")]

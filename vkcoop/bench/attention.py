@@ -38,6 +38,11 @@ PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
 KINDS = ("prefill", "decode")
 PREFILL_SEQS = (1024, 2048, 4096, 8192, 16384)
 DECODE_SEQS = (8192, 16384, 32768, 65536)
+#: Least warm-up wall time before a path is timed (vkcoop.gemm.warmup's rule takes 1 s after an idle gap). On the
+#: H100 the first timing after a case's inputs were made and checked measured prefill 5-15 % slow for all of its
+#: 20 or 100 runs after that 1 s, in 5 of 5 explore jobs, while the same configuration timed again seconds later was
+#: steady (docs/attention.md, "What is left"); 3 s of the same work first removes it.
+WARMUP_SECONDS = 3.0
 PREFILL_TOKENS = 16384     # batch x seq of every prefill case
 HIDDEN = 2048              # q heads x head_dim
 DECODE_HEADS = (32, 8)     # q heads, kv heads (GQA)
@@ -132,8 +137,10 @@ def result_for(path: str, case: AttentionCase, status: str, reason: str = "") ->
                            reason=reason)
 
 
-def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int) -> AttentionResult:
-    """Bind, check the sampled rows, then time; every failure is a result, never an exception."""
+def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int,
+            warmup_seconds: float = WARMUP_SECONDS) -> AttentionResult:
+    """Bind, check the sampled rows, then time after a warm-up of ``warmup`` runs lasting at least
+    ``warmup_seconds``; every failure is a result, never an exception."""
     result = result_for(path.name, case, "ok")
     try:
         bound = path.bind(case, inputs)
@@ -150,7 +157,7 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
                 result.status, result.reason, result.max_abs_error = "failed", f"plane b{b} h{h}: {why}", worst
                 return result
         result.max_abs_error = worst
-        times = bound.time(iters, warmup)
+        times = bound.time(iters, warmup, warmup_seconds)
     finally:
         bound.release()
     result.median_ms, result.min_ms = statistics.median(times) * 1e3, min(times) * 1e3

@@ -79,8 +79,8 @@ class _ConfigPath:
     def rows(self, b, h, rows):
         return self.runner.result()[b, h, rows]
 
-    def time(self, iters, warmup):
-        times = self.runner.time(iters, warmup)
+    def time(self, iters, warmup, warmup_seconds):
+        times = self.runner.time(iters, warmup, warmup_seconds=warmup_seconds)
         if self.each_pass:
             self.pass_ms = [statistics.median(t) * 1e3 for t in self.runner.dispatch_times(iters, warmup)]
         return times

@@ -1,8 +1,9 @@
 """The paths ``vkcoop bench attention`` compares: the Vulkan kernel and each SDPA backend torch offers.
 
 Every path has the same small shape: ``bind(case, inputs)`` uploads once and returns a bound object with
-``rows(b, h, rows)`` (O's rows for the check, as numpy) and ``time(iters, warmup)`` (seconds per run), or raises
-:class:`Unsupported` with the reason the path cannot take the case (reported as skipped).
+``rows(b, h, rows)`` (O's rows for the check, as numpy) and ``time(iters, warmup, warmup_seconds)`` (seconds per
+run, after a warm-up of ``warmup`` runs lasting at least ``warmup_seconds``), or raises :class:`Unsupported` with the
+reason the path cannot take the case (reported as skipped).
 """
 from __future__ import annotations
 
@@ -79,8 +80,8 @@ class _BoundVulkan:
             self._out = self.runner.result()
         return self._out[b, h, rows]
 
-    def time(self, iters: int, warmup: int) -> list[float]:
-        return self.runner.time(iters, warmup)
+    def time(self, iters: int, warmup: int, warmup_seconds: float) -> list[float]:
+        return self.runner.time(iters, warmup, warmup_seconds=warmup_seconds)
 
     def release(self):
         self._out = None
@@ -164,10 +165,11 @@ class _BoundTorch:
         picked = self.out[b, h, torch.as_tensor(rows, device=self.out.device)].float().cpu().numpy()
         return picked.astype(np.float32)
 
-    def time(self, iters: int, warmup: int) -> list[float]:
+    def time(self, iters: int, warmup: int, warmup_seconds: float) -> list[float]:
         from ..cuda.timing import time_cuda
         with self.backend_context():   # entered once: its Python cost stays out of the timed calls
-            return [t * 1e-3 for t in time_cuda(self.run, warmup=warmup, iters=iters).times_ms]
+            timing = time_cuda(self.run, warmup=warmup, iters=iters, warmup_seconds=warmup_seconds)
+            return [t * 1e-3 for t in timing.times_ms]
 
     def release(self):
         self.out = None
