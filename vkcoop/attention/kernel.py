@@ -59,15 +59,16 @@ def is_aligned(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool) -> bo
 MAX_STAGED_VECTORS = 8
 
 
-def staged_vectors(tile: AttentionTile, head_dim: int) -> float:
-    """16-byte vectors of one K or V block (BC x head_dim) per invocation."""
-    return tile.bc * head_dim / 8 / tile.workgroup_size
+def staged_vectors(tile: AttentionTile, head_dim: int) -> int | None:
+    """16-byte vectors of one K or V block (BC x head_dim) per invocation, or None where they do not share evenly."""
+    vectors, rest = divmod(tile.bc * head_dim // 8, tile.workgroup_size)
+    return None if rest else vectors
 
 
 def stages_kv(tile: AttentionTile, head_dim: int) -> bool:
     """The kernel's rule for KV_STAGED: whole vectors per invocation, and few enough of them."""
     vectors = staged_vectors(tile, head_dim)
-    return vectors == int(vectors) and vectors <= MAX_STAGED_VECTORS
+    return vectors is not None and vectors <= MAX_STAGED_VECTORS
 
 
 def query_workgroups(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool) -> tuple[int, int]:
@@ -118,7 +119,7 @@ class AttentionKernel:
         self.stats_cols = int(stats_cols or tile.bc)
         self.q_shared, self.v_early = bool(q_shared), bool(v_early)
         self.kv_staged = stages_kv(tile, head_dim) if kv_staged is None else bool(kv_staged)
-        if self.kv_staged and staged_vectors(tile, head_dim) % 1:
+        if self.kv_staged and staged_vectors(tile, head_dim) is None:
             raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim}: staging K and V needs the "
                                       "block's 16-byte vectors (BC x head_dim / 8) to be a multiple of the invocations")
         self.fused_merge = bool(fused_merge) and self.kv_splits > 1
