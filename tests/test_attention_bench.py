@@ -132,6 +132,7 @@ def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(
     assert wrong.status == "failed" and "outside the tolerance" in wrong.reason and wrong.tflops is None
     assert paths["torch-efficient"].timed == 0                     # a failing path is never timed
     assert paths["vk-coopmat2"].warmup_seconds == paths["torch-flash"].warmup_seconds == bench.WARMUP_SECONDS >= 3
+    assert outcome.settings["warmup_seconds"] == bench.WARMUP_SECONDS          # the JSON says how long
     assert by[(case, "torch-cudnn")].status == "skipped" and by[(case, "torch-cudnn")].reason == "No available kernel"
     assert by[(case, "torch-math")].reason == "not today"
     decode = by[("decode fp16 b1 h32/8 q1 kv256 d64", "vk-coopmat2")]

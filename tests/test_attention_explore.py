@@ -44,7 +44,8 @@ def test_configuration_labels_parse_back_and_bad_ones_are_refused():
     assert config == attn.AttentionConfig(attn.AttentionTile(64, 16, 128), 32, True, 16)
     assert attn.parse_attention_config("128:64x64q") == attn.AttentionConfig(attn.AttentionTile(128, 64, 64),
                                                                            q_shared=True)
-    assert [attn.parse_attention_config(f"128:64x128{flag}").kv_staged for flag in ("k", "u", "")] == [True, False, None]
+    staged = [attn.parse_attention_config(f"128:64x128{flag}").kv_staged for flag in ("k", "u", "")]
+    assert staged == [True, False, None]
     for bad in ("64:16x64w0", "64:16x64s", "64:16x64gn", "64x16:64", "64:16x64x", "128:64x64vq", "128:64x64kf",
                 "128:64x64ku"):
         with pytest.raises(attn.AttentionInputError, match="INVOCATIONS:BRxBC"):

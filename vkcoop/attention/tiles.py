@@ -99,8 +99,9 @@ def parse_attention_config(text: str) -> AttentionConfig:
                                   "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][k|u] "
                                   "(e.g. 64:16x128s32g)")
     splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
-    return AttentionConfig(parse_attention_tile(match.group(1)), splits, {"g": True, "n": False}.get(match.group(3)),
-                           stats, *(bool(match.group(i)) for i in (5, 6, 7)), {"k": True, "u": False}.get(match.group(8)))
+    gqa_rows, kv_staged = {"g": True, "n": False}.get(match.group(3)), {"k": True, "u": False}.get(match.group(8))
+    return AttentionConfig(parse_attention_tile(match.group(1)), splits, gqa_rows, stats,
+                           *(bool(match.group(i)) for i in (5, 6, 7)), kv_staged)
 
 
 def _fits(row, tile: AttentionTile, head_dim: int) -> bool:

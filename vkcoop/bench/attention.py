@@ -276,7 +276,7 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
     cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch)
     settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
                 "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
-                "warmup": warmup, "tokens": tokens, "decode_batch": decode_batch,
+                "warmup": warmup, "warmup_seconds": WARMUP_SECONDS, "tokens": tokens, "decode_batch": decode_batch,
                 "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops}
     available = _Paths(wanted, dtypes, device, validate, tile)
     environment = report.environment(available.vulkan_name, available.torch_name)

@@ -10,9 +10,10 @@ dtype, head dim and sequence length (``c``: causal; decode is never causal), and
 :class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][k|u]``;
 without ``s`` the key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen
 by the kernel's rule, without ``w`` m and l are as narrow as the table allows, without ``k``/``u`` K and V are staged
-through the shader's own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch). Each configuration is checked against the float64 reference on sampled rows before it is timed, and the
-first configuration of each job is timed again at its end (``repeat``), which exposes drift. Output: one line
-per configuration, and ``--json`` writes them all.
+through the shader's own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch). Each
+configuration is checked against the float64 reference on sampled rows before it is timed (after the benchmark's
+warm-up, :data:`vkcoop.bench.attention.WARMUP_SECONDS`), and the first configuration of each job is timed again at its
+end (``repeat``), which exposes drift. Output: one line per configuration, and ``--json`` writes them all.
 """
 from __future__ import annotations
 
