@@ -71,11 +71,10 @@ const uint Q_ROW = HEAD_DIM / 8 + 1;
 shared uvec4 q_stage[Q_SHARED ? BR * Q_ROW : 1];
 // KV_STAGED: one block of K and one of V in 16-byte vectors, rows skewed like Q's. Each invocation fetches
 // STAGE_VECTORS of a block into registers, which the multiplies of the current block hide, then stores them.
-const bool STAGED = KV_STAGED;
 const uint KV_ROW = HEAD_DIM / 8 + 1;
-const uint STAGE_VECTORS = STAGED ? BC * HEAD_DIM / 8 / WORKGROUP_SIZE : 1;
-shared uvec4 k_stage[STAGED ? BC * KV_ROW : 1];
-shared uvec4 v_stage[STAGED ? BC * KV_ROW : 1];
+const uint STAGE_VECTORS = KV_STAGED ? BC * HEAD_DIM / 8 / WORKGROUP_SIZE : 1;
+shared uvec4 k_stage[KV_STAGED ? BC * KV_ROW : 1];
+shared uvec4 v_stage[KV_STAGED ? BC * KV_ROW : 1];
 
 layout(set = 0, binding = 0) readonly buffer Queries { ELEMENT_TYPE q[]; };
 layout(set = 0, binding = 1) readonly buffer Keys { ELEMENT_TYPE k[]; };
@@ -365,7 +364,7 @@ void main() {
         STAGE[vector / (HEAD_DIM / 8) * KV_ROW + vector % (HEAD_DIM / 8)] = pending[i];                       \
     }
 
-// The same block with K and V from shared memory (STAGED): K of this block is staged already. V is fetched
+// The same block with K and V from shared memory (KV_STAGED): K of this block is staged already. V is fetched
 // before S = Q Kᵀ and stored after the softmax; K of the next block is fetched before P V and stored after it.
 // Two barriers per block: the first publishes V (everyone's reads of K are done by then), the second K (and
 // everyone's reads of V are done before the next block stores it).
@@ -393,7 +392,7 @@ void main() {
 
     // Blocks [block, unmasked) need neither clamp nor mask; with ALIGNED the rest need only the causal mask.
     const uint staged_end = ALIGNED ? block_end : unmasked;
-    if (STAGED) {   // K of the first block is staged before the loop
+    if (KV_STAGED) {   // K of the first block is staged before the loop
         uvec4 pending[STAGE_VECTORS];
         if (block < staged_end) {
             FETCH_BLOCK(k4, (kv_base + block * BC * HEAD_DIM) / 8)
