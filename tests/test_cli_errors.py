@@ -167,12 +167,18 @@ def test_ctrl_c_stops_a_long_fuzz_run_with_a_partial_summary(tmp_path):
 
     report = tmp_path / "fuzz.json"
     environment = child_env(drop=("VKCOOP_DEVICE",), PYTHONUNBUFFERED="1")
+    # A shell without job control starts background jobs with SIGINT ignored, and children inherit that (a CI
+    # runner did). Python then never raises KeyboardInterrupt, so the child gets the default disposition back.
     proc = subprocess.Popen([sys.executable, "-m", "vkcoop", "fuzz", "--target", "portable", "--cases", "5000000",
                              "--workers", "0", "--no-shrink", "--json", str(report)], cwd=REPO, env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(12)   # past start-up and the first chunks
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()   # never leave a 5,000,000-case run behind a failed assertion
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in out + err
     assert "interrupted" in out
