@@ -511,7 +511,7 @@ class _RampingCommands(_FakeCommands):
         return [1000.0 * value] * len(spans)
 
 
-def _time_with(schedule, monkeypatch, **limits):
+def _time_with(schedule, monkeypatch, warmup_seconds=0.25, **limits):
     clock = [0.0]
     monkeypatch.setattr(kernel_runner.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(warmup_rule, "_last_busy", [limits.pop("last_busy", 0.0)])   # busy until now: warm
@@ -528,7 +528,7 @@ def _time_with(schedule, monkeypatch, **limits):
 
     device = Device()
     times = kernel_runner.time_dispatches(device, [(Pipeline(), [], (1, 1, 1), None)], 4, warmup=1,
-                                          warmup_seconds=0.25)
+                                          warmup_seconds=warmup_seconds)
     return device.commands.submits, times
 
 
@@ -551,8 +551,17 @@ def test_a_gpu_left_idle_gets_the_long_warm_up_first(monkeypatch):
 
 def test_a_warm_up_that_never_settles_stops_at_its_limit(monkeypatch):
     flapping = [1.0, 2.0] * 10000
-    submits, times = _time_with(flapping, monkeypatch, MAX_WARMUP_SECONDS=0.95)
-    assert submits == 11 and len(times) == 4      # 10 warm-up batches of 0.1 s, then one timed
+    submits, times = _time_with(flapping, monkeypatch, MAX_SETTLE_SECONDS=0.65)
+    assert submits == 11 and len(times) == 4      # 3 + 7 warm-up batches of 0.1 s, then one timed
+
+
+def test_a_long_minimum_warm_up_still_ends_with_two_batches_that_agree(monkeypatch):
+    # 2 s of minimum warm-up (20 batches) with the clock still coming down at its end: the settle step gets its
+    # own time after the minimum, instead of a limit that the minimum has already used up
+    schedule = [9.8] * 19 + [7.0, 5.0, 3.9, 3.7, 3.7, 3.7]
+    submits, times = _time_with(schedule, monkeypatch, warmup_seconds=2.0)
+    assert times == pytest.approx([3.7e-6] * 4)
+    assert submits == 25          # 20 minimum, then 5.0, 3.9, 3.7, 3.7 (settled), then one timed
 
 
 # --------------------------------------------------------------------------- the staged experiment

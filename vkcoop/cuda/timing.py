@@ -65,7 +65,7 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
             torch.cuda.synchronize()
     torch.cuda.synchronize()
     if warmup_seconds > 0:
-        settle(lambda: _event_times(fn, min(iters, 10), flush), started)
+        settle(lambda: _event_times(fn, min(iters, 10), flush))
     times = _event_times(fn, iters, flush)
     mark_busy()
     return Timing(median_ms=statistics.median(times), min_ms=min(times),

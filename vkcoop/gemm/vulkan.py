@@ -65,7 +65,7 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
             if warmup_seconds > 0:
                 recent = [recent[1], runs()]
         if warmup_seconds > 0:
-            settle(submitted_runs, started, *recent)
+            settle(submitted_runs, *recent)
         while len(times) < iterations:
             times += submitted_runs()
     mark_busy()

@@ -4,7 +4,8 @@
 1. At least ``warmup`` runs lasting at least :data:`WARMUP_SECONDS` of wall time, or
    :data:`COLD_WARMUP_SECONDS` when the GPU sat idle (:func:`minimum_warmup`);
 2. then timed warm-up batches until two in a row agree (:func:`settled`), for at most
-   :data:`MAX_WARMUP_SECONDS` since the warm-up began (:func:`settle`).
+   :data:`MAX_SETTLE_SECONDS` more (:func:`settle`). The limit counts from the end of step 1, so a long minimum
+   (``bench attention`` asks for 3 s) still ends with two batches that agree.
 
 Why (docs/gemm-notes.md, "The ordering effect"): an idle H100 runs its SMs at 345 MHz and 1980 MHz under load,
 and a fixed 0.25 s warm-up was not always enough: the first configuration timed in a process measured 9.8 ms
@@ -19,7 +20,8 @@ import time
 WARMUP_SECONDS = 0.25
 #: Two consecutive warm-up batches settle when their medians agree within this fraction (or their own jitter).
 SETTLE_TOLERANCE = 0.02
-MAX_WARMUP_SECONDS = 1.5
+#: The most the settle step may add to the minimum warm-up (0.25 + 1.25 s keeps the warm total at 1.5 s).
+MAX_SETTLE_SECONDS = 1.25
 #: A GPU idle for longer than IDLE_SECONDS has dropped its clocks (seen on the H100: 1980 -> 345 MHz within a
 #: second), and under load they came back only after a few hundred milliseconds, so the first warm-up after
 #: such a gap lasts at least COLD_WARMUP_SECONDS. Two batches agreeing proves nothing while the clock sits
@@ -54,11 +56,12 @@ def settled(previous, current, tolerance: float = SETTLE_TOLERANCE) -> bool:
     return abs(a - b) <= max(tolerance * min(a, b), quartiles[2] - quartiles[0])
 
 
-def settle(measure, started: float, previous=None, current=None) -> None:
+def settle(measure, previous=None, current=None) -> None:
     """Call ``measure()`` (one timed warm-up batch: a list of per-run times) until two batches in a row are
-    :func:`settled` or MAX_WARMUP_SECONDS have passed since ``started``; ``previous`` and ``current`` are the last
+    :func:`settled` or MAX_SETTLE_SECONDS have passed since this call; ``previous`` and ``current`` are the last
     two batches already measured, if any (they are judged first)."""
+    started = time.perf_counter()
     while not settled(previous, current):
-        if time.perf_counter() - started >= MAX_WARMUP_SECONDS:
+        if time.perf_counter() - started >= MAX_SETTLE_SECONDS:
             return
         previous, current = current, measure()
