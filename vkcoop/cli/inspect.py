@@ -6,7 +6,9 @@ one line of the report); 2 bad input (before any device work, or refused when th
 reader understands), said in one line; 1 the pipeline process failed.
 
 The table has one row per kernel: registers, shared memory (``?`` where the object does not say: NVuc), scratch
-bytes (the NVuc container's SCRATCH; for a cubin its frame size, marked ``f``), and the instruction mix.
+bytes (the NVuc container's SCRATCH; for a cubin its frame size, marked ``f``), and the instruction mix. A second
+table has one row per loop that does the math (:func:`vkcoop.inspect.loops.mma_loops`): what one pass over its
+body issues, and its instructions per MMA.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inspect import core, targets
+from ..inspect.loops import mma_loops
 from ..paths import output_file
 
 _WIDTH_COLUMNS = (8, 16, 32, 64, 128)
@@ -86,6 +89,7 @@ def print_report(result: core.InspectResult, console=None) -> None:
                           _counts(mix.shared, ("LDS", "LDSM", "STS")), _top(mix.async_copies, 2),
                           str(sum(mix.barriers.values())), _counts(mix.spills, ("LDL", "STL")))
     console.print(table)
+    print_loops(result, console)
     total = result.total_mix
     console.print(f"global load forms: {_top(total.global_load_forms, 4)}", highlight=False)
     console.print(f"shared memory forms: {_top(total.shared_forms, 5)}", highlight=False)
@@ -93,6 +97,27 @@ def print_report(result: core.InspectResult, console=None) -> None:
     console.print(f"[dim]cache: {cache['files']} file(s), {cache['frames']} zstd frame(s), objects {cache['objects']}; "
                   f"pipelines built: {', '.join(p['label'] for p in result.pipelines)}[/]")
     print_executables(result.executables, console, result.executables_failure)
+
+
+def print_loops(result: core.InspectResult, console) -> None:
+    from rich.table import Table
+
+    rows = [(number, kernel, loop) for number, obj in enumerate(result.objects, 1) for kernel in obj.kernels
+            for loop in mma_loops(kernel.loops)]
+    if not rows:
+        return
+    table = Table(title="loops that issue MMAs: one pass over the body (static counts)")
+    for column in ("object: kernel", "loop", "instr", "MMA", "instr/MMA", "LDG 8/16/32/64/128", "LDS/LDSM/STS", "BAR",
+                   "MUFU", "FP32 ALU", "LDL/STL"):
+        table.add_column(column, overflow="fold")
+    for number, kernel, loop in rows:
+        mix = loop.mix
+        table.add_row(f"{number}: {kernel.name or '(raw)'}", f"{loop.start:#x}-{loop.end:#x}",
+                      str(mix.total), str(loop.mma), str(loop.instructions_per_mma),
+                      _counts(mix.global_loads, _WIDTH_COLUMNS), _counts(mix.shared, ("LDS", "LDSM", "STS")),
+                      str(sum(mix.barriers.values())), str(mix.opcodes.get("MUFU", 0)), str(loop.fp32_alu()),
+                      _counts(mix.spills, ("LDL", "STL")))
+    console.print(table)
 
 
 def _known(value) -> str:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import cache as cache_reader
 from . import launch, sass
 from .launch import DISK_CACHE_PATH_ENV
+from .loops import Loop, find_loops
 from .targets import Target
 
 NVIDIA_VENDOR_ID = 0x10DE
@@ -49,11 +50,12 @@ class KernelReport:
     code_bytes: int
     mix: sass.InstructionMix
     scratch_bytes: int | None = None   # the NVuc container's SCRATCH section (local memory, e.g. for spills)
+    loops: list[Loop] = field(default_factory=list)   # find_loops: the kernel's loops in address order
 
     def to_dict(self) -> dict:
         return {"name": self.name, "registers": self.registers, "registers_listing": self.registers_listing,
                 "shared_bytes": self.shared_bytes, "scratch_bytes": self.scratch_bytes, "frame_size": self.frame_size,
-                "code_bytes": self.code_bytes, "mix": self.mix.to_dict()}
+                "code_bytes": self.code_bytes, "mix": self.mix.to_dict(), "loops": [x.to_dict() for x in self.loops]}
 
 
 @dataclass
@@ -156,7 +158,8 @@ def _elf_report(obj: cache_reader.CompiledObject, nvdisasm: str) -> ObjectReport
         info = elf_kernels.get(listed.name)
         report.kernels.append(KernelReport(
             listed.name, info.registers if info else None, listed.registers, info.shared_bytes if info else None,
-            info.frame_size if info else None, info.code_bytes if info else 0, sass.instruction_mix(listed.mnemonics)))
+            info.frame_size if info else None, info.code_bytes if info else 0, sass.instruction_mix(listed.mnemonics),
+            loops=find_loops(listed)))
     return report
 
 
@@ -170,11 +173,13 @@ def _nvuc_report(obj: cache_reader.CompiledObject, nvdisasm: str, raw_arch: str)
         text = sass.disassemble(container.bytes_of(section), raw_arch=raw_arch, nvdisasm=nvdisasm)
         listings.append(f"// code section {section.index}: {section.size} bytes at {section.offset}\n{text}")
         function = container.function_for(section)
-        mnemonics = [m for listed in sass.parse_listing(text) for m in listed.mnemonics]
+        listed = sass.parse_listing(text)
+        mnemonics = [m for kernel in listed for m in kernel.mnemonics]
+        name = function.name if function else ""
         report.kernels.append(KernelReport(
-            function.name if function else "", container.registers, None, None,
-            function.frame_size if function else None, section.size, sass.instruction_mix(mnemonics),
-            scratch_bytes=container.scratch_bytes))
+            name, container.registers, None, None, function.frame_size if function else None, section.size,
+            sass.instruction_mix(mnemonics), scratch_bytes=container.scratch_bytes,
+            loops=[replace(loop, kernel=name) for kernel in listed for loop in find_loops(kernel)]))
     report.listing = "".join(listings)
     return report
 
@@ -187,7 +192,7 @@ def _raw_report(obj: cache_reader.CompiledObject, nvdisasm: str, raw_arch: str) 
     report = ObjectReport(obj.kind, obj.source, len(obj.data), None, listing=text)
     for listed in sass.parse_listing(text):
         report.kernels.append(KernelReport(listed.name, None, listed.registers, None, None, 0,
-                                           sass.instruction_mix(listed.mnemonics)))
+                                           sass.instruction_mix(listed.mnemonics), loops=find_loops(listed)))
     return report
 
 

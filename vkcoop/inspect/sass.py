@@ -27,6 +27,9 @@ _INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:\{\s*)?(?:@!?U?P[0-7T]
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _REGISTERS = re.compile(r'\.sectioninfo\s+@"SHI_REGISTERS=(\d+)"')
 _TEXT_LABEL = re.compile(r"^\.text\.(\S+):\s*$")
+_LABEL = re.compile(r"^\s*(\.L_\w+):\s*$")
+#: A branch's target: an address (``BRA 0x1110``, raw listings) or a label (``BRA `(.L_x_3)``, cubin listings).
+_BRANCH_TARGET = re.compile(r"(?:0x([0-9a-f]+)|`\((\.L_\w+)\))\s*;")
 
 #: Matrix-multiply opcodes (Volta to Hopper): their modifiers name the shape and types.
 MMA_OPCODES = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BGMMA", "DMMA", "QMMA", "OMMA")
@@ -52,6 +55,14 @@ class KernelListing:
     name: str
     registers: int | None = None
     mnemonics: list[str] = field(default_factory=list)
+    addresses: list[int] = field(default_factory=list)         # of each instruction, as listed
+    branches: dict[int, int | str] = field(default_factory=dict)  # BRA's index -> target address or label
+    labels: dict[str, int] = field(default_factory=dict)       # label -> address of the instruction it marks
+
+    def branch_targets(self) -> dict[int, int]:
+        """Index of each BRA -> its target address (labels resolved; one that marks no instruction is left out)."""
+        resolved = {i: self.labels.get(t) if isinstance(t, str) else t for i, t in self.branches.items()}
+        return {i: t for i, t in resolved.items() if t is not None}
 
 
 def parse_listing(text: str) -> list[KernelListing]:
@@ -59,6 +70,7 @@ def parse_listing(text: str) -> list[KernelListing]:
     (a raw ``--binary`` disassembly has no sections)."""
     kernels: list[KernelListing] = []
     current: KernelListing | None = None
+    pending_labels: list[str] = []     # labels waiting for the next instruction's address
     for line in text.splitlines():
         section = _SECTION.match(line) or _TEXT_LABEL.match(line.strip())
         if section:
@@ -71,13 +83,29 @@ def parse_listing(text: str) -> list[KernelListing]:
         if registers and current is not None:
             current.registers = int(registers.group(1))
             continue
+        label = _LABEL.match(line)
+        if label:
+            pending_labels.append(label.group(1))
+            continue
         instruction = _INSTRUCTION.match(line)
         if instruction:
             if current is None:
                 current = KernelListing("")
                 kernels.append(current)
-            current.mnemonics.append(instruction.group(2))
+            _add_instruction(current, int(instruction.group(1), 16), instruction.group(2), line, pending_labels)
+            pending_labels = []
     return kernels
+
+
+def _add_instruction(kernel: KernelListing, address: int, mnemonic: str, line: str, labels: list[str]) -> None:
+    for label in labels:
+        kernel.labels[label] = address
+    if mnemonic.split(".")[0] == "BRA":
+        target = _BRANCH_TARGET.search(line)
+        if target:
+            kernel.branches[len(kernel.mnemonics)] = int(target.group(1), 16) if target.group(1) else target.group(2)
+    kernel.mnemonics.append(mnemonic)
+    kernel.addresses.append(address)
 
 
 def access_width(mnemonic: str) -> int:
