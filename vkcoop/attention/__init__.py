@@ -9,7 +9,9 @@
 * :mod:`.reference` -- the float64 reference, the documented tolerance (``attention_tolerance``,
   ``tolerance_for``) and ``check_attention``.
 * :mod:`.model` -- the shader's block loop in numpy, for CPU tests of its index arithmetic.
-* :mod:`.vulkan` -- ``VulkanAttention`` (a :class:`vkcoop.gemm.vulkan.VulkanGemm`), the device features.
+* :mod:`.vulkan` -- ``VulkanAttention`` (a :class:`vkcoop.gemm.vulkan.VulkanGemm`; ``from_config`` builds an
+  ``AttentionConfig`` label), ``device_kernel`` and ``config_options`` (the kernel for a device and a label), the
+  device features.
 """
 from .kernel import (ATTENTION_SHADER, COMBINE_SHADER, AttentionKernel, check_kv_splits, choose_kv_splits,
                      use_gqa_rows)

@@ -11,8 +11,9 @@ import numpy as np
 from ..gemm import accumulating_types
 from ..gemm.vulkan import VulkanGemm
 from .kernel import AttentionKernel, check_kv_splits, launch_choices
-from .shapes import AttentionInputError, check_dtype, check_inputs, resolve_scale
-from .tiles import AttentionTile, check_attention_tile, choose_attention_tile, choose_tile_for, stats_columns
+from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
+from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_tile_for,
+                    stats_columns)
 
 EXTENSIONS = ("VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
 #: What flash_attention.comp uses besides its element types. maintenance4: local_size_x_id (LocalSizeId).
@@ -31,6 +32,34 @@ def attention_features(dtypes=("fp16",)) -> list[str]:
     return list(dict.fromkeys(features + ["shaderFloat16", "storageBuffer16BitAccess"]))
 
 
+def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | None = None, *, flexible=None,
+                  stats_cols: int | None = None, **options) -> AttentionKernel:
+    """The :class:`AttentionKernel` for a physical device: the tile chosen from (or checked against) the driver's
+    flexible-dimensions table, m and l as narrow as the table allows unless ``stats_cols`` is given; ``options``
+    are AttentionKernel's (causal, kv_splits, gqa_rows, ...)."""
+    flexible = physical.flexible_shapes() if flexible is None else flexible
+    props = physical.cooperative_matrix2_properties() or {}
+    limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
+    if tile is None:
+        tile = choose_attention_tile(flexible, dtype, head_dim, max_dimension=limit)
+    else:
+        check_attention_tile(flexible, dtype, head_dim, tile, limit)
+    stats_cols = stats_cols or stats_columns(flexible, dtype, tile)
+    return AttentionKernel(dtype, head_dim, tile, stats_cols=stats_cols, **options)
+
+
+def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bool = False,
+                   target_workgroups: int | None = None) -> dict:
+    """:func:`device_kernel`'s arguments for an :class:`AttentionConfig` on ``shape``: the key splits and GQA
+    row stacking it leaves open chosen by :func:`launch_choices` (what ``attention_explore`` times and
+    ``vkcoop inspect --attention`` builds)."""
+    gqa_rows, splits = launch_choices(shape, config.tile, gqa_rows=config.gqa_rows, kv_splits=config.kv_splits,
+                                      target_workgroups=target_workgroups)
+    return {"tile": config.tile, "causal": causal, "kv_splits": splits, "gqa_rows": gqa_rows,
+            "stats_cols": config.stats_cols, "q_shared": config.q_shared, "v_early": config.v_early,
+            "fused_merge": config.fused_merge, "kv_staged": config.kv_staged}
+
+
 class VulkanAttention(VulkanGemm):
     """An :class:`AttentionKernel` on a device: ``bind(q, k, v, scale)``, ``outputs()`` -> (O, lse), ``time()``."""
 
@@ -38,17 +67,23 @@ class VulkanAttention(VulkanGemm):
                  causal: bool = False, kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
                  flexible=None, q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
                  kv_staged: bool | None = None):
-        flexible = device.physical.flexible_shapes() if flexible is None else flexible
-        props = device.physical.cooperative_matrix2_properties() or {}
-        limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
-        if tile is None:
-            tile = choose_attention_tile(flexible, dtype, head_dim, max_dimension=limit)
-        else:
-            check_attention_tile(flexible, dtype, head_dim, tile, limit)
-        stats_cols = stats_cols or stats_columns(flexible, dtype, tile)
-        super().__init__(device, AttentionKernel(dtype, head_dim, tile, causal=causal, kv_splits=kv_splits,
-                                                 gqa_rows=gqa_rows, stats_cols=stats_cols, q_shared=q_shared,
-                                                 v_early=v_early, fused_merge=fused_merge, kv_staged=kv_staged))
+        super().__init__(device, device_kernel(device.physical, dtype, head_dim, tile, flexible=flexible,
+                                               stats_cols=stats_cols, causal=causal, kv_splits=kv_splits,
+                                               gqa_rows=gqa_rows, q_shared=q_shared, v_early=v_early,
+                                               fused_merge=fused_merge, kv_staged=kv_staged))
+
+    @classmethod
+    def from_config(cls, device, dtype: str, shape: AttentionShape, config: AttentionConfig, *,
+                    causal: bool = False, target_workgroups: int | None = None, flexible=None) -> "VulkanAttention":
+        """The kernel an :class:`AttentionConfig` describes for ``shape`` (see :func:`config_options`)."""
+        options = config_options(shape, config, causal=causal, target_workgroups=target_workgroups)
+        return cls(device, dtype, shape.head_dim, flexible=flexible, **options)
+
+    def config(self) -> AttentionConfig:
+        """The configuration as launched: every choice resolved."""
+        k = self.kernel
+        return AttentionConfig(k.tile, k.kv_splits, k.gqa_rows, k.stats_cols, k.q_shared, k.v_early, k.fused_merge,
+                               k.kv_staged)
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))
@@ -105,4 +140,4 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
 
 
 __all__ = ["ATTENTION_FEATURES", "EXTENSIONS", "VulkanAttention", "attention", "attention_features",
-           "AttentionInputError"]
+           "config_options", "device_kernel", "AttentionInputError"]

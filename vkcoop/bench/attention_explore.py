@@ -23,7 +23,6 @@ import json
 import statistics
 
 from ..attention import VulkanAttention, attention_features
-from ..attention.kernel import launch_choices
 from ..attention.tiles import parse_attention_config
 from .attention import check_planes, make_cases, make_inputs, measure
 
@@ -63,18 +62,11 @@ class _ConfigPath:
         return self.label
 
     def bind(self, case, inputs):
-        tile = self.choice.tile
-        gqa, splits = launch_choices(case.shape, tile, gqa_rows=self.choice.gqa_rows,
-                                     kv_splits=self.choice.kv_splits, target_workgroups=self.target)
-        self.runner = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile, causal=case.causal,
-                                      kv_splits=splits, gqa_rows=gqa, stats_cols=self.choice.stats_cols,
-                                      flexible=self.flexible, q_shared=self.choice.q_shared,
-                                      v_early=self.choice.v_early, fused_merge=self.choice.fused_merge,
-                                      kv_staged=self.choice.kv_staged)
+        self.runner = VulkanAttention.from_config(self.device, case.dtype, case.shape, self.choice,
+                                                  causal=case.causal, target_workgroups=self.target,
+                                                  flexible=self.flexible)
         self.runner.bind(*inputs)
-        self.label = dataclasses.replace(self.choice, kv_splits=splits, gqa_rows=gqa,
-                                         stats_cols=self.runner.kernel.stats_cols,
-                                         kv_staged=self.runner.kernel.kv_staged).label()
+        self.label = self.runner.config().label()
         return self
 
     def rows(self, b, h, rows):

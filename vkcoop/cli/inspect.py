@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--sample", help="every pipeline of a sample's cases (vkcoop list)")
     what.add_argument("--gemm", help="the pipelines vkcoop bench sparse builds for a Vulkan path: "
                                      + ", ".join(sorted(targets.GEMM_PATHS)))
+    what.add_argument("--attention", metavar="KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG",
+                      help="the pipelines of one flash-attention configuration on a case of vkcoop bench attention, "
+                           "as the explore tool times it (python -m vkcoop.bench.attention_explore --help), e.g. "
+                           "prefill/fp16/128/4096c/128:64x64")
     parser.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
                         help="--shader: one declared @variants combination")
     parser.add_argument("--spec", action="append", default=[], metavar="ID=VALUE",
@@ -41,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="fp16", help="--gemm: fp16 or bf16")
     parser.add_argument("--shape", default="square", help="--gemm: square or llm")
     parser.add_argument("--config", type=int, default=0, help="--gemm: index into the path's tuning list")
+    parser.add_argument("--target-workgroups", type=int, default=None,
+                        help="--attention: workgroups the automatic key split aims at (default: the kernel's)")
     parser.add_argument("--device", default=None, help="Vulkan device index or name")
     parser.add_argument("--json", dest="json_path", default=None, help="write the report as JSON")
     parser.add_argument("--sass", dest="sass_path", default=None, help="write the full nvdisasm listing")
@@ -57,7 +63,24 @@ def target_from_args(args) -> targets.Target:
         return targets.shader_target(args.shader, args.define, args.spec, args.feature, args.subgroup_size)
     if args.sample:
         return targets.sample_target(args.sample, args.case)
+    if args.attention:
+        return attention_target(args.attention, args.target_workgroups)
     return targets.gemm_target(args.gemm, args.dtype, args.shape, args.config)
+
+
+def attention_target(job: str, target_workgroups: int | None) -> targets.Target:
+    """An explore job with one configuration, as an inspect target (the case is the benchmark's own)."""
+    from dataclasses import asdict
+
+    from ..bench.attention_explore import parse_job
+    try:
+        case, configs = parse_job(job)
+    except ValueError as error:
+        raise targets.TargetError(f"--attention: {error}") from None
+    if len(configs) != 1:
+        raise targets.TargetError(f"--attention {job!r} names {len(configs)} configurations; inspect one at a time")
+    return targets.attention_target(case.label, case.dtype, asdict(case.shape), case.causal, configs[0].label(),
+                                    target_workgroups)
 
 
 def _counts(counter, keys) -> str:

@@ -20,7 +20,8 @@ processes, from the parent), ``child`` (the build child), ``query`` (the query c
 Python API
 ----------
 ``targets.shader_target(shader, defines=(), specialization=(), features=(), subgroup_size=None)``,
-``targets.sample_target(name, case=None)``, ``targets.gemm_target(path, dtype, shape, config)`` -> Target
+``targets.sample_target(name, case=None)``, ``targets.gemm_target(path, dtype, shape, config)``,
+``targets.attention_target(case, dtype, shape, causal, config, target_workgroups=None)`` -> Target
     (``TargetError`` on bad input, before any device work).
 ``core.inspect_pipeline(target, *, device=None, executables=True, cache_dir=None, nvdisasm=None,
 raw_arch="SM90") -> InspectResult`` (``.objects`` -> ObjectReport -> KernelReport with ``.mix``

@@ -117,6 +117,34 @@ def _gemm(target: Target, device_arg):
         group.close()
 
 
+@contextlib.contextmanager
+def _attention(target: Target, device_arg):
+    """The pipelines of one attention configuration's launch on its case, as ``attention_explore`` would time it:
+    the launch's own dispatches only (no template launch, so no pipeline the timing would not use)."""
+    import numpy as np
+
+    from .. import vk
+    from ..attention import EXTENSIONS, AttentionShape, attention_features, parse_attention_config
+    from ..attention.vulkan import config_options, device_kernel
+    from ..gemm import DTYPES
+    from ..gemm.vulkan import compile_dispatch
+    spec = target.attention
+    shape = AttentionShape(**spec["shape"])
+    options = config_options(shape, parse_attention_config(spec["config"]), causal=spec["causal"],
+                             target_workgroups=spec["target_workgroups"])
+    with vk.Device(device_arg, extensions=EXTENSIONS, features=attention_features([target.dtype])) as device:
+        recorder = _Recorder(device)
+        kernel = device_kernel(device.physical, target.dtype, shape.head_dim, **options)
+        element = DTYPES[target.dtype]
+        q = np.zeros((shape.batch, shape.q_heads, shape.seq_q, shape.head_dim), element)
+        kv = np.zeros((shape.batch, shape.kv_heads, shape.seq_kv, shape.head_dim), element)
+        for dispatch in kernel.launch(q, kv, kv).dispatches:
+            spec_text = ", ".join(f"{k}={v}" for k, v in dispatch.specialization.items())
+            device.pipeline(compile_dispatch(dispatch), name=f"{dispatch.shader} {{{spec_text}}}",
+                            specialization=dict(dispatch.specialization), **dispatch.pipeline_options)
+        yield device, recorder
+
+
 def _device_facts(device) -> dict:
     physical = device.physical
     properties = physical.properties
@@ -125,20 +153,18 @@ def _device_facts(device) -> dict:
 
 
 def _input_errors():
+    """What a bad target raises while its pipelines are made (GemmInputError and AttentionInputError are
+    ValueErrors)."""
     from ..samples import SampleInputError
     from ..vk import LimitError, PipelineInputError
-    errors = [SampleInputError, PipelineInputError, LimitError, ValueError]
-    with contextlib.suppress(ImportError):
-        from ..samples.gemm_kernels import GemmInputError
-        errors.append(GemmInputError)
-    return tuple(errors)
+    return (SampleInputError, PipelineInputError, LimitError, ValueError)
 
 
 def run_request(request: dict) -> dict:
     from .. import vk
     from .executables import PipelineRecipe
     target = Target.from_dict(request["target"])
-    builder = {"shader": _shader, "sample": _sample, "gemm": _gemm}[target.kind]
+    builder = {"shader": _shader, "sample": _sample, "gemm": _gemm, "attention": _attention}[target.kind]
     result = {"device": None, "pipelines": [], "recipes": [], "extensions": [], "features": [], "error": None}
     try:
         with builder(target, request.get("device")) as (device, recorder):

@@ -1,5 +1,6 @@
-"""What ``vkcoop inspect`` builds: a shader variant with specialization constants, a sample's cases, or the
-pipelines one Vulkan path of ``vkcoop bench sparse`` creates. Everything here is checked on the host, before
+"""What ``vkcoop inspect`` builds: a shader variant with specialization constants, a sample's cases, the
+pipelines one Vulkan path of ``vkcoop bench sparse`` creates, or those of one flash-attention configuration on one
+case of ``vkcoop bench attention``. Everything here is checked on the host, before
 any device work, and travels to the child process as a JSON-able dict."""
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class TargetError(ValueError):
 
 @dataclass
 class Target:
-    kind: str                                        # "shader" | "sample" | "gemm"
+    kind: str                                        # "shader" | "sample" | "gemm" | "attention"
     shader: str = ""
     defines: dict = field(default_factory=dict)
     specialization: dict = field(default_factory=dict)   # constant_id (int) or name -> value
@@ -34,6 +35,7 @@ class Target:
     dtype: str = "fp16"
     shape: str = "square"
     config: int = 0
+    attention: dict = field(default_factory=dict)        # attention_target's case and configuration
 
     @property
     def label(self) -> str:
@@ -43,6 +45,8 @@ class Target:
                 (f" {{{spec}}}" if spec else "")
         if self.kind == "sample":
             return f"sample {self.sample}" + (f" case {self.case}" if self.case else "")
+        if self.kind == "attention":
+            return f"attention {self.attention['case']} {self.attention['config']}"
         return f"{self.gemm_path} {self.dtype} {self.shape} config {self.config}"
 
     def to_dict(self) -> dict:
@@ -138,3 +142,23 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
     if config < 0:
         raise TargetError(f"--config {config}: an index into the path's tuning list, 0 or more")
     return Target("gemm", gemm_path=full, dtype=dtype, shape=shape, config=config)
+
+
+def attention_target(case: str, dtype: str, shape: dict, causal: bool, config: str,
+                     target_workgroups: int | None = None) -> Target:
+    """The pipelines one flash-attention configuration (an :class:`vkcoop.attention.AttentionConfig` label)
+    needs on one case: ``shape`` holds :class:`vkcoop.attention.AttentionShape`'s fields, ``case`` names it; the
+    key splits and GQA rows the label leaves open are chosen as ``attention_explore`` chooses them."""
+    from ..attention import AttentionInputError, AttentionShape, parse_attention_config
+    from ..attention.shapes import check_dtype
+    try:
+        check_dtype(dtype)
+        AttentionShape(**shape)
+        label = parse_attention_config(config).label()
+    except (AttentionInputError, TypeError) as error:
+        raise TargetError(str(error)) from None
+    if target_workgroups is not None and target_workgroups < 1:
+        raise TargetError(f"--target-workgroups {target_workgroups}: 1 or more")
+    return Target("attention", dtype=dtype, attention={"case": case, "shape": dict(shape), "causal": bool(causal),
+                                                      "config": label, "target_workgroups": target_workgroups})
+
