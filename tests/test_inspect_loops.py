@@ -2,10 +2,7 @@
 (both branch forms nvdisasm prints) and on the driver's real code (the H100 cache fixtures)."""
 from __future__ import annotations
 
-import json
-
-import pytest
-from test_inspect_nvuc import FIXTURES, NVDISASM, fake_build, needs_nvdisasm, run_cli
+from test_inspect_nvuc import FIXTURES, NVDISASM, needs_nvdisasm
 
 from vkcoop.inspect import core, loops, sass
 
@@ -102,16 +99,3 @@ def test_the_dense_gemm_loops_are_its_unrolled_k_loops():
     clamped = [loop for loop in found if loop.mix.global_loads.get(16)]
     assert aligned and clamped     # the aligned loop moves 128-bit vectors; the clamped copy 16-bit scalars
     assert min(a.instructions_per_mma for a in aligned) < min(c.instructions_per_mma for c in clamped)
-
-
-@needs_nvdisasm
-def test_inspect_prints_and_writes_the_loops(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(core, "run_child", fake_build(FIXTURES / "peak"))
-    out = tmp_path / "report.json"
-    assert run_cli(["--shader", "test/increment.comp", "--no-executables", "--json", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "loops that issue MMAs" in printed
-    (kernel,) = json.loads(out.read_text())["objects"][0]["kernels"]
-    (loop,) = [x for x in kernel["loops"] if x["mma"]]
-    assert loop["mma"] == kernel["mix"]["mma"]["HMMA.16816.F32"] and loop["start"].startswith("0x")
-    assert loop["instructions_per_mma"] == pytest.approx(loop["instructions"] / loop["mma"], abs=0.01)

@@ -248,5 +248,11 @@ def test_inspect_prints_the_real_mix_with_registers_and_scratch(monkeypatch, cap
     report = json.loads(out.read_text())
     (kernel,) = report["objects"][0]["kernels"]
     assert (kernel["registers"], kernel["scratch_bytes"], kernel["mix"]["total"]) == (255, 21504, 9664)
+    # the loop table and the JSON loops: every HMMA of this kernel sits in a loop (none nested here)
+    assert "loops that issue MMAs" in printed
+    with_mma = [loop for loop in kernel["loops"] if loop["mma"]]
+    assert sum(loop["mma"] for loop in with_mma) == kernel["mix"]["mma"]["HMMA.16816.F32"]
+    assert all(loop["start"].startswith("0x") and loop["inner_loops"] == 0 for loop in with_mma)
+    assert all(loop["instructions_per_mma"] == round(loop["instructions"] / loop["mma"], 2) for loop in with_mma)
     assert report["objects"][0]["container"]["arch"] == "HOPPER"
     assert report["executables"] == [] and report["executables_failure"] is None
