@@ -179,6 +179,7 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     assert "note 2: skipped because not today" in text.getvalue() and "2 path(s) failed" in text.getvalue()
     assert "x bandwidth: over 4,800 GB/s (spec sheet)" in text.getvalue()
     assert "x ceiling: over 100.0 TFLOP/s" in text.getvalue() and "could not be measured" not in text.getvalue()
+    assert "inspect --attention KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG" in text.getvalue()
     outcome.environment["ceilings_error"] = "RuntimeError: no peak shader here"
     text = io.StringIO()
     attention_report.print_table(outcome, Console(file=text, width=200))

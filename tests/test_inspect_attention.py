@@ -103,3 +103,26 @@ def test_the_child_builds_both_passes_of_a_split_decode(monkeypatch):
     assert made == [d.specialization for d in launch.dispatches]
     assert [d.shader for d in launch.dispatches][1] == COMBINE_SHADER
     assert made[0]["KV_SPLITS"] > 1 and made[0]["GQA_ROWS"] is True  # one query row per head: the group stacks
+
+
+@pytest.mark.parametrize("kind, seq", [("decode", 2048), ("prefill", 512)])
+def test_the_benchs_config_label_is_a_job_that_inspect_and_explore_take_back(monkeypatch, kind, seq):
+    toolchain_or_skip()
+    from vkcoop.bench import attention_paths
+    from vkcoop.bench.attention_explore import parse_job
+    monkeypatch.setattr(vk, "Device", ContextDevice)
+    (case,) = make_cases([kind], ["fp16"], [128], [seq], [seq], [False])
+    path = attention_paths.VulkanPath(["fp16"])
+    s, element = case.shape, DTYPES[case.dtype]
+    inputs = (np.zeros((s.batch, s.q_heads, s.seq_q, s.head_dim), element),
+              *[np.zeros((s.batch, s.kv_heads, s.seq_kv, s.head_dim), element)] * 2)
+    try:
+        bound = path.bind(case, inputs)
+        kernel = bound.runner.kernel
+    finally:
+        path.close()
+    job = f"{kind}/fp16/128/{seq}/{bound.config}"
+    (again,), (config,) = [parse_job(job)[0]], parse_job(job)[1]
+    assert again == case
+    assert (config.tile, config.kv_splits, config.gqa_rows, config.stats_cols, config.kv_staged) == \
+        (kernel.tile, kernel.kv_splits, kernel.gqa_rows, kernel.stats_cols, kernel.kv_staged)

@@ -61,8 +61,8 @@ class VulkanPath:
                 raise Unsupported(str(error)) from None
         runner = self._runners[key]
         runner.bind(*inputs)
-        label = tile.label() + (f" split {splits}" if splits > 1 else "") + (" GQA rows" if gqa_rows else "")
-        return _BoundVulkan(runner, label)
+        # the explore tool's label, every choice resolved: `vkcoop inspect --attention` and explore take it back
+        return _BoundVulkan(runner, runner.config().label())
 
     def close(self):
         for runner in self._runners.values():
