@@ -256,3 +256,29 @@ def test_inspect_prints_the_real_mix_with_registers_and_scratch(monkeypatch, cap
     assert all(loop["instructions_per_mma"] == round(loop["instructions"] / loop["mma"], 2) for loop in with_mma)
     assert report["objects"][0]["container"]["arch"] == "HOPPER"
     assert report["executables"] == [] and report["executables_failure"] is None
+
+
+@needs_nvdisasm
+def test_a_cache_on_disk_is_read_without_a_device(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(core, "run_child", lambda *a, **k: pytest.fail("--cache builds nothing"))
+    monkeypatch.setattr(core, "run_query", lambda *a, **k: pytest.fail("--cache queries nothing"))
+    out = tmp_path / "report.json"
+    assert run_cli(["--cache", str(FIXTURES / "gemm-dense"), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if line.startswith("│ nvuc@"))
+    assert [c.strip() for c in row.strip("│").split("│")][1:5] == ["255", "21504", "?", "9664"]
+    import json
+    report = json.loads(out.read_text())
+    assert report["pipelines"] == [] and report["executables"] == [] and report["cache"]["objects"]["nvuc"] == 1
+
+
+def test_a_cache_that_is_not_there_or_holds_nothing_is_one_line(capsys, tmp_path):
+    assert run_cli(["--cache", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vkcoop: error: --cache") and "not a directory" in err and len(err.splitlines()) == 1
+    if NVDISASM is None:
+        return
+    (tmp_path / "empty").mkdir()
+    assert run_cli(["--cache", str(tmp_path / "empty"), "--nvdisasm", NVDISASM]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vkcoop: error: unavailable: cache format:") and len(err.splitlines()) == 1

@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_module_command(sub, "inspect", inspect_app, "the machine code the NVIDIA driver built for a pipeline of ours",
                        "Create a pipeline of ours (a shader variant, a sample's cases, a benchmark GEMM) with the "
                        "driver's shader disk cache in a private folder, disassemble what the driver compiled "
-                       "(nvdisasm) and report its instruction mix and registers.")
+                       "(nvdisasm) and report its instruction mix, registers and loops; or read a driver shader "
+                       "cache already on disk (--cache).")
     return parser
 
 

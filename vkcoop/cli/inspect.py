@@ -1,5 +1,7 @@
 """``vkcoop inspect``: the command line around :func:`vkcoop.inspect.core.inspect_pipeline`.
 
+``--cache DIR`` reads a driver shader cache already on disk instead: no device, no build.
+
 Exit status: 0 reported (also when the VK_KHR_pipeline_executable_properties query failed or crashed: that is
 one line of the report); 2 bad input (before any device work, or refused when the pipeline was built);
 3 something needed is missing (zstandard, nvdisasm, an NVIDIA driver, the device's features, or a cache the
@@ -35,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="the pipelines of one flash-attention configuration on a case of vkcoop bench attention, "
                            "as the explore tool times it (python -m vkcoop.bench.attention_explore --help), e.g. "
                            "prefill/fp16/128/4096c/128:64x64")
+    what.add_argument("--cache", metavar="DIR", help="report a driver shader cache already on disk (a "
+                                                     "__GL_SHADER_DISK_CACHE_PATH folder, e.g. copied from a GPU "
+                                                     "machine, or an earlier --cache-dir): no device needed")
     parser.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE",
                         help="--shader: one declared @variants combination")
     parser.add_argument("--spec", action="append", default=[], metavar="ID=VALUE",
@@ -117,8 +122,9 @@ def print_report(result: core.InspectResult, console=None) -> None:
     console.print(f"global load forms: {_top(total.global_load_forms, 4)}", highlight=False)
     console.print(f"shared memory forms: {_top(total.shared_forms, 5)}", highlight=False)
     cache = result.cache
-    console.print(f"[dim]cache: {cache['files']} file(s), {cache['frames']} zstd frame(s), objects {cache['objects']}; "
-                  f"pipelines built: {', '.join(p['label'] for p in result.pipelines)}[/]")
+    built = f"; pipelines built: {', '.join(p['label'] for p in result.pipelines)}" if result.pipelines else ""
+    console.print(f"[dim]cache: {cache['files']} file(s), {cache['frames']} zstd frame(s), objects {cache['objects']}"
+                  f"{built}[/]")
     print_executables(result.executables, console, result.executables_failure)
 
 
@@ -177,6 +183,8 @@ def _write(target: Path, text: str) -> None:
 
 
 def run(args) -> int:
+    if args.cache:
+        return _report_cache_dir(args)
     try:
         target = target_from_args(args)
         # bad output paths fail before the pipeline is built, with their folders made
@@ -196,10 +204,28 @@ def run(args) -> int:
     except core.InspectFailed as error:
         print(f"vkcoop: error: failed: {error}", file=sys.stderr)
         return 1
+    _print_and_write(result, json_path, sass_path)
+    return 0
+
+
+def _report_cache_dir(args) -> int:
+    try:
+        json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")
+        result = core.inspect_cache(args.cache, nvdisasm=args.nvdisasm, raw_arch=args.raw_arch)
+    except (InputError, core.InspectInputError) as error:
+        print(f"vkcoop: error: {error}", file=sys.stderr)
+        return 2
+    except core.InspectUnavailable as error:
+        print(f"vkcoop: error: unavailable: {error}", file=sys.stderr)
+        return 3
+    _print_and_write(result, json_path, sass_path)
+    return 0
+
+
+def _print_and_write(result: core.InspectResult, json_path, sass_path) -> None:
     print_report(result)
     if json_path:
         _write(json_path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     if sass_path:
         _write(sass_path, result.listing())
-    return 0
 

@@ -253,3 +253,16 @@ def inspect_pipeline(target: Target, *, device=None, executables: bool = True, c
         queried = run_query(outcome, device=device, timeout_s=timeout_s)
         result.executables, result.executables_failure = queried.executables, queried.failure
     return result
+
+
+def inspect_cache(directory: str | Path, *, nvdisasm: str | None = None, raw_arch: str = "SM90") -> InspectResult:
+    """Report a driver shader cache already on disk (a ``__GL_SHADER_DISK_CACHE_PATH`` folder, say one copied from
+    a GPU machine, or ``--cache-dir`` of an earlier run): no device and no build. Raises InspectInputError for a
+    path that is not a directory, InspectUnavailable as :func:`report_cache` does."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise InspectInputError(f"--cache {directory}: not a directory")
+    summary, objects = report_cache(path, check_tools(nvdisasm), raw_arch)
+    return InspectResult(f"the shader cache in {path}", {"name": "the GPU that wrote it", "driver_version": "?"},
+                         [], [], summary, objects)
+
