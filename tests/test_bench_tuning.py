@@ -9,6 +9,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -422,8 +423,6 @@ def test_a_w_tile_splits_k_so_that_its_workgroups_fill_one_wave():
 
 
 def test_a_vulkan_path_binds_the_split_its_w_configuration_resolves_to(monkeypatch):
-    from types import SimpleNamespace
-
     from vkcoop.gemm import paths
     from vkcoop.gemm.configs import parse_config
     path = paths.Sparse24Path(SimpleNamespace(limits=DeviceLimits(sm_count=132), name="X"))
@@ -451,3 +450,26 @@ def test_one_rule_picks_the_kernel_of_a_configuration():
     for label in ("128:64x32x64u4g1ct", "128:64x32x64u4g1i4t"):
         with pytest.raises(gemm.GemmInputError, match="row-major B"):
             launch_kernel(parse_config(label), "fp16", sparse=True)
+
+
+def test_device_limits_take_the_drivers_sm_count_unless_given(monkeypatch):
+    """Every VulkanDevicePaths (bench sparse's and the inspect build child's) resolves a ``w`` split from the same
+    SM count; before, only bench sparse set it, so `inspect --gemm` built other SPLIT_K pipelines."""
+    from vkcoop import vk
+    physical = SimpleNamespace(limits=SimpleNamespace(maxComputeSharedMemorySize=49152),
+                               cooperative_matrix2_properties=lambda: {})
+    monkeypatch.setattr(vk, "sm_count", lambda p: 132 if p is physical else pytest.fail("another device"))
+    assert DeviceLimits.of(physical).sm_count == 132
+    assert DeviceLimits.of(physical, sm_count=114).sm_count == 114
+
+
+def test_a_device_without_sm_builtins_has_no_sm_count():
+    from vkcoop import vk
+    assert vk.sm_count(SimpleNamespace(extensions={"VK_KHR_cooperative_matrix": 2})) is None
+    try:
+        with vk.Instance() as instance:
+            physical = instance.select(None)
+    except vk.VulkanError as error:
+        pytest.skip(f"no Vulkan device here: {error}")
+    if "VK_NV_shader_sm_builtins" not in physical.extensions:
+        assert vk.sm_count(physical) is None

@@ -12,7 +12,6 @@ import warnings
 from ..attention import AttentionInputError, VulkanAttention, attention_features
 from ..attention.kernel import launch_choices, target_workgroups
 from ..attention.tiles import choose_tile_for
-from .identity import vulkan_sm_count
 
 VULKAN_PATH = "vk-coopmat2"
 #: Path name -> torch.nn.attention.SDPBackend member.
@@ -37,7 +36,7 @@ class VulkanPath:
                                 validate=validate)
         self.flexible = self.device.physical.flexible_shapes()
         self.tile = tile
-        self.target_workgroups = target_workgroups(vulkan_sm_count(self.device.physical))
+        self.target_workgroups = target_workgroups(vk.sm_count(self.device.physical))
         self._runners: dict = {}
 
     def config(self, case):

@@ -114,12 +114,10 @@ def main(argv=None) -> int:
     # the khr features bring subgroupSizeControl, which subgroup-scope (sg) configurations ask for
     features = (gemm.features_for("sparse24", "fp16->fp16") + gemm.features_for("sparse24", "bf16->fp32")
                 + gemm.features_for("khr", "fp16->fp32"))
-    from .identity import vulkan_sm_count
-
     records, operands = [], None
     with vk.Device(features=list(dict.fromkeys(features))) as device:
         flexible = device.physical.flexible_shapes()
-        sm_count = vulkan_sm_count(device.physical)   # resolves the split-K of "w" configurations
+        sm_count = vk.sm_count(device.physical)   # resolves the split-K of "w" configurations
         for job in jobs:
             _, dtype, (m, n, k), _ = job
             problem = GemmProblem(dtype, "explore", m, n, k)

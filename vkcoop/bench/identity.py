@@ -63,24 +63,6 @@ def vulkan_identity(physical) -> DeviceIdentity:
     return DeviceIdentity(physical.name, uuid, normalize_driver(physical.driver_version))
 
 
-def vulkan_sm_count(physical) -> int | None:
-    """``shaderSMCount`` of VK_NV_shader_sm_builtins, None where the extension is not listed."""
-    if "VK_NV_shader_sm_builtins" not in getattr(physical, "extensions", {}):
-        return None
-    try:
-        import vulkan as vk
-
-        properties = vk.ffi.new("VkPhysicalDeviceProperties2*")
-        properties.sType = vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
-        sm = vk.ffi.new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV*")
-        sm.sType = vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV
-        properties.pNext = sm
-        vk.lib.vkGetPhysicalDeviceProperties2(physical.handle, properties)
-        return int(sm.shaderSMCount) or None
-    except Exception:  # noqa: BLE001 - an unknown SM count only widens the split-K candidates
-        return None
-
-
 def cuda_identity(driver: str | None = None) -> DeviceIdentity | None:
     """The first CUDA device through torch (``driver`` from nvidia-smi), None without one."""
     try:

@@ -119,7 +119,7 @@ class _Paths:
                 self.objects.update({p.name: p for p in self.vulkan.paths if p.name in wanted})
                 physical = self.vulkan.device.physical
                 self.identities["vulkan"] = identity.vulkan_identity(physical)
-                self.sm_count = identity.vulkan_sm_count(physical)
+                self.sm_count = self.vulkan.limits.sm_count   # the driver's (VK_NV_shader_sm_builtins)
             except Exception as error:  # noqa: BLE001 - no Vulkan / no coopmat2: skip those paths, say why
                 self.skipped.update({p: f"{type(error).__name__}: {error}" for p in VULKAN_PATHS})
         self.cuda_ok, self.cuda_reason = cuda_status() if any(p in CUDA_PATHS for p in wanted) else (False, "")

@@ -183,19 +183,9 @@ def _write(target: Path, text: str) -> None:
 
 
 def run(args) -> int:
-    if args.cache:
-        return _report_cache_dir(args)
     try:
-        target = target_from_args(args)
-        # bad output paths fail before the pipeline is built, with their folders made
-        json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")
-    except (targets.TargetError, InputError) as error:
-        print(f"vkcoop: error: {error}", file=sys.stderr)
-        return 2
-    try:
-        result = core.inspect_pipeline(target, device=args.device, executables=not args.no_executables,
-                                       cache_dir=args.cache_dir, nvdisasm=args.nvdisasm, raw_arch=args.raw_arch)
-    except core.InspectInputError as error:
+        result, json_path, sass_path = _inspect(args)
+    except (targets.TargetError, InputError, core.InspectInputError) as error:
         print(f"vkcoop: error: {error}", file=sys.stderr)
         return 2
     except core.InspectUnavailable as error:
@@ -204,28 +194,20 @@ def run(args) -> int:
     except core.InspectFailed as error:
         print(f"vkcoop: error: failed: {error}", file=sys.stderr)
         return 1
-    _print_and_write(result, json_path, sass_path)
-    return 0
-
-
-def _report_cache_dir(args) -> int:
-    try:
-        json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")
-        result = core.inspect_cache(args.cache, nvdisasm=args.nvdisasm, raw_arch=args.raw_arch)
-    except (InputError, core.InspectInputError) as error:
-        print(f"vkcoop: error: {error}", file=sys.stderr)
-        return 2
-    except core.InspectUnavailable as error:
-        print(f"vkcoop: error: unavailable: {error}", file=sys.stderr)
-        return 3
-    _print_and_write(result, json_path, sass_path)
-    return 0
-
-
-def _print_and_write(result: core.InspectResult, json_path, sass_path) -> None:
     print_report(result)
     if json_path:
         _write(json_path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     if sass_path:
         _write(sass_path, result.listing())
+    return 0
 
+
+def _inspect(args) -> tuple[core.InspectResult, Path | None, Path | None]:
+    target = None if args.cache else target_from_args(args)
+    # bad output paths fail before the pipeline is built, with their folders made
+    json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")
+    if target is None:
+        return core.inspect_cache(args.cache, nvdisasm=args.nvdisasm, raw_arch=args.raw_arch), json_path, sass_path
+    result = core.inspect_pipeline(target, device=args.device, executables=not args.no_executables,
+                                   cache_dir=args.cache_dir, nvdisasm=args.nvdisasm, raw_arch=args.raw_arch)
+    return result, json_path, sass_path

@@ -108,13 +108,15 @@ class DeviceLimits:
 
     @classmethod
     def of(cls, physical, sm_count: int | None = None) -> "DeviceLimits":
-        """From a :class:`vkcoop.vk.PhysicalDevice`."""
+        """From a :class:`vkcoop.vk.PhysicalDevice`; the SM count is the driver's (VK_NV_shader_sm_builtins)
+        unless given."""
+        from ..vk import sm_count as driver_sm_count
         coopmat2 = physical.cooperative_matrix2_properties() or {}
         return cls(shared_memory=int(physical.limits.maxComputeSharedMemorySize),
                    reserved_shared_memory=int(coopmat2.get("cooperativeMatrixWorkgroupScopeReservedSharedMemory", 0)),
                    max_dimension=int(coopmat2.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)),
                    max_workgroup=int(coopmat2.get("cooperativeMatrixWorkgroupScopeMaxWorkgroupSize", 256) or 256),
-                   sm_count=sm_count)
+                   sm_count=driver_sm_count(physical) if sm_count is None else sm_count)
 
     @property
     def staging_bytes(self) -> int:

@@ -105,7 +105,8 @@ class VulkanDevicePaths:
         return self.device.physical.name
 
     def set_sm_count(self, sm_count: int | None) -> None:
-        """The SM count (not in the core Vulkan properties: the caller reads it where it can)."""
+        """Replace the SM count (the driver's where VK_NV_shader_sm_builtins is listed; the caller may know it
+        from CUDA where not)."""
         self.limits = replace(self.limits, sm_count=sm_count)
 
     def flush(self) -> L2Flush:

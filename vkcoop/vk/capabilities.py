@@ -42,6 +42,23 @@ _LIMITS = (
 )
 
 
+def sm_count(physical) -> int | None:
+    """``shaderSMCount`` of VK_NV_shader_sm_builtins, None where the extension is not listed (or the query fails:
+    an unknown SM count only widens the split-K candidates and the key-split target)."""
+    if "VK_NV_shader_sm_builtins" not in getattr(physical, "extensions", {}):
+        return None
+    try:
+        properties = vk.ffi.new("VkPhysicalDeviceProperties2*")
+        properties.sType = vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
+        sm = vk.ffi.new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV*")
+        sm.sType = vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV
+        properties.pNext = sm
+        vk.lib.vkGetPhysicalDeviceProperties2(physical.handle, properties)
+        return int(sm.shaderSMCount) or None
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+
+
 def _limit_value(value):
     if isinstance(value, vk.ffi.CData):
         return [int(v) for v in value]
