@@ -33,6 +33,7 @@ def run_cli(argv):
     ("--gemm dense --dtype fp8", "--dtype 'fp8'"),
     ("--gemm dense --shape tall", "--shape 'tall'"),
     ("--gemm dense --config -1", "--config -1"),
+    ("--gemm dense --config 256:128y256", "--config"),
 ])
 def test_bad_input_exits_2_before_device_work(command, message, capsys, monkeypatch):
     def no_device_work(*args, **kwargs):
@@ -199,3 +200,44 @@ def test_a_cache_dir_with_files_in_it_is_refused(tmp_path, capsys):
     assert run_cli(["--shader", "test/increment.comp", "--cache-dir", str(tmp_path)]) == 2
     assert "is not an empty directory" in capsys.readouterr().err
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_a_gemm_configuration_label_is_a_target_the_child_builds(monkeypatch):
+    """``--config LABEL``: what the explore tool or the tuning cache names, bound the way bench sparse binds it."""
+    target = targets.gemm_target("2:4", "fp16", "llm", "64:32x32x128u2g1s2w4i4c")
+    assert target.config == "64:32x32x128u2g1s2w4i4c" and targets.Target.from_dict(target.to_dict()) == target
+    assert targets.gemm_target("dense", config="3").config == 3
+    from types import SimpleNamespace
+
+    from vkcoop.gemm import paths
+    from vkcoop.gemm.configs import parse_config
+    from vkcoop.inspect import child
+    bound = []
+
+    class Path:
+        name = "vk-coopmat2-2:4"
+
+        def config_from_label(self, label, problem):
+            return parse_config(label) if problem.n == 32 and "x32x" in label else None
+
+        def bind(self, operands, config):
+            bound.append((operands.problem, config))
+            return SimpleNamespace(release=lambda: None)
+
+    class Group:
+        def __init__(self, dtypes, device):
+            self.paths, self.device = [Path()], SimpleNamespace(pipeline=lambda *a, **k: None)
+
+        def close(self):
+            pass
+    monkeypatch.setattr(paths, "VulkanDevicePaths", Group)
+    from vkcoop.gemm import path as gemm_path
+    monkeypatch.setattr(gemm_path.GemmOperands, "make", staticmethod(lambda problem: SimpleNamespace(problem=problem)))
+    with child._gemm(target, None):
+        pass
+    ((problem, config),) = bound
+    assert (problem.m, problem.n, problem.k) == (8192, 32, 8192) and config.label() == target.config
+    with pytest.raises(ValueError, match="cannot run llm"):
+        with child._gemm(targets.gemm_target("2:4", "fp16", "llm", "256:128x256x32u8g8"), None):
+            pass
+

@@ -49,7 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", default=None, help="--sample: only this case")
     parser.add_argument("--dtype", default="fp16", help="--gemm: fp16 or bf16")
     parser.add_argument("--shape", default="square", help="--gemm: square or llm")
-    parser.add_argument("--config", type=int, default=0, help="--gemm: index into the path's tuning list")
+    parser.add_argument("--config", default="0", help="--gemm: an index into the path's tuning list, or a "
+                                                       "configuration label (as python -m vkcoop.bench.explore and "
+                                                       "the tuning cache write them, e.g. 256:128x256x32u8g8)")
     parser.add_argument("--target-workgroups", type=int, default=None,
                         help="--attention: workgroups the automatic key split aims at (default: the kernel's)")
     parser.add_argument("--device", default=None, help="Vulkan device index or name")

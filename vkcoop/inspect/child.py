@@ -107,11 +107,18 @@ def _gemm(target: Target, device_arg):
         n = 8192 if target.shape == "square" else 32
         problem = GemmProblem(target.dtype, target.shape, 8192, n, 8192)
         path = next(p for p in group.paths if p.name == target.gemm_path)
-        configs = path.configs(problem, tune=True)
-        if target.config >= len(configs):
-            raise ValueError(f"{target.gemm_path} {target.shape} has {len(configs)} configurations; "
-                             f"--config {target.config} is out of range")
-        path.bind(GemmOperands.make(problem), configs[target.config]).release()
+        if isinstance(target.config, str):
+            config = path.config_from_label(target.config, problem)
+            if config is None:
+                raise ValueError(f"{target.gemm_path} cannot run {target.shape} ({problem.m}x{problem.n}x"
+                                 f"{problem.k}) with --config {target.config}")
+        else:
+            configs = path.configs(problem, tune=True)
+            if target.config >= len(configs):
+                raise ValueError(f"{target.gemm_path} {target.shape} has {len(configs)} configurations; "
+                                 f"--config {target.config} is out of range")
+            config = configs[target.config]
+        path.bind(GemmOperands.make(problem), config).release()
         yield group.device, recorder
     finally:
         group.close()

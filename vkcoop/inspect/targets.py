@@ -34,7 +34,7 @@ class Target:
     gemm_path: str = ""
     dtype: str = "fp16"
     shape: str = "square"
-    config: int = 0
+    config: int | str = 0                                # gemm: tuning-list index or configuration label
     attention: dict = field(default_factory=dict)        # attention_target's case and configuration
 
     @property
@@ -128,9 +128,10 @@ def sample_target(name: str, case: str | None = None) -> Target:
     return Target("sample", sample=name, case=case)
 
 
-def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: int = 0) -> Target:
+def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: int | str = 0) -> Target:
     """The pipelines ``vkcoop bench sparse`` builds for one Vulkan path, dtype and shape class; ``config`` indexes
-    the path's tuning list (0 = the configuration the bench uses without ``--tune``)."""
+    the path's tuning list (0 = the configuration the bench uses without ``--tune``) or is a configuration label
+    (``vkcoop.gemm.paths.VulkanConfig``, as the explore tool and the tuning cache write them)."""
     full = GEMM_PATHS.get(path, path)
     if full not in GEMM_PATHS.values():
         names = sorted(set(GEMM_PATHS) | set(GEMM_PATHS.values()))
@@ -139,8 +140,17 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
         raise TargetError(f"--dtype {dtype!r}: choose from {', '.join(GEMM_DTYPES)}")
     if shape not in GEMM_SHAPES:
         raise TargetError(f"--shape {shape!r}: choose from {', '.join(GEMM_SHAPES)}")
-    if config < 0:
+    if isinstance(config, str) and config.lstrip("-").isdigit():
+        config = int(config)
+    if isinstance(config, int) and config < 0:
         raise TargetError(f"--config {config}: an index into the path's tuning list, 0 or more")
+    if isinstance(config, str) and full != GEMM_PATHS["khr"]:
+        from ..gemm import GemmInputError
+        from ..gemm.configs import parse_config
+        try:
+            config = parse_config(config).label()
+        except GemmInputError as error:
+            raise TargetError(f"--config: {error}") from None
     return Target("gemm", gemm_path=full, dtype=dtype, shape=shape, config=config)
 
 
