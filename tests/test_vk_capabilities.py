@@ -145,6 +145,7 @@ def test_capabilities_report_is_json_and_consistent():
         assert report["limits"]["timestampPeriod"] == pytest.approx(float(physical.limits.timestampPeriod))
         has_khr = "VK_KHR_cooperative_matrix" in physical.extensions
         has_nv2 = "VK_NV_cooperative_matrix2" in physical.extensions
+        has_sm_builtins = "VK_NV_shader_sm_builtins" in physical.extensions
     assert report["cooperative_matrix_khr"]["supported"] is has_khr
     assert bool(report["cooperative_matrix_khr"]["properties"]) == has_khr
     assert report["cooperative_matrix2"]["supported"] is has_nv2
@@ -152,6 +153,8 @@ def test_capabilities_report_is_json_and_consistent():
         assert report["cooperative_matrix2"]["properties"] is None
         assert report["cooperative_matrix2"]["flexible_dimensions"] == []
     assert 0 < report["timestamp_valid_bits"] <= 64
+    # the SM count where VK_NV_shader_sm_builtins is listed, and only there (lavapipe has none)
+    assert report["sm_count"] > 0 if has_sm_builtins else report["sm_count"] is None
     assert report["subgroup"]["minSubgroupSize"] <= report["subgroup"]["maxSubgroupSize"]
     if validate:
         assert report["validation_messages"] == []

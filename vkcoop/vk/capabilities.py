@@ -123,6 +123,7 @@ def device_report(physical: PhysicalDevice) -> dict:
         "limits": {name: _limit_value(getattr(physical.limits, name)) for name in _LIMITS},
         "timestamp_valid_bits": physical.timestamp_valid_bits,
         "compute_queue_family": physical.compute_queue_family(),
+        "sm_count": sm_count(physical),
     }
     return report
 
