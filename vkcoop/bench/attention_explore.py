@@ -23,6 +23,7 @@ import json
 import statistics
 
 from ..attention import VulkanAttention, attention_features
+from ..attention.kernel import target_workgroups
 from ..attention.tiles import parse_attention_config
 from .attention import check_planes, make_cases, make_inputs, measure
 
@@ -116,7 +117,8 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=20, help="timed runs per configuration (default 20)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
     parser.add_argument("--target-workgroups", type=int, default=None,
-                        help="workgroups the automatic key split aims at (default: the kernel's)")
+                        help="workgroups the automatic key split aims at (default: as bench attention, "
+                             "4 per SM of the device)")
     parser.add_argument("--pass-times", action="store_true",
                         help="also time each pass of a launch on its own (the key-split pass and the combine)")
     parser.add_argument("--json", dest="json_path", default=None, help="write every record to this file")
@@ -136,6 +138,8 @@ def main(argv=None) -> int:
         parser.exit(3, f"attention_explore: {str(error).splitlines()[0]}\n")
     with device:
         flexible = device.physical.flexible_shapes()
+        # the key split aims where bench attention's does: WORKGROUPS_PER_SM per SM of this device
+        args.target_workgroups = args.target_workgroups or target_workgroups(vk.sm_count(device.physical))
         for case, configs in jobs:
             run_job(device, flexible, case, configs, args, records)
     return 0

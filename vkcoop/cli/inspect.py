@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                        "configuration label (as python -m vkcoop.bench.explore and "
                                                        "the tuning cache write them, e.g. 256:128x256x32u8g8)")
     parser.add_argument("--target-workgroups", type=int, default=None,
-                        help="--attention: workgroups the automatic key split aims at (default: the kernel's)")
+                        help="--attention: workgroups the automatic key split aims at (default: as bench "
+                             "attention, 4 per SM of the device)")
     parser.add_argument("--device", default=None, help="Vulkan device index or name")
     parser.add_argument("--json", dest="json_path", default=None, help="write the report as JSON")
     parser.add_argument("--sass", dest="sass_path", default=None, help="write the full nvdisasm listing")

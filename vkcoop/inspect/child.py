@@ -135,12 +135,14 @@ def _attention(target: Target, device_arg):
     from ..attention.vulkan import config_options, device_kernel
     from ..gemm import DTYPES
     from ..gemm.vulkan import compile_dispatch
+    from ..attention.kernel import target_workgroups
     spec = target.attention
     shape = AttentionShape(**spec["shape"])
-    options = config_options(shape, parse_attention_config(spec["config"]), causal=spec["causal"],
-                             target_workgroups=spec["target_workgroups"])
     with vk.Device(device_arg, extensions=EXTENSIONS, features=attention_features([target.dtype])) as device:
         recorder = _Recorder(device)
+        aim = spec["target_workgroups"] or target_workgroups(vk.sm_count(device.physical))
+        options = config_options(shape, parse_attention_config(spec["config"]), causal=spec["causal"],
+                                 target_workgroups=aim)
         kernel = device_kernel(device.physical, target.dtype, shape.head_dim, **options)
         element = DTYPES[target.dtype]
         q = np.zeros((shape.batch, shape.q_heads, shape.seq_q, shape.head_dim), element)
