@@ -48,7 +48,7 @@ def mark_busy() -> None:
 def settled(previous, current, tolerance: float = SETTLE_TOLERANCE) -> bool:
     """Whether two consecutive warm-up batches (lists of per-run times) have medians within ``tolerance``, or
     within the batch's own jitter (its interquartile range) where that is wider: a 10 us kernel timed by events
-    jitters by more than 2 %, and must not wait out MAX_WARMUP_SECONDS for that."""
+    jitters by more than 2 %, and must not wait out MAX_SETTLE_SECONDS for that."""
     if not previous or not current:
         return False
     a, b = statistics.median(previous), statistics.median(current)
