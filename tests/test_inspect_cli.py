@@ -240,4 +240,3 @@ def test_a_gemm_configuration_label_is_a_target_the_child_builds(monkeypatch):
     with pytest.raises(ValueError, match="cannot run llm"):
         with child._gemm(targets.gemm_target("2:4", "fp16", "llm", "256:128x256x32u8g8"), None):
             pass
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cache as cache_reader
@@ -179,7 +179,7 @@ def _nvuc_report(obj: cache_reader.CompiledObject, nvdisasm: str, raw_arch: str)
         report.kernels.append(KernelReport(
             name, container.registers, None, None, function.frame_size if function else None, section.size,
             sass.instruction_mix(mnemonics), scratch_bytes=container.scratch_bytes,
-            loops=[replace(loop, kernel=name) for kernel in listed for loop in find_loops(kernel)]))
+            loops=[loop for kernel in listed for loop in find_loops(kernel)]))
     report.listing = "".join(listings)
     return report
 
@@ -265,4 +265,3 @@ def inspect_cache(directory: str | Path, *, nvdisasm: str | None = None, raw_arc
     summary, objects = report_cache(path, check_tools(nvdisasm), raw_arch)
     return InspectResult(f"the shader cache in {path}", {"name": "the GPU that wrote it", "driver_version": "?"},
                          [], [], summary, objects)
-

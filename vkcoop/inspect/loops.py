@@ -21,7 +21,6 @@ FP32_ALU_OPCODES = ("FADD", "FMUL", "FFMA", "FMNMX", "FSEL", "FSETP")
 
 @dataclass
 class Loop:
-    kernel: str
     start: int            # address of the loop's first instruction (the backward branch's target)
     end: int              # address of its last backward branch
     mix: InstructionMix   # one pass over the body
@@ -39,7 +38,7 @@ class Loop:
         return sum(self.mix.opcodes.get(op, 0) for op in FP32_ALU_OPCODES)
 
     def to_dict(self) -> dict:
-        return {"kernel": self.kernel, "start": f"{self.start:#x}", "end": f"{self.end:#x}",
+        return {"start": f"{self.start:#x}", "end": f"{self.end:#x}",
                 "instructions": self.mix.total, "mma": self.mma, "instructions_per_mma": self.instructions_per_mma,
                 "fp32_alu": self.fp32_alu(), "inner_loops": self.inner, "mix": self.mix.to_dict()}
 
@@ -52,7 +51,7 @@ def find_loops(kernel: KernelListing) -> list[Loop]:
             last_branch[target] = max(last_branch.get(target, index), index)
     position = {address: i for i, address in enumerate(kernel.addresses)}
     spans = sorted((position[target], last) for target, last in last_branch.items() if target in position)
-    return [Loop(kernel.name, kernel.addresses[first], kernel.addresses[last],
+    return [Loop(kernel.addresses[first], kernel.addresses[last],
                  instruction_mix(kernel.mnemonics[first:last + 1]),
                  sum(1 for f, l in spans if first <= f and l <= last and (f, l) != (first, last)))
             for first, last in spans]

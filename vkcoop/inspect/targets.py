@@ -171,4 +171,3 @@ def attention_target(case: str, dtype: str, shape: dict, causal: bool, config: s
         raise TargetError(f"--target-workgroups {target_workgroups}: 1 or more")
     return Target("attention", dtype=dtype, attention={"case": case, "shape": dict(shape), "causal": bool(causal),
                                                       "config": label, "target_workgroups": target_workgroups})
-
