@@ -73,6 +73,13 @@ def test_a_target_with_a_bad_shape_or_dtype_is_refused():
         targets.attention_target("c", "fp16", shape, False, "128:64x64", target_workgroups=0)
 
 
+def _zero_inputs(case):
+    """q, k, v of a benchmark case, all zero: pipelines depend on the shapes only."""
+    s, element = case.shape, DTYPES[case.dtype]
+    kv = np.zeros((s.batch, s.kv_heads, s.seq_kv, s.head_dim), element)
+    return np.zeros((s.batch, s.q_heads, s.seq_q, s.head_dim), element), kv, kv
+
+
 def _built(monkeypatch, job):
     """(pipelines the build child made, the launch the explore tool would time) for one job."""
     toolchain_or_skip()
@@ -85,10 +92,7 @@ def _built(monkeypatch, job):
     case, _ = parse_job(job)
     config = parse_attention_config(target.attention["config"])
     runner = VulkanAttention.from_config(ContextDevice(), case.dtype, case.shape, config, causal=case.causal)
-    s, element = case.shape, DTYPES[case.dtype]
-    q = np.zeros((s.batch, s.q_heads, s.seq_q, s.head_dim), element)
-    kv = np.zeros((s.batch, s.kv_heads, s.seq_kv, s.head_dim), element)
-    return made, runner.kernel.launch(q, kv, kv)
+    return made, runner.kernel.launch(*_zero_inputs(case))
 
 
 def test_the_child_builds_the_pipelines_explore_times_for_prefill(monkeypatch):
@@ -113,11 +117,8 @@ def test_the_benchs_config_label_is_a_job_that_inspect_and_explore_take_back(mon
     monkeypatch.setattr(vk, "Device", ContextDevice)
     (case,) = make_cases([kind], ["fp16"], [128], [seq], [seq], [False])
     path = attention_paths.VulkanPath(["fp16"])
-    s, element = case.shape, DTYPES[case.dtype]
-    inputs = (np.zeros((s.batch, s.q_heads, s.seq_q, s.head_dim), element),
-              *[np.zeros((s.batch, s.kv_heads, s.seq_kv, s.head_dim), element)] * 2)
     try:
-        bound = path.bind(case, inputs)
+        bound = path.bind(case, _zero_inputs(case))
         kernel = bound.runner.kernel
     finally:
         path.close()
