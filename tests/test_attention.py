@@ -98,6 +98,55 @@ def test_tiles_that_fit_no_row_are_refused(label, message):
         attn.check_attention_tile(FLEX, "fp16", 64, attn.parse_attention_tile(label), max_dimension=256)
 
 
+@pytest.mark.parametrize("label, head_dim, rows", [("128:64x64", 128, 16), ("128:128x64", 64, 32),
+                                                   ("64:32x128", 64, 16), ("256:128x64", 128, 16)])
+def test_subgroup_rows_are_checked_against_the_subgroup_scope_row(label, head_dim, rows):
+    """SCOPE=SUBGROUP: each 32-wide subgroup owns BR / subgroups rows, which the subgroup-scope row's M (16 on the
+    H200 table) must divide, whatever the workgroup-scope rows say (128:128x64's BR is fine for both)."""
+    tile = attn.parse_attention_tile(label)
+    assert tile.subgroup_rows() == rows
+    attn.check_attention_tile(FLEX, "fp16", head_dim, tile, subgroup_rows=True)
+    assert attn.stats_columns(FLEX, "fp16", tile, subgroup_rows=True) == 16
+
+
+@pytest.mark.parametrize("label", ["128:32x64", "100:50x64", "128:66x64", "128:64x24"],
+                         ids=["8 rows each", "not whole subgroups", "BR not shared evenly", "BC not a multiple"])
+def test_subgroup_rows_that_fit_no_row_are_refused(label):
+    tile = attn.parse_attention_tile(label)
+    with pytest.raises(attn.AttentionInputError, match="subgroup rows need whole 32-wide subgroups") as info:
+        attn.check_attention_tile(FLEX, "fp16", 64, tile, subgroup_rows=True)
+    assert "\n" not in str(info.value) and "16/16/16" in str(info.value)
+
+
+def test_a_subgroup_rows_kernel_asks_for_32_wide_subgroups_on_its_flash_pass_only():
+    q, k, v = arrays(hq=4, hkv=1, sq=1, skv=300, d=128)
+    kernel = attn.AttentionKernel("fp16", 128, attn.AttentionTile(64, 32, 64), kv_splits=3, gqa_rows=True,
+                                  subgroup_rows=True)
+    flash, combine = kernel.launch(q, k, v).dispatches
+    assert flash.defines["SCOPE"] == "SUBGROUP" and "subgroup-rows" in kernel.name
+    assert flash.pipeline_options == {"required_subgroup_size": 32, "full_subgroups": True}
+    assert combine.pipeline_options == {}
+    assert {"subgroupSizeControl", "computeFullSubgroups"} <= set(attn.attention_features(("fp16",), True))
+    assert "subgroupSizeControl" not in attn.attention_features(("fp16",))
+    with pytest.raises(attn.AttentionInputError, match="whole 32-wide subgroups"):
+        attn.AttentionKernel("fp16", 128, attn.AttentionTile(96, 64, 64), subgroup_rows=True)
+
+
+@pytest.mark.parametrize("shape, tile, gqa, aligned, keys", [
+    ((1, 2, 2, 128, 256, 64), (128, 64, 128), False, True, True),
+    ((1, 2, 2, 63, 256, 64), (128, 64, 128), False, False, True),
+    ((1, 32, 8, 1, 4096, 128), (64, 16, 64), True, False, True),
+    ((1, 32, 8, 1, 4099, 128), (64, 16, 64), True, False, False),
+    ((1, 2, 2, 128, 200, 64), (128, 64, 128), False, False, False)],
+    ids=["aligned", "ragged rows", "decode", "decode ragged keys", "ragged keys"])
+def test_keys_aligned_leaves_out_the_clamped_key_loop_whatever_the_rows(shape, tile, gqa, aligned, keys):
+    b, hq, hkv, sq, skv, d = shape
+    q, k, v = arrays(b, hq, hkv, sq, skv, d)
+    kernel = attn.AttentionKernel("fp16", d, attn.AttentionTile(*tile), gqa_rows=gqa)
+    spec = kernel.launch(q, k, v).dispatches[0].specialization
+    assert (spec["ALIGNED"], spec["KEYS_ALIGNED"]) == (aligned, keys)
+
+
 def test_tile_labels_parse_back_and_bad_ones_are_refused():
     tile = attn.AttentionTile(256, 64, 32)
     assert attn.parse_attention_tile(tile.label()) == tile
@@ -120,7 +169,8 @@ def test_the_launch_matches_the_shaders_constants_push_block_and_grid():
     (flash,) = kernel.launch(q, k, v, scale=0.5).dispatches
     declared = re.findall(r"constant_id = (\d+)\) const \w+ (\w+)", _shader_text())
     assert list(flash.specialization) == [name for _, name in declared]
-    assert flash.specialization["CAUSAL"] is True and flash.defines == {"ELEMENT": "F16", "SPLIT_MERGE": "PASS"}
+    assert flash.specialization["CAUSAL"] is True and flash.pipeline_options == {}
+    assert flash.defines == {"ELEMENT": "F16", "SPLIT_MERGE": "PASS", "SCOPE": "WORKGROUP"}
     members = re.search(r"uniform Shape \{(.*?)\}", _shader_text(), re.S).group(1)
     assert len(flash.push) == len(re.findall(r"\w+(?=[,;])", members)) == 7
     assert [int(x) for x in flash.push[:6]] == [2, 70, 90, 6, 2, 3]
@@ -141,8 +191,8 @@ def test_staging_k_and_v_follows_the_vectors_each_invocation_holds():
     assert staged(128, (64, 16, 64), kv_staged=True) is True
     assert staged(128, (128, 64, 64), kv_staged=False) is False
     assert staged(64, (512, 64, 32)) is False                                           # half a vector each
-    with pytest.raises(attn.AttentionInputError, match="multiple of the invocations"):
-        attn.AttentionKernel("fp16", 64, attn.AttentionTile(512, 64, 32), kv_staged=True)
+    assert staged(64, (512, 64, 32), kv_staged=True) is True                             # when asked: in rounds
+    assert staged(128, (384, 192, 64), kv_staged=True) is True                           # 2 2/3 each
 
 
 def test_a_split_launch_adds_the_combine_pass():
@@ -164,7 +214,7 @@ def test_a_fused_merge_launch_is_one_dispatch_with_group_slots_and_counters():
                                   fused_merge=True)
     launch = kernel.launch(q, k, v)
     (flash,) = launch.dispatches
-    assert flash.defines == {"ELEMENT": "F16", "SPLIT_MERGE": "FUSED"} and "fused" in kernel.name
+    assert flash.defines == {"ELEMENT": "F16", "SPLIT_MERGE": "FUSED", "SCOPE": "WORKGROUP"} and "fused" in kernel.name
     assert flash.buffers == ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals")
     # 20 slices in groups of 8: 3 group merges, whose results follow the slices' partials
     assert launch.outputs["O partial"] == ((23, 2, 8, 1, 128), np.float32)

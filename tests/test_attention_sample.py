@@ -155,8 +155,9 @@ def test_the_shader_specialised_to_each_sample_tile_validates(cases):
             continue
         seen.add(key)
         _validate_specialised(toolchain, c.variant(), c.specialization)
-    # 2 types x 2 head dims x (plain, causal, split) x (one head, GQA rows), and plain and causal ALIGNED
-    assert len(seen) == 32
+    # 2 types x 2 head dims x (plain, causal, split) x (one head, GQA rows), plain and causal ALIGNED, and
+    # KEYS_ALIGNED alone (the exact cases: 63 query rows, whole key blocks)
+    assert len(seen) == 36
 
 
 # --------------------------------------------------------------------------- on the GPU
@@ -277,3 +278,57 @@ def test_staging_k_and_v_in_shared_memory_changes_no_bit(dtype, shape, causal, s
     ref, _ = attn.reference_attention(q, k, v, causal=causal)
     ok, _, why = attn.check_attention(staged_out, ref, attn.tolerance_for(q, k, v))
     assert ok, why
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("tile, head_dim, causal, splits, fused, aligned, keys_aligned", [
+    ((128, 64, 64), 128, False, 1, False, True, True), ((128, 128, 64), 64, True, 1, False, False, False),
+    ((64, 32, 64), 128, False, 9, True, False, True), ((384, 192, 64), 128, True, 1, False, False, True)])
+def test_subgroup_rows_specialised_validate(tile, head_dim, causal, splits, fused, aligned, keys_aligned):
+    """SCOPE=SUBGROUP (each subgroup owns its rows as subgroup-scope matrices) frozen with a staged prefill tile,
+    32 rows per subgroup with the clamped path, a fused decode split, and 12 subgroups staging K and V in uneven
+    rounds with KEYS_ALIGNED."""
+    toolchain = toolchain_or_skip().find_toolchain()
+    kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), causal=causal, kv_splits=splits,
+                                  fused_merge=fused, subgroup_rows=True, kv_staged=tile[0] != 64)
+    variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted(kernel.defines().items())))
+    assert dict(variant.defines)["SCOPE"] == "SUBGROUP"
+    _validate_specialised(toolchain, variant, kernel.specialization(aligned, keys_aligned))
+
+
+@pytest.mark.gpu
+@on_gpu
+@pytest.mark.parametrize("dtype, shape, tile, causal, splits, options", [
+    (np.float16, (2, 4, 2, 256, 512, 128), (128, 64, 64), False, 1, {}),
+    (BF16, (2, 4, 2, 256, 512, 128), (128, 64, 64), True, 1, {}),
+    (np.float16, (2, 4, 2, 300, 517, 64), (128, 128, 64), True, 1, {}),
+    (np.float16, (1, 2, 1, 128, 1024, 128), (128, 64, 64), True, 3, {}),
+    (np.float16, (1, 2, 2, 256, 640, 64), (128, 64, 64), False, 1, {"q_shared": True, "kv_staged": False}),
+    (np.float16, (1, 32, 8, 1, 4099, 128), (64, 32, 64), False, 9, {"gqa_rows": True}),
+    (np.float16, (1, 8, 2, 1, 9000, 128), (64, 32, 64), False, 9, {"gqa_rows": True, "fused_merge": True}),
+    (np.float16, (1, 2, 2, 400, 512, 128), (384, 192, 64), True, 1, {"kv_staged": True}),
+    (np.float16, (1, 2, 1, 512, 700, 64), (512, 256, 32), False, 1, {"kv_staged": True})],
+    ids=["prefill staged", "bf16 causal", "32 rows each, ragged causal", "causal split", "Q shared",
+         "decode GQA split", "decode fused", "12 subgroups, staging in uneven rounds", "16 subgroups, half copy"])
+def test_subgroup_rows_match_the_reference(dtype, shape, tile, causal, splits, options):
+    """SCOPE=SUBGROUP: each subgroup computes its own rows (a decode tile's second subgroup holds only padding
+    rows), O and the log-sum-exp within the tolerance of the float64 reference, and a second launch repeats them
+    bit for bit."""
+    from vkcoop import vk
+    b, hq, hkv, sq, skv, d = shape
+    rng = np.random.default_rng(sq * skv + d)
+    q, k, v = ((rng.standard_normal(s).clip(-3, 3)).astype(np.float32).astype(dtype)
+               for s in ((b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
+    name = "fp16" if dtype == np.float16 else "bf16"
+    with vk.Device(extensions=attn.EXTENSIONS, features=attn.attention_features((name,), True)) as device:
+        with attn.VulkanAttention(device, name, d, attn.AttentionTile(*tile), causal=causal, kv_splits=splits,
+                                  subgroup_rows=True, **options) as runner:
+            assert runner.kernel.defines()["SCOPE"] == "SUBGROUP"
+            runner.bind(q, k, v)
+            (out, lse), (again, lse_again) = runner.outputs(), runner.outputs()
+    ref, ref_lse = attn.reference_attention(q, k, v, causal=causal)
+    tolerance = attn.tolerance_for(q, k, v)
+    ok, _, why = attn.check_attention(out, ref, tolerance)
+    assert ok, why
+    assert attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]
+    assert np.array_equal(again.view(np.uint16), out.view(np.uint16)) and np.array_equal(lse_again, lse)

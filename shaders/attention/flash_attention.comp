@@ -1,6 +1,7 @@
 #version 450
 // @variants ELEMENT=F16|BF16
 // @variants SPLIT_MERGE=PASS|FUSED
+// @variants SCOPE=WORKGROUP|SUBGROUP
 // Flash attention forward: O = softmax(Q Kᵀ · scale + mask) V, one workgroup per BR query rows of one head,
 // walking the keys BC at a time with online softmax (running row max m and row sum l, O rescaled as m grows).
 // Every coopmat2 feature has one job here (docs/attention.md):
@@ -13,6 +14,9 @@
 //   conversions        P (fp32 accumulator) to an A matrix of the input type for P·V; O to the input type.
 // Scores are kept in log2 units (scale · log2 e folded into one multiply) so exp becomes exp2.
 //   defines:        ELEMENT = F16 | BF16 (input and output type; accumulation is fp32)
+//                   SCOPE = WORKGROUP (Q, S, P and O are workgroup-scope matrices of BR rows: the driver splits
+//                   them among the subgroups) | SUBGROUP (each subgroup owns BR / subgroups consecutive rows as
+//                   subgroup-scope flexible-dimension matrices: we split them; the host requires subgroup size 32)
 //                   SPLIT_MERGE = PASS (key slices are merged by attention_combine.comp, a second dispatch) |
 //                   FUSED (the last slice of each group of MERGE_GROUP to finish merges the group's partials, and the
 //                   last group merger of a tile writes O and the log-sum-exp: one dispatch; KV_SPLITS > 1 only)
@@ -32,7 +36,10 @@
 //                   holds no registers across the key loop), 10 V_EARLY (V's load is issued with K's, before the
 //                   softmax, so both blocks are in flight together), 11 KV_STAGED (the blocks that need no clamp
 //                   pass K and V through shared memory that this shader fills, in FlashAttention-2's order: V of
-//                   block j is fetched while S of block j is computed, K of block j + 1 while P V of block j is)
+//                   block j is fetched while S of block j is computed, K of block j + 1 while P V of block j is;
+//                   when the invocations do not share a block's vectors evenly, the last round is partial),
+//                   12 KEYS_ALIGNED (seq_kv is a multiple of BC, whatever the rows: K and V move through unclamped
+//                   layouts and, without CAUSAL, the clamped key loop is not compiled; implied by ALIGNED)
 //                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
@@ -47,6 +54,9 @@
 //                   (GQA_ROWS: group * seq_q); offsets are 32-bit (elements < 2^32)
 #include "vkcoop/common.glsl"
 #extension GL_EXT_control_flow_attributes : enable
+#if SCOPE == SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : enable
+#endif
 
 #if ELEMENT != F16 && ELEMENT != BF16
 #error "ELEMENT must be F16 or BF16"
@@ -64,15 +74,31 @@ layout(constant_id = 8) const uint STATS_COLS = 64;
 layout(constant_id = 9) const bool Q_SHARED = false;
 layout(constant_id = 10) const bool V_EARLY = false;
 layout(constant_id = 11) const bool KV_STAGED = false;
+layout(constant_id = 12) const bool KEYS_ALIGNED = false;
+const bool KV_ALIGNED = ALIGNED || KEYS_ALIGNED;
 layout(local_size_x_id = 0) in;
+
+#define WORKGROUP 1
+#define SUBGROUP 2
+#if SCOPE == WORKGROUP
+#define MATRIX_SCOPE gl_ScopeWorkgroup
+const uint OWN_ROWS = BR;
+#elif SCOPE == SUBGROUP
+#define MATRIX_SCOPE gl_ScopeSubgroup
+const uint OWN_ROWS = BR / (WORKGROUP_SIZE / 32);   // rows of one subgroup's matrices
+#else
+#error "SCOPE must be WORKGROUP or SUBGROUP"
+#endif
 
 // Q's tile in 16-byte vectors, each row one vector longer than HEAD_DIM (a bank skew for the matrix loads).
 const uint Q_ROW = HEAD_DIM / 8 + 1;
-shared uvec4 q_stage[Q_SHARED ? BR * Q_ROW : 1];
+shared uvec4 q_stage[Q_SHARED ? BR * Q_ROW : 1];   // SUBGROUP: each subgroup its own rows
 // KV_STAGED: one block of K and one of V in 16-byte vectors, rows skewed like Q's. Each invocation fetches
 // STAGE_VECTORS of a block into registers, which the multiplies of the current block hide, then stores them.
 const uint KV_ROW = HEAD_DIM / 8 + 1;
-const uint STAGE_VECTORS = KV_STAGED ? BC * HEAD_DIM / 8 / WORKGROUP_SIZE : 1;
+const uint BLOCK_VECTORS = BC * HEAD_DIM / 8;
+const uint STAGE_VECTORS = KV_STAGED ? (BLOCK_VECTORS + WORKGROUP_SIZE - 1) / WORKGROUP_SIZE : 1;
+const bool STAGE_EVEN = BLOCK_VECTORS % WORKGROUP_SIZE == 0;
 shared uvec4 k_stage[KV_STAGED ? BC * KV_ROW : 1];
 shared uvec4 v_stage[KV_STAGED ? BC * KV_ROW : 1];
 
@@ -108,14 +134,13 @@ layout(push_constant) uniform Shape {
     float scale_log2;
 } shape;
 
-#define SCOPE gl_ScopeWorkgroup
-#define MAT_Q coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA>
-#define MAT_KT coopmat<ELEMENT_TYPE, SCOPE, HEAD_DIM, BC, gl_MatrixUseB>
-#define MAT_V coopmat<ELEMENT_TYPE, SCOPE, BC, HEAD_DIM, gl_MatrixUseB>
-#define MAT_S coopmat<float, SCOPE, BR, BC, gl_MatrixUseAccumulator>
-#define MAT_P coopmat<ELEMENT_TYPE, SCOPE, BR, BC, gl_MatrixUseA>
-#define MAT_O coopmat<float, SCOPE, BR, HEAD_DIM, gl_MatrixUseAccumulator>
-#define MAT_STATS coopmat<float, SCOPE, BR, STATS_COLS, gl_MatrixUseAccumulator>
+#define MAT_Q coopmat<ELEMENT_TYPE, MATRIX_SCOPE, OWN_ROWS, HEAD_DIM, gl_MatrixUseA>
+#define MAT_KT coopmat<ELEMENT_TYPE, MATRIX_SCOPE, HEAD_DIM, BC, gl_MatrixUseB>
+#define MAT_V coopmat<ELEMENT_TYPE, MATRIX_SCOPE, BC, HEAD_DIM, gl_MatrixUseB>
+#define MAT_S coopmat<float, MATRIX_SCOPE, OWN_ROWS, BC, gl_MatrixUseAccumulator>
+#define MAT_P coopmat<ELEMENT_TYPE, MATRIX_SCOPE, OWN_ROWS, BC, gl_MatrixUseA>
+#define MAT_O coopmat<float, MATRIX_SCOPE, OWN_ROWS, HEAD_DIM, gl_MatrixUseAccumulator>
+#define MAT_STATS coopmat<float, MATRIX_SCOPE, OWN_ROWS, STATS_COLS, gl_MatrixUseAccumulator>
 #define CLAMPED gl_CooperativeMatrixClampModeConstantNV
 
 // Finite, not -infinity: exp2(MASKED - m) is 0 for any real m, and MASKED - MASKED is 0, never NaN. No row is
@@ -252,6 +277,14 @@ void main() {
     const uint split = gl_WorkGroupID.z % KV_SPLITS;
     const uint kv_head = first_head / shape.group;
     const uint row0 = q_tile * BR;
+    // The first of the rows this invocation's matrices hold: the tile's, or (SUBGROUP) its subgroup's.
+#if SCOPE == SUBGROUP
+    const uint own_row0 = row0 + gl_SubgroupID * OWN_ROWS;
+    const uint q_stage_first = gl_SubgroupID * OWN_ROWS * Q_ROW;
+#else
+    const uint own_row0 = row0;
+    const uint q_stage_first = 0;
+#endif
     const uint bh = batch * shape.q_heads + first_head;
     // Element offsets of the tile's [rows][HEAD_DIM] block: multiples of HEAD_DIM (>= 64), so 16-byte aligned.
     const uint q_base = bh * shape.seq_q * HEAD_DIM;
@@ -281,12 +314,13 @@ void main() {
 
     MAT_Q tile_q;
     if (ALIGNED) {
-        coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q_aligned, row0, BR, 0, HEAD_DIM));
+        coopMatLoadTensorNV(tile_q, q, q_base,
+                            sliceTensorLayoutNV(layout_q_aligned, own_row0, OWN_ROWS, 0, HEAD_DIM));
     } else {
-        coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+        coopMatLoadTensorNV(tile_q, q, q_base, sliceTensorLayoutNV(layout_q, own_row0, OWN_ROWS, 0, HEAD_DIM));
     }
     if (Q_SHARED) {
-        coopMatStore(tile_q, q_stage, 0, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatStore(tile_q, q_stage, q_stage_first, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);
         barrier();
     }
 
@@ -309,7 +343,7 @@ void main() {
 #define ONLINE_SOFTMAX(MASK)                                                                                  \
         s = s * shape.scale_log2;                                                                             \
         if (MASK) {                                                                                           \
-            coopMatPerElementNV(s, s, mask_scores, row0, col0, shape.seq_kv, shape.seq_q);                    \
+            coopMatPerElementNV(s, s, mask_scores, own_row0, col0, shape.seq_kv, shape.seq_q);                \
         }                                                                                                     \
         MAT_STATS block_max;                                                                                  \
         coopMatReduceNV(block_max, s, gl_CooperativeMatrixReduceRowNV, max_combine);                          \
@@ -343,7 +377,7 @@ void main() {
         }                                                                                                     \
         MAT_Q q_now = tile_q;                                                                                 \
         if (Q_SHARED) {                                                                                       \
-            coopMatLoad(q_now, q_stage, 0, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);                        \
+            coopMatLoad(q_now, q_stage, q_stage_first, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);            \
         }                                                                                                     \
         MAT_S s = coopMatMulAdd(q_now, tile_kt, MAT_S(0.0));                                                  \
         ONLINE_SOFTMAX(MASK)                                                                                  \
@@ -356,12 +390,16 @@ void main() {
 // KV_STAGED: the block's BC rows of HEAD_DIM / 8 vectors are contiguous from vector FIRST of BUFFER.
 #define FETCH_BLOCK(BUFFER, FIRST)                                                                            \
     [[unroll]] for (uint i = 0; i < STAGE_VECTORS; ++i) {                                                     \
-        pending[i] = BUFFER[(FIRST) + gl_LocalInvocationIndex + i * WORKGROUP_SIZE];                          \
+        if (STAGE_EVEN || gl_LocalInvocationIndex + i * WORKGROUP_SIZE < BLOCK_VECTORS) {                     \
+            pending[i] = BUFFER[(FIRST) + gl_LocalInvocationIndex + i * WORKGROUP_SIZE];                      \
+        }                                                                                                     \
     }
 #define STAGE_BLOCK(STAGE)                                                                                    \
     [[unroll]] for (uint i = 0; i < STAGE_VECTORS; ++i) {                                                     \
         const uint vector = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;                                     \
-        STAGE[vector / (HEAD_DIM / 8) * KV_ROW + vector % (HEAD_DIM / 8)] = pending[i];                       \
+        if (STAGE_EVEN || vector < BLOCK_VECTORS) {                                                           \
+            STAGE[vector / (HEAD_DIM / 8) * KV_ROW + vector % (HEAD_DIM / 8)] = pending[i];                   \
+        }                                                                                                     \
     }
 
 // The same block with K and V from shared memory (KV_STAGED): K of this block is staged already. V is fetched
@@ -390,8 +428,8 @@ void main() {
         barrier();                                                                                            \
     }
 
-    // Blocks [block, unmasked) need neither clamp nor mask; with ALIGNED the rest need only the causal mask.
-    const uint staged_end = ALIGNED ? block_end : unmasked;
+    // Blocks [block, unmasked) need neither clamp nor mask; with KV_ALIGNED the rest need only the causal mask.
+    const uint staged_end = KV_ALIGNED ? block_end : unmasked;
     if (KV_STAGED) {   // K of the first block is staged before the loop
         uvec4 pending[STAGE_VECTORS];
         if (block < staged_end) {
@@ -402,7 +440,7 @@ void main() {
         [[dont_unroll]] for (; block < unmasked; ++block) {
             STAGED_STEP(false)
         }
-        if (ALIGNED && CAUSAL) {
+        if (KV_ALIGNED && CAUSAL) {
             [[dont_unroll]] for (; block < block_end; ++block) {
                 STAGED_STEP(true)
             }
@@ -411,13 +449,13 @@ void main() {
         [[dont_unroll]] for (; block < unmasked; ++block) {
             ATTENTION_STEP(layout_kv, false)
         }
-        if (ALIGNED && CAUSAL) {
+        if (KV_ALIGNED && CAUSAL) {
             [[dont_unroll]] for (; block < block_end; ++block) {
                 ATTENTION_STEP(layout_kv, true)
             }
         }
     }
-    if (!ALIGNED) {   // the blocks that cross seq_kv or need the mask, through the clamped layout
+    if (!KV_ALIGNED) {   // the blocks that cross seq_kv or need the mask, through the clamped layout
         [[dont_unroll]] for (; block < block_end; ++block) {
             ATTENTION_STEP(layout_kv_clamped, true)
         }
@@ -441,16 +479,17 @@ void main() {
     const uint plane = split * planes + bh;   // [split][batch * q_heads], the tile's first head
     if (KV_SPLITS == 1) {
         // Use A, not Accumulator: the driver's table lists bf16 only as an A/B type.
-        coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA> result =
-            coopmat<ELEMENT_TYPE, SCOPE, BR, HEAD_DIM, gl_MatrixUseA>(acc);
+        coopmat<ELEMENT_TYPE, MATRIX_SCOPE, OWN_ROWS, HEAD_DIM, gl_MatrixUseA> result =
+            coopmat<ELEMENT_TYPE, MATRIX_SCOPE, OWN_ROWS, HEAD_DIM, gl_MatrixUseA>(acc);
         if (ALIGNED) {
-            coopMatStoreTensorNV(result, o, q_base, sliceTensorLayoutNV(layout_q_aligned, row0, BR, 0, HEAD_DIM));
+            coopMatStoreTensorNV(result, o, q_base,
+                                 sliceTensorLayoutNV(layout_q_aligned, own_row0, OWN_ROWS, 0, HEAD_DIM));
         } else {
-            coopMatStoreTensorNV(result, o, q_base, sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+            coopMatStoreTensorNV(result, o, q_base, sliceTensorLayoutNV(layout_q, own_row0, OWN_ROWS, 0, HEAD_DIM));
         }
     } else {
         coopMatStoreTensorNV(acc, o_partial, plane * shape.seq_q * HEAD_DIM,
-                             sliceTensorLayoutNV(layout_q, row0, BR, 0, HEAD_DIM));
+                             sliceTensorLayoutNV(layout_q, own_row0, OWN_ROWS, 0, HEAD_DIM));
     }
     // [planes / heads_per_tile][rows][1] (every count is a multiple of heads_per_tile = group): the matrix's
     // STATS_COLS columns all hold the row's value; columns >= 1 are out of bounds, and so are rows past the tile's
@@ -459,7 +498,8 @@ void main() {
     layout_lse = setTensorLayoutDimensionNV(layout_lse, KV_SPLITS * planes / heads_per_tile, rows, 1);
     layout_lse = setTensorLayoutStrideNV(layout_lse, rows, 1, 1);
     coopMatStoreTensorNV(row_lse, LSE_OUT, 0,
-                         sliceTensorLayoutNV(layout_lse, plane / heads_per_tile, 1, row0, BR, 0, STATS_COLS));
+                         sliceTensorLayoutNV(layout_lse, plane / heads_per_tile, 1, own_row0, OWN_ROWS, 0,
+                                             STATS_COLS));
 #if SPLIT_MERGE == FUSED
     const uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     merge_when_last(tile, split, bh * shape.seq_q + row0, min(BR, rows - row0), planes * shape.seq_q);

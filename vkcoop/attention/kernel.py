@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..gemm import Dispatch, Launch
+from ..gemm import SUBGROUP_SIZE, Dispatch, Launch
 from .shapes import (AttentionInputError, AttentionShape, check_dtype, check_head_dim, check_inputs,
                      resolve_scale)
 from .tiles import AttentionTile
@@ -50,7 +50,12 @@ def use_gqa_rows(shape: AttentionShape, tile: AttentionTile) -> bool:
 def is_aligned(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool) -> bool:
     """Whether the tile's rows are whole BR tiles and seq_kv whole BC blocks (ALIGNED: no clamped code)."""
     rows = (shape.group if gqa_rows else 1) * shape.seq_q
-    return rows % tile.br == 0 and shape.seq_kv % tile.bc == 0
+    return rows % tile.br == 0 and keys_aligned(shape, tile)
+
+
+def keys_aligned(shape: AttentionShape, tile: AttentionTile) -> bool:
+    """Whether seq_kv is whole BC blocks, whatever the rows (KEYS_ALIGNED: K and V without the clamped loop)."""
+    return shape.seq_kv % tile.bc == 0
 
 
 #: KV_STAGED: at most this many 16-byte vectors of a K or V block per invocation (32 registers held across a
@@ -60,7 +65,8 @@ MAX_STAGED_VECTORS = 8
 
 
 def staged_vectors(tile: AttentionTile, head_dim: int) -> int | None:
-    """16-byte vectors of one K or V block (BC x head_dim) per invocation, or None where they do not share evenly."""
+    """16-byte vectors of one K or V block (BC x head_dim) per invocation, or None where they do not share evenly
+    (a KV_STAGED kernel asked for there copies them in rounds, the last one partial)."""
     vectors, rest = divmod(tile.bc * head_dim // 8, tile.workgroup_size)
     return None if rest else vectors
 
@@ -111,7 +117,7 @@ class AttentionKernel:
     def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
                  kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
                  q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
-                 kv_staged: bool | None = None):
+                 kv_staged: bool | None = None, subgroup_rows: bool = False):
         check_dtype(dtype)
         check_head_dim(head_dim)
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
@@ -119,25 +125,32 @@ class AttentionKernel:
         self.stats_cols = int(stats_cols or tile.bc)
         self.q_shared, self.v_early = bool(q_shared), bool(v_early)
         self.kv_staged = stages_kv(tile, head_dim) if kv_staged is None else bool(kv_staged)
-        if self.kv_staged and staged_vectors(tile, head_dim) is None:
-            raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim}: staging K and V needs the "
-                                      "block's 16-byte vectors (BC x head_dim / 8) to be a multiple of the invocations")
         self.fused_merge = bool(fused_merge) and self.kv_splits > 1
+        self.subgroup_rows = bool(subgroup_rows)
+        if self.subgroup_rows and tile.subgroup_rows() is None:
+            raise AttentionInputError(f"tile {tile.label()}: subgroup rows need whole {SUBGROUP_SIZE}-wide subgroups "
+                                      "that share BR evenly")
         if self.fused_merge and self.kv_splits > MAX_FUSED_SPLITS:
             raise AttentionInputError(f"kv_splits={self.kv_splits}: the fused merge takes at most {MAX_FUSED_SPLITS}")
         split = f" split{self.kv_splits}{' fused' if self.fused_merge else ''}" if self.kv_splits > 1 else ""
-        rows = " gqa-rows" if self.gqa_rows else ""
+        rows = (" gqa-rows" if self.gqa_rows else "") + (" subgroup-rows" if self.subgroup_rows else "")
         self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}{rows}"
 
     def defines(self) -> dict:
         """flash_attention.comp's defines (attention_combine.comp takes ELEMENT only)."""
-        return {"ELEMENT": ELEMENT_DEFINES[self.dtype], "SPLIT_MERGE": "FUSED" if self.fused_merge else "PASS"}
+        return {"ELEMENT": ELEMENT_DEFINES[self.dtype], "SPLIT_MERGE": "FUSED" if self.fused_merge else "PASS",
+                "SCOPE": "SUBGROUP" if self.subgroup_rows else "WORKGROUP"}
 
-    def specialization(self, aligned: bool = False) -> dict:
+    def pipeline_options(self) -> dict:
+        """Subgroup rows split BR by gl_SubgroupID assuming 32-wide subgroups: ask for exactly that."""
+        return {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True} if self.subgroup_rows else {}
+
+    def specialization(self, aligned: bool = False, keys_aligned: bool = False) -> dict:
         return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
                 "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits,
                 "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols,
-                "Q_SHARED": self.q_shared, "V_EARLY": self.v_early, "KV_STAGED": self.kv_staged}
+                "Q_SHARED": self.q_shared, "V_EARLY": self.v_early, "KV_STAGED": self.kv_staged,
+                "KEYS_ALIGNED": bool(aligned or keys_aligned)}
 
     def template_launch(self) -> Launch:
         """The smallest launch: its dispatches name every pipeline this kernel needs."""
@@ -165,13 +178,14 @@ class AttentionKernel:
         push = (np.uint32(b), np.uint32(sq), np.uint32(shape.seq_kv), np.uint32(hq), np.uint32(shape.kv_heads),
                 np.uint32(shape.group), np.float32(scale * LOG2_E))
         groups = (*query_workgroups(shape, self.tile, self.gqa_rows), b * self.kv_splits)
-        specialization = self.specialization(is_aligned(shape, self.tile, self.gqa_rows))
+        specialization = self.specialization(is_aligned(shape, self.tile, self.gqa_rows),
+                                             keys_aligned(shape, self.tile))
         inputs = {"Q": np.ascontiguousarray(q), "K": np.ascontiguousarray(k), "V": np.ascontiguousarray(v)}
         outputs = {"O": ((b, hq, sq, d), check_dtype(self.dtype)), "LSE": ((b, hq, sq), np.dtype(np.float32))}
         dims = (b, hq, shape.kv_heads, sq, shape.seq_kv, d)
         if self.kv_splits == 1:
             flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, ("Q", "K", "V", "O", "LSE"),
-                             groups, push)
+                             groups, push, self.pipeline_options())
             return Launch([flash], inputs, outputs, "O", dims)
         # fp32 partials per key slice; the fused merge (SPLIT_MERGE=FUSED) puts its group merges after them
         s = self.kv_splits
@@ -181,10 +195,11 @@ class AttentionKernel:
         if self.fused_merge:   # one dispatch; a counter per group and tile plus one per tile, zero-filled, left zero
             outputs["arrivals"] = ((groups[0] * groups[1] * b * (merge_groups(s) + 1),), np.dtype(np.uint32))
             flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
-                             ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"), groups, push)
+                             ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"), groups, push,
+                             self.pipeline_options())
             return Launch([flash], inputs, outputs, "O", dims)
         flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
-                         ("Q", "K", "V", "O partial", "LSE partial"), groups, push)
+                         ("Q", "K", "V", "O partial", "LSE partial"), groups, push, self.pipeline_options())
         rows = b * hq * sq
         combine = Dispatch(COMBINE_SHADER, {"ELEMENT": ELEMENT_DEFINES[self.dtype]}, {},
                            ("O partial", "LSE partial", "O", "LSE"),

@@ -3,7 +3,9 @@
 The kernel multiplies two pairs of workgroup-scope matrices, S = Q Kᵀ (BR x HEAD_DIM by HEAD_DIM x BC) and
 O += P V (BR x BC by BC x HEAD_DIM), so one flexible-dimensions row (fp16/bf16 -> fp32, workgroup scope,
 ``workgroupInvocations == workgroup_size``) must divide all of them: BR by its M granularity, BC and HEAD_DIM by
-both its N and K granularities. On the H200 that is 32/16/16 at 128 invocations and 32/32/16 at 256.
+both its N and K granularities. On the H200 that is 32/16/16 at 128 invocations and 32/32/16 at 256. With
+``subgroup_rows`` (SCOPE=SUBGROUP) each 32-wide subgroup owns BR / subgroups rows as subgroup-scope matrices, and
+the subgroup-scope row of the table (16/16/16 on the H100) divides those rows, BC and HEAD_DIM.
 
 A tile's :meth:`AttentionTile.label` (``INVOCATIONS:BRxBC``) parses back with :func:`parse_attention_tile`.
 """
@@ -13,8 +15,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..gemm import accumulating_types, granularity_rows
+from ..gemm import SUBGROUP_SIZE, accumulating_types, granularity_rows
 from ..gemm.tiles import round_up
+from ..vk.tables import SCOPE_SUBGROUP
 from .shapes import AttentionInputError, check_dtype, check_head_dim
 
 #: Query rows per tile before rounding to the table: 64 rows over 4 warps is FlashAttention-2's split.
@@ -48,6 +51,11 @@ class AttentionTile:
     def label(self) -> str:
         return f"{self.workgroup_size}:{self.br}x{self.bc}"
 
+    def subgroup_rows(self) -> int | None:
+        """Rows of each subgroup's matrices when the subgroups split BR (SCOPE=SUBGROUP); None where they cannot."""
+        subgroups, rest = divmod(self.workgroup_size, SUBGROUP_SIZE)
+        return self.br // subgroups if subgroups and not rest and self.br % subgroups == 0 else None
+
 
 #: An AttentionTile label, ``INVOCATIONS:BRxBC``.
 _LABEL = re.compile(r"^(\d+):(\d+)x(\d+)$")
@@ -69,7 +77,8 @@ class AttentionConfig:
     :func:`stats_columns`. ``kv_staged`` passes K and V through the shader's own shared memory (KV_STAGED; None:
     :func:`vkcoop.attention.kernel.stages_kv`, label ``k`` on and ``u`` off); ``q_shared`` and ``v_early`` are
     staging experiments (Q_SHARED, V_EARLY in flash_attention.comp); ``fused_merge`` merges the key slices in the same
-    dispatch (SPLIT_MERGE=FUSED). Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][k|u]``."""
+    dispatch (SPLIT_MERGE=FUSED); ``subgroup_rows`` gives each subgroup its own rows as subgroup-scope matrices
+(SCOPE=SUBGROUP). Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][r][k|u]``."""
     tile: AttentionTile
     kv_splits: int | None = None
     gqa_rows: bool | None = None
@@ -78,17 +87,19 @@ class AttentionConfig:
     v_early: bool = False
     fused_merge: bool = False
     kv_staged: bool | None = None
+    subgroup_rows: bool = False
 
     def label(self) -> str:
         splits = f"s{self.kv_splits}" if self.kv_splits else ""
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
         flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge),
-                                              ("k", self.kv_staged is True), ("u", self.kv_staged is False)) if on)
+                                              ("r", self.subgroup_rows), ("k", self.kv_staged is True),
+                                              ("u", self.kv_staged is False)) if on)
         return f"{self.tile.label()}{splits}{rows}{stats}{flags}"
 
 
-_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)(f?)([ku]?)$")
+_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)(f?)(r?)([ku]?)$")
 
 
 def parse_attention_config(text: str) -> AttentionConfig:
@@ -96,23 +107,33 @@ def parse_attention_config(text: str) -> AttentionConfig:
     match = _CONFIG.match(text.strip())
     if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4)):
         raise AttentionInputError(f"configuration {text!r} is not "
-                                  "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][k|u] "
+                                  "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][r][k|u] "
                                   "(e.g. 64:16x128s32g)")
     splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
-    gqa_rows, kv_staged = {"g": True, "n": False}.get(match.group(3)), {"k": True, "u": False}.get(match.group(8))
+    gqa_rows, kv_staged = {"g": True, "n": False}.get(match.group(3)), {"k": True, "u": False}.get(match.group(9))
     return AttentionConfig(parse_attention_tile(match.group(1)), splits, gqa_rows, stats,
-                           *(bool(match.group(i)) for i in (5, 6, 7)), kv_staged)
+                           *(bool(match.group(i)) for i in (5, 6, 7)), kv_staged, bool(match.group(8)))
 
 
-def _fits(row, tile: AttentionTile, head_dim: int) -> bool:
+def _fits(row, tile: AttentionTile, head_dim: int, subgroup_rows: bool = False) -> bool:
     n_and_k = math.lcm(row.N, row.K)
-    return (row.workgroup_invocations == tile.workgroup_size and tile.br % row.M == 0
-            and tile.bc % n_and_k == 0 and head_dim % n_and_k == 0)
+    if subgroup_rows:
+        rows = tile.subgroup_rows()
+        fits_rows = rows is not None and rows % row.M == 0
+    else:
+        fits_rows = row.workgroup_invocations == tile.workgroup_size and tile.br % row.M == 0
+    return fits_rows and tile.bc % n_and_k == 0 and head_dim % n_and_k == 0
+
+
+def _scope_rows(flexible, dtype: str, subgroup_rows: bool) -> list:
+    types = accumulating_types(dtype)
+    return granularity_rows(flexible, types, SCOPE_SUBGROUP) if subgroup_rows else granularity_rows(flexible, types)
 
 
 def check_attention_tile(flexible, dtype: str, head_dim: int, tile: AttentionTile,
-                         max_dimension: int | None = None) -> None:
-    """Raise AttentionInputError unless one granularity row divides every matrix of the kernel."""
+                         max_dimension: int | None = None, subgroup_rows: bool = False) -> None:
+    """Raise AttentionInputError unless one granularity row divides every matrix of the kernel (with
+    ``subgroup_rows``: a subgroup-scope row, over the rows each 32-wide subgroup owns)."""
     check_dtype(dtype)
     check_head_dim(head_dim)
     if min(tile.workgroup_size, tile.br, tile.bc) < 1:
@@ -120,21 +141,30 @@ def check_attention_tile(flexible, dtype: str, head_dim: int, tile: AttentionTil
     if max_dimension and max(tile.br, tile.bc, head_dim) > max_dimension:
         raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim} exceeds "
                                   f"cooperativeMatrixFlexibleDimensionsMaxDimension ({max_dimension})")
-    rows = granularity_rows(flexible, accumulating_types(dtype))
-    if not any(_fits(row, tile, head_dim) for row in rows):
+    rows = _scope_rows(flexible, dtype, subgroup_rows)
+    if subgroup_rows and not any(_fits(row, tile, head_dim, True) for row in rows):
+        listed = ", ".join(f"{r.M}/{r.N}/{r.K}" for r in rows) or "none"
+        raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim}: subgroup rows need whole "
+                                  f"{SUBGROUP_SIZE}-wide subgroups sharing BR evenly, their rows a multiple of M and "
+                                  f"BC and head_dim of N and K of a subgroup-scope flexible-dimensions row for "
+                                  f"{dtype} (listed: {listed})")
+    if not subgroup_rows and not any(_fits(row, tile, head_dim) for row in rows):
         listed = ", ".join(f"{r.workgroup_invocations}: {r.M}/{r.N}/{r.K}" for r in rows) or "none"
         raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim} matches no workgroup-scope "
                                   f"flexible-dimensions row for {dtype} (BR a multiple of M, BC and head_dim of N "
                                   f"and K, invocations equal; listed: {listed})")
 
 
-def stats_columns(flexible, dtype: str, tile: AttentionTile) -> int:
+def stats_columns(flexible, dtype: str, tile: AttentionTile, subgroup_rows: bool = False) -> int:
     """The narrowest width the running row max and row sum can have: the N granularity of the row that ``tile``
     fits (every column of them holds the row's value, so more columns only cost registers)."""
-    rows = [row for row in granularity_rows(flexible, accumulating_types(dtype))
-            if row.workgroup_invocations == tile.workgroup_size and tile.br % row.M == 0 and tile.bc % row.N == 0]
+    own_rows = tile.subgroup_rows() if subgroup_rows else tile.br
+    rows = [row for row in _scope_rows(flexible, dtype, subgroup_rows)
+            if (subgroup_rows or row.workgroup_invocations == tile.workgroup_size) and own_rows
+            and own_rows % row.M == 0 and tile.bc % row.N == 0]
     if not rows:
-        raise AttentionInputError(f"tile {tile.label()} matches no workgroup-scope flexible-dimensions row for "
+        scope = "subgroup" if subgroup_rows else "workgroup"
+        raise AttentionInputError(f"tile {tile.label()} matches no {scope}-scope flexible-dimensions row for "
                                   f"{dtype}")
     return min(row.N for row in rows)
 

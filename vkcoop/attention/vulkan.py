@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..gemm import accumulating_types
+from ..gemm.types import SUBGROUP_SIZE_FEATURES
 from ..gemm.vulkan import VulkanGemm
 from .kernel import AttentionKernel, check_kv_splits, launch_choices
 from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
@@ -23,9 +24,10 @@ ATTENTION_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "c
                       "vulkanMemoryModel", "maintenance4")
 
 
-def attention_features(dtypes=("fp16",)) -> list[str]:
-    """Device features the kernel needs for these dtypes (fp16 storage is needed by both)."""
-    features = list(ATTENTION_FEATURES)
+def attention_features(dtypes=("fp16",), subgroup_rows: bool = False) -> list[str]:
+    """Device features the kernel needs for these dtypes (fp16 storage is needed by both); ``subgroup_rows``
+    adds the subgroup-size control that SCOPE=SUBGROUP pipelines ask for."""
+    features = list(ATTENTION_FEATURES) + (list(SUBGROUP_SIZE_FEATURES) if subgroup_rows else [])
     for dtype in dtypes:
         check_dtype(dtype)
         features += accumulating_types(dtype).features
@@ -33,7 +35,7 @@ def attention_features(dtypes=("fp16",)) -> list[str]:
 
 
 def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | None = None, *, flexible=None,
-                  stats_cols: int | None = None, **options) -> AttentionKernel:
+                  stats_cols: int | None = None, subgroup_rows: bool = False, **options) -> AttentionKernel:
     """The :class:`AttentionKernel` for a physical device: the tile chosen from (or checked against) the driver's
     flexible-dimensions table, m and l as narrow as the table allows unless ``stats_cols`` is given; ``options``
     are AttentionKernel's (causal, kv_splits, gqa_rows, ...)."""
@@ -43,9 +45,9 @@ def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | Non
     if tile is None:
         tile = choose_attention_tile(flexible, dtype, head_dim, max_dimension=limit)
     else:
-        check_attention_tile(flexible, dtype, head_dim, tile, limit)
-    stats_cols = stats_cols or stats_columns(flexible, dtype, tile)
-    return AttentionKernel(dtype, head_dim, tile, stats_cols=stats_cols, **options)
+        check_attention_tile(flexible, dtype, head_dim, tile, limit, subgroup_rows)
+    stats_cols = stats_cols or stats_columns(flexible, dtype, tile, subgroup_rows)
+    return AttentionKernel(dtype, head_dim, tile, stats_cols=stats_cols, subgroup_rows=subgroup_rows, **options)
 
 
 def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bool = False,
@@ -57,7 +59,7 @@ def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bo
                                       target_workgroups=target_workgroups)
     return {"tile": config.tile, "causal": causal, "kv_splits": splits, "gqa_rows": gqa_rows,
             "stats_cols": config.stats_cols, "q_shared": config.q_shared, "v_early": config.v_early,
-            "fused_merge": config.fused_merge, "kv_staged": config.kv_staged}
+            "fused_merge": config.fused_merge, "kv_staged": config.kv_staged, "subgroup_rows": config.subgroup_rows}
 
 
 class VulkanAttention(VulkanGemm):
@@ -66,11 +68,12 @@ class VulkanAttention(VulkanGemm):
     def __init__(self, device, dtype: str, head_dim: int, tile: AttentionTile | None = None, *,
                  causal: bool = False, kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
                  flexible=None, q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
-                 kv_staged: bool | None = None):
+                 kv_staged: bool | None = None, subgroup_rows: bool = False):
         super().__init__(device, device_kernel(device.physical, dtype, head_dim, tile, flexible=flexible,
                                                stats_cols=stats_cols, causal=causal, kv_splits=kv_splits,
                                                gqa_rows=gqa_rows, q_shared=q_shared, v_early=v_early,
-                                               fused_merge=fused_merge, kv_staged=kv_staged))
+                                               fused_merge=fused_merge, kv_staged=kv_staged,
+                                               subgroup_rows=subgroup_rows))
 
     @classmethod
     def from_config(cls, device, dtype: str, shape: AttentionShape, config: AttentionConfig, *,
@@ -83,7 +86,7 @@ class VulkanAttention(VulkanGemm):
         """The configuration as launched: every choice resolved."""
         k = self.kernel
         return AttentionConfig(k.tile, k.kv_splits, k.gqa_rows, k.stats_cols, k.q_shared, k.v_early, k.fused_merge,
-                               k.kv_staged)
+                               k.kv_staged, k.subgroup_rows)
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))

@@ -138,11 +138,12 @@ def _attention(target: Target, device_arg):
     from ..attention.kernel import target_workgroups
     spec = target.attention
     shape = AttentionShape(**spec["shape"])
-    with vk.Device(device_arg, extensions=EXTENSIONS, features=attention_features([target.dtype])) as device:
+    config = parse_attention_config(spec["config"])
+    features = attention_features([target.dtype], config.subgroup_rows)
+    with vk.Device(device_arg, extensions=EXTENSIONS, features=features) as device:
         recorder = _Recorder(device)
         aim = spec["target_workgroups"] or target_workgroups(vk.sm_count(device.physical))
-        options = config_options(shape, parse_attention_config(spec["config"]), causal=spec["causal"],
-                                 target_workgroups=aim)
+        options = config_options(shape, config, causal=spec["causal"], target_workgroups=aim)
         kernel = device_kernel(device.physical, target.dtype, shape.head_dim, **options)
         element = DTYPES[target.dtype]
         q = np.zeros((shape.batch, shape.q_heads, shape.seq_q, shape.head_dim), element)
