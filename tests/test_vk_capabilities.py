@@ -28,6 +28,26 @@ needs_coopmat2 = pytest.mark.skipif(COOPMAT2_INDEX is None, reason="no device li
 
 
 # -- pure checks (no device) -----------------------------------------------------------------------------------
+def test_the_sm_count_is_read_from_the_properties_chain_where_the_extension_is_listed():
+    from types import SimpleNamespace
+
+    from vkcoop.vk.chain import StructChain
+    struct = "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV"
+    chain = StructChain("VkPhysicalDeviceProperties2", "VkPhysicalDeviceVulkan11Properties", struct)
+    assert chain[struct].sType == 1000154001   # VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV
+    # linked behind the other members, so vkGetPhysicalDeviceProperties2 fills it
+    linked = chain["VkPhysicalDeviceVulkan11Properties"].pNext
+    assert side.address_of(linked) == side.address_of(chain[struct])
+    chain[struct].shaderSMCount = 132
+    listed = {"VK_NV_shader_sm_builtins": 2}
+    assert vk.sm_count(SimpleNamespace(extensions=listed, extended_properties=chain)) == 132
+    assert vk.sm_count(SimpleNamespace(extensions={}, extended_properties=chain)) is None
+    without = StructChain("VkPhysicalDeviceProperties2", "VkPhysicalDeviceVulkan11Properties")
+    assert vk.sm_count(SimpleNamespace(extensions=listed, extended_properties=without)) is None
+    chain[struct].shaderSMCount = 0   # a driver that lists the extension but reports nothing
+    assert vk.sm_count(SimpleNamespace(extensions=listed, extended_properties=chain)) is None
+
+
 def test_side_ffi_layouts_follow_vk_xml():
     # Sizes follow from vk.xml member lists on LP64: sType (4) + pad (4) + pNext (8) + members.
     assert side.ffi.sizeof("VkPhysicalDeviceCooperativeMatrix2FeaturesNV") == 16 + 7 * 4 + 4  # padded to 8

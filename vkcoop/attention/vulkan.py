@@ -11,7 +11,7 @@ import numpy as np
 from ..gemm import accumulating_types
 from ..gemm.types import SUBGROUP_SIZE_FEATURES
 from ..gemm.vulkan import VulkanGemm
-from .kernel import AttentionKernel, check_kv_splits, launch_choices
+from .kernel import AttentionKernel, check_kv_splits, launch_choices, target_workgroups
 from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
 from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_tile_for,
                     stats_columns)
@@ -142,5 +142,13 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
     return (out, lse) if return_lse else out
 
 
+def device_target_workgroups(physical) -> int:
+    """The workgroups a key split aims at on ``physical``: :data:`vkcoop.attention.kernel.WORKGROUPS_PER_SM` per SM
+    of the driver's count (VK_NV_shader_sm_builtins), or the default where the driver does not say. ``bench
+    attention``, its explore tool and ``inspect --attention`` all aim here."""
+    from .. import vk
+    return target_workgroups(vk.sm_count(physical))
+
+
 __all__ = ["ATTENTION_FEATURES", "EXTENSIONS", "VulkanAttention", "attention", "attention_features",
-           "config_options", "device_kernel", "AttentionInputError"]
+           "config_options", "device_kernel", "device_target_workgroups", "AttentionInputError"]

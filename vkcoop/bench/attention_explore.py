@@ -23,7 +23,7 @@ import json
 import statistics
 
 from ..attention import VulkanAttention, attention_features
-from ..attention.kernel import target_workgroups
+from ..attention.vulkan import device_target_workgroups
 from ..attention.tiles import parse_attention_config
 from .attention import check_planes, make_cases, make_inputs, measure
 
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     with device:
         flexible = device.physical.flexible_shapes()
         # the key split aims where bench attention's does: WORKGROUPS_PER_SM per SM of this device
-        args.target_workgroups = args.target_workgroups or target_workgroups(vk.sm_count(device.physical))
+        args.target_workgroups = args.target_workgroups or device_target_workgroups(device.physical)
         for case, configs in jobs:
             run_job(device, flexible, case, configs, args, records)
     return 0

@@ -10,8 +10,9 @@ from __future__ import annotations
 import warnings
 
 from ..attention import AttentionInputError, VulkanAttention, attention_features
-from ..attention.kernel import launch_choices, target_workgroups
+from ..attention.kernel import launch_choices
 from ..attention.tiles import choose_tile_for
+from ..attention.vulkan import device_target_workgroups
 
 VULKAN_PATH = "vk-coopmat2"
 #: Path name -> torch.nn.attention.SDPBackend member.
@@ -36,7 +37,7 @@ class VulkanPath:
                                 validate=validate)
         self.flexible = self.device.physical.flexible_shapes()
         self.tile = tile
-        self.target_workgroups = target_workgroups(vk.sm_count(self.device.physical))
+        self.target_workgroups = device_target_workgroups(self.device.physical)
         self._runners: dict = {}
 
     def config(self, case):

@@ -132,17 +132,16 @@ def _attention(target: Target, device_arg):
 
     from .. import vk
     from ..attention import EXTENSIONS, AttentionShape, attention_features, parse_attention_config
-    from ..attention.vulkan import config_options, device_kernel
+    from ..attention.vulkan import config_options, device_kernel, device_target_workgroups
     from ..gemm import DTYPES
     from ..gemm.vulkan import compile_dispatch
-    from ..attention.kernel import target_workgroups
     spec = target.attention
     shape = AttentionShape(**spec["shape"])
     config = parse_attention_config(spec["config"])
     features = attention_features([target.dtype], config.subgroup_rows)
     with vk.Device(device_arg, extensions=EXTENSIONS, features=features) as device:
         recorder = _Recorder(device)
-        aim = spec["target_workgroups"] or target_workgroups(vk.sm_count(device.physical))
+        aim = spec["target_workgroups"] or device_target_workgroups(device.physical)
         options = config_options(shape, config, causal=spec["causal"], target_workgroups=aim)
         kernel = device_kernel(device.physical, target.dtype, shape.head_dim, **options)
         element = DTYPES[target.dtype]

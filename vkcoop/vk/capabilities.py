@@ -6,7 +6,7 @@ import vulkan as vk
 from . import coopmat2_ffi as side
 from .checks import flag
 from .features import FEATURE_TO_STRUCT
-from .instance import Instance, PhysicalDevice, _string
+from .instance import SM_BUILTINS_EXTENSION, Instance, PhysicalDevice, _string
 
 COMPONENT_TYPE_NAMES = {
     0: "float16", 1: "float32", 2: "float64", 3: "sint8", 4: "sint16", 5: "sint32", 6: "sint64",
@@ -43,18 +43,15 @@ _LIMITS = (
 
 
 def sm_count(physical) -> int | None:
-    """``shaderSMCount`` of VK_NV_shader_sm_builtins, None where the extension is not listed (or the query fails:
-    an unknown SM count only widens the split-K candidates and the key-split target)."""
-    if "VK_NV_shader_sm_builtins" not in getattr(physical, "extensions", {}):
+    """``shaderSMCount`` of VK_NV_shader_sm_builtins (a member of ``physical.extended_properties`` where the
+    extension is listed), None where it is not (or the query fails: an unknown SM count only widens the split-K
+    candidates and the key-split target)."""
+    struct = "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV"
+    if SM_BUILTINS_EXTENSION not in getattr(physical, "extensions", {}):
         return None
     try:
-        properties = vk.ffi.new("VkPhysicalDeviceProperties2*")
-        properties.sType = vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
-        sm = vk.ffi.new("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV*")
-        sm.sType = vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV
-        properties.pNext = sm
-        vk.lib.vkGetPhysicalDeviceProperties2(physical.handle, properties)
-        return int(sm.shaderSMCount) or None
+        chain = physical.extended_properties
+        return int(chain[struct].shaderSMCount) or None if struct in chain else None
     except Exception:  # noqa: BLE001 - see the docstring
         return None
 

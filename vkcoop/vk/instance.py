@@ -18,6 +18,7 @@ from .tables import ShapeEntry
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEBUG_UTILS_EXTENSION = "VK_EXT_debug_utils"
+SM_BUILTINS_EXTENSION = "VK_NV_shader_sm_builtins"
 DEVICE_ENV = "VKCOOP_DEVICE"
 
 _SEVERITY_NAMES = {0x1: "verbose", 0x10: "info", 0x100: "warning", 0x1000: "error"}
@@ -352,7 +353,8 @@ class PhysicalDevice:
     # -- properties ------------------------------------------------------------------------------------------
     @property
     def extended_properties(self) -> StructChain:
-        """VkPhysicalDeviceProperties2 with 1.1/1.2/1.3 properties and coopmat KHR/NV2 properties where listed."""
+        """VkPhysicalDeviceProperties2 with 1.1/1.2/1.3 properties, and coopmat KHR/NV2 and SM-builtins properties
+        where listed."""
         if self._extended_properties is None:
             members = ["VkPhysicalDeviceVulkan11Properties", "VkPhysicalDeviceVulkan12Properties"]
             if self.api_version[:2] >= (1, 3):
@@ -361,6 +363,8 @@ class PhysicalDevice:
                 members.append("VkPhysicalDeviceCooperativeMatrixPropertiesKHR")
             if side.NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME in self.extensions:
                 members.append("VkPhysicalDeviceCooperativeMatrix2PropertiesNV")
+            if SM_BUILTINS_EXTENSION in self.extensions:
+                members.append("VkPhysicalDeviceShaderSMBuiltinsPropertiesNV")
             chain = StructChain("VkPhysicalDeviceProperties2", *members)
             vk.lib.vkGetPhysicalDeviceProperties2(self.handle, chain.head)
             self._extended_properties = chain
