@@ -117,13 +117,15 @@ def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
 
 
 def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
+    from vkcoop.gemm.configs import path_kernel, path_types
     from vkcoop.samples.fixtures import H200_CAPS
     flex = H200_CAPS.flexible
-    for table in SEED_CONFIGS.values():
+    for path_name, table in SEED_CONFIGS.items():
         assert set(table) == {"square", "llm"}   # the seed families (vkcoop.gemm.configs.seed_family)
         for configs in table.values():
             for config in configs:
-                gemm.check_workgroup_tile(flex, "fp16->fp32", config.tile)
+                gemm.check_workgroup_tile(flex, path_types(path_name, "fp16"), config.tile)
+                path_kernel(path_name, config, "fp16")   # the kernel takes it (fp16 results: no split-K)
                 assert config.meta_words in gemm.META_WORDS_CHOICES
                 assert parse_config(config.label()) == config   # labels round-trip through explore's parser
     assert all(c.meta_words == 0 for configs in SEED_CONFIGS["vk-coopmat2-dense"].values() for c in configs)

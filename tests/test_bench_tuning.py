@@ -19,8 +19,8 @@ from vkcoop.bench import measure
 from vkcoop.bench import sparse as bench
 from vkcoop.bench.identity import DeviceIdentity, normalize_driver, normalize_uuid
 from vkcoop.bench.tuning import CACHE_FORMAT, Tuner, TuningCache, cached_entries
-from vkcoop.gemm.configs import (NARROW_FALLBACK_SPLIT, NARROW_FILLS, DeviceLimits, derive_khr_configs,
-                                 derive_workgroup_configs, recorded_device, tuning_class)
+from vkcoop.gemm.configs import (NARROW_FALLBACK_SPLIT, NARROW_FILLS, PATH_KERNELS, DeviceLimits, derive_khr_configs,
+                                 derive_workgroup_configs, path_kernel, path_types, recorded_device, tuning_class)
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, SEED_DEVICE
 
@@ -31,6 +31,7 @@ KNOWN_SM_COUNTS = {"NVIDIA H200": 132, "NVIDIA H100 80GB HBM3": 132}
 H200 = DeviceIdentity("NVIDIA H200", "0c6a050119c39d5db69f4b09a9850655", "580.159.4")
 # A device without shipped seeds (the H100 SXM has seeds now; its PCIe sibling does not): it tunes on first use.
 H100 = DeviceIdentity("NVIDIA H100 PCIe", "11112222333344445555666677778888", "580.159.4")
+COOPMAT2_PATHS = list(PATH_KERNELS)
 SQUARE = GemmProblem("fp16", "square", 512, 512, 512)
 LLM = GemmProblem("fp16", "llm", 512, 32, 512)
 
@@ -263,23 +264,27 @@ PROBLEMS = [GemmProblem(d, "square", 8192, 8192, 8192) for d in ("fp16", "bf16")
 
 
 @pytest.mark.parametrize("report", RECORDED, ids=lambda p: p.name)
-@pytest.mark.parametrize("path_name", ["vk-coopmat2-dense", "vk-coopmat2-2:4"])
+@pytest.mark.parametrize("path_name", COOPMAT2_PATHS)
 def test_derived_configurations_fit_the_recorded_device(report, path_name):
     name, flexible, khr, limits = _recorded(report)
+    fp32_results = path_types(path_name, "fp16").output_dtype == np.float32
     for problem in PROBLEMS:
+        if not fp32_results and problem.dtype != "fp16":
+            continue   # the fp16-accumulating path takes fp16 inputs only
         configs = derive_workgroup_configs(path_name, problem, flexible, limits)
         assert configs, (name, problem)
         assert len(configs) == len(set(configs)) <= 12
         for config in configs:
             tile = config.tile
-            gemm.check_workgroup_tile(flexible, gemm.accumulating_types(problem.dtype), tile)
+            gemm.check_workgroup_tile(flexible, path_types(path_name, problem.dtype), tile)
+            path_kernel(path_name, config, problem.dtype)   # the kernel takes it (fp16 results: no split-K)
             assert tile.workgroup_size <= limits.max_workgroup
             assert max(tile.tile_m, tile.tile_n, tile.tile_k) <= (limits.max_dimension or 1 << 30)
             assert (tile.tile_m + tile.tile_n) * tile.tile_k * 2 <= limits.staging_bytes
             assert config.meta_words in gemm.META_WORDS_CHOICES
-            if path_name == "vk-coopmat2-dense":
+            if path_name != "vk-coopmat2-2:4":
                 assert config.meta_words == 0
-            if tuning_class(problem) == "compute":
+            if tuning_class(problem) == "compute" or not fp32_results:
                 assert tile.split_k == 1 and tile.per_sm == 0
             else:   # narrow: split-K fills one wave of per_sm workgroups per SM, resolved per problem
                 assert tile.per_sm in NARROW_FILLS and tile.split_k == NARROW_FALLBACK_SPLIT
@@ -388,15 +393,16 @@ def test_a_staged_configuration_labels_with_t_and_runs_only_whole_16_byte_vector
     assert parse_config("256:128x256x32u8g8").applies_to(GemmProblem("fp16", "odd", 7, 9, 11))
 
 
-@pytest.mark.parametrize("path_name", ["vk-coopmat2-dense", "vk-coopmat2-2:4"])
+@pytest.mark.parametrize("path_name", COOPMAT2_PATHS)
 def test_derived_staged_candidates_fit_their_shared_memory_and_skip_odd_shapes(path_name):
     _, flexible, _, limits = _recorded(DOCS / "h200-capabilities.json")
-    for problem in (GemmProblem("fp16", "square", 8192, 8192, 8192), GemmProblem("bf16", "llm", 8192, 32, 8192)):
+    dtype = "fp16" if path_name == "vk-coopmat2-dense-fp16acc" else "bf16"
+    for problem in (GemmProblem("fp16", "square", 8192, 8192, 8192), GemmProblem(dtype, "llm", 8192, 32, 8192)):
         staged = [c for c in derive_workgroup_configs(path_name, problem, flexible, limits) if c.staged]
         assert staged, problem
         for config in staged:
             kernel = (gemm.StagedSparse24Kernel(problem.dtype, config.tile) if path_name == "vk-coopmat2-2:4"
-                      else gemm.StagedKernel(gemm.accumulating_types(problem.dtype), config.tile))
+                      else gemm.StagedKernel(path_types(path_name, problem.dtype), config.tile))
             kernel.check_shared_memory(limits.shared_memory)
             assert not config.b_column_major and not config.meta_words
     odd = GemmProblem("fp16", "odd", 8192, 8190, 8192)

@@ -6,7 +6,9 @@ timed), and it is timed; with several configurations the fastest is timed again 
 A path may refine its search from what was measured (an optional ``refine(problem, tried) -> [configs]``
 method, called until it returns nothing). A ``deadline`` (``time.monotonic()``) bounds the configurations
 tried; those left are counted in the log. Every try is kept in ``PathResult.tuning``; the reported figure is the
-median over the timed iterations with its spread (:mod:`.stats`).
+median over the timed iterations with its spread (:mod:`.stats`). A path whose results the case's operands cannot
+check exactly (one that accumulates in fp16) offers ``check_operands(operands)``: operands on which it must be exact
+(:attr:`vkcoop.gemm.GemmOperands.short_sums`); it is checked bound to those and timed bound to the case's.
 
 A path whose candidates could crash the process or poison its CUDA context (the library baselines,
 ``vkcoop.cuda.paths.LibraryPath``) offers ``search(operands, configs, deadline=, progress=) -> (survivors,
@@ -20,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..gemm.path import GemmOperands, GemmPath, GemmProblem, check_and_time
+from ..gemm.path import GemmOperands, GemmPath, GemmProblem, check_and_time, check_bound, time_bound
 from .stats import spread_ms
 
 
@@ -82,10 +84,22 @@ def _library(path) -> str:
 
 
 def _try_config(path: GemmPath, operands: GemmOperands, config, probe_iters: int, warmup: int, flush_l2: bool):
-    """(entry for the tuning log, (median s, max abs error, bound label, times) or None)."""
+    """(entry for the tuning log, (median s, max abs error, bound label, times) or None). A path with
+    ``check_operands`` is checked on those (bound on their own) and timed on ``operands``."""
+    checked_on = path.check_operands(operands) if hasattr(path, "check_operands") else operands
+    bound = path.bind(checked_on, config)
+    try:
+        if checked_on is operands:
+            entry, measured = check_and_time(bound, operands, probe_iters, warmup, flush_l2)
+            return {"config": config_label(config), **entry}, measured
+        failure, max_abs = check_bound(bound, checked_on)
+    finally:
+        bound.release()
+    if failure is not None:
+        return {"config": config_label(config), **failure}, None
     bound = path.bind(operands, config)
     try:
-        entry, measured = check_and_time(bound, operands, probe_iters, warmup, flush_l2)
+        entry, measured = time_bound(bound, operands, probe_iters, warmup, flush_l2, max_abs)
         return {"config": config_label(config), **entry}, measured
     finally:
         bound.release()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 #: (API, instruction form in vkcoop.bench.peak) that bounds each path. cuBLAS and cuSPARSELt issue wgmma on
 #: Hopper; the Vulkan paths get what the driver emits for their matrices (HMMA, GPU_HOST.md).
-PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"), "vk-coopmat2-2:4": ("vulkan", "coopmat2-workgroup"),
+PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
+              "vk-coopmat2-dense-fp16acc": ("vulkan", "coopmat2-workgroup"), "vk-coopmat2-2:4": ("vulkan", "coopmat2-workgroup"),
               "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
               "cuda-wgmma.sp": ("cuda", "wgmma.sp"), "cuSPARSELt": ("cuda", "wgmma.sp"),
               "cuSPARSELt-nvmath": ("cuda", "wgmma.sp"), "torch-semi-structured": ("cuda", "wgmma.sp"),
@@ -19,12 +20,15 @@ SPARSE_A = {"vk-coopmat2-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cu
             "torch-semi-structured"}
 #: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.
 C_BYTES = {"vulkan": 4, "cuda": 2}
+#: Paths that accumulate in (and store) another type than fp32: its ceiling is the form's row of that type.
+ACCUMULATOR = {"vk-coopmat2-dense-fp16acc": "fp16"}
 
 
 def bytes_moved(path: str, m: int, n: int, k: int) -> int:
     """The bytes a GEMM must read and write at least once: A (dense fp16/bf16 or 2:4), B, C."""
     a = m * k * 2 if path not in SPARSE_A else m * k + m * (k // 32) * 4
-    return a + k * n * 2 + m * n * C_BYTES[PATH_FORMS[path][0]]
+    c = 2 if path in ACCUMULATOR else C_BYTES[PATH_FORMS[path][0]]
+    return a + k * n * 2 + m * n * c
 
 
 def attainable_tflops(path: str, dtype: str, m: int, n: int, k: int, ceilings: dict) -> float | None:
@@ -33,7 +37,7 @@ def attainable_tflops(path: str, dtype: str, m: int, n: int, k: int, ceilings: d
         return None
     api, form = PATH_FORMS[path]
     measured = ceilings.get(api, {})
-    peak = measured.get("mma", {}).get(form, {}).get(f"{dtype}->fp32")
+    peak = measured.get("mma", {}).get(form, {}).get(f"{dtype}->{ACCUMULATOR.get(path, 'fp32')}")
     bandwidth = measured.get("bandwidth", {}).get("read")
     if peak is None or bandwidth is None:
         return None

@@ -1,22 +1,24 @@
 """``vkcoop bench sparse``: every 2:4 and dense GEMM path on the same inputs, in one process.
 
-Paths (fp16 or bf16 in, fp32 accumulation):
+Paths (fp16 or bf16 in, fp32 accumulation unless named):
 
-=====================  ========  =================================================================
-name                   API       what
-=====================  ========  =================================================================
-vk-coopmat2-dense      Vulkan    workgroup-scope coopmat2 GEMM on the pruned dense A
-vk-coopmat2-2:4        Vulkan    the same with A loaded from the 2:4 format by a decode function
-vk-khr-subgroup        Vulkan    subgroup-scope KHR coopmat GEMM through shared memory
-cuda-mma.sp            CUDA      hand-written ``mma.sp`` kernel (vkcoop.cuda.MmaSpGemm)
-cuda-wgmma.sp          CUDA      hand-written ``wgmma.mma_async.sp`` kernel (vkcoop.cuda.WgmmaSpGemm)
-cuSPARSELt             CUDA      torch's ``_cslt_sparse_mm`` (torch's cuSPARSELt), best of a search
-cuSPARSELt-nvmath      CUDA      cuSPARSELt through nvmath-python (whichever version it loads), best
-                                 of the same search (the ``cuda`` extra)
-torch-semi-structured  CUDA      ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) @ B
-cuBLAS                 CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts) and nvmath-python's
-                                 cuBLASLt ``Matmul``; the label says which won
-=====================  ========  =================================================================
+=========================  ========  ===============================================================
+name                       API       what
+=========================  ========  ===============================================================
+vk-coopmat2-dense          Vulkan    workgroup-scope coopmat2 GEMM on the pruned dense A
+vk-coopmat2-dense-fp16acc  Vulkan    the same accumulating in fp16 (fp16->fp16; fp16 inputs only),
+                                     checked bit for bit on B cut to 32 terms per column
+vk-coopmat2-2:4            Vulkan    the same with A loaded from the 2:4 format by a decode function
+vk-khr-subgroup            Vulkan    subgroup-scope KHR coopmat GEMM through shared memory
+cuda-mma.sp                CUDA      hand-written ``mma.sp`` kernel (vkcoop.cuda.MmaSpGemm)
+cuda-wgmma.sp              CUDA      hand-written ``wgmma.mma_async.sp`` kernel (vkcoop.cuda.WgmmaSpGemm)
+cuSPARSELt                 CUDA      torch's ``_cslt_sparse_mm`` (torch's cuSPARSELt), best of a search
+cuSPARSELt-nvmath          CUDA      cuSPARSELt through nvmath-python (whichever version it loads), best
+                                     of the same search (the ``cuda`` extra)
+torch-semi-structured      CUDA      ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) @ B
+cuBLAS                     CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts) and nvmath-python's
+                                     cuBLASLt ``Matmul``; the label says which won
+=========================  ========  ===============================================================
 
 Every path is a :class:`vkcoop.gemm.GemmPath` and goes through one loop (:func:`vkcoop.bench.measure.measure_path`):
 the inputs of a case are made once (:meth:`vkcoop.gemm.GemmOperands.make`: multiples of 1/8, A pruned 2:4, so
@@ -44,10 +46,10 @@ from .measure import PathResult, measure_path, path_result
 from .shapes import LLM_TOKENS, SHAPES, describe_shapes, make_cases
 from .tuning import Tuner, TuningCache, cache_dir
 
-PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-2:4", "vk-khr-subgroup", "cuda-mma.sp", "cuda-wgmma.sp",
-              "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured", "cuBLAS")
-VULKAN_PATHS = PATH_NAMES[:3]
-CUDA_PATHS = PATH_NAMES[3:]
+PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-khr-subgroup", "cuda-mma.sp",
+              "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured", "cuBLAS")
+VULKAN_PATHS = PATH_NAMES[:4]
+CUDA_PATHS = PATH_NAMES[4:]
 #: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
 CUSPARSELT_PATHS = ("cuSPARSELt", "cuSPARSELt-nvmath")
 DEFAULT_TUNE_BUDGET = 600.0

@@ -26,7 +26,7 @@ from .launch import (CoopMat2Kernel, KhrKernel, Sparse24Kernel, StagedKernel, St
                      check_coopmat2_kernel)
 from .path import GemmProblem
 from .tiles import WorkgroupTile, choose_subgroup_tile, granularity_rows, parse_tile
-from .types import GemmInputError, accumulating_types
+from .types import GemmInputError, accumulating_types, gemm_types
 
 #: N up to this is the memory-bound ("narrow") class; the N buckets below split it.
 NARROW_N = 256
@@ -35,8 +35,9 @@ NARROW_N = 256
 N_BUCKETS = (16, 32, 64, 256)
 #: How many candidates a tuning measures at most per path and class (seeds come on top).
 MAX_CANDIDATES = 12
-#: fp32 accumulator elements per invocation of a compute-bound workgroup tile: [min, max] (register budget).
-ACCUMULATORS_PER_INVOCATION = (32, 128)
+#: Accumulator registers per invocation of a compute-bound workgroup tile: [min, max] (one fp32 or two fp16
+#: accumulators a register).
+ACCUMULATOR_REGISTERS = (32, 128)
 #: Narrow problems: the workgroups per SM a split-K fills (``w`` of a label), most first: on the H100 the direct
 #: kernel's 64-invocation tiles keep 4 resident, the staged kernel's 128-invocation ones 3 (docs/gemm-notes.md).
 NARROW_FILLS = (4, 3)
@@ -131,27 +132,29 @@ def _fits(limits: DeviceLimits, tm: int, tn: int, tk: int, element_bytes: int) -
     return (tm + tn) * tk * element_bytes <= limits.staging_bytes
 
 
-def _compute_tiles(row, limits: DeviceLimits, element_bytes: int):
+def _compute_tiles(row, limits: DeviceLimits, types):
     """Large tiles for N > NARROW_N: (rank, tile), best guess first (most accumulator reuse, widest
     workgroup, shortest K step, deepest unroll)."""
     invocations = row.workgroup_invocations
-    low, high = ACCUMULATORS_PER_INVOCATION
+    low, high = ACCUMULATOR_REGISTERS
     for tm in (64, 128, 256):
         for tn in (64, 128, 256):
-            per_invocation = tm * tn // invocations
-            if not low <= per_invocation <= high or tm % row.M or tn % row.N:
+            registers = tm * tn // invocations * types.output_dtype.itemsize // 4
+            if not low <= registers <= high or tm % row.M or tn % row.N:
                 continue
             for tk in (32, 64):
-                if tk % row.K or not _fits(limits, tm, tn, tk, element_bytes):
+                if tk % row.K or not _fits(limits, tm, tn, tk, types.bytes_per_input):
                     continue
                 for unroll in (8, 4):
-                    rank = (-per_invocation, -invocations, tk, -unroll, -tn)
+                    rank = (-tm * tn // invocations, -invocations, tk, -unroll, -tn)
                     yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=unroll, group_m=8)
 
 
-def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, element_bytes: int):
+def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, types):
     """Thin tiles for N <= NARROW_N: N rounded to the granularity, K deep, split-K filling NARROW_FILLS workgroups
-    per SM (resolved per problem)."""
+    per SM (resolved per problem) where the results are fp32 (the partial sums are), else one K slice."""
+    element_bytes = types.bytes_per_input
+    fills = NARROW_FILLS if types.output_dtype.itemsize == 4 else (0,)
     invocations = row.workgroup_invocations
     widths = sorted({max(row.N, -(-min(problem.n, w) // row.N) * row.N) for w in (32, 64)})
     for tm in (32, 64, 128):
@@ -161,23 +164,42 @@ def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, element_bytes
             for tk in (128, 64):
                 if tk % row.K or not _fits(limits, tm, tn, tk, element_bytes):
                     continue
-                for order, fill in enumerate(NARROW_FILLS):
+                for order, fill in enumerate(fills):
                     # about 16 accumulators per invocation measured best on the H200 (32x32 on 64 invocations)
                     rank = (abs(math.log2(tm * tn / invocations / 16)), -tk, tn, order)
                     yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=2, group_m=1,
-                                              split_k=NARROW_FALLBACK_SPLIT, per_sm=fill)
+                                              split_k=NARROW_FALLBACK_SPLIT if fill else 1, per_sm=fill)
 
 
 #: (B column-major, meta_words) per path and class, best guess first.
 LAYOUTS = {
     ("vk-coopmat2-dense", False): ((False, 0),),
     ("vk-coopmat2-dense", True): ((True, 0), (False, 0)),
+    ("vk-coopmat2-dense-fp16acc", False): ((False, 0),),
+    ("vk-coopmat2-dense-fp16acc", True): ((True, 0), (False, 0)),
     ("vk-coopmat2-2:4", False): ((False, 1), (False, 0)),
     ("vk-coopmat2-2:4", True): ((True, 4), (True, 1), (True, 0)),
 }
 #: Prefetch depths (the tile's K unroll) tried for the staged kernel, and how many staged candidates a tuning sees.
 STAGED_PREFETCH = (2, 1)
 STAGED_CANDIDATES = 2
+
+
+#: What each coopmat2 path of ``vkcoop bench sparse`` runs: (A in the 2:4 format, the accumulator types; None: the
+#: dtype's fp32 accumulation). fp16 accumulation is ggml's default and the form of the fp16->fp16 ceiling.
+PATH_KERNELS = {"vk-coopmat2-dense": (False, None), "vk-coopmat2-dense-fp16acc": (False, "fp16->fp16"),
+                "vk-coopmat2-2:4": (True, None)}
+
+
+def path_types(path_name: str, dtype: str):
+    """The :class:`vkcoop.gemm.types.GemmTypes` a coopmat2 path computes ``dtype`` inputs with."""
+    return gemm_types(PATH_KERNELS[path_name][1] or accumulating_types(dtype))
+
+
+def path_kernel(path_name: str, config: VulkanConfig, dtype: str):
+    """:func:`launch_kernel` for one of :data:`PATH_KERNELS`."""
+    sparse, types = PATH_KERNELS[path_name]
+    return launch_kernel(config, dtype, sparse=sparse, types=types)
 
 
 def launch_kernel(config: VulkanConfig, dtype: str, *, sparse: bool, types=None):
@@ -201,8 +223,7 @@ def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
     if not config.applies_to(problem):
         return False
     try:
-        check_coopmat2_kernel(launch_kernel(config, problem.dtype, sparse=path_name == "vk-coopmat2-2:4"), flexible,
-                              limits.shared_memory)
+        check_coopmat2_kernel(path_kernel(path_name, config, problem.dtype), flexible, limits.shared_memory)
     except GemmInputError:
         return False
     return True
@@ -215,13 +236,12 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     best guess first, at most ``limit``. The best tile comes with every layout of the path, the other tiles
     with the first layout, then their other layouts: a budget that ends a tuning early has seen the best tiles
     and the layout question for the best one."""
-    types = accumulating_types(problem.dtype)
+    types = path_types(path_name, problem.dtype)
     narrow = tuning_class(problem) != "compute"
     ranked = []
     for row in granularity_rows(flexible, types):
         if row.workgroup_invocations <= limits.max_workgroup:
-            ranked += list(_narrow_tiles(row, problem, limits, types.bytes_per_input) if narrow
-                           else _compute_tiles(row, limits, types.bytes_per_input))
+            ranked += list(_narrow_tiles(row, problem, limits, types) if narrow else _compute_tiles(row, limits, types))
     tiles = list(dict.fromkeys(tile for _, tile in sorted(ranked, key=lambda item: item[0])))
     layouts = LAYOUTS[(path_name, narrow)]
     order = [VulkanConfig(tiles[0], column, meta) for column, meta in layouts] if tiles else []

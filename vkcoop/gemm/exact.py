@@ -49,6 +49,29 @@ def eighths_inputs(dtype: str, m: int, n: int, k: int, *, seed: int = 0):
     return sparse24.decompress_2to4(compressed), compressed, b
 
 
+#: fp16 holds every multiple of 1/64 up to 2048 / 64 = 32 in magnitude exactly.
+FP16_EXACT_TERMS = 32
+
+
+def short_sum_b(b: np.ndarray, terms: int = FP16_EXACT_TERMS, seed: int = 2) -> np.ndarray:
+    """B with every entry of each column set to zero except at ``terms`` rows drawn at random per column (fewer
+    where a draw repeats).
+
+    With the eighths of :func:`eighths_inputs` (|a|, |b| <= 1, products multiples of 1/64), every partial sum of
+    a result element, in whatever order it is added, is a sum of at most ``terms`` of its products: a multiple of
+    1/64 of magnitude at most ``terms``. Up to 32 terms that is at most 2048 steps of 1/64, which fp16 holds
+    exactly, so a kernel that accumulates in fp16 must match the exact product bit for bit."""
+    if not 1 <= terms <= FP16_EXACT_TERMS:
+        raise GemmInputError(f"terms={terms}: fp16 accumulation is exact for 1 to {FP16_EXACT_TERMS} terms")
+    rng = np.random.default_rng(seed)
+    k, n = b.shape
+    rows = rng.integers(0, k, size=(terms, n))
+    columns = np.broadcast_to(np.arange(n), rows.shape)
+    short = np.zeros_like(b)
+    short[rows, columns] = b[rows, columns]
+    return short
+
+
 def reference_gemm(a: np.ndarray, b: np.ndarray, output_dtype) -> np.ndarray:
     """A @ B computed exactly (float64 / int64) and converted to the result type."""
     if a.dtype.kind == "i":

@@ -5,12 +5,13 @@ is timed; ``vkcoop.bench`` runs every path through the same loop (:mod:`vkcoop.b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .exact import check_output, check_rows, eighths_inputs
+from .exact import check_output, check_rows, eighths_inputs, short_sum_b
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,14 @@ class GemmOperands:
         reference = (pruned[rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
         return cls(problem, pruned, compressed, b, rows, reference, seed)
 
+    @cached_property
+    def short_sums(self) -> "GemmOperands":
+        """The same A with B cut to a few terms per column (:func:`vkcoop.gemm.exact.short_sum_b`) and their
+        exact product: what a path that accumulates in fp16 is checked on (it is timed on these operands)."""
+        b = short_sum_b(self.b)
+        reference = (self.pruned[self.rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+        return replace(self, b=b, reference=reference)
+
     def _arrays(self) -> dict:
         return {"pruned": self.pruned, "b": self.b, "rows": self.rows, "reference": self.reference,
                 "values": self.compressed.values, "metadata": self.compressed.metadata}
@@ -87,21 +96,33 @@ class GemmOperands:
         return cls(problem, arrays["pruned"], compressed, arrays["b"], arrays["rows"], arrays["reference"], seed)
 
 
+def check_bound(bound, operands: GemmOperands) -> tuple[dict | None, float]:
+    """A bound configuration's output rows against the exact reference (:func:`vkcoop.gemm.exact.check_output`):
+    (None or the failure's entry for a search log, max abs error)."""
+    ok, max_abs, why = check_output(bound.output_rows(operands.rows), operands.reference)
+    return (None if ok else {"status": "failed", "reason": why, "max_abs_error": max_abs}), max_abs
+
+
+def time_bound(bound, operands: GemmOperands, iterations: int, warmup: int, flush_l2: bool, max_abs: float):
+    """``iterations`` timed runs of a checked configuration: (entry for a search log, (median s, max abs error,
+    bound label, times))."""
+    times = bound.time(iterations, warmup, flush_l2)
+    median = float(np.median(times))
+    entry = {"status": "ok", "bound": bound.config, "median_ms": median * 1e3,
+             "tflops": operands.problem.flops / median / 1e12, "max_abs_error": max_abs}
+    return entry, (median, max_abs, bound.config, times)
+
+
 def check_and_time(bound, operands: GemmOperands, iterations: int, warmup: int, flush_l2: bool):
-    """The one check-then-time step of a bound configuration: its output rows against the exact reference
-    (:func:`vkcoop.gemm.exact.check_output`), and only if they match, ``iterations`` timed runs.
+    """The one check-then-time step of a bound configuration: :func:`check_bound`, and only if it matches,
+    :func:`time_bound`.
 
     Returns (entry for a search log, (median s, max abs error, bound label, times) or None). Used by the
     measurement loop (``vkcoop.bench.measure``) and by the library searches' child process."""
-    label = bound.config
-    ok, max_abs, why = check_output(bound.output_rows(operands.rows), operands.reference)
-    if not ok:
-        return {"status": "failed", "reason": why, "max_abs_error": max_abs}, None
-    times = bound.time(iterations, warmup, flush_l2)
-    median = float(np.median(times))
-    entry = {"status": "ok", "bound": label, "median_ms": median * 1e3,
-             "tflops": operands.problem.flops / median / 1e12, "max_abs_error": max_abs}
-    return entry, (median, max_abs, label, times)
+    failure, max_abs = check_bound(bound, operands)
+    if failure is not None:
+        return failure, None
+    return time_bound(bound, operands, iterations, warmup, flush_l2, max_abs)
 
 
 @runtime_checkable

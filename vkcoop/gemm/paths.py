@@ -13,15 +13,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, launch_kernel,
-                      parse_config, seed_family, tuning_class)
+from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, parse_config,
+                      path_kernel, seed_family, tuning_class)
 from .path import GemmOperands, GemmProblem
 from .tiles import choose_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
 from .vulkan import KhrSharedMemoryGemm, L2Flush, coopmat2_gemm
 
 __all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
-           "VulkanDevicePaths", "CoopMat2Path", "Sparse24Path", "KhrPath"]
+           "VulkanDevicePaths", "CoopMat2Path", "CoopMat2Fp16AccumulatingPath", "Sparse24Path", "KhrPath"]
 
 
 def _seeds(*labels: str) -> list[VulkanConfig]:
@@ -36,11 +36,17 @@ SEED_DEVICE = "NVIDIA H200"
 #: dense u8 277 / 273, u4 259 / 254, 128 invocations u4 260 / 254; 2:4 u8 i1 199, u4 i1 192, u4 two bindings 173. 8192x32x8192 (ms): dense 32x32x128/64 split-K 2 0.054,
 #: /32 0.054, 64x32x128/256 0.068; 2:4 i4 split-K 2 0.099, 64x32x128/256 i1 0.119, two bindings 0.123
 #: (32 invocations, i1: 0.367, not listed). The llm defaults carry w4: on the H200's 132 SMs that resolves to the
-#: measured split 2 at 8192x32x8192 (and to 4 at 4096 rows, as on the H100).
+#: measured split 2 at 8192x32x8192 (and to 4 at 4096 rows, as on the H100). fp16 accumulation (fp16->fp16):
+#: 256:256x256x32 u4 344.9, 128x256x32 u4 249.2 (u8, first here, won on the H100 and was not timed on the H200);
+#: its results are fp16, so its narrow seeds split no K.
 SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("256:128x256x32u8g8", "256:128x256x32u4g8", "128:128x128x32u4g8"),
         "llm": _seeds("64:32x32x128u2g1s2w4c", "32:32x32x128u2g1s2c", "256:64x32x128u2g1c"),
+    },
+    "vk-coopmat2-dense-fp16acc": {
+        "square": _seeds("256:256x256x32u8g8", "256:256x256x32u4g8", "256:128x256x32u4g8"),
+        "llm": _seeds("64:32x32x128u2g1c", "256:64x32x128u2g1c"),
     },
     "vk-coopmat2-2:4": {
         "square": _seeds("256:128x256x32u8g8i1", "256:128x256x32u4g8i1", "256:128x256x32u4g8"),
@@ -54,6 +60,8 @@ SEED_CONFIGS = {
 #: Narrow classes (ms, M = K = 8192 / 4096), split-K filling w workgroups per SM: N = 16 dense 64:64x16x128 w4
 #: 0.058, 2:4 staged 64x16x64 prefetch 3 w4 0.057 / 0.021; N = 32 dense 32x32x128 w4 0.063 / 0.022, 2:4 staged
 #: 64x32x64 w3 0.065 / 0.024; N = 64 dense staged 64x64x64 w2 0.074 / 0.027, 2:4 the same 0.083 / 0.029.
+#: fp16 accumulation, 8192^3: 256:256x256x32 u8 374.9, u4 342.4, 128x256x32 u16 313.5 (session 5); its narrow seeds
+#: are the dense ones without split-K (fp16 results), not measured.
 #: Staged ("t") configurations need K and N in whole 16-byte vectors; a direct one follows them.
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
@@ -61,6 +69,12 @@ H100_SEED_CONFIGS = {
         "narrow16": _seeds("64:64x16x128u2g1w4c", "64:32x16x128u2g1w4c", "128:64x16x64u4g1w3t"),
         "llm": _seeds("64:32x32x128u2g1s2w4c", "128:64x32x64u4g1s2w3t", "32:32x32x128u2g1s2c"),
         "narrow64": _seeds("128:64x64x64u4g1w2t", "64:32x64x128u2g1w3c", "64:32x32x128u2g1s2w4c"),
+    },
+    "vk-coopmat2-dense-fp16acc": {
+        "square": _seeds("256:256x256x32u8g8", "256:256x256x32u4g8", "256:128x256x32u16g8"),
+        "narrow16": _seeds("64:64x16x128u2g1c", "64:32x16x128u2g1c"),
+        "llm": _seeds("64:32x32x128u2g1c", "128:64x32x64u4g1t"),
+        "narrow64": _seeds("128:64x64x64u4g1t", "64:32x64x128u2g1c"),
     },
     "vk-coopmat2-2:4": {
         "square": _seeds("128:64x256x32u1g8t", "128:128x128x32u1g8t", "256:128x256x32u8g8i1"),
@@ -99,7 +113,7 @@ class VulkanDevicePaths:
         self.khr = self.device.physical.khr_shapes()
         self.limits = DeviceLimits.of(self.device.physical)
         self._flush = None
-        self.paths = [CoopMat2Path(self), Sparse24Path(self), KhrPath(self)]
+        self.paths = [CoopMat2Path(self), CoopMat2Fp16AccumulatingPath(self), Sparse24Path(self), KhrPath(self)]
 
     @property
     def name(self) -> str:
@@ -178,7 +192,7 @@ class _VulkanPath:
         return self._kernels[key]
 
     def _make(self, dtype, config):
-        kernel = launch_kernel(config, dtype, sparse=self.sparse)
+        kernel = path_kernel(self.name, config, dtype)
         return coopmat2_gemm(self.group.device, kernel, flexible=self.group.flexible)
 
     def bind(self, operands: GemmOperands, config) -> _BoundVulkan:
@@ -196,15 +210,28 @@ class _VulkanPath:
 
 class CoopMat2Path(_VulkanPath):
     name = "vk-coopmat2-dense"
-    sparse = False
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.pruned, gemm.kernel.store_b(operands.b))
 
 
+class CoopMat2Fp16AccumulatingPath(CoopMat2Path):
+    """The dense kernel accumulating in fp16 (fp16->fp16, ggml's default). Its sums round, so it is checked on
+    :attr:`GemmOperands.short_sums` (exact in fp16 in any order, compared bit for bit) and timed on the case's
+    operands."""
+    name = "vk-coopmat2-dense-fp16acc"
+
+    def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        if problem.dtype != "fp16":
+            return False, f"accumulates in fp16: fp16 inputs only (not {problem.dtype})"
+        return True, self.group.name
+
+    def check_operands(self, operands: GemmOperands) -> GemmOperands:
+        return operands.short_sums
+
+
 class Sparse24Path(_VulkanPath):
     name = "vk-coopmat2-2:4"
-    sparse = True
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.compressed.values, operands.compressed.metadata, gemm.kernel.store_b(operands.b))

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from .. import shaders as catalog
 
 #: The Vulkan paths of ``vkcoop bench sparse`` and short names for them.
-GEMM_PATHS = {"dense": "vk-coopmat2-dense", "2:4": "vk-coopmat2-2:4", "sparse24": "vk-coopmat2-2:4",
-              "khr": "vk-khr-subgroup"}
+GEMM_PATHS = {"dense": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16acc", "2:4": "vk-coopmat2-2:4",
+              "sparse24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup"}
 GEMM_DTYPES = ("fp16", "bf16")
 GEMM_SHAPES = ("square", "llm")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
@@ -138,6 +138,8 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
         raise TargetError(f"--gemm {path!r}: choose from {', '.join(names)}")
     if dtype not in GEMM_DTYPES:
         raise TargetError(f"--dtype {dtype!r}: choose from {', '.join(GEMM_DTYPES)}")
+    if full == GEMM_PATHS["dense16"] and dtype != "fp16":
+        raise TargetError(f"--gemm {path}: accumulates in fp16, so --dtype must be fp16 (not {dtype})")
     if shape not in GEMM_SHAPES:
         raise TargetError(f"--shape {shape!r}: choose from {', '.join(GEMM_SHAPES)}")
     if isinstance(config, str) and config.lstrip("-").isdigit():
