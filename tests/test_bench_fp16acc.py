@@ -71,6 +71,12 @@ def test_short_sums_share_a_and_the_rows_and_are_made_once():
     exact = operands.pruned[operands.rows].astype(np.float64) @ short.b.astype(np.float64)
     assert np.array_equal(short.reference, exact.astype(np.float32))
     assert not np.array_equal(short.reference, operands.reference)
+    # checked bit for bit: one fp16 ulp off passes the result type's tolerance, not the short sums'
+    assert short.tolerance == 0.0 and operands.tolerance is None
+    reference = np.array([[1.875]], np.float32)
+    off = np.nextafter(np.float16(1.875), np.float16(2)).reshape(1, 1)
+    assert gemm.check_output(off, reference)[0]
+    assert not gemm.check_output(off, reference, short.tolerance)[0]
 
 
 class _Bound:
@@ -186,3 +192,41 @@ def test_on_the_gpu_the_fp16_accumulating_path_is_bit_exact_on_short_sums_and_ti
         assert r.status == "ok", r.reason
         assert r.max_abs_error == 0 and r.tflops > 0
     assert results["bf16", "square"].status == "skipped"
+
+
+class _Fp16AccumulatingGemm:
+    """A stand-in for explore's kernel object that accumulates in fp16, one K step after another."""
+
+    def __init__(self):
+        self.kernel = SimpleNamespace(store_b=lambda b: b)
+        self.bound, self.timed_on = [], None
+
+    def bind(self, a, b):
+        self.bound.append(b)
+
+    def result(self):
+        a, b = self.a.astype(np.float16), self.bound[-1].astype(np.float16)
+        total = np.zeros((a.shape[0], b.shape[1]), np.float16)
+        for k in range(a.shape[1]):
+            total = (total + np.outer(a[:, k], b[k])).astype(np.float16)
+        return total
+
+    def time(self, iters, warmup, warmup_seconds=None):
+        self.timed_on = self.bound[-1]
+        return [1e-3] * iters
+
+    def close(self):
+        pass
+
+
+def test_explore_checks_dense16_on_short_sums_and_times_it_on_the_jobs_operands(monkeypatch):
+    from vkcoop.bench import explore
+    operands = GemmOperands.make(GemmProblem("fp16", "square", 64, 32, 2048))
+    fake = _Fp16AccumulatingGemm()
+    fake.a = operands.pruned
+    monkeypatch.setattr(explore, "_kernel", lambda *args: fake)
+    ok, why, *_ = explore._measure(None, (), "dense16", operands, "64:32x32x128", 3, 0.0, None)
+    assert ok, why
+    assert fake.bound[0] is operands.short_sums.b and fake.timed_on is operands.b
+    # the same fp16 sums on the job's own B round: that is why the check moved
+    assert not gemm.check_output(fake.result()[operands.rows], operands.reference)[0]

@@ -93,8 +93,9 @@ def check_rows(m: int, seed: int = 1, count: int = 192) -> np.ndarray:
     return np.unique(picked)
 
 
-def check_output(got: np.ndarray, reference: np.ndarray) -> tuple[bool, float, str]:
-    """The one check: each element within :data:`RESULT_TOLERANCE` of the exact reference, relative to it.
+def check_output(got: np.ndarray, reference: np.ndarray, tolerance: float | None = None) -> tuple[bool, float, str]:
+    """The one check: each element within :data:`RESULT_TOLERANCE` of the exact reference, relative to it
+    (``tolerance`` instead where given: 0 where the result must be exact whatever its type).
 
     Returns (ok, max absolute error, why not)."""
     if got.shape != reference.shape:
@@ -105,7 +106,8 @@ def check_output(got: np.ndarray, reference: np.ndarray) -> tuple[bool, float, s
     max_abs = float(diff.max()) if diff.size else 0.0
     if not np.isfinite(values).all():
         return False, max_abs, "non-finite values in the result"
-    tolerance = RESULT_TOLERANCE.get(np.dtype(got.dtype))
+    if tolerance is None:
+        tolerance = RESULT_TOLERANCE.get(np.dtype(got.dtype))
     if tolerance is None:
         return False, max_abs, f"no tolerance is defined for results of dtype {got.dtype}"
     bad = np.argwhere(diff > tolerance * np.abs(exact))

@@ -46,6 +46,7 @@ class GemmOperands:
     rows: np.ndarray
     reference: np.ndarray
     seed: int = 0
+    tolerance: float | None = None   # the check's relative tolerance; None: the result type's (RESULT_TOLERANCE)
 
     @classmethod
     def make(cls, problem: GemmProblem, seed: int = 0) -> "GemmOperands":
@@ -57,10 +58,11 @@ class GemmOperands:
     @cached_property
     def short_sums(self) -> "GemmOperands":
         """The same A with B cut to a few terms per column (:func:`vkcoop.gemm.exact.short_sum_b`) and their
-        exact product: what a path that accumulates in fp16 is checked on (it is timed on these operands)."""
+        exact product: what a path that accumulates in fp16 is checked on, bit for bit (tolerance 0); it is timed on
+        these operands."""
         b = short_sum_b(self.b)
         reference = (self.pruned[self.rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-        return replace(self, b=b, reference=reference)
+        return replace(self, b=b, reference=reference, tolerance=0.0)
 
     def _arrays(self) -> dict:
         return {"pruned": self.pruned, "b": self.b, "rows": self.rows, "reference": self.reference,
@@ -99,7 +101,7 @@ class GemmOperands:
 def check_bound(bound, operands: GemmOperands) -> tuple[dict | None, float]:
     """A bound configuration's output rows against the exact reference (:func:`vkcoop.gemm.exact.check_output`):
     (None or the failure's entry for a search log, max abs error)."""
-    ok, max_abs, why = check_output(bound.output_rows(operands.rows), operands.reference)
+    ok, max_abs, why = check_output(bound.output_rows(operands.rows), operands.reference, operands.tolerance)
     return (None if ok else {"status": "failed", "reason": why, "max_abs_error": max_abs}), max_abs
 
 

@@ -60,8 +60,10 @@ SEED_CONFIGS = {
 #: Narrow classes (ms, M = K = 8192 / 4096), split-K filling w workgroups per SM: N = 16 dense 64:64x16x128 w4
 #: 0.058, 2:4 staged 64x16x64 prefetch 3 w4 0.057 / 0.021; N = 32 dense 32x32x128 w4 0.063 / 0.022, 2:4 staged
 #: 64x32x64 w3 0.065 / 0.024; N = 64 dense staged 64x64x64 w2 0.074 / 0.027, 2:4 the same 0.083 / 0.029.
-#: fp16 accumulation, 8192^3: 256:256x256x32 u8 374.9, u4 342.4, 128x256x32 u16 313.5 (session 5); its narrow seeds
-#: are the dense ones without split-K (fp16 results), not measured.
+#: fp16 accumulation, 8192^3: 256:256x256x32 u16 397.0, u32 379.1, u8 375.8 in one process (session 11; 4096^3 u16
+#: 348.1 against u8 334.3), u4 342.4, 128x256x32 u16 313.5 (session 5). Its narrow seeds are the dense ones without
+#: split-K (fp16 results): 64:32x32x128 c 0.068 ms at 8192x32x8192, 0.025 at 4096x32x4096 (dense with split-K 0.063 /
+#: 0.021); the narrow16 and narrow64 ones are not measured.
 #: Staged ("t") configurations need K and N in whole 16-byte vectors; a direct one follows them.
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
@@ -71,7 +73,7 @@ H100_SEED_CONFIGS = {
         "narrow64": _seeds("128:64x64x64u4g1w2t", "64:32x64x128u2g1w3c", "64:32x32x128u2g1s2w4c"),
     },
     "vk-coopmat2-dense-fp16acc": {
-        "square": _seeds("256:256x256x32u8g8", "256:256x256x32u4g8", "256:128x256x32u16g8"),
+        "square": _seeds("256:256x256x32u16g8", "256:256x256x32u8g8", "256:128x256x32u16g8"),
         "narrow16": _seeds("64:64x16x128u2g1c", "64:32x16x128u2g1c"),
         "llm": _seeds("64:32x32x128u2g1c", "128:64x32x64u4g1t"),
         "narrow64": _seeds("128:64x64x64u4g1t", "64:32x64x128u2g1c"),
