@@ -10,7 +10,8 @@ from __future__ import annotations
 #: (API, instruction form in vkcoop.bench.peak) that bounds each path. cuBLAS and cuSPARSELt issue wgmma on
 #: Hopper; the Vulkan paths get what the driver emits for their matrices (HMMA, GPU_HOST.md).
 PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
-              "vk-coopmat2-dense-fp16acc": ("vulkan", "coopmat2-workgroup"), "vk-coopmat2-2:4": ("vulkan", "coopmat2-workgroup"),
+              "vk-coopmat2-dense-fp16acc": ("vulkan", "coopmat2-workgroup"),
+              "vk-coopmat2-2:4": ("vulkan", "coopmat2-workgroup"),
               "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
               "cuda-wgmma.sp": ("cuda", "wgmma.sp"), "cuSPARSELt": ("cuda", "wgmma.sp"),
               "cuSPARSELt-nvmath": ("cuda", "wgmma.sp"), "torch-semi-structured": ("cuda", "wgmma.sp"),
