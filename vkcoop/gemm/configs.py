@@ -171,14 +171,12 @@ def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, types):
                                               split_k=NARROW_FALLBACK_SPLIT if fill else 1, per_sm=fill)
 
 
-#: (B column-major, meta_words) per path and class, best guess first.
+#: (B column-major, meta_words) per A format (2:4 or dense) and class (narrow or not), best guess first.
 LAYOUTS = {
-    ("vk-coopmat2-dense", False): ((False, 0),),
-    ("vk-coopmat2-dense", True): ((True, 0), (False, 0)),
-    ("vk-coopmat2-dense-fp16acc", False): ((False, 0),),
-    ("vk-coopmat2-dense-fp16acc", True): ((True, 0), (False, 0)),
-    ("vk-coopmat2-2:4", False): ((False, 1), (False, 0)),
-    ("vk-coopmat2-2:4", True): ((True, 4), (True, 1), (True, 0)),
+    (False, False): ((False, 0),),
+    (False, True): ((True, 0), (False, 0)),
+    (True, False): ((False, 1), (False, 0)),
+    (True, True): ((True, 4), (True, 1), (True, 0)),
 }
 #: Prefetch depths (the tile's K unroll) tried for the staged kernel, and how many staged candidates a tuning sees.
 STAGED_PREFETCH = (2, 1)
@@ -231,7 +229,7 @@ def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
 
 def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
                              limit: int = MAX_CANDIDATES) -> list[VulkanConfig]:
-    """Candidate configurations of a coopmat2 path (``vk-coopmat2-dense`` or ``vk-coopmat2-2:4``) for
+    """Candidate configurations of a coopmat2 path (one of :data:`PATH_KERNELS`) for
     ``problem``'s tuning class, from the flexible-dimension rows (:class:`vkcoop.vk.ShapeEntry`) and ``limits``;
     best guess first, at most ``limit``. The best tile comes with every layout of the path, the other tiles
     with the first layout, then their other layouts: a budget that ends a tuning early has seen the best tiles
@@ -243,7 +241,7 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
         if row.workgroup_invocations <= limits.max_workgroup:
             ranked += list(_narrow_tiles(row, problem, limits, types) if narrow else _compute_tiles(row, limits, types))
     tiles = list(dict.fromkeys(tile for _, tile in sorted(ranked, key=lambda item: item[0])))
-    layouts = LAYOUTS[(path_name, narrow)]
+    layouts = LAYOUTS[(PATH_KERNELS[path_name][0], narrow)]
     order = [VulkanConfig(tiles[0], column, meta) for column, meta in layouts] if tiles else []
     # the staged kernel right after the best tile's layouts: its shared memory admits only some tiles
     staged = (VulkanConfig(replace(tile, k_unroll=depth), staged=True) for tile in tiles for depth in STAGED_PREFETCH)

@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .exact import check_output, check_rows, eighths_inputs, short_sum_b
+from .exact import check_output, check_rows, eighths_inputs, reference_gemm, short_sum_b
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,7 @@ class GemmOperands:
     def make(cls, problem: GemmProblem, seed: int = 0) -> "GemmOperands":
         pruned, compressed, b = eighths_inputs(problem.dtype, problem.m, problem.n, problem.k, seed=seed)
         rows = check_rows(problem.m)
-        reference = (pruned[rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-        return cls(problem, pruned, compressed, b, rows, reference, seed)
+        return cls(problem, pruned, compressed, b, rows, reference_gemm(pruned[rows], b, np.float32), seed)
 
     @cached_property
     def short_sums(self) -> "GemmOperands":
@@ -61,8 +60,7 @@ class GemmOperands:
         exact product: what a path that accumulates in fp16 is checked on, bit for bit (tolerance 0); it is timed on
         these operands."""
         b = short_sum_b(self.b)
-        reference = (self.pruned[self.rows].astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-        return replace(self, b=b, reference=reference, tolerance=0.0)
+        return replace(self, b=b, reference=reference_gemm(self.pruned[self.rows], b, np.float32), tolerance=0.0)
 
     def _arrays(self) -> dict:
         return {"pruned": self.pruned, "b": self.b, "rows": self.rows, "reference": self.reference,

@@ -25,7 +25,7 @@ STYPE = {
     "VkPhysicalDeviceCooperativeMatrix2FeaturesNV": side.STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
     "VkPhysicalDeviceCooperativeMatrix2PropertiesNV": side.STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV,
     "VkPhysicalDeviceShaderBfloat16FeaturesKHR": side.STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR,
-    "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV": 1000154001,
+    "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV,
 }
 SIDE_STRUCTS = {
     "VkPhysicalDeviceCooperativeMatrix2FeaturesNV",
