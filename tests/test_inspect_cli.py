@@ -46,7 +46,7 @@ def test_bad_input_exits_2_before_device_work(command, message, capsys, monkeypa
 
 def test_targets_round_trip_through_json():
     target = targets.shader_target("gemm/coopmat2_gemm.comp",
-                                   ["GEMM_TYPES=F16_F32", "SCOPE=WORKGROUP", "N_PARTS=1"], ["0=256", "TILE_M=128",
+                                   ["GEMM_TYPES=F16_F32", "SCOPE=WORKGROUP", "N_PARTS=1", "SPLIT_SUM=PASS"], ["0=256", "TILE_M=128",
                                                                                           "4=true", "9=0.5"])
     assert target.specialization == {0: 256, "TILE_M": 128, 4: True, 9: 0.5}
     import json

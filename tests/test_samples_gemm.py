@@ -184,13 +184,20 @@ def test_coopmat2_cases_cover_types_ragged_shapes_and_column_major_b():
         m, n, k = (int(v) for v in case.push[:3])
         if m % spec["TILE_M"] or n % spec["TILE_N"] or k % spec["TILE_K"]:
             ragged += 1
-        out = case.bindings[-1]
+        outputs = {binding.name: binding.expected.shape for binding in case.bindings if binding.expected is not None}
         split = spec["SPLIT_K"]
-        assert out.expected.shape == ((m, n) if split == 1 else (split, m, n))
         tiles = -(-m // spec["TILE_M"]) * -(-n // spec["TILE_N"])
+        if split == 1:
+            assert outputs == {"C": (m, n)}
+        elif case.defines["SPLIT_SUM"] == "LAST":   # the planes, their sum and the counts set back to zero
+            assert outputs == {"partial sums": (split, m, n), "C": (m, n), "arrivals": (tiles,)}
+        else:
+            assert outputs == {"partial sums": (split, m, n)}
         assert case.groups == (tiles, split, 1)
     assert ragged >= 8
-    assert sum(1 for c in cases if c.specialization["SPLIT_K"] > 1) == 2  # split-K for the two fp32-result types
+    # split-K for the two fp32-result types, summed by the last slice and by the reduce pass
+    splits = [c.defines["SPLIT_SUM"] for c in cases if c.specialization["SPLIT_K"] > 1]
+    assert sorted(splits) == ["LAST", "LAST", "PASS", "PASS"]
 
 
 def test_split_k_partials_cover_k_once_in_whole_tile_steps():
@@ -312,7 +319,7 @@ def test_subgroup_scope_tiles_check_each_subgroups_matrix():
     tile = kernels.WorkgroupTile(256, 128, 256, 32, subgroups_m=2)      # 8 subgroups: 2 x 4, 64x64 each
     assert tile.subgroups_n == 4 and tile.matrix_shape() == (64, 64, 32)
     kernels.check_workgroup_tile(FLEX, "fp16->fp32", tile)
-    assert tile.defines() == {"SCOPE": "SUBGROUP", "N_PARTS": "1"} and tile.specialization(False)["SUBGROUPS_M"] == 2
+    assert tile.defines() == {"SCOPE": "SUBGROUP", "N_PARTS": "1", "SPLIT_SUM": "PASS"} and tile.specialization(False)["SUBGROUPS_M"] == 2
     with pytest.raises(kernels.GemmInputError, match="divide"):
         kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 128, 90, 32, subgroups_m=2))
     with pytest.raises(kernels.GemmInputError, match="subgroups_m=3"):
@@ -399,6 +406,40 @@ def test_sample_passes_bit_exact_on_the_gpu(name):
                                      result.validation_messages[:5])
     assert result.cases > 0
     assert not result.validation_messages
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+def test_split_k_summed_by_the_last_slice_holds_launch_after_launch():
+    """The last slice of each tile adds the planes up and sets the tile's count back to zero, so every launch (C
+    cleared before each, and after a timing loop of many) gives the reduce pass's bits, ragged tiles included."""
+    from vkcoop import vk
+    features = list(dict.fromkeys(kernels.features_for("sparse24", "fp16->fp32")))
+    split = dict(split_k=5, k_unroll=2, group_m=1)
+    with vk.Device(features=features) as device:
+        for m, n, k in ((300, 136, 1000), (256, 64, 1024)):
+            a, b = kernels.exact_inputs("fp16->fp32", m, n, k, seed=m + k)
+            dense_expected = kernels.reference_gemm(a, b, np.float32)
+            runners = [(kernels.CoopMat2Gemm(device, "fp16->fp32", kernels.WorkgroupTile(64, 32, 32, 64, **split)),
+                        (a, b), dense_expected),
+                       (kernels.StagedCoopMat2Gemm(device, "fp16->fp32", kernels.WorkgroupTile(128, 64, 32, 64, **split)),
+                        (a, b), dense_expected)]
+            if k % 32 == 0:   # the 2:4 format's K
+                compressed = sparse24.compress_2to4(a)
+                sparse_expected = kernels.sparse24_reference(compressed.values, compressed.metadata, b)
+                runners.append((kernels.StagedSparse24Gemm(device, "fp16", kernels.WorkgroupTile(128, 64, 32, 64,
+                                                                                                   **split)),
+                                (compressed.values, compressed.metadata, b), sparse_expected))
+            for runner, operands, expected in runners:
+                with runner:
+                    runner.bind(*operands)
+                    for _ in range(2):
+                        runner.bound_buffer("C").fill_zero()
+                        assert np.array_equal(runner.result(), expected), runner.name
+                        assert not runner.bound_buffer("arrivals").read().any(), runner.name
+                    runner.time(iterations=20, warmup=2, warmup_seconds=0)
+                    runner.bound_buffer("C").fill_zero()
+                    assert np.array_equal(runner.result(), expected), runner.name
 
 
 @pytest.mark.gpu
@@ -594,19 +635,48 @@ def test_staged_kernel_launch_and_its_limits():
         kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 128, 32, n_parts=2))
 
 
-def test_staged_split_k_adds_a_reduce_pass_and_aligned_needs_whole_tiles():
+def test_staged_split_k_sums_in_the_dispatch_or_a_reduce_pass_and_aligned_needs_whole_tiles():
     kernel = kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(64, 32, 32, 128, split_k=3))
     a, b = kernels.exact_inputs("fp16->fp32", 64, 32, 640, seed=5)
-    gemm, reduce = kernel.launch(a, b).dispatches
-    assert gemm.groups == (2, 3, 1) and gemm.buffers == ("A", "B", "partial sums")
+    launch = kernel.launch(a, b)
+    (gemm,) = launch.dispatches       # the last slice of each tile adds the planes up: one dispatch
+    assert gemm.groups == (2, 3, 1) and gemm.buffers == ("A", "B", "partial sums", "C", "arrivals")
+    assert gemm.defines == {"GEMM_TYPES": "F16_F32", "SPLIT_SUM": "LAST"}
+    assert launch.outputs["arrivals"] == ((2,), np.dtype(np.uint32)) and launch.result == "C"
     assert gemm.specialization["SPLIT_K"] == 3 and gemm.specialization["ALIGNED"] is True
+    passes = kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(64, 32, 32, 128, split_k=3, reduce_pass=True))
+    gemm, reduce = passes.launch(a, b).dispatches
+    assert gemm.buffers == ("A", "B", "partial sums") and gemm.defines["SPLIT_SUM"] == "PASS"
     assert reduce.shader == "gemm/splitk_reduce.comp" and [int(v) for v in reduce.push] == [64 * 32, 3]
     assert kernel.launch(a[:48], b).dispatches[0].specialization["ALIGNED"] is False     # a half tile of rows
     assert kernel.launch(a[:, :600], b[:600]).dispatches[0].specialization["ALIGNED"] is False   # K off TILE_K
     sparse = kernels.StagedSparse24Kernel("fp16", kernels.WorkgroupTile(64, 32, 32, 128, split_k=2))
     compressed = sparse24.compress_2to4(a)
-    gemm, _ = sparse.launch(compressed.values, compressed.metadata, b).dispatches
-    assert gemm.buffers == ("values", "metadata", "B", "partial sums") and gemm.groups == (2, 2, 1)
+    (gemm,) = sparse.launch(compressed.values, compressed.metadata, b).dispatches
+    assert gemm.buffers == ("values", "metadata", "B", "partial sums", "C", "arrivals") and gemm.groups == (2, 2, 1)
+
+
+def test_split_labels_name_the_reduce_pass():
+    tile, rest = kernels.parse_tile("64:32x32x128u2g1s2w4r")
+    assert tile.reduce_pass and tile.split_k == 2 and tile.per_sm == 4 and rest == ""
+    assert tile.label() == "64:32x32x128u2g1s2w4r" and not tile.sums_in_dispatch
+    last = kernels.parse_tile("64:32x32x128u2g1s2w4")[0]
+    assert last.sums_in_dispatch and last.split_sum_define() == {"SPLIT_SUM": "LAST"}
+    # one slice: nothing to add up, whatever the flag says
+    assert kernels.WorkgroupTile(64, 32, 32, 128).split_sum_define() == {"SPLIT_SUM": "PASS"}
+
+
+def test_direct_kernels_sum_split_k_in_the_dispatch():
+    a, b = kernels.exact_inputs("bf16->fp32", 100, 40, 512, seed=8)
+    tile = kernels.WorkgroupTile(64, 32, 32, 64, split_k=4)
+    (gemm,) = kernels.CoopMat2Kernel("bf16->fp32", tile).launch(a, b).dispatches
+    assert gemm.buffers == ("A", "B", "partial sums", "C", "arrivals") and gemm.defines["SPLIT_SUM"] == "LAST"
+    assert gemm.groups == (4 * 2, 4, 1)
+    compressed = sparse24.compress_2to4(a)
+    launch = kernels.Sparse24Kernel("bf16", tile, meta_words=1).launch(compressed.values, compressed.metadata, b)
+    (gemm,) = launch.dispatches
+    assert gemm.buffers == ("interleaved A", "B", "partial sums", "C", "arrivals")
+    assert gemm.defines == {"ELEMENT": "BF16", "META_WORDS": "1", "SPLIT_SUM": "LAST"}
 
 
 @pytest.mark.gpu
@@ -637,7 +707,7 @@ def test_staged_sparse_kernel_launch_and_its_limits():
     a, b = kernels.exact_inputs("bf16->fp32", 100, 48, 192, seed=6)
     compressed = sparse24.compress_2to4(a)
     (dispatch,) = kernel.launch(compressed.values, compressed.metadata, b).dispatches
-    assert dispatch.shader == "gemm/coopmat2_staged_sparse24.comp" and dispatch.defines == {"GEMM_TYPES": "BF16_F32"}
+    assert dispatch.shader == "gemm/coopmat2_staged_sparse24.comp" and dispatch.defines == {"GEMM_TYPES": "BF16_F32", "SPLIT_SUM": "PASS"}
     assert dispatch.buffers == ("values", "metadata", "B", "C") and dispatch.groups == (2 * 1, 1, 1)
     assert [int(v) for v in dispatch.push] == [100, 48, 192, 48, 48]
     with pytest.raises(kernels.GemmInputError, match="metadata has shape"):

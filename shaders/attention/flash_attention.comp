@@ -178,25 +178,7 @@ const uint MERGE_GROUP = 8;
 const uint MERGE_GROUPS = (KV_SPLITS + MERGE_GROUP - 1) / MERGE_GROUP;
 const uint MERGE_WIDTH = MERGE_GROUPS > MERGE_GROUP ? MERGE_GROUPS : MERGE_GROUP;
 shared float merge_lse[MERGE_WIDTH * BR];
-shared bool merge_last;
-
-// Whether this workgroup is the last of `count` to arrive at arrivals[slot] (every invocation's partials are
-// visible to the device before it arrives); the last one resets the counter for the next launch.
-bool arrive_last(const uint slot, const uint count) {
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                   gl_SemanticsAcquireRelease);
-    if (gl_LocalInvocationIndex == 0) {
-        const uint before = atomicAdd(arrivals[slot], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
-                                      gl_SemanticsAcquireRelease);
-        merge_last = before == count - 1;
-        if (merge_last) {
-            atomicExchange(arrivals[slot], 0u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
-        }
-    }
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                   gl_SemanticsAcquireRelease);
-    return merge_last;
-}
+#include "vkcoop/arrivals.glsl"
 
 // Merges partial slots [first, first + count) of the tile's rows (base_row.., row_count of them; a slot holds
 // total_rows rows) into slot `into`, or into O and the log-sum-exp when `into` is ~0u.

@@ -2,6 +2,7 @@
 // @variants GEMM_TYPES=F16_F16|F16_F32|BF16_F32|S8_S32
 // @variants SCOPE=WORKGROUP|SUBGROUP
 // @variants N_PARTS=1|2
+// @variants SPLIT_SUM=PASS|LAST
 // Sample 6: C[M][N] = A[M][K] * B[K][N] with workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2),
 // tensor layouts and flexible dimensions. Any M, N, K: tiles that cross an edge load through layouts with
 // Constant clamp (value 0), so the missing rows/columns/K-steps contribute nothing, and the store discards
@@ -12,16 +13,18 @@
 // (TILE_M/SUBGROUPS_M) x (TILE_N/SUBGROUPS_N) block of subgroup-scope flexible-dimension matrices loaded straight
 // from memory through the same tensor layouts (A and B rows shared between subgroups come from L1).
 // N_PARTS > 1 splits each matrix's N into that many accumulators that share one A load per K step.
-//   defines:        GEMM_TYPES (gemm_types.glsl), SCOPE = WORKGROUP | SUBGROUP, N_PARTS = 1 | 2
+//   defines:        GEMM_TYPES (gemm_types.glsl), SCOPE = WORKGROUP | SUBGROUP, N_PARTS = 1 | 2,
+//                   SPLIT_SUM = PASS | LAST (split_sum.glsl: a reduce pass, or the tile's last slice adds up)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (multiples of a flexible-dimensions
 //                   granularity row whose workgroupInvocations == WORKGROUP_SIZE), 4 B_COLUMN_MAJOR,
 //                   5 K_UNROLL, 6 GROUP_M (tile rows per raster group, for L2 reuse), 7 SPLIT_K (K slices;
-//                   > 1 writes fp32 partial sums [SPLIT_K][M][N] that splitk_reduce.comp adds up),
+//                   > 1 writes fp32 partial sums [SPLIT_K][M][N] that split_sum.glsl adds up),
 //                   8 SUBGROUPS_M (SCOPE=SUBGROUP: subgroups along M), 9 ALIGNED (the host's promise that
 //                   M and N are multiples of the tile, K of TILE_K and the strides of 16 bytes: the clamped edge
 //                   path and the clamped store are compiled out, as ggml builds aligned pipelines)
 //   push constants: M, N, K and the row strides (in elements) of A, B and C
-//   bindings:       0 A (row-major M x K), 1 B (K x N row-major, or N x K if B_COLUMN_MAJOR), 2 C (M x N)
+//   bindings:       0 A (row-major M x K), 1 B (K x N row-major, or N x K if B_COLUMN_MAJOR), 2 C (M x N), or
+//                   the partial sums when SPLIT_K > 1; SPLIT_SUM LAST: 3 C, 4 the tiles' arrival counts
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_cooperative_matrix : enable
 #extension GL_NV_cooperative_matrix2 : enable
@@ -56,12 +59,15 @@ layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer MatrixA { A_TYPE a[]; };
 layout(set = 0, binding = 1) readonly buffer MatrixB { A_TYPE b[]; };
-layout(set = 0, binding = 2) writeonly buffer MatrixC { C_TYPE c[]; };
 
 layout(push_constant) uniform Shape {
     uint M, N, K;
     uint stride_a, stride_b, stride_c;
 } shape;
+
+#define SUM_PARTIALS 2
+#define C_QUALIFIERS
+#include "split_sum.glsl"
 
 #if SCOPE == WORKGROUP
 #define MATRIX_SCOPE gl_ScopeWorkgroup
@@ -224,5 +230,10 @@ void main() {
     STORE_C(sum0, col0)
 #if N_PARTS == 2
     STORE_C(sum1, col0 + PART_N)
+#endif
+#if SPLIT_SUM == LAST
+    if (SPLIT_K > 1) {
+        sum_slices_when_last(tile.x * TILE_M, tile.y * TILE_N);
+    }
 #endif
 }

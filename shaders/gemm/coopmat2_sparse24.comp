@@ -1,6 +1,7 @@
 #version 450
 // @variants ELEMENT=F16|BF16
 // @variants META_WORDS=0|1|2|4
+// @variants SPLIT_SUM=PASS|LAST
 // The Vulkan 2:4 path: C[M][N] (fp32) = decompress(A) * B, where A arrives in vkcoop's shared 2:4 format
 // (vkcoop/sparse.py): values [M][K/2] (the two kept entries of every 4 along K, ascending) and metadata
 // [M][K/32] uint32 (nibble j of word c covers columns 32c+4j..32c+4j+3 and equals idx0 | idx1 << 2).
@@ -16,6 +17,7 @@
 // metadata sits next to its values (same cache lines) instead of in a second binding. Same 0.5625x traffic.
 //   defines:        ELEMENT = F16 | BF16 (A and B), accumulation and result fp32
 //                   META_WORDS = 0 (values and metadata in separate bindings) | 1 | 2 | 4 (interleaved)
+//                   SPLIT_SUM = PASS | LAST (split_sum.glsl; LAST adds two bindings after C: C, arrival counts)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (a multiple of 32), 4 B_COLUMN_MAJOR,
 //                   5 K_UNROLL, 6 GROUP_M, 7 SPLIT_K (> 1: partial sums [SPLIT_K][M][N], see coopmat2_gemm.comp),
 //                   9 ALIGNED (whole tiles, K a multiple of TILE_K, B rows of 16 bytes: no clamped code, as in
@@ -64,19 +66,24 @@ const uint SPARSE_BLOCK_K = 32;  // columns per metadata word = the layout's blo
 layout(set = 0, binding = 0) readonly buffer Values { uvec4 values[]; };
 layout(set = 0, binding = 1) readonly buffer Metadata { uint metadata[]; };
 layout(set = 0, binding = 2) readonly buffer MatrixB { A_TYPE b[]; };
-layout(set = 0, binding = 3) writeonly buffer MatrixC { float c[]; };
+#define SUM_PARTIALS 3
 #else
 const uint SPARSE_BLOCK_K = 32 * META_WORDS;  // columns per interleaved block
 
 layout(set = 0, binding = 0) readonly buffer Values { uvec4 values[]; };
 layout(set = 0, binding = 1) readonly buffer MatrixB { A_TYPE b[]; };
-layout(set = 0, binding = 2) writeonly buffer MatrixC { float c[]; };
+#define SUM_PARTIALS 2
 #endif
 
 layout(push_constant) uniform Shape {
     uint M, N, K;
     uint stride_b, stride_c;
 } shape;
+
+#define C_TYPE float
+#define C_FP32
+#define C_QUALIFIERS
+#include "split_sum.glsl"
 
 // Blocks of a row along K (the layouts' stride in blocks).
 uint blocks_per_row() {
@@ -230,5 +237,8 @@ void main() {
         partial = setTensorLayoutDimensionNV(partial, SPLIT_K, shape.M, shape.N);
         partial = setTensorLayoutStrideNV(partial, shape.M * shape.stride_c, shape.stride_c, 1);
         coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(partial, split, 1, row0, TILE_M, col0, TILE_N));
+#if SPLIT_SUM == LAST
+        sum_slices_when_last(row0, col0);
+#endif
     }
 }

@@ -1,19 +1,21 @@
 #version 450
 // @variants GEMM_TYPES=F16_F16|F16_F32|BF16_F32
+// @variants SPLIT_SUM=PASS|LAST
 // Experiment for docs/gemm-notes.md ("Staged through shared memory"): the coopmat2 GEMM with A and B copied to
 // shared memory in 16-byte vectors, double-buffered, and the workgroup-scope matrices loaded from there
 // (staged_gemm.glsl). Each invocation issues one 128-bit load per 8 elements, and the matrix loads come from
 // shared memory, where ldmatrix can serve them. Any M and N: rows and columns past the edge are fetched as zeros
 // and the store drops what falls outside (Constant clamp).
-//   defines:        GEMM_TYPES (gemm_types.glsl; 16-bit inputs only)
+//   defines:        GEMM_TYPES (gemm_types.glsl; 16-bit inputs only), SPLIT_SUM = PASS | LAST (split_sum.glsl)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (multiples of a flexible-dimensions row with
 //                   workgroupInvocations == WORKGROUP_SIZE), 6 GROUP_M (tile rows per raster group), 7 SPLIT_K
-//                   (K slices writing fp32 partial sums [SPLIT_K][M][N] for splitk_reduce.comp), 9 ALIGNED (M, N
+//                   (K slices writing fp32 partial sums [SPLIT_K][M][N], added up as split_sum.glsl says), 9 ALIGNED (M, N
 //                   whole tiles and K whole TILE_K steps: no bounds tests in the copies, an unclamped store),
 //                   10 PREFETCH (K steps in flight in registers while one multiplies)
 //   push constants: M, N, K and the row strides (in elements) of A, B and C; K, N and the A/B strides must be
 //                   multiples of 8 (whole 16-byte vectors), which the host checks
-//   bindings:       0 A (row-major M x K), 1 B (row-major K x N), 2 C (M x N)
+//   bindings:       0 A (row-major M x K), 1 B (row-major K x N), 2 C (M x N) or the partial sums; SPLIT_SUM LAST:
+//                   3 C, 4 the tiles' arrival counts
 #extension GL_EXT_shader_explicit_arithmetic_types : enable
 #include "gemm_types.glsl"
 #if A_BYTES != 2

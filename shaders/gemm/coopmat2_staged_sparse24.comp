@@ -1,5 +1,6 @@
 #version 450
 // @variants GEMM_TYPES=F16_F32|BF16_F32
+// @variants SPLIT_SUM=PASS|LAST
 // Experiment for docs/gemm-notes.md ("2:4 expanded in the staging copy"): the staged coopmat2 GEMM
 // (staged_gemm.glsl) with A read in vkcoop's 2:4 format, 16-byte vectors of values plus their metadata, and
 // expanded to dense rows on the way into shared memory (sparse24_expand.glsl). Why: the decode-function path
@@ -8,7 +9,8 @@
 //   defines:        GEMM_TYPES (F16_F32 | BF16_F32)
 //   spec constants: as coopmat2_staged_gemm.comp (SPLIT_K, ALIGNED, PREFETCH too); TILE_K a multiple of 32 (one metadata word)
 //   push constants: M, N, K, the row strides of B and C (in elements); K a multiple of 32, N of 8
-//   bindings:       0 values ([M][K/2]), 1 metadata (uint [M][K/32]), 2 B (row-major K x N), 3 C (M x N)
+//   bindings:       0 values ([M][K/2]), 1 metadata (uint [M][K/32]), 2 B (row-major K x N), 3 C (M x N) or the
+//                   partial sums; SPLIT_SUM LAST (split_sum.glsl): 4 C, 5 the tiles' arrival counts
 #extension GL_EXT_shader_explicit_arithmetic_types : enable
 #include "gemm_types.glsl"
 #include "sparse24_expand.glsl"

@@ -16,11 +16,13 @@
 #elif GEMM_TYPES == F16_F32
 #define A_TYPE float16_t
 #define C_TYPE float
+#define C_FP32
 #define A_BYTES 2
 #elif GEMM_TYPES == BF16_F32
 #extension GL_EXT_bfloat16 : require
 #define A_TYPE bfloat16_t
 #define C_TYPE float
+#define C_FP32
 #define A_BYTES 2
 #elif GEMM_TYPES == S8_S32
 #define A_TYPE int8_t

@@ -16,14 +16,16 @@ layout(constant_id = 1) const uint TILE_M = 128;
 layout(constant_id = 2) const uint TILE_N = 128;
 layout(constant_id = 3) const uint TILE_K = 32;
 layout(constant_id = 6) const uint GROUP_M = 8;
-layout(constant_id = 7) const uint SPLIT_K = 1;     // > 1: K slices write fp32 partial sums [SPLIT_K][M][N]
+layout(constant_id = 7) const uint SPLIT_K = 1;     // > 1: K slices write fp32 partial sums (split_sum.glsl)
 layout(constant_id = 9) const bool ALIGNED = false; // the host's promise: M, N whole tiles, K whole TILE_K steps
 layout(constant_id = 10) const uint PREFETCH = 1;   // K steps whose loads are in flight (register sets) while one multiplies
 layout(local_size_x_id = 0) in;
 
 // restrict: A, B and C never alias, so the driver may use its non-coherent load path for A and B.
 layout(set = 0, binding = A_BINDINGS) restrict readonly buffer MatrixB { uvec4 b[]; };
-layout(set = 0, binding = A_BINDINGS + 1) restrict writeonly buffer MatrixC { C_TYPE c[]; };
+#define SUM_PARTIALS (A_BINDINGS + 1)
+#define C_QUALIFIERS restrict
+#include "split_sum.glsl"
 
 const uint E = ELEMENTS_PER_16B;
 // One 16-byte skew per shared row keeps consecutive rows of a matrix load on different banks.
@@ -140,6 +142,9 @@ void main() {
         partial = setTensorLayoutDimensionNV(partial, SPLIT_K, shape.M, shape.N);
         partial = setTensorLayoutStrideNV(partial, shape.M * shape.stride_c, shape.stride_c, 1);
         coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(partial, split, 1, row0, TILE_M, col0, TILE_N));
+#if SPLIT_SUM == LAST
+        sum_slices_when_last(row0, col0);
+#endif
     } else if (ALIGNED) {
         tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);
         exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);

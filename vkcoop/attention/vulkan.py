@@ -17,11 +17,12 @@ from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose
                     stats_columns)
 
 EXTENSIONS = ("VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
-#: What flash_attention.comp uses besides its element types. maintenance4: local_size_x_id (LocalSizeId).
+#: What flash_attention.comp uses besides its element types. maintenance4: local_size_x_id (LocalSizeId);
+#: vulkanMemoryModelDeviceScope: the fused merge's device-scope arrivals (SPLIT_MERGE=FUSED).
 ATTENTION_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
                       "cooperativeMatrixTensorAddressing", "cooperativeMatrixReductions",
                       "cooperativeMatrixConversions", "cooperativeMatrixPerElementOperations",
-                      "vulkanMemoryModel", "maintenance4")
+                      "vulkanMemoryModel", "vulkanMemoryModelDeviceScope", "maintenance4")
 
 
 def attention_features(dtypes=("fp16",), subgroup_rows: bool = False) -> list[str]:

@@ -102,17 +102,26 @@ def _tiles(tile: WorkgroupTile, m: int, n: int) -> int:
     return -(-m // tile.tile_m) * -(-n // tile.tile_n)
 
 
-def _target(split: int) -> str:
-    """The buffer a GEMM dispatch writes: C, or the fp32 partial sums of a split-K run."""
-    return "C" if split == 1 else "partial sums"
-
-
-def _with_reduce(gemm: Dispatch, inputs: dict, m: int, n: int, k: int, output_dtype, split: int) -> Launch:
-    """A Launch of ``gemm`` and, for split > 1, the [split][M][N] fp32 partial sums and their reduce pass."""
+def _split_launch(shader: str, defines: dict, specialization: dict, inputs: dict, tile: WorkgroupTile,
+                  shape: tuple, push: tuple, output_dtype, options: dict | None = None) -> Launch:
+    """The GEMM dispatch of ``tile`` over ``inputs`` for ``shape`` = (M, N, K), and how its K slices are added up:
+    with one slice it writes C; with more, the fp32 partial sums [split][M][N] and then either the last slice of each
+    tile to finish adds them up into C (split_sum.glsl, over a zero-filled arrival count per tile) or, for a
+    ``reduce_pass`` tile, splitk_reduce.comp does in a second dispatch."""
+    m, n, k = shape
+    split, tiles = tile.split_k, _tiles(tile, m, n)
     outputs = {"C": ((m, n), np.dtype(output_dtype))}
-    dispatches = [gemm]
-    if split > 1:
+    if split == 1:
+        targets = ("C",)
+    else:
         outputs["partial sums"] = ((split, m, n), np.dtype(np.float32))
+        targets = ("partial sums",)
+    if tile.sums_in_dispatch:
+        outputs["arrivals"] = ((tiles,), np.dtype(np.uint32))
+        targets += ("C", "arrivals")
+    dispatches = [Dispatch(shader, {**defines, **tile.split_sum_define()}, specialization,
+                           tuple(inputs) + targets, (tiles, split, 1), push, options or {})]
+    if split > 1 and tile.reduce_pass:
         count = m * n
         dispatches.append(Dispatch(SPLIT_K_REDUCE_SHADER, {}, {}, ("partial sums", "C"),
                                    (min(-(-count // REDUCE_WORKGROUP), 65535), 1, 1), _u32(count, split)))
@@ -146,11 +155,10 @@ class _WorkgroupKernel:
 
     def _launch(self, inputs: dict, m: int, n: int, k: int, push: tuple, defines: dict, output_dtype,
                 extra_specialization: dict | None = None) -> Launch:
-        """The GEMM dispatch and, for split_k > 1, the fp32 partial sums and their reduce pass."""
+        """The GEMM dispatch and, for split_k > 1, the fp32 partial sums and how they are added up."""
         specialization = {**self.tile.specialization(self.b_column_major), **(extra_specialization or {})}
-        gemm = Dispatch(self.shader, defines, specialization, tuple(inputs) + (_target(self.tile.split_k),),
-                        (_tiles(self.tile, m, n), self.tile.split_k, 1), push, self.pipeline_options())
-        return _with_reduce(gemm, inputs, m, n, k, output_dtype, self.tile.split_k)
+        return _split_launch(self.shader, defines, specialization, inputs, self.tile, (m, n, k), push, output_dtype,
+                             self.pipeline_options())
 
     def pipeline_options(self) -> dict:
         return {}
@@ -315,7 +323,7 @@ class KhrKernel(_SharedMemoryKernel):
 class StagedKernel(_SharedMemoryKernel):
     """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
     double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
-    whole 16-byte vectors; any M. ``split_k`` > 1 (fp32 results) adds a reduce pass, as the direct kernel does;
+    whole 16-byte vectors; any M. ``split_k`` > 1 (fp32 results) adds the slices up as the direct kernel does;
     the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4)."""
     shader = STAGED_SHADER
     what = "staged"
@@ -356,10 +364,8 @@ class StagedKernel(_SharedMemoryKernel):
                 "ALIGNED": self.aligned(m, n, k), "PREFETCH": tile.k_unroll}
 
     def _staged_launch(self, inputs: dict, m: int, n: int, k: int, push: tuple) -> Launch:
-        split = self.tile.split_k
-        gemm = Dispatch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k),
-                        tuple(inputs) + (_target(split),), (_tiles(self.tile, m, n), split, 1), push)
-        return _with_reduce(gemm, inputs, m, n, k, self.types.output_dtype, split)
+        return _split_launch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k), inputs,
+                             self.tile, (m, n, k), push, self.types.output_dtype)
 
     def launch(self, a, b) -> Launch:
         a, b, m, n, k = self._operands(a, b)

@@ -6,7 +6,8 @@ matrices are exact KHR-table shapes. Rows are :class:`vkcoop.vk.ShapeEntry` (``P
 ``khr_shapes()``).
 
 A tile's :meth:`WorkgroupTile.label` is its own parse form: ``INVOCATIONS:MxNxK uUNROLL gGROUP_M [sSPLIT_K]
-[wWORKGROUPS_PER_SM] [sgSUBGROUPS_M] [pN_PARTS]`` without spaces, read back by :func:`parse_tile`.
+[wWORKGROUPS_PER_SM] [sgSUBGROUPS_M] [pN_PARTS] [r]`` without spaces (``r``: split-K adds up in a reduce pass),
+read back by :func:`parse_tile`.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ..vk.tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
 from .types import GemmInputError, gemm_types
 
 SUBGROUP_SIZE = 32
-#: The most K slices a tile is split into (each writes an fp32 partial plane that a second pass adds up).
+#: The most K slices a tile is split into (each writes an fp32 partial plane; see ``WorkgroupTile.reduce_pass``).
 MAX_SPLIT_K = 16
 
 
@@ -34,7 +35,7 @@ class WorkgroupTile:
     tile_k: int
     k_unroll: int = 2
     group_m: int = 8
-    split_k: int = 1   # > 1: K is cut into slices whose fp32 partial sums a second dispatch adds up
+    split_k: int = 1   # > 1: K is cut into slices whose fp32 partial sums are added up (``reduce_pass``)
     #: 0: one workgroup-scope matrix per workgroup; > 0: subgroup-scope matrices, this many subgroups along M
     #: (the rest along N), each owning (tile_m / subgroups_m) x (tile_n / subgroups_n). coopmat2_gemm.comp only.
     subgroups_m: int = 0
@@ -43,6 +44,9 @@ class WorkgroupTile:
     #: SM count; what the kernel's registers let an SM keep resident); ``split_k`` is the split where the SM count
     #: is unknown. 0: ``split_k`` as given.
     per_sm: int = 0
+    #: With ``split_k`` > 1: True adds the K slices up in a second dispatch (splitk_reduce.comp); False lets the last
+    #: slice of each tile to finish add them up in the same dispatch (split_sum.glsl), with the same bits.
+    reduce_pass: bool = False
 
     @property
     def subgroup_scope(self) -> bool:
@@ -63,8 +67,9 @@ class WorkgroupTile:
         fill = f"w{self.per_sm}" if self.per_sm else ""
         scope = f"sg{self.subgroups_m}" if self.subgroup_scope else ""
         parts = f"p{self.n_parts}" if self.n_parts > 1 else ""
+        reduce = "r" if self.reduce_pass else ""
         return (f"{self.workgroup_size}:{self.tile_m}x{self.tile_n}x{self.tile_k}"
-                f"u{self.k_unroll}g{self.group_m}{split}{fill}{scope}{parts}")
+                f"u{self.k_unroll}g{self.group_m}{split}{fill}{scope}{parts}{reduce}")
 
     def fill_split(self, m: int, n: int, k: int, sm_count: int | None) -> "WorkgroupTile":
         """This tile for an M x N x K problem: with ``per_sm`` and a known SM count, ``split_k`` becomes the largest
@@ -77,9 +82,20 @@ class WorkgroupTile:
         steps = max(1, -(-k // self.tile_k))
         return replace(self, split_k=max(1, min(sm_count * self.per_sm // tiles, steps, MAX_SPLIT_K)))
 
+    @property
+    def sums_in_dispatch(self) -> bool:
+        """Whether the last K slice of each tile adds the slices up (split_sum.glsl's LAST): a split without the
+        reduce pass."""
+        return self.split_k > 1 and not self.reduce_pass
+
+    def split_sum_define(self) -> dict:
+        """The SPLIT_SUM define of every split-K GEMM shader (split_sum.glsl)."""
+        return {"SPLIT_SUM": "LAST" if self.sums_in_dispatch else "PASS"}
+
     def defines(self) -> dict:
         """Compile-time defines of coopmat2_gemm.comp beyond GEMM_TYPES."""
-        return {"SCOPE": "SUBGROUP" if self.subgroup_scope else "WORKGROUP", "N_PARTS": str(self.n_parts)}
+        return {"SCOPE": "SUBGROUP" if self.subgroup_scope else "WORKGROUP", "N_PARTS": str(self.n_parts),
+                **self.split_sum_define()}
 
     def specialization(self, b_column_major: bool) -> dict:
         """The named specialization constants of coopmat2_gemm.comp (coopmat2_sparse24.comp has all but
@@ -92,8 +108,8 @@ class WorkgroupTile:
         return constants
 
 
-_TILE = re.compile(r"(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(?:w(\d+))?(?:sg(\d+))?(?:p(\d+))?")
-TILE_GRAMMAR = "INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wWORKGROUPS_PER_SM][sgSUBGROUPS_M][pN_PARTS]"
+_TILE = re.compile(r"(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(?:w(\d+))?(?:sg(\d+))?(?:p(\d+))?(r)?")
+TILE_GRAMMAR = "INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wWORKGROUPS_PER_SM][sgSUBGROUPS_M][pN_PARTS][r]"
 
 
 def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
@@ -101,10 +117,10 @@ def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
     match = _TILE.match(text.strip())
     if not match:
         raise GemmInputError(f"tile {text!r} is not {TILE_GRAMMAR}")
-    inv, m, n, k, unroll, group, split, fill, subgroups, parts = match.groups()
+    inv, m, n, k, unroll, group, split, fill, subgroups, parts, reduce = match.groups()
     tile = WorkgroupTile(int(inv), int(m), int(n), int(k), k_unroll=int(unroll or 2), group_m=int(group or 8),
                          split_k=int(split or 1), subgroups_m=int(subgroups or 0), n_parts=int(parts or 1),
-                         per_sm=int(fill or 0))
+                         per_sm=int(fill or 0), reduce_pass=bool(reduce))
     return tile, text.strip()[match.end():]
 
 

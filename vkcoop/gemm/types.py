@@ -67,7 +67,7 @@ SPARSE24_TYPES = {"fp16": ("F16", "fp16->fp32"), "bf16": ("BF16", "bf16->fp32")}
 #: workgroups with local_size_x_id (ExecutionMode LocalSizeId).
 COOPMAT2_GEMM_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope",
                           "cooperativeMatrixFlexibleDimensions", "cooperativeMatrixTensorAddressing",
-                          "vulkanMemoryModel", "maintenance4")
+                          "vulkanMemoryModel", "vulkanMemoryModelDeviceScope", "maintenance4")
 SPARSE24_FEATURES = COOPMAT2_GEMM_FEATURES + ("cooperativeMatrixBlockLoads", "bufferDeviceAddress", "shaderInt16")
 #: The KHR kernel's own needs; the bench also pins its subgroup size to 32 (SUBGROUP_SIZE_FEATURES).
 KHR_CORE_FEATURES = ("cooperativeMatrix", "vulkanMemoryModel", "maintenance4")

@@ -135,6 +135,13 @@ class VulkanGemm:
         self._bound = (launch, resolved, buffers)
         return self
 
+    def bound_buffer(self, name: str):
+        """The device buffer ``name`` of the bound launch (an input, C, or what a split-K GEMM writes besides)."""
+        buffers = self._require_bound()[2]
+        if name not in buffers:
+            raise GemmInputError(f"{self.name}: the bound launch has no buffer {name!r} (it has {', '.join(buffers)})")
+        return buffers[name]
+
     def _require_bound(self):
         if self._bound is None:
             raise GemmInputError(f"{self.name}: bind() inputs first")

@@ -91,14 +91,27 @@ def split_k_partials(a: np.ndarray, b: np.ndarray, tile: gemm.WorkgroupTile) -> 
     return np.stack(planes)
 
 
+def slice_order_sum(planes: np.ndarray) -> np.ndarray:
+    """The planes added in fp32 from zero in slice order, as splitk_reduce.comp and split_sum.glsl add them."""
+    total = np.zeros(planes.shape[1:], np.float32)
+    for plane in planes:
+        total = total + plane
+    return total
+
+
 def coopmat2_split_k_case(name: str, types, tile: gemm.WorkgroupTile, a: np.ndarray, b: np.ndarray) -> Case:
-    """The split-K GEMM pass alone: its output is the [SPLIT_K][M][N] partial sums (written through a 3-D
-    tensor layout, one plane per slice), compared with each slice's exact product."""
+    """The split-K GEMM dispatch: the [SPLIT_K][M][N] partial sums (written through a 3-D tensor layout, one plane
+    per slice), compared with each slice's exact product; where the last slice of a tile adds them up
+    (split_sum.glsl), also C and the arrival counts, which the last slice sets back to zero."""
     t = gemm.gemm_types(types)
     if t.output_dtype != np.float32 or tile.split_k < 2:
         raise SampleInputError(f"case {name}: split-K needs fp32 results and split_k >= 2")
     launch = gemm.CoopMat2Kernel(t, tile).launch(a, b)
-    return launch_case(name, launch, {"partial sums": split_k_partials(a, b, tile)})
+    planes = split_k_partials(a, b, tile)
+    expected = {"partial sums": planes}
+    if tile.sums_in_dispatch:
+        expected.update({"C": slice_order_sum(planes), "arrivals": np.zeros(*launch.outputs["arrivals"])})
+    return launch_case(name, launch, expected)
 
 
 def edge_shapes(tile, elements_per_16_bytes: int) -> dict[str, tuple[int, int, int]]:
@@ -175,7 +188,10 @@ class CoopMat2GemmSample(_TiledGemmSample):
         if shape_name == "ragged" and types.output_dtype == np.float32:
             split = replace(tile, split_k=3)
             a3, b3 = gemm.exact_inputs(types, m, n, 7 * tile.tile_k + 5, seed=m)
-            cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 partial sums", types, split, a3, b3))
+            cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 summed by the last slice", types,
+                                               split, a3, b3))
+            cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 partial sums (reduce pass)", types,
+                                               replace(split, reduce_pass=True), a3, b3))
         return cases
 
     @staticmethod

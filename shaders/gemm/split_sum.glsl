@@ -1,0 +1,79 @@
+// How a split-K GEMM adds up its K slices. Every slice of a tile stores its partial sums in plane `split` of
+// [SPLIT_K][M][N] (C_TYPE, binding SUM_PARTIALS, declared here as `c`), then, by the SPLIT_SUM define:
+//   PASS  splitk_reduce.comp adds the planes up in a second dispatch (and SPLIT_K == 1 stores C into `c`);
+//   LAST  the last slice of the tile to finish adds the tile's planes up and writes C (binding SUM_PARTIALS + 1):
+//         no second dispatch and no barrier between two. It adds in slice order from zero, as splitk_reduce.comp
+//         does, so both give the same bits. Binding SUM_PARTIALS + 2 counts each tile's arrivals (one uint per
+//         workgroup of a slice, gl_WorkGroupID.x).
+// The including shader defines SUM_PARTIALS, C_QUALIFIERS (PASS's C: e.g. restrict) and, where C_TYPE is float,
+// C_FP32, and declares the spec constants WORKGROUP_SIZE, TILE_M, TILE_N, SPLIT_K, ALIGNED and the push constants
+// shape.M, shape.N, shape.stride_c first.
+#define PASS 1
+#define LAST 2
+#ifndef SPLIT_SUM
+#define SPLIT_SUM PASS
+#endif
+#if SPLIT_SUM == PASS
+layout(set = 0, binding = SUM_PARTIALS) C_QUALIFIERS writeonly buffer MatrixC { C_TYPE c[]; };
+#elif SPLIT_SUM == LAST
+// Device-coherent: the last slice reads the planes the others stored. No C_QUALIFIERS: the planes and C have two
+// views each (scalars and quads), which restrict would promise away.
+layout(set = 0, binding = SUM_PARTIALS) devicecoherent buffer MatrixC { C_TYPE c[]; };
+layout(set = 0, binding = SUM_PARTIALS + 1) writeonly buffer SplitSum { C_TYPE sum_c[]; };
+layout(set = 0, binding = SUM_PARTIALS + 2) devicecoherent buffer SplitArrivals { uint arrivals[]; };
+#include "vkcoop/arrivals.glsl"
+
+#ifdef C_FP32
+// fp32 results: the planes read four columns at a time where the tile is whole (ALIGNED rows are 16-byte multiples).
+layout(set = 0, binding = SUM_PARTIALS) devicecoherent buffer MatrixCQuads { vec4 c4[]; };
+layout(set = 0, binding = SUM_PARTIALS + 1) writeonly buffer SplitSumQuads { vec4 sum_c4[]; };
+#endif
+// Elements (or quads) of the tile each invocation adds per round: all their loads, SUM_ROUND x SPLIT_K, are in flight
+// at once (one round for a 64x64 tile of 128 invocations).
+const uint SUM_ROUND = 8;
+
+// After this slice stored its plane: the tile's last slice to arrive writes C[row0.., col0..] = sum over the
+// slices of their planes, in slice order. Called in uniform control flow.
+void sum_slices_when_last(const uint row0, const uint col0) {
+    if (!arrive_last(gl_WorkGroupID.x, SPLIT_K)) {
+        return;
+    }
+    const uint plane = shape.M * shape.stride_c;
+#ifdef C_FP32
+    if (ALIGNED) {
+        const uint QUADS_PER_ROW = TILE_N / 4, quads = TILE_M * QUADS_PER_ROW;
+        for (uint first = 0; first * WORKGROUP_SIZE < quads; first += SUM_ROUND) {
+            [[unroll]] for (uint j = 0; j < SUM_ROUND; ++j) {
+                const uint quad = (first + j) * WORKGROUP_SIZE + gl_LocalInvocationIndex;
+                if (quad < quads) {
+                    const uint at = ((row0 + quad / QUADS_PER_ROW) * shape.stride_c + col0) / 4 + quad % QUADS_PER_ROW;
+                    vec4 total = vec4(0);
+                    [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) {
+                        total += c4[s * (plane / 4) + at];
+                    }
+                    sum_c4[at] = total;
+                }
+            }
+        }
+        return;
+    }
+#endif
+    const uint per_invocation = (TILE_M * TILE_N + WORKGROUP_SIZE - 1) / WORKGROUP_SIZE;
+    for (uint first = 0; first < per_invocation; first += SUM_ROUND) {
+        [[unroll]] for (uint j = 0; j < SUM_ROUND; ++j) {
+            const uint element = (first + j) * WORKGROUP_SIZE + gl_LocalInvocationIndex;   // adjacent columns
+            const uint row = row0 + element / TILE_N, col = col0 + element % TILE_N;
+            if (element < TILE_M * TILE_N && row < shape.M && col < shape.N) {
+                const uint at = row * shape.stride_c + col;
+                C_TYPE total = C_TYPE(0);
+                [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) {
+                    total += c[s * plane + at];
+                }
+                sum_c[at] = total;
+            }
+        }
+    }
+}
+#else
+#error "SPLIT_SUM must be PASS or LAST"
+#endif
