@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.vulkan, pytest.mark.toolchain]
 def expander():
     toolchain_or_skip()
     try:
-        device = vk.Device()
+        device = vk.Device(features=["shaderInt64"])   # the expansion's 64-bit shifts
     except vk.VulkanError as error:
         pytest.skip(f"no Vulkan device: {error}")
     with device:

@@ -68,7 +68,10 @@ SPARSE24_TYPES = {"fp16": ("F16", "fp16->fp32"), "bf16": ("BF16", "bf16->fp32")}
 COOPMAT2_GEMM_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope",
                           "cooperativeMatrixFlexibleDimensions", "cooperativeMatrixTensorAddressing",
                           "vulkanMemoryModel", "vulkanMemoryModelDeviceScope", "maintenance4")
-SPARSE24_FEATURES = COOPMAT2_GEMM_FEATURES + ("cooperativeMatrixBlockLoads", "bufferDeviceAddress", "shaderInt16")
+#: The 2:4 kernels: the decode function's block loads and pointers, 16-bit values, and the staged kernel's 64-bit
+#: shifts (sparse24_expand.glsl).
+SPARSE24_FEATURES = COOPMAT2_GEMM_FEATURES + ("cooperativeMatrixBlockLoads", "bufferDeviceAddress", "shaderInt16",
+                                              "shaderInt64")
 #: The KHR kernel's own needs; the bench also pins its subgroup size to 32 (SUBGROUP_SIZE_FEATURES).
 KHR_CORE_FEATURES = ("cooperativeMatrix", "vulkanMemoryModel", "maintenance4")
 SUBGROUP_SIZE_FEATURES = ("subgroupSizeControl", "computeFullSubgroups")
