@@ -14,7 +14,7 @@ from vkcoop import gemm
 from vkcoop.bench import measure, roofline
 from vkcoop.bench import sparse as bench
 from vkcoop.bench.tuning import TuningCache
-from vkcoop.gemm.configs import DeviceLimits, derive_workgroup_configs, path_kernel, recorded_device
+from vkcoop.gemm.configs import DeviceLimits, derive_workgroup_configs, parse_config, path_kernel, recorded_device
 from vkcoop.gemm.exact import FP16_EXACT_TERMS, short_sum_b
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import CoopMat2Fp16AccumulatingPath, seed_configs
@@ -151,21 +151,27 @@ def test_the_path_takes_fp16_inputs_only_and_inspect_says_so_before_any_device_w
     assert PATH in bench.VULKAN_PATHS and PATH not in bench.CUDA_PATHS
 
 
-def test_its_configurations_split_no_k_and_keep_256x256_tiles_in_fp16_registers():
+def test_its_configurations_keep_256x256_tiles_in_fp16_registers_and_split_k_without_a_reduce_pass():
     _, flexible, _, limits = recorded_device(json.loads((DOCS / "h100-capabilities.json").read_text()))
     square = GemmProblem("fp16", "square", 8192, 8192, 8192)
     derived = derive_workgroup_configs(PATH, square, flexible, limits)
     assert derived[0].label() == "256:256x256x32u8g8"     # 256 fp16 accumulators = 128 registers an invocation
     assert "256:256x256x32u8g8" not in {c.label() for c in derive_workgroup_configs("vk-coopmat2-dense", square,
                                                                                        flexible, limits)}
-    for problem in (square, GemmProblem("fp16", "llm", 8192, 32, 8192), GemmProblem("fp16", "llm", 8192, 16, 8192)):
+    llm = GemmProblem("fp16", "llm", 8192, 32, 8192)
+    for problem in (square, llm, GemmProblem("fp16", "llm", 8192, 16, 8192)):
         configs = seed_configs(H100, PATH, problem) + derive_workgroup_configs(PATH, problem, flexible, limits)
+        splits = set()
         for config in configs:
             ran = config.for_problem(problem, 132)
-            assert ran.tile.split_k == 1
+            splits.add(ran.tile.split_k)
+            assert not ran.tile.reduce_pass       # fp16 planes are added by the last slice, never by the fp32 pass
             kernel = path_kernel(PATH, ran, "fp16")
             assert kernel.types.key == "fp16->fp16"
             gemm.check_workgroup_tile(flexible, kernel.types, ran.tile)
+        assert (splits == {1}) == (problem is square), (problem, splits)   # narrow ones fill a wave
+    with pytest.raises(gemm.GemmInputError, match="reduce pass"):
+        path_kernel(PATH, parse_config("64:32x32x128u2g1s2rc"), "fp16")
 
 
 def test_its_roofline_is_the_fp16_accumulating_ceiling_and_its_c_is_two_bytes():

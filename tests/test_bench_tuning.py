@@ -277,14 +277,15 @@ def test_derived_configurations_fit_the_recorded_device(report, path_name):
         for config in configs:
             tile = config.tile
             gemm.check_workgroup_tile(flexible, path_types(path_name, problem.dtype), tile)
-            path_kernel(path_name, config, problem.dtype)   # the kernel takes it (fp16 results: no split-K)
+            path_kernel(path_name, config, problem.dtype)   # the kernel takes it (fp16 results: no reduce pass)
+            assert not tile.reduce_pass
             assert tile.workgroup_size <= limits.max_workgroup
             assert max(tile.tile_m, tile.tile_n, tile.tile_k) <= (limits.max_dimension or 1 << 30)
             assert (tile.tile_m + tile.tile_n) * tile.tile_k * 2 <= limits.staging_bytes
             assert config.meta_words in gemm.META_WORDS_CHOICES
             if path_name != "vk-coopmat2-2:4":
                 assert config.meta_words == 0
-            if tuning_class(problem) == "compute" or not fp32_results:
+            if tuning_class(problem) == "compute":
                 assert tile.split_k == 1 and tile.per_sm == 0
             else:   # narrow: split-K fills one wave of per_sm workgroups per SM, resolved per problem
                 assert tile.per_sm in NARROW_FILLS and tile.split_k == NARROW_FALLBACK_SPLIT

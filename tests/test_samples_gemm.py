@@ -195,9 +195,10 @@ def test_coopmat2_cases_cover_types_ragged_shapes_and_column_major_b():
             assert outputs == {"partial sums": (split, m, n)}
         assert case.groups == (tiles, split, 1)
     assert ragged >= 8
-    # split-K for the two fp32-result types, summed by the last slice and by the reduce pass
-    splits = [c.defines["SPLIT_SUM"] for c in cases if c.specialization["SPLIT_K"] > 1]
-    assert sorted(splits) == ["LAST", "LAST", "PASS", "PASS"]
+    # split-K summed by the last slice for every type, and by the reduce pass for the two fp32-result types
+    splits = sorted((c.defines["SPLIT_SUM"], c.defines["GEMM_TYPES"]) for c in cases if c.specialization["SPLIT_K"] > 1)
+    assert splits == [("LAST", "BF16_F32"), ("LAST", "F16_F16"), ("LAST", "F16_F32"), ("LAST", "S8_S32"),
+                      ("PASS", "BF16_F32"), ("PASS", "F16_F32")]
 
 
 def test_split_k_partials_cover_k_once_in_whole_tile_steps():
@@ -210,11 +211,19 @@ def test_split_k_partials_cover_k_once_in_whole_tile_steps():
     assert np.array_equal(planes[0], (a[:, :96].astype(np.float32) @ b[:96].astype(np.float32)))
 
 
-def test_split_k_needs_fp32_results():
-    tile = kernels.WorkgroupTile(256, 128, 128, 32, split_k=2)
+def test_the_reduce_pass_needs_fp32_results_and_a_split_needs_two_slices():
     a, b = kernels.exact_inputs("fp16->fp16", 8, 8, 64)
-    with pytest.raises(SampleInputError, match="fp32"):
-        gemm_samples.coopmat2_split_k_case("x", "fp16->fp16", tile, a, b)
+    with pytest.raises(SampleInputError, match="fp32 results with a reduce pass"):
+        gemm_samples.coopmat2_split_k_case("x", "fp16->fp16", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2,
+                                                                                     reduce_pass=True), a, b)
+    with pytest.raises(SampleInputError, match="split_k >= 2"):
+        gemm_samples.coopmat2_split_k_case("x", "fp16->fp16", kernels.WorkgroupTile(256, 128, 128, 32), a, b)
+    # fp16 results: the planes and their sum are fp16, added in slice order
+    case = gemm_samples.coopmat2_split_k_case("x", "fp16->fp16", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2),
+                                              a, b)
+    expected = {binding.name: binding.expected for binding in case.bindings if binding.expected is not None}
+    assert expected["partial sums"].dtype == np.float16 and expected["C"].dtype == np.float16
+    assert np.array_equal(expected["C"], kernels.reference_gemm(a, b, np.float16))
 
 
 def test_column_major_case_stores_b_transposed_and_keeps_the_same_expected():
@@ -627,8 +636,11 @@ def test_staged_kernel_launch_and_its_limits():
         kernels.StagedKernel("s8->s32", tile)
     with pytest.raises(kernels.GemmInputError, match="whole number"):
         kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 32, 32, 16))
-    with pytest.raises(kernels.GemmInputError, match="fp32 partial sums"):
-        kernels.StagedKernel("fp16->fp16", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2))
+    with pytest.raises(kernels.GemmInputError, match="reduce pass"):   # the pass adds fp32 planes only
+        kernels.StagedKernel("fp16->fp16", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2, reduce_pass=True))
+    fp16_split = kernels.StagedKernel("fp16->fp16", kernels.WorkgroupTile(256, 128, 128, 32, split_k=2))
+    assert fp16_split.launch(*kernels.exact_inputs("fp16->fp16", 128, 128, 64, seed=1)).outputs["partial sums"] == \
+        ((2, 128, 128), np.dtype(np.float16))
     with pytest.raises(kernels.GemmInputError, match="prefetch depth is 1 to 4"):
         kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 128, 32, k_unroll=5))
     with pytest.raises(kernels.GemmInputError, match="one workgroup-scope accumulator"):

@@ -81,7 +81,7 @@ layout(push_constant) uniform Shape {
 } shape;
 
 #define C_TYPE float
-#define C_FP32
+#define C_VEC4 vec4
 #define C_QUALIFIERS
 #include "split_sum.glsl"
 

@@ -12,21 +12,23 @@
 #if GEMM_TYPES == F16_F16
 #define A_TYPE float16_t
 #define C_TYPE float16_t
+#define C_VEC4 f16vec4
 #define A_BYTES 2
 #elif GEMM_TYPES == F16_F32
 #define A_TYPE float16_t
 #define C_TYPE float
-#define C_FP32
+#define C_VEC4 vec4
 #define A_BYTES 2
 #elif GEMM_TYPES == BF16_F32
 #extension GL_EXT_bfloat16 : require
 #define A_TYPE bfloat16_t
 #define C_TYPE float
-#define C_FP32
+#define C_VEC4 vec4
 #define A_BYTES 2
 #elif GEMM_TYPES == S8_S32
 #define A_TYPE int8_t
 #define C_TYPE int32_t
+#define C_VEC4 i32vec4
 #define A_BYTES 1
 #else
 #error "GEMM_TYPES must be F16_F16, F16_F32, BF16_F32 or S8_S32"

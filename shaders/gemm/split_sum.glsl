@@ -5,9 +5,10 @@
 //         no second dispatch and no barrier between two. It adds in slice order from zero, as splitk_reduce.comp
 //         does, so both give the same bits. Binding SUM_PARTIALS + 2 counts each tile's arrivals (one uint per
 //         workgroup of a slice, gl_WorkGroupID.x).
-// The including shader defines SUM_PARTIALS, C_QUALIFIERS (PASS's C: e.g. restrict) and, where C_TYPE is float,
-// C_FP32, and declares the spec constants WORKGROUP_SIZE, TILE_M, TILE_N, SPLIT_K, ALIGNED and the push constants
-// shape.M, shape.N, shape.stride_c first.
+// The sum is in C_TYPE: fp32 and int32 results as the reduce pass gives them; fp16 results (fp16 accumulation) add
+// the slices in fp16, which only LAST does. The including shader defines SUM_PARTIALS, C_QUALIFIERS (PASS's C:
+// e.g. restrict), C_VEC4 (four of C_TYPE), and declares the spec constants WORKGROUP_SIZE, TILE_M, TILE_N, SPLIT_K,
+// ALIGNED and the push constants shape.M, shape.N, shape.stride_c first.
 #define PASS 1
 #define LAST 2
 #ifndef SPLIT_SUM
@@ -23,11 +24,9 @@ layout(set = 0, binding = SUM_PARTIALS + 1) writeonly buffer SplitSum { C_TYPE s
 layout(set = 0, binding = SUM_PARTIALS + 2) devicecoherent buffer SplitArrivals { uint arrivals[]; };
 #include "vkcoop/arrivals.glsl"
 
-#ifdef C_FP32
-// fp32 results: the planes read four columns at a time where the tile is whole (ALIGNED rows are 16-byte multiples).
-layout(set = 0, binding = SUM_PARTIALS) devicecoherent buffer MatrixCQuads { vec4 c4[]; };
-layout(set = 0, binding = SUM_PARTIALS + 1) writeonly buffer SplitSumQuads { vec4 sum_c4[]; };
-#endif
+// The same buffers four columns at a time, for whole tiles (ALIGNED: rows are whole quads).
+layout(set = 0, binding = SUM_PARTIALS) devicecoherent buffer MatrixCQuads { C_VEC4 c4[]; };
+layout(set = 0, binding = SUM_PARTIALS + 1) writeonly buffer SplitSumQuads { C_VEC4 sum_c4[]; };
 // Elements (or quads) of the tile each invocation adds per round: all their loads, SUM_ROUND x SPLIT_K, are in flight
 // at once (one round for a 64x64 tile of 128 invocations).
 const uint SUM_ROUND = 8;
@@ -39,7 +38,6 @@ void sum_slices_when_last(const uint row0, const uint col0) {
         return;
     }
     const uint plane = shape.M * shape.stride_c;
-#ifdef C_FP32
     if (ALIGNED) {
         const uint QUADS_PER_ROW = TILE_N / 4, quads = TILE_M * QUADS_PER_ROW;
         for (uint first = 0; first * WORKGROUP_SIZE < quads; first += SUM_ROUND) {
@@ -47,7 +45,7 @@ void sum_slices_when_last(const uint row0, const uint col0) {
                 const uint quad = (first + j) * WORKGROUP_SIZE + gl_LocalInvocationIndex;
                 if (quad < quads) {
                     const uint at = ((row0 + quad / QUADS_PER_ROW) * shape.stride_c + col0) / 4 + quad % QUADS_PER_ROW;
-                    vec4 total = vec4(0);
+                    C_VEC4 total = C_VEC4(0);
                     [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) {
                         total += c4[s * (plane / 4) + at];
                     }
@@ -57,7 +55,6 @@ void sum_slices_when_last(const uint row0, const uint col0) {
         }
         return;
     }
-#endif
     const uint per_invocation = (TILE_M * TILE_N + WORKGROUP_SIZE - 1) / WORKGROUP_SIZE;
     for (uint first = 0; first < per_invocation; first += SUM_ROUND) {
         [[unroll]] for (uint j = 0; j < SUM_ROUND; ++j) {

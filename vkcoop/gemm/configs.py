@@ -152,9 +152,9 @@ def _compute_tiles(row, limits: DeviceLimits, types):
 
 def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, types):
     """Thin tiles for N <= NARROW_N: N rounded to the granularity, K deep, split-K filling NARROW_FILLS workgroups
-    per SM (resolved per problem) where the results are fp32 (the partial sums are), else one K slice."""
+    per SM (resolved per problem; the last slice of each tile adds the slices up in the result type)."""
     element_bytes = types.bytes_per_input
-    fills = NARROW_FILLS if types.output_dtype.itemsize == 4 else (0,)
+    fills = NARROW_FILLS
     invocations = row.workgroup_invocations
     widths = sorted({max(row.N, -(-min(problem.n, w) // row.N) * row.N) for w in (32, 64)})
     for tm in (32, 64, 128):

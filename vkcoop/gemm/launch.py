@@ -102,19 +102,29 @@ def _tiles(tile: WorkgroupTile, m: int, n: int) -> int:
     return -(-m // tile.tile_m) * -(-n // tile.tile_n)
 
 
+def check_split(tile: WorkgroupTile, fp32_output: bool) -> None:
+    """A tile's K split must be >= 1, and the reduce pass (splitk_reduce.comp) adds fp32 planes only; the last
+    slice's sum (split_sum.glsl) adds planes of the result type."""
+    if tile.split_k < 1:
+        raise GemmInputError(f"split_k={tile.split_k} must be >= 1")
+    if tile.split_k > 1 and tile.reduce_pass and not fp32_output:
+        raise GemmInputError(f"split_k={tile.split_k} with a reduce pass (r) needs fp32 results (the pass adds fp32 "
+                             "planes); without r the last slice of each tile adds them in the result type")
+
+
 def _split_launch(shader: str, defines: dict, specialization: dict, inputs: dict, tile: WorkgroupTile,
                   shape: tuple, push: tuple, output_dtype, options: dict | None = None) -> Launch:
     """The GEMM dispatch of ``tile`` over ``inputs`` for ``shape`` = (M, N, K), and how its K slices are added up:
-    with one slice it writes C; with more, the fp32 partial sums [split][M][N] and then either the last slice of each
-    tile to finish adds them up into C (split_sum.glsl, over a zero-filled arrival count per tile) or, for a
-    ``reduce_pass`` tile, splitk_reduce.comp does in a second dispatch."""
+    with one slice it writes C; with more, the partial sums [split][M][N] (of the result type) and then either the
+    last slice of each tile to finish adds them up into C (split_sum.glsl, over a zero-filled arrival count per tile)
+    or, for a ``reduce_pass`` tile (fp32 results), splitk_reduce.comp does in a second dispatch."""
     m, n, k = shape
     split, tiles = tile.split_k, _tiles(tile, m, n)
     outputs = {"C": ((m, n), np.dtype(output_dtype))}
     if split == 1:
         targets = ("C",)
     else:
-        outputs["partial sums"] = ((split, m, n), np.dtype(np.float32))
+        outputs["partial sums"] = ((split, m, n), np.dtype(output_dtype))   # fp32 wherever a reduce pass runs
         targets = ("partial sums",)
     if tile.sums_in_dispatch:
         outputs["arrivals"] = ((tiles,), np.dtype(np.uint32))
@@ -164,11 +174,7 @@ class _WorkgroupKernel:
         return {}
 
     def _check_split(self, fp32_output: bool) -> None:
-        if self.tile.split_k < 1:
-            raise GemmInputError(f"split_k={self.tile.split_k} must be >= 1")
-        if self.tile.split_k > 1 and not fp32_output:
-            raise GemmInputError(f"split_k={self.tile.split_k} needs fp32 results (the partial sums are added in "
-                                 "fp32)")
+        check_split(self.tile, fp32_output)
 
 
 class CoopMat2Kernel(_WorkgroupKernel):
@@ -323,7 +329,7 @@ class KhrKernel(_SharedMemoryKernel):
 class StagedKernel(_SharedMemoryKernel):
     """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
     double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
-    whole 16-byte vectors; any M. ``split_k`` > 1 (fp32 results) adds the slices up as the direct kernel does;
+    whole 16-byte vectors; any M. ``split_k`` > 1 adds the slices up as the direct kernel does;
     the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4)."""
     shader = STAGED_SHADER
     what = "staged"
@@ -336,9 +342,7 @@ class StagedKernel(_SharedMemoryKernel):
             raise GemmInputError(f"tile {tile.label()}: the staged kernel has one workgroup-scope accumulator")
         if not 1 <= tile.k_unroll <= MAX_PREFETCH:
             raise GemmInputError(f"k_unroll={tile.k_unroll}: the staged kernel's prefetch depth is 1 to {MAX_PREFETCH}")
-        if tile.split_k < 1 or (tile.split_k > 1 and self.types.output_dtype != np.float32):
-            raise GemmInputError(f"split_k={tile.split_k}: the staged kernel splits K only into fp32 partial sums "
-                                 "(split_k >= 1)")
+        check_split(tile, self.types.output_dtype == np.float32)
         e, invocations = self.types.elements_per_16_bytes, tile.workgroup_size
         if (tile.tile_m * tile.tile_k // e) % invocations or (tile.tile_k * tile.tile_n // e) % invocations:
             raise GemmInputError(f"tile {tile.label()}: each invocation must copy a whole number of 16-byte "

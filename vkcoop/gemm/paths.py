@@ -37,8 +37,8 @@ SEED_DEVICE = "NVIDIA H200"
 #: /32 0.054, 64x32x128/256 0.068; 2:4 i4 split-K 2 0.099, 64x32x128/256 i1 0.119, two bindings 0.123
 #: (32 invocations, i1: 0.367, not listed). The llm defaults carry w4: on the H200's 132 SMs that resolves to the
 #: measured split 2 at 8192x32x8192 (and to 4 at 4096 rows, as on the H100). fp16 accumulation (fp16->fp16):
-#: 256:256x256x32 u4 344.9, 128x256x32 u4 249.2 (u8, first here, won on the H100 and was not timed on the H200);
-#: its results are fp16, so its narrow seeds split no K.
+#: 256:256x256x32 u4 344.9, 128x256x32 u4 249.2 (u8, first here, won on the H100 and was not timed on the H200).
+#: Its llm seed splits K as the dense one does (the last slice adds the fp16 planes; measured on the H100 only).
 SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("256:128x256x32u8g8", "256:128x256x32u4g8", "128:128x128x32u4g8"),
@@ -46,7 +46,7 @@ SEED_CONFIGS = {
     },
     "vk-coopmat2-dense-fp16acc": {
         "square": _seeds("256:256x256x32u8g8", "256:256x256x32u4g8", "256:128x256x32u4g8"),
-        "llm": _seeds("64:32x32x128u2g1c", "256:64x32x128u2g1c"),
+        "llm": _seeds("64:32x32x128u2g1s2w4c", "64:32x32x128u2g1c", "256:64x32x128u2g1c"),
     },
     "vk-coopmat2-2:4": {
         "square": _seeds("256:128x256x32u8g8i1", "256:128x256x32u4g8i1", "256:128x256x32u4g8"),
@@ -61,9 +61,10 @@ SEED_CONFIGS = {
 #: 0.058, 2:4 staged 64x16x64 prefetch 3 w4 0.057 / 0.021; N = 32 dense 32x32x128 w4 0.063 / 0.022, 2:4 staged
 #: 64x32x64 w3 0.065 / 0.024; N = 64 dense staged 64x64x64 w2 0.074 / 0.027, 2:4 the same 0.083 / 0.029.
 #: fp16 accumulation, 8192^3: 256:256x256x32 u16 397.0, u32 379.1, u8 375.8 in one process (session 11; 4096^3 u16
-#: 348.1 against u8 334.3), u4 342.4, 128x256x32 u16 313.5 (session 5). Its narrow seeds are the dense ones without
-#: split-K (fp16 results): 64:32x32x128 c 0.068 ms at 8192x32x8192, 0.025 at 4096x32x4096 (dense with split-K 0.063 /
-#: 0.021); the narrow16 and narrow64 ones are not measured.
+#: 348.1 against u8 334.3), u4 342.4, 128x256x32 u16 313.5 (session 5). Its narrow seeds split K too since session 12
+#: (the last slice adds the fp16 planes; ms at M = K = 8192 / 4096, against one K slice in the same process): N = 16
+#: 64:32x16x128 w4 0.056 / 0.015, 64:64x16x128 w4 0.054 / 0.017 (one slice 0.071 / 0.026); N = 32 32x32x128 w4
+#: 0.058 / 0.018 (0.069 / 0.026); N = 64 staged 64x64x64 w2 0.070 / 0.024 (0.088 / 0.031).
 #: Staged ("t") configurations need K and N in whole 16-byte vectors; a direct one follows them.
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
@@ -74,9 +75,9 @@ H100_SEED_CONFIGS = {
     },
     "vk-coopmat2-dense-fp16acc": {
         "square": _seeds("256:256x256x32u16g8", "256:256x256x32u8g8", "256:128x256x32u16g8"),
-        "narrow16": _seeds("64:64x16x128u2g1c", "64:32x16x128u2g1c"),
-        "llm": _seeds("64:32x32x128u2g1c", "128:64x32x64u4g1t"),
-        "narrow64": _seeds("128:64x64x64u4g1t", "64:32x64x128u2g1c"),
+        "narrow16": _seeds("64:32x16x128u2g1w4c", "64:64x16x128u2g1w4c"),
+        "llm": _seeds("64:32x32x128u2g1s2w4c", "128:64x32x64u4g1w3t"),
+        "narrow64": _seeds("128:64x64x64u4g1w2t", "64:32x64x128u2g1w4c"),
     },
     "vk-coopmat2-2:4": {
         "square": _seeds("128:64x256x32u1g8t", "128:128x128x32u1g8t", "256:128x256x32u8g8i1"),

@@ -80,20 +80,22 @@ def coopmat2_gemm_case(name: str, types, tile: gemm.WorkgroupTile, a: np.ndarray
     return launch_case(name, launch, {"C": gemm.reference_gemm(a, b, t.output_dtype)})
 
 
-def split_k_partials(a: np.ndarray, b: np.ndarray, tile: gemm.WorkgroupTile) -> np.ndarray:
-    """[SPLIT_K][M][N] fp32: the product of each K slice, as the split-K kernels cut K (whole TILE_K steps)."""
+def split_k_partials(a: np.ndarray, b: np.ndarray, tile: gemm.WorkgroupTile, dtype=np.float32) -> np.ndarray:
+    """[SPLIT_K][M][N] of ``dtype``: the exact product of each K slice, as the split-K kernels cut K (whole TILE_K
+    steps)."""
     k = a.shape[1]
     chunk = -(-(-(-k // tile.split_k)) // tile.tile_k) * tile.tile_k
     planes = []
     for split in range(tile.split_k):
         begin, end = min(k, split * chunk), min(k, split * chunk + chunk)
-        planes.append((a[:, begin:end].astype(np.float64) @ b[begin:end].astype(np.float64)).astype(np.float32))
+        planes.append((a[:, begin:end].astype(np.float64) @ b[begin:end].astype(np.float64)).astype(dtype))
     return np.stack(planes)
 
 
 def slice_order_sum(planes: np.ndarray) -> np.ndarray:
-    """The planes added in fp32 from zero in slice order, as splitk_reduce.comp and split_sum.glsl add them."""
-    total = np.zeros(planes.shape[1:], np.float32)
+    """The planes added from zero in slice order in their own type, as splitk_reduce.comp and split_sum.glsl add
+    them."""
+    total = np.zeros(planes.shape[1:], planes.dtype)
     for plane in planes:
         total = total + plane
     return total
@@ -102,12 +104,13 @@ def slice_order_sum(planes: np.ndarray) -> np.ndarray:
 def coopmat2_split_k_case(name: str, types, tile: gemm.WorkgroupTile, a: np.ndarray, b: np.ndarray) -> Case:
     """The split-K GEMM dispatch: the [SPLIT_K][M][N] partial sums (written through a 3-D tensor layout, one plane
     per slice), compared with each slice's exact product; where the last slice of a tile adds them up
-    (split_sum.glsl), also C and the arrival counts, which the last slice sets back to zero."""
+    (split_sum.glsl, in the result type), also C and the arrival counts, which the last slice sets back to zero.
+    The reduce pass adds fp32 planes only."""
     t = gemm.gemm_types(types)
-    if t.output_dtype != np.float32 or tile.split_k < 2:
-        raise SampleInputError(f"case {name}: split-K needs fp32 results and split_k >= 2")
+    if tile.split_k < 2 or (tile.reduce_pass and t.output_dtype != np.float32):
+        raise SampleInputError(f"case {name}: split-K needs split_k >= 2, and fp32 results with a reduce pass")
     launch = gemm.CoopMat2Kernel(t, tile).launch(a, b)
-    planes = split_k_partials(a, b, tile)
+    planes = split_k_partials(a, b, tile, t.output_dtype)
     expected = {"partial sums": planes}
     if tile.sums_in_dispatch:
         expected.update({"C": slice_order_sum(planes), "arrivals": np.zeros(*launch.outputs["arrivals"])})
@@ -185,13 +188,14 @@ class CoopMat2GemmSample(_TiledGemmSample):
             for variant in self.variant_tiles(tile, caps):
                 cases.append(coopmat2_gemm_case(f"{label} tile {variant.label()}", types, variant, a, b,
                                                 b_column_major=shape_name == "mixed"))
-        if shape_name == "ragged" and types.output_dtype == np.float32:
+        if shape_name == "ragged":
             split = replace(tile, split_k=3)
             a3, b3 = gemm.exact_inputs(types, m, n, 7 * tile.tile_k + 5, seed=m)
             cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 summed by the last slice", types,
                                                split, a3, b3))
-            cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 partial sums (reduce pass)", types,
-                                               replace(split, reduce_pass=True), a3, b3))
+            if types.output_dtype == np.float32:
+                cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 partial sums (reduce pass)",
+                                                   types, replace(split, reduce_pass=True), a3, b3))
         return cases
 
     @staticmethod
