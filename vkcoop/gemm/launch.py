@@ -165,7 +165,8 @@ class _WorkgroupKernel:
 
     def _launch(self, inputs: dict, m: int, n: int, k: int, push: tuple, defines: dict, output_dtype,
                 extra_specialization: dict | None = None) -> Launch:
-        """The GEMM dispatch and, for split_k > 1, the fp32 partial sums and how they are added up."""
+        """The GEMM dispatch and, for split_k > 1, the partial sums and how they are added up
+        (:func:`_split_launch`)."""
         specialization = {**self.tile.specialization(self.b_column_major), **(extra_specialization or {})}
         return _split_launch(self.shader, defines, specialization, inputs, self.tile, (m, n, k), push, output_dtype,
                              self.pipeline_options())
