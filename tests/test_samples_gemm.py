@@ -328,7 +328,7 @@ def test_subgroup_scope_tiles_check_each_subgroups_matrix():
     tile = kernels.WorkgroupTile(256, 128, 256, 32, subgroups_m=2)      # 8 subgroups: 2 x 4, 64x64 each
     assert tile.subgroups_n == 4 and tile.matrix_shape() == (64, 64, 32)
     kernels.check_workgroup_tile(FLEX, "fp16->fp32", tile)
-    assert tile.defines() == {"SCOPE": "SUBGROUP", "N_PARTS": "1", "SPLIT_SUM": "PASS"} and tile.specialization(False)["SUBGROUPS_M"] == 2
+    assert tile.defines() == {"SCOPE": "SUBGROUP", "N_PARTS": "1"} and tile.specialization(False)["SUBGROUPS_M"] == 2
     with pytest.raises(kernels.GemmInputError, match="divide"):
         kernels.check_workgroup_tile(FLEX, "fp16->fp32", kernels.WorkgroupTile(256, 128, 90, 32, subgroups_m=2))
     with pytest.raises(kernels.GemmInputError, match="subgroups_m=3"):
@@ -431,7 +431,8 @@ def test_split_k_summed_by_the_last_slice_holds_launch_after_launch():
             dense_expected = kernels.reference_gemm(a, b, np.float32)
             runners = [(kernels.CoopMat2Gemm(device, "fp16->fp32", kernels.WorkgroupTile(64, 32, 32, 64, **split)),
                         (a, b), dense_expected),
-                       (kernels.StagedCoopMat2Gemm(device, "fp16->fp32", kernels.WorkgroupTile(128, 64, 32, 64, **split)),
+                       (kernels.StagedCoopMat2Gemm(device, "fp16->fp32",
+                                                   kernels.WorkgroupTile(128, 64, 32, 64, **split)),
                         (a, b), dense_expected)]
             if k % 32 == 0:   # the 2:4 format's K
                 compressed = sparse24.compress_2to4(a)
@@ -668,6 +669,39 @@ def test_staged_split_k_sums_in_the_dispatch_or_a_reduce_pass_and_aligned_needs_
     assert gemm.buffers == ("values", "metadata", "B", "partial sums", "C", "arrivals") and gemm.groups == (2, 2, 1)
 
 
+def test_bound_buffers_are_named_and_an_unknown_name_is_refused():
+    """``bound_buffer`` hands out what the bound launch holds (a split-K launch's arrival counts among them) and names
+    them when asked for one it does not have; before a bind it says to bind first."""
+    toolchain_or_skip()
+
+    class FakeBuffer:
+        def __init__(self, name):
+            self.name = name
+
+        def close(self):
+            pass
+
+    class FakeDevice:
+        def pipeline(self, spirv, **options):
+            return FakeBuffer(options.get("name"))
+
+        def upload(self, array, name):
+            return FakeBuffer(name)
+
+        def empty(self, shape, dtype, name):
+            return FakeBuffer(name)
+
+    a, b = kernels.exact_inputs("fp16->fp32", 64, 32, 256, seed=3)
+    kernel = kernels.CoopMat2Kernel("fp16->fp32", kernels.WorkgroupTile(64, 32, 32, 64, split_k=2))
+    with kernel_runner.VulkanGemm(FakeDevice(), kernel) as runner:
+        with pytest.raises(kernels.GemmInputError, match="bind\\(\\) inputs first"):
+            runner.bound_buffer("C")
+        runner.bind_launch(kernel.launch(a, b))
+        assert runner.bound_buffer("arrivals").name == "arrivals"
+        with pytest.raises(kernels.GemmInputError, match="no buffer 'D' \\(it has A, B, C, partial sums, arrivals\\)"):
+            runner.bound_buffer("D")
+
+
 def test_split_labels_name_the_reduce_pass():
     tile, rest = kernels.parse_tile("64:32x32x128u2g1s2w4r")
     assert tile.reduce_pass and tile.split_k == 2 and tile.per_sm == 4 and rest == ""
@@ -719,7 +753,8 @@ def test_staged_sparse_kernel_launch_and_its_limits():
     a, b = kernels.exact_inputs("bf16->fp32", 100, 48, 192, seed=6)
     compressed = sparse24.compress_2to4(a)
     (dispatch,) = kernel.launch(compressed.values, compressed.metadata, b).dispatches
-    assert dispatch.shader == "gemm/coopmat2_staged_sparse24.comp" and dispatch.defines == {"GEMM_TYPES": "BF16_F32", "SPLIT_SUM": "PASS"}
+    assert dispatch.shader == "gemm/coopmat2_staged_sparse24.comp"
+    assert dispatch.defines == {"GEMM_TYPES": "BF16_F32", "SPLIT_SUM": "PASS"}
     assert dispatch.buffers == ("values", "metadata", "B", "C") and dispatch.groups == (2 * 1, 1, 1)
     assert [int(v) for v in dispatch.push] == [100, 48, 192, 48, 48]
     with pytest.raises(kernels.GemmInputError, match="metadata has shape"):

@@ -18,7 +18,7 @@
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (multiples of a flexible-dimensions
 //                   granularity row whose workgroupInvocations == WORKGROUP_SIZE), 4 B_COLUMN_MAJOR,
 //                   5 K_UNROLL, 6 GROUP_M (tile rows per raster group, for L2 reuse), 7 SPLIT_K (K slices;
-//                   > 1 writes fp32 partial sums [SPLIT_K][M][N] that split_sum.glsl adds up),
+//                   > 1 writes partial sums [SPLIT_K][M][N] that split_sum.glsl adds up),
 //                   8 SUBGROUPS_M (SCOPE=SUBGROUP: subgroups along M), 9 ALIGNED (the host's promise that
 //                   M and N are multiples of the tile, K of TILE_K and the strides of 16 bytes: the clamped edge
 //                   path and the clamped store are compiled out, as ggml builds aligned pipelines)

@@ -9,8 +9,8 @@
 //   defines:        GEMM_TYPES (gemm_types.glsl; 16-bit inputs only), SPLIT_SUM = PASS | LAST (split_sum.glsl)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (multiples of a flexible-dimensions row with
 //                   workgroupInvocations == WORKGROUP_SIZE), 6 GROUP_M (tile rows per raster group), 7 SPLIT_K
-//                   (K slices writing fp32 partial sums [SPLIT_K][M][N], added up as split_sum.glsl says), 9 ALIGNED (M, N
-//                   whole tiles and K whole TILE_K steps: no bounds tests in the copies, an unclamped store),
+//                   (K slices writing partial sums [SPLIT_K][M][N], added up as split_sum.glsl says), 9 ALIGNED
+//                   (M, N whole tiles and K whole TILE_K steps: no bounds tests in the copies, an unclamped store),
 //                   10 PREFETCH (K steps in flight in registers while one multiplies)
 //   push constants: M, N, K and the row strides (in elements) of A, B and C; K, N and the A/B strides must be
 //                   multiples of 8 (whole 16-byte vectors), which the host checks

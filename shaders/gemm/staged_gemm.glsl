@@ -16,7 +16,7 @@ layout(constant_id = 1) const uint TILE_M = 128;
 layout(constant_id = 2) const uint TILE_N = 128;
 layout(constant_id = 3) const uint TILE_K = 32;
 layout(constant_id = 6) const uint GROUP_M = 8;
-layout(constant_id = 7) const uint SPLIT_K = 1;     // > 1: K slices write fp32 partial sums (split_sum.glsl)
+layout(constant_id = 7) const uint SPLIT_K = 1;     // > 1: K slices write partial sums (split_sum.glsl)
 layout(constant_id = 9) const bool ALIGNED = false; // the host's promise: M, N whole tiles, K whole TILE_K steps
 layout(constant_id = 10) const uint PREFETCH = 1;   // K steps whose loads are in flight (register sets) while one multiplies
 layout(local_size_x_id = 0) in;

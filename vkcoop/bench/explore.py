@@ -12,12 +12,12 @@ configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
 ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][sgSUBGROUPS_M][pN_PARTS][r][iMETA_WORDS][c][t]``: ``w``
 splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects
 subgroup-scope matrices, ``p2`` two accumulators along N, ``r`` a split-K added up by a reduce pass instead of by
-the last slice of each tile (split_sum.glsl), ``i`` the interleaved 2:4 layout (sparse only), ``c`` column-major B. Each configuration is checked against the reference
-before it is timed, and the first configuration of each job is timed again at its end (``repeat``), which
-exposes drift or a shared GPU. (``dense16`` accumulates in fp16, so, as the bench's fp16-accumulating path, it is
-checked bit for bit on :attr:`vkcoop.gemm.GemmOperands.short_sums` and timed on the job's operands; until session 11
-it was checked on the job's operands, where its sums round, and reported mismatches at large K.) Output: one line
-per configuration, and ``--json`` writes them all.
+the last slice of each tile (split_sum.glsl), ``i`` the interleaved 2:4 layout (sparse only), ``c`` column-major B.
+Each configuration is checked against the reference before it is timed, and the first configuration of each job
+is timed again at its end (``repeat``), which exposes drift or a shared GPU. (``dense16`` accumulates in fp16, so,
+as the bench's fp16-accumulating path, it is checked bit for bit on :attr:`vkcoop.gemm.GemmOperands.short_sums` and
+timed on the job's operands; until session 11 it was checked on the job's operands, where its sums round, and
+reported mismatches at large K.) Output: one line per configuration, and ``--json`` writes them all.
 """
 from __future__ import annotations
 

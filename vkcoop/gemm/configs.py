@@ -154,7 +154,6 @@ def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, types):
     """Thin tiles for N <= NARROW_N: N rounded to the granularity, K deep, split-K filling NARROW_FILLS workgroups
     per SM (resolved per problem; the last slice of each tile adds the slices up in the result type)."""
     element_bytes = types.bytes_per_input
-    fills = NARROW_FILLS
     invocations = row.workgroup_invocations
     widths = sorted({max(row.N, -(-min(problem.n, w) // row.N) * row.N) for w in (32, 64)})
     for tm in (32, 64, 128):
@@ -164,7 +163,7 @@ def _narrow_tiles(row, problem: GemmProblem, limits: DeviceLimits, types):
             for tk in (128, 64):
                 if tk % row.K or not _fits(limits, tm, tn, tk, element_bytes):
                     continue
-                for order, fill in enumerate(fills):
+                for order, fill in enumerate(NARROW_FILLS):
                     # about 16 accumulators per invocation measured best on the H200 (32x32 on 64 invocations)
                     rank = (abs(math.log2(tm * tn / invocations / 16)), -tk, tn, order)
                     yield rank, WorkgroupTile(invocations, tm, tn, tk, k_unroll=2, group_m=1,

@@ -174,9 +174,6 @@ class _WorkgroupKernel:
     def pipeline_options(self) -> dict:
         return {}
 
-    def _check_split(self, fp32_output: bool) -> None:
-        check_split(self.tile, fp32_output)
-
 
 class CoopMat2Kernel(_WorkgroupKernel):
     """coopmat2_gemm.comp: workgroup- (or subgroup-) scope coopmat2 matrices through tensor layouts; any M, N, K."""
@@ -184,7 +181,7 @@ class CoopMat2Kernel(_WorkgroupKernel):
 
     def __init__(self, types, tile: WorkgroupTile, *, b_column_major: bool = False):
         self.types, self.tile, self.b_column_major = gemm_types(types), tile, bool(b_column_major)
-        self._check_split(self.types.output_dtype == np.float32)
+        check_split(self.tile, self.types.output_dtype == np.float32)
         self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if self.b_column_major else ''}"
 
     def defines(self) -> dict:
@@ -238,7 +235,7 @@ class Sparse24Kernel(_WorkgroupKernel):
         self.dtype, self.tile, self.meta_words = dtype, tile, meta_words
         self.types = GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
         self.b_column_major = bool(b_column_major)
-        self._check_split(True)
+        check_split(self.tile, True)
         layout = f"i{meta_words}" if meta_words else ""
         self.name = f"coopmat2 2:4 {dtype} {tile.label()}{layout}{' Bcol' if b_column_major else ''}"
 

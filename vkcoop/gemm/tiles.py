@@ -18,7 +18,7 @@ from ..vk.tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
 from .types import GemmInputError, gemm_types
 
 SUBGROUP_SIZE = 32
-#: The most K slices a tile is split into (each writes an fp32 partial plane; see ``WorkgroupTile.reduce_pass``).
+#: The most K slices a tile is split into (each writes a partial plane; see ``WorkgroupTile.reduce_pass``).
 MAX_SPLIT_K = 16
 
 
@@ -35,7 +35,7 @@ class WorkgroupTile:
     tile_k: int
     k_unroll: int = 2
     group_m: int = 8
-    split_k: int = 1   # > 1: K is cut into slices whose fp32 partial sums are added up (``reduce_pass``)
+    split_k: int = 1   # > 1: K is cut into slices whose partial sums are added up (``reduce_pass``)
     #: 0: one workgroup-scope matrix per workgroup; > 0: subgroup-scope matrices, this many subgroups along M
     #: (the rest along N), each owning (tile_m / subgroups_m) x (tile_n / subgroups_n). coopmat2_gemm.comp only.
     subgroups_m: int = 0
@@ -89,13 +89,13 @@ class WorkgroupTile:
         return self.split_k > 1 and not self.reduce_pass
 
     def split_sum_define(self) -> dict:
-        """The SPLIT_SUM define of every split-K GEMM shader (split_sum.glsl)."""
+        """The SPLIT_SUM define of every split-K GEMM shader (split_sum.glsl); the launch adds it to each kernel's
+        own defines."""
         return {"SPLIT_SUM": "LAST" if self.sums_in_dispatch else "PASS"}
 
     def defines(self) -> dict:
         """Compile-time defines of coopmat2_gemm.comp beyond GEMM_TYPES."""
-        return {"SCOPE": "SUBGROUP" if self.subgroup_scope else "WORKGROUP", "N_PARTS": str(self.n_parts),
-                **self.split_sum_define()}
+        return {"SCOPE": "SUBGROUP" if self.subgroup_scope else "WORKGROUP", "N_PARTS": str(self.n_parts)}
 
     def specialization(self, b_column_major: bool) -> dict:
         """The named specialization constants of coopmat2_gemm.comp (coopmat2_sparse24.comp has all but
