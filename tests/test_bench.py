@@ -14,6 +14,7 @@ from vkcoop.bench import sparse as bench
 from vkcoop.bench.tuning import TuningCache
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, parse_config
+from vkcoop.vk.tables import COMPONENT_FLOAT16, COMPONENT_FLOAT32
 
 
 def test_cases_cover_dtypes_sizes_and_shapes():
@@ -203,15 +204,37 @@ def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():
     assert single.status == "failed" and single.median_ms is None
 
 
+def test_explore_refuses_a_khr_job_whose_tile_is_not_a_code():
+    from vkcoop.bench import explore
+    with pytest.raises(ValueError, match="is not MxNxK:SMxSN"):
+        explore.parse_job("khr/fp16/256,256,256/256:128x128x32u4")
+    with pytest.raises(ValueError, match="dense16, khr16: fp16"):
+        explore.parse_job("khr16/bf16/256,256,256/128x128x32:2x2d2")
+    assert explore.parse_job("khr16/fp16/256,256,256/128x128x32:2x2d2g8")[3] == ["128x128x32:2x2d2g8"]
+
+
 def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
-    """A job's kind decides 2:4 or dense, "staged*" or a "t" label the staged kernel, dense16 fp16 accumulation."""
+    """A job's kind decides 2:4 or dense, "staged*" or a "t" label the staged kernel, dense16 and khr16 fp16
+    accumulation, khr* the KHR shared-memory kernel with the tile its code names."""
+    from types import SimpleNamespace
     from vkcoop.bench import explore
     from vkcoop.gemm import launch, vulkan
+    from vkcoop.vk.tables import SCOPE_SUBGROUP, ShapeEntry
     monkeypatch.setattr(vulkan, "coopmat2_gemm", lambda device, kernel, flexible=None: kernel)
-    made = {kind: explore._kernel(None, (), kind, "fp16", parse_config(label))
+    monkeypatch.setattr(vulkan, "KhrSharedMemoryGemm", lambda device, types, tile: launch.KhrKernel(types, tile))
+    khr = [ShapeEntry(16, 16, 16, a, a, c, c, SCOPE_SUBGROUP) for a, c in
+           ((COMPONENT_FLOAT16, COMPONENT_FLOAT32), (COMPONENT_FLOAT16, COMPONENT_FLOAT16))]
+    device = SimpleNamespace(physical=SimpleNamespace(khr_shapes=lambda: khr))
+    problem = GemmProblem("fp16", "explore", 64, 64, 64)
+    made = {kind: explore._kernel(device, (), kind, "fp16", label, problem, 132)
             for kind, label in (("dense", "64:32x32x128"), ("dense16", "64:32x32x128"), ("staged", "64:32x32x128"),
-                                ("sparse", "64:32x32x128t"), ("staged24", "64:32x32x128"))}
+                                ("sparse", "64:32x32x128t"), ("staged24", "64:32x32x128"),
+                                ("khr", "128x256x16:2x4d2"), ("khr16", "128x128x32:2x4"))}
+    made = {kind: kernel for kind, (kernel, _) in made.items()}
     assert type(made["dense"]) is launch.CoopMat2Kernel and made["dense"].types.key == "fp16->fp32"
     assert type(made["dense16"]) is launch.CoopMat2Kernel and made["dense16"].types.key == "fp16->fp16"
     assert type(made["staged"]) is launch.StagedKernel
+    assert type(made["khr"]) is launch.KhrKernel and made["khr"].types.key == "fp16->fp32"
+    assert (made["khr"].tile.tile_n, made["khr"].tile.tile_k, made["khr"].tile.stages) == (256, 16, 2)
+    assert made["khr16"].types.key == "fp16->fp16" and made["khr16"].tile.stages == 1
     assert type(made["sparse"]) is launch.StagedSparse24Kernel and type(made["staged24"]) is launch.StagedSparse24Kernel

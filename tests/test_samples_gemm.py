@@ -123,6 +123,55 @@ def test_khr_tile_that_cannot_be_copied_evenly_is_rejected():
         kernels.check_subgroup_tile(bad, "fp16->fp32")
 
 
+def test_khr_tile_codes_round_trip_and_bad_codes_are_refused():
+    from vkcoop.gemm.tiles import parse_subgroup_tile
+    for code in ("128x128x32:2x4", "128x128x32:2x2d2g8", "128x256x16:2x4d2", "64x128x32:1x2g4"):
+        tile = parse_subgroup_tile(code, KHR, "fp16->fp32")
+        assert tile.code() == code
+    tile = parse_subgroup_tile("128x128x32:2x2d2g8", KHR, "fp16->fp32")
+    assert (tile.tile_m, tile.tile_n, tile.tile_k, tile.subgroups_m, tile.subgroups_n) == (128, 128, 32, 2, 2)
+    assert (tile.stages, tile.group_m, tile.workgroup_size) == (2, 8, 128)
+    assert "2 stages" in tile.label() and "groups of 8 rows" in tile.label()
+    for bad, why in (("128x128:2x2", "is not"), ("128x128x32:2x2d3", "stages must be 1 or 2"),
+                     ("128x128x32:2x2g0", "GROUP_M at least 1")):
+        with pytest.raises(kernels.GemmInputError, match=why):
+            parse_subgroup_tile(bad, KHR, "fp16->fp32")
+
+
+def test_a_second_khr_stage_doubles_the_shared_tiles():
+    one = kernels.SubgroupTile(16, 16, 16, tile_m=128, tile_n=128, tile_k=32, subgroups_m=2, subgroups_n=2)
+    two = kernels.SubgroupTile(16, 16, 16, tile_m=128, tile_n=128, tile_k=32, subgroups_m=2, subgroups_n=2, stages=2)
+    tiles = (128 * (32 + 8) + 32 * (128 + 8)) * 2          # A and B with one 16-byte pad per row, fp16
+    assert two.shared_memory_bytes("fp16->fp32") - one.shared_memory_bytes("fp16->fp32") == tiles
+    assert one.shared_memory_bytes("fp16->fp32") == tiles + 4 * 16 * 16 * 4    # one fp32 edge matrix per subgroup
+    assert two.specialization()["STAGES"] == 2 and one.specialization()["GROUP_M"] == 1
+
+
+def test_the_khr_launch_picks_the_aligned_pipeline_only_for_whole_tiles():
+    tile = kernels.SubgroupTile(16, 16, 16, tile_m=128, tile_n=128, tile_k=32, subgroups_m=2, subgroups_n=2,
+                                stages=2, group_m=8)
+    kernel = kernels.KhrKernel("fp16->fp32", tile)
+    for (m, n, k), aligned in (((256, 128, 64), True), ((255, 128, 64), False), ((256, 136, 64), False),
+                               ((256, 128, 72), False)):
+        a, b = np.zeros((m, k), np.float16), np.zeros((k, n), np.float16)
+        (dispatch,) = kernel.launch(a, b).dispatches
+        assert dispatch.specialization["ALIGNED"] is aligned, (m, n, k)
+        assert dispatch.specialization["GROUP_M"] == 8 and dispatch.specialization["STAGES"] == 2
+
+
+def test_the_khr_derivation_starts_with_the_double_buffered_tile_and_fits_48_kb():
+    from vkcoop.gemm.configs import DeviceLimits, derive_khr_configs
+    from vkcoop.gemm.path import GemmProblem
+    limits = DeviceLimits(shared_memory=49152)
+    square = derive_khr_configs(GemmProblem("fp16", "square", 8192, 8192, 8192), KHR, limits)
+    assert square[0].code() == "128x128x32:2x2d2g8"
+    assert all(t.shared_memory_bytes("fp16->fp32") <= 49152 for t in square)
+    narrow = derive_khr_configs(GemmProblem("bf16", "llm", 8192, 32, 8192), KHR, limits)
+    assert narrow[0].tile_n == 32 and {t.stages for t in narrow} == {1, 2}
+    tight = derive_khr_configs(GemmProblem("fp16", "square", 8192, 8192, 8192), KHR, DeviceLimits(shared_memory=30000))
+    assert tight and all(t.shared_memory_bytes("fp16->fp32") <= 30000 for t in tight)
+
+
 def test_unknown_types_key_names_the_choices():
     with pytest.raises(kernels.GemmInputError, match="fp16->fp32"):
         kernels.gemm_types("fp8->fp32")

@@ -8,8 +8,12 @@
 // (TILE_M/SUBGROUPS_M) x (TILE_N/SUBGROUPS_N) block out of LM x LN x LK matrices from the KHR table.
 // Copies move 16 bytes at a time: K and N must be multiples of 16/sizeof(A) (the host checks); M is free.
 // Tiles that cross the M/N/K edges copy zeros; C blocks that cross an edge go through shared scratch.
+// STAGES 1 keeps one shared copy of the tiles (two barriers per K step: all must finish reading before it is
+// overwritten). STAGES 2 double-buffers it: step i multiplies from one copy while the other is filled for
+// step i + 1, so one barrier per step suffices.
 //   spec constants: 0 WORKGROUP_SIZE (= SUBGROUP_SIZE * SUBGROUPS_M * SUBGROUPS_N), 1 LM, 2 LN, 3 LK,
-//                   4 TILE_M, 5 TILE_N, 6 TILE_K, 7 SUBGROUPS_M, 8 SUBGROUPS_N, 9 SUBGROUP_SIZE
+//                   4 TILE_M, 5 TILE_N, 6 TILE_K, 7 SUBGROUPS_M, 8 SUBGROUPS_N, 9 SUBGROUP_SIZE, 10 STAGES (1, 2),
+//                   11 ALIGNED (M, N, K whole tiles: no bounds tests, no edge stores), 12 GROUP_M (raster.glsl)
 //   push constants: M, N, K and row strides (elements) of A, B, C
 //   bindings:       0 A (M x K row-major), 1 B (K x N row-major), 2 C (M x N row-major)
 #extension GL_KHR_memory_scope_semantics : enable
@@ -18,6 +22,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types : enable
 #extension GL_EXT_control_flow_attributes : enable
 #include "gemm_types.glsl"
+#include "raster.glsl"
 
 layout(constant_id = 0) const uint WORKGROUP_SIZE = 256;
 layout(constant_id = 1) const uint LM = 16;
@@ -29,6 +34,9 @@ layout(constant_id = 6) const uint TILE_K = 32;
 layout(constant_id = 7) const uint SUBGROUPS_M = 2;
 layout(constant_id = 8) const uint SUBGROUPS_N = 4;
 layout(constant_id = 9) const uint SUBGROUP_SIZE = 32;
+layout(constant_id = 10) const uint STAGES = 1;
+layout(constant_id = 11) const bool ALIGNED = false;
+layout(constant_id = 12) const uint GROUP_M = 1;
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer MatrixA { uvec4 a[]; };
@@ -44,8 +52,10 @@ const uint E = ELEMENTS_PER_16B;
 // One 16-byte skew per shared row keeps the rows of a matrix load on different banks.
 const uint A_ROW = TILE_K + E;
 const uint B_ROW = TILE_N + E;
-shared uvec4 shared_a[TILE_M * A_ROW / E];
-shared uvec4 shared_b[TILE_K * B_ROW / E];
+const uint A_STAGE = TILE_M * A_ROW / E;   // 16-byte vectors per stage
+const uint B_STAGE = TILE_K * B_ROW / E;
+shared uvec4 shared_a[STAGES * A_STAGE];
+shared uvec4 shared_b[STAGES * B_STAGE];
 
 const uint SUB_M = TILE_M / SUBGROUPS_M;
 const uint SUB_N = TILE_N / SUBGROUPS_N;
@@ -71,30 +81,54 @@ void fetch(uint row0, uint col0, uint k) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
         uint row = row0 + v / A_VECS_PER_ROW;
         uint kk = k + (v % A_VECS_PER_ROW) * E;
-        staged_a[i] = (row < shape.M && kk < shape.K) ? a[(row * shape.stride_a + kk) / E] : uvec4(0);
+        staged_a[i] = (ALIGNED || (row < shape.M && kk < shape.K)) ? a[(row * shape.stride_a + kk) / E] : uvec4(0);
     }
     [[unroll]] for (uint i = 0; i < B_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
         uint kk = k + v / B_VECS_PER_ROW;
         uint col = col0 + (v % B_VECS_PER_ROW) * E;
-        staged_b[i] = (kk < shape.K && col < shape.N) ? b[(kk * shape.stride_b + col) / E] : uvec4(0);
+        staged_b[i] = (ALIGNED || (kk < shape.K && col < shape.N)) ? b[(kk * shape.stride_b + col) / E] : uvec4(0);
     }
 }
 
-void stash() {
+void stash(uint stage) {
     [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
-        shared_a[(v / A_VECS_PER_ROW) * (A_ROW / E) + v % A_VECS_PER_ROW] = staged_a[i];
+        shared_a[stage * A_STAGE + (v / A_VECS_PER_ROW) * (A_ROW / E) + v % A_VECS_PER_ROW] = staged_a[i];
     }
     [[unroll]] for (uint i = 0; i < B_PER_INVOCATION; ++i) {
         uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
-        shared_b[(v / B_VECS_PER_ROW) * (B_ROW / E) + v % B_VECS_PER_ROW] = staged_b[i];
+        shared_b[stage * B_STAGE + (v / B_VECS_PER_ROW) * (B_ROW / E) + v % B_VECS_PER_ROW] = staged_b[i];
+    }
+}
+
+// One K step's multiplies from the shared copy ``stage``: subgroup (subgroup_m, subgroup_n) owns
+// C_ROWS x C_COLS matrices; each A matrix is loaded once and reused C_COLS times.
+void multiply(uint stage, uint subgroup_m, uint subgroup_n) {
+    [[unroll]] for (uint kk = 0; kk < TILE_K; kk += LK) {
+        coopmat<A_TYPE, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> tile_a[C_ROWS];
+        [[unroll]] for (uint i = 0; i < C_ROWS; ++i) {
+            uint row = subgroup_m * SUB_M + i * LM;
+            coopMatLoad(tile_a[i], shared_a, stage * A_STAGE + (row * A_ROW + kk) / E, A_ROW / E,
+                        gl_CooperativeMatrixLayoutRowMajor);
+        }
+        [[unroll]] for (uint j = 0; j < C_COLS; ++j) {
+            coopmat<A_TYPE, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> tile_b;
+            uint col = subgroup_n * SUB_N + j * LN;
+            coopMatLoad(tile_b, shared_b, stage * B_STAGE + (kk * B_ROW + col) / E, B_ROW / E,
+                        gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint i = 0; i < C_ROWS; ++i) {
+                accumulators[i][j] = coopMatMulAdd(tile_a[i], tile_b, accumulators[i][j]);
+            }
+        }
     }
 }
 
 void main() {
-    const uint row0 = gl_WorkGroupID.y * TILE_M;
-    const uint col0 = gl_WorkGroupID.x * TILE_N;
+    const uvec2 tile = grouped_tile(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x,
+                                    gl_NumWorkGroups.y, gl_NumWorkGroups.x, GROUP_M);
+    const uint row0 = tile.x * TILE_M;
+    const uint col0 = tile.y * TILE_N;
     const uint subgroup_m = gl_SubgroupID / SUBGROUPS_N;
     const uint subgroup_n = gl_SubgroupID % SUBGROUPS_N;
 
@@ -105,27 +139,31 @@ void main() {
     }
 
     fetch(row0, col0, 0);
-    for (uint k = 0; k < shape.K; k += TILE_K) {
-        barrier();  // everyone is done reading the previous step's tiles
-        stash();
-        barrier();
-        if (k + TILE_K < shape.K) {
-            fetch(row0, col0, k + TILE_K);  // in flight while this step multiplies
+    if (STAGES == 1) {
+        for (uint k = 0; k < shape.K; k += TILE_K) {
+            barrier();  // everyone is done reading the previous step's tiles
+            stash(0);
+            barrier();
+            if (k + TILE_K < shape.K) {
+                fetch(row0, col0, k + TILE_K);  // in flight while this step multiplies
+            }
+            multiply(0, subgroup_m, subgroup_n);
         }
-        [[unroll]] for (uint kk = 0; kk < TILE_K; kk += LK) {
-            coopmat<A_TYPE, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> tile_a[C_ROWS];
-            [[unroll]] for (uint i = 0; i < C_ROWS; ++i) {
-                uint row = subgroup_m * SUB_M + i * LM;
-                coopMatLoad(tile_a[i], shared_a, (row * A_ROW + kk) / E, A_ROW / E, gl_CooperativeMatrixLayoutRowMajor);
+    } else {
+        stash(0);
+        barrier();
+        uint stage = 0;
+        for (uint k = 0; k < shape.K; k += TILE_K) {
+            bool more = k + TILE_K < shape.K;
+            if (more) {
+                fetch(row0, col0, k + TILE_K);  // in flight while this step multiplies
             }
-            [[unroll]] for (uint j = 0; j < C_COLS; ++j) {
-                coopmat<A_TYPE, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> tile_b;
-                uint col = subgroup_n * SUB_N + j * LN;
-                coopMatLoad(tile_b, shared_b, (kk * B_ROW + col) / E, B_ROW / E, gl_CooperativeMatrixLayoutRowMajor);
-                [[unroll]] for (uint i = 0; i < C_ROWS; ++i) {
-                    accumulators[i][j] = coopMatMulAdd(tile_a[i], tile_b, accumulators[i][j]);
-                }
+            multiply(stage, subgroup_m, subgroup_n);
+            if (more) {
+                stash(stage ^ 1);  // the other copy: its readers passed the previous step's barrier
             }
+            barrier();
+            stage ^= 1;
         }
     }
 
@@ -134,7 +172,7 @@ void main() {
         [[unroll]] for (uint j = 0; j < C_COLS; ++j) {
             uint row = row0 + subgroup_m * SUB_M + i * LM;
             uint col = col0 + subgroup_n * SUB_N + j * LN;
-            if (row + LM <= shape.M && col + LN <= shape.N) {
+            if (ALIGNED || (row + LM <= shape.M && col + LN <= shape.N)) {
                 coopMatStore(accumulators[i][j], c, row * shape.stride_c + col, shape.stride_c,
                              gl_CooperativeMatrixLayoutRowMajor);
             } else if (row < shape.M && col < shape.N) {

@@ -7,8 +7,10 @@ One process, many jobs, so every number of a sweep comes from the same device st
 
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
 fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experimental shared-memory-staged coopmat2
-kernel, fp32 accumulation) or ``staged24`` (the same with A in the 2:4 format, expanded on the way). A
-configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
+kernel, fp32 accumulation), ``staged24`` (the same with A in the 2:4 format, expanded on the way), ``khr`` (the
+subgroup-scope KHR shared-memory kernel, fp32 accumulation) or ``khr16`` (the same, fp16->fp16). A ``khr`` configuration
+is a :meth:`vkcoop.gemm.tiles.SubgroupTile.code`, ``MxNxK:SMxSN[dSTAGES]`` (``d2`` double-buffers the shared tiles);
+any other configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
 ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][sgSUBGROUPS_M][pN_PARTS][r][iMETA_WORDS][c][t]``: ``w``
 splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects
 subgroup-scope matrices, ``p2`` two accumulators along N, ``r`` a split-K added up by a reduce pass instead of by
@@ -31,8 +33,10 @@ from .. import gemm
 from ..gemm.configs import launch_kernel
 from ..gemm.paths import parse_config
 from ..gemm.path import GemmOperands, GemmProblem
+from ..gemm.tiles import SUBGROUP_CODE, parse_subgroup_tile
 
-KERNELS = ("dense", "dense16", "sparse", "staged", "staged24")
+KERNELS = ("dense", "dense16", "sparse", "staged", "staged24", "khr", "khr16")
+FP16_ACCUMULATING = ("dense16", "khr16")   # checked on the short sums, where fp16 sums are exact
 
 
 def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
@@ -43,21 +47,33 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
         raise ValueError(f"job {text!r} is not KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]") from None
     if kernel not in KERNELS:
         raise ValueError(f"job {text!r}: kernel must be one of {', '.join(KERNELS)}")
-    if dtype not in gemm.DTYPES or (kernel == "dense16" and dtype != "fp16"):
-        raise ValueError(f"job {text!r}: dtype must be one of {', '.join(gemm.DTYPES)} (dense16: fp16)")
+    if dtype not in gemm.DTYPES or (kernel in FP16_ACCUMULATING and dtype != "fp16"):
+        raise ValueError(f"job {text!r}: dtype must be one of {', '.join(gemm.DTYPES)} (dense16, khr16: fp16)")
     labels = [c for c in configs.split(",") if c]
     for label in labels:
-        parse_config(label)
+        if not kernel.startswith("khr"):
+            parse_config(label)
+        elif not SUBGROUP_CODE.fullmatch(label):
+            raise ValueError(f"job {text!r}: KHR tile {label!r} is not MxNxK:SMxSN[dSTAGES]")
     return kernel, dtype, (m, n, k), labels
 
 
-def _kernel(device, flexible, kernel_kind, dtype, config):
-    """A job's kind and a configuration's ``t`` pick the kernel through the bench paths' own rule."""
+def _types(kernel_kind, dtype):
+    return "fp16->fp16" if kernel_kind in FP16_ACCUMULATING else gemm.accumulating_types(dtype)
+
+
+def _kernel(device, flexible, kernel_kind, dtype, label, problem, sm_count):
+    """(device GEMM, resolved label): a job's kind and a configuration's ``t`` pick the kernel through the bench
+    paths' own rule."""
+    if kernel_kind.startswith("khr"):
+        tile = parse_subgroup_tile(label, device.physical.khr_shapes(), _types(kernel_kind, dtype))
+        return gemm.vulkan.KhrSharedMemoryGemm(device, _types(kernel_kind, dtype), tile), tile.code()
+    config = parse_config(label).for_problem(problem, sm_count)
     if kernel_kind.startswith("staged"):
         config = replace(config, staged=True)
     types = "fp16->fp16" if kernel_kind == "dense16" else None
     kernel = launch_kernel(config, dtype, sparse=kernel_kind in ("sparse", "staged24"), types=types)
-    return gemm.vulkan.coopmat2_gemm(device, kernel, flexible=flexible)
+    return gemm.vulkan.coopmat2_gemm(device, kernel, flexible=flexible), config.label()
 
 
 def _bind(kernel, kernel_kind, operands: GemmOperands) -> None:
@@ -69,12 +85,11 @@ def _bind(kernel, kernel_kind, operands: GemmOperands) -> None:
 
 
 def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters, warmup_seconds, sm_count):
-    config = parse_config(label).for_problem(operands.problem, sm_count)
     started = time.perf_counter()
-    kernel = _kernel(device, flexible, kernel_kind, operands.problem.dtype, config)
+    kernel, ran = _kernel(device, flexible, kernel_kind, operands.problem.dtype, label, operands.problem, sm_count)
     try:
         # fp16 accumulation rounds: it is checked where it must be exact, as the bench path is, and timed on the case
-        checked = operands.short_sums if kernel_kind == "dense16" else operands
+        checked = operands.short_sums if kernel_kind in FP16_ACCUMULATING else operands
         _bind(kernel, kernel_kind, checked)
         build_s = time.perf_counter() - started
         ok, _, why = gemm.check_output(kernel.result()[checked.rows], checked.reference, checked.tolerance)
@@ -83,7 +98,7 @@ def _measure(device, flexible, kernel_kind, operands: GemmOperands, label, iters
         times = kernel.time(iters, 3, warmup_seconds=warmup_seconds)
     finally:
         kernel.close()
-    return ok, why, statistics.median(times), min(times), build_s, config.label()
+    return ok, why, statistics.median(times), min(times), build_s, ran
 
 
 def _run_job(device, flexible, job, operands, args, records, sm_count):

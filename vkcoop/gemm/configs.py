@@ -25,7 +25,7 @@ from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT3
 from .launch import (CoopMat2Kernel, KhrKernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel,
                      check_coopmat2_kernel)
 from .path import GemmProblem
-from .tiles import WorkgroupTile, choose_subgroup_tile, granularity_rows, parse_tile
+from .tiles import WorkgroupTile, granularity_rows, parse_subgroup_tile, parse_tile
 from .types import GemmInputError, accumulating_types, gemm_types
 
 #: N up to this is the memory-bound ("narrow") class; the N buckets below split it.
@@ -250,20 +250,22 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     return [c for c in dict.fromkeys(order) if _valid(path_name, problem, flexible, limits, c)][:limit]
 
 
-#: KHR shared-memory tiles: (tile_m, tile_n, subgroups along M and N) per class.
+#: KHR shared-memory tiles per class, as :meth:`vkcoop.gemm.tiles.SubgroupTile.code` strings. H100, 8192^3 fp16->fp32 (docs/gemm-notes.md, session 13): 128x128x32 on 2x2
+#: subgroups double-buffered with raster groups of 8 rows 315 TFLOP/s; one shared copy on 2x4 subgroups 135.
 KHR_TILES = {
-    False: ((128, 128, (2, 4)), (128, 256, (2, 4)), (256, 128, (4, 2)), (64, 128, (2, 2))),
-    True: ((128, 32, (4, 1)), (64, 32, (2, 1)), (128, 64, (4, 1)), (256, 32, (8, 1))),
+    False: ("128x128x32:2x2d2g8", "128x256x16:2x4d2g8", "128x128x32:2x4", "64x128x32:1x2d2g8"),
+    True: ("128x32x32:4x1", "128x32x32:4x1d2", "64x32x32:2x1d2", "128x64x32:4x1d2"),
 }
 
 
 def derive_khr_configs(problem: GemmProblem, khr, limits: DeviceLimits) -> list:
-    """Candidate tiles of the KHR shared-memory path from the KHR table, within the shared memory."""
+    """Candidate tiles of the KHR shared-memory path, from the KHR table's largest shape, within the shared
+    memory; the first is the class's default."""
     types = accumulating_types(problem.dtype)
     found = []
-    for tm, tn, subgroups in KHR_TILES[tuning_class(problem) != "compute"]:
+    for code in KHR_TILES[tuning_class(problem) != "compute"]:
         try:
-            tile = choose_subgroup_tile(khr, types, tile=(tm, tn, None), subgroups=subgroups)
+            tile = parse_subgroup_tile(code, khr, types)
             KhrKernel(types, tile).check_shared_memory(limits.shared_memory)
         except GemmInputError:
             continue

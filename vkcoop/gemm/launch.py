@@ -320,7 +320,8 @@ class KhrKernel(_SharedMemoryKernel):
     def launch(self, a, b) -> Launch:
         a, b, m, n, k = self._operands(a, b)
         groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
-        return self._one_dispatch(a, b, m, n, k, self.tile.specialization(), groups,
+        specialization = {**self.tile.specialization(), "ALIGNED": self.tile.aligned(m, n, k)}
+        return self._one_dispatch(a, b, m, n, k, specialization, groups,
                                   {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
 
 

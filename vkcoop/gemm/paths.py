@@ -16,7 +16,7 @@ import numpy as np
 from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, parse_config,
                       path_kernel, seed_family, tuning_class)
 from .path import GemmOperands, GemmProblem
-from .tiles import choose_subgroup_tile
+from .tiles import SUBGROUP_CODE, parse_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
 from .vulkan import KhrSharedMemoryGemm, L2Flush, coopmat2_gemm
 
@@ -251,16 +251,15 @@ class KhrPath(_VulkanPath):
         return True, self.group.name
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
-        types = accumulating_types(problem.dtype)
-        if tuning_class(problem) != "compute":  # few columns: a narrow tile wastes less
-            default = choose_subgroup_tile(self.group.khr, types, tile=(128, 32, None), subgroups=(4, 1))
-        else:
-            default = choose_subgroup_tile(self.group.khr, types)
-        if not tune:
-            return [default]
-        return list(dict.fromkeys([default] + derive_khr_configs(problem, self.group.khr, self.group.limits)))
+        derived = derive_khr_configs(problem, self.group.khr, self.group.limits)
+        if not derived:
+            raise GemmInputError(f"no KHR shared-memory tile of {self.name} fits {problem.dtype} on this device")
+        return derived if tune else derived[:1]
 
     def config_from_label(self, label: str, problem: GemmProblem):
+        """A tile by its label (the tuning cache's) or by its code (``MxNxK:SMxSN[dSTAGES]``, explore's)."""
+        if SUBGROUP_CODE.fullmatch(label):
+            return parse_subgroup_tile(label, self.group.khr, accumulating_types(problem.dtype))
         return next((c for c in self.configs(problem, True) if c.label() == label), None)
 
     def _for_problem(self, config, problem: GemmProblem):

@@ -206,30 +206,62 @@ class SubgroupTile:
     tile_k: int = 32
     subgroups_m: int = 2
     subgroups_n: int = 4
+    stages: int = 1     # shared copies of the A and B tiles: 2 double-buffers them (one barrier per K step)
+    group_m: int = 1    # tile rows per raster group (raster.glsl)
 
     @property
     def workgroup_size(self) -> int:
         return SUBGROUP_SIZE * self.subgroups_m * self.subgroups_n
 
     def label(self) -> str:
+        stages = f", {self.stages} stages" if self.stages > 1 else ""
+        group = f", groups of {self.group_m} rows" if self.group_m > 1 else ""
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} of {self.lm}x{self.ln}x{self.lk} "
-                f"({self.subgroups_m}x{self.subgroups_n} subgroups)")
+                f"({self.subgroups_m}x{self.subgroups_n} subgroups{stages}{group})")
+
+    def code(self) -> str:
+        """The short form :func:`parse_subgroup_tile` reads: ``MxNxK:SMxSN[dSTAGES][gGROUP_M]``."""
+        stages = f"d{self.stages}" if self.stages > 1 else ""
+        group = f"g{self.group_m}" if self.group_m > 1 else ""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}:{self.subgroups_m}x{self.subgroups_n}{stages}{group}"
 
     def specialization(self) -> dict:
         return {"WORKGROUP_SIZE": self.workgroup_size, "LM": self.lm, "LN": self.ln, "LK": self.lk,
                 "TILE_M": self.tile_m, "TILE_N": self.tile_n, "TILE_K": self.tile_k,
-                "SUBGROUPS_M": self.subgroups_m, "SUBGROUPS_N": self.subgroups_n, "SUBGROUP_SIZE": SUBGROUP_SIZE}
+                "SUBGROUPS_M": self.subgroups_m, "SUBGROUPS_N": self.subgroups_n, "SUBGROUP_SIZE": SUBGROUP_SIZE,
+                "STAGES": self.stages, "GROUP_M": self.group_m}
+
+    def aligned(self, m: int, n: int, k: int) -> bool:
+        """Whole tiles in every dimension: the pipeline without bounds tests (ALIGNED) may run."""
+        return m % self.tile_m == 0 and n % self.tile_n == 0 and k % self.tile_k == 0
 
     def shared_memory_bytes(self, types) -> int:
-        """Shared memory of khr_shmem_gemm.comp: A and B tiles with one 16-byte pad per row, plus one staging
-        matrix per subgroup."""
+        """Shared memory of khr_shmem_gemm.comp: ``stages`` copies of the A and B tiles with one 16-byte pad per
+        row, plus one staging matrix per subgroup."""
         t = gemm_types(types)
         pad = t.elements_per_16_bytes
-        return ((self.tile_m * (self.tile_k + pad) + self.tile_k * (self.tile_n + pad)) * t.bytes_per_input
-                + self.subgroups_m * self.subgroups_n * self.lm * self.ln * t.output_dtype.itemsize)
+        return (self.stages * (self.tile_m * (self.tile_k + pad) + self.tile_k * (self.tile_n + pad))
+                * t.bytes_per_input + self.subgroups_m * self.subgroups_n * self.lm * self.ln * t.output_dtype.itemsize)
 
 
-def choose_subgroup_tile(khr: list[ShapeEntry], types, *, tile=(128, 128, None), subgroups=(2, 4)) -> SubgroupTile:
+SUBGROUP_CODE = re.compile(r"(\d+)x(\d+)x(\d+):(\d+)x(\d+)(?:d(\d+))?(?:g(\d+))?")
+
+
+def parse_subgroup_tile(code: str, khr: list[ShapeEntry], types) -> SubgroupTile:
+    """``MxNxK:SMxSN[dSTAGES][gGROUP_M]`` (:meth:`SubgroupTile.code`) as a checked tile of the table's largest
+    shape."""
+    match = SUBGROUP_CODE.fullmatch(code)
+    if not match:
+        raise GemmInputError(f"KHR tile {code!r} is not MxNxK:SMxSN[dSTAGES][gGROUP_M] (e.g. 128x128x32:2x2d2g8)")
+    tm, tn, tk, sm, sn = (int(v) for v in match.groups()[:5])
+    stages, group_m = int(match.group(6) or 1), int(match.group(7) or 1)
+    if stages not in (1, 2) or group_m < 1:
+        raise GemmInputError(f"KHR tile {code!r}: stages must be 1 or 2 and GROUP_M at least 1")
+    return choose_subgroup_tile(khr, types, tile=(tm, tn, tk), subgroups=(sm, sn), stages=stages, group_m=group_m)
+
+
+def choose_subgroup_tile(khr: list[ShapeEntry], types, *, tile=(128, 128, None), subgroups=(2, 4),
+                         stages: int = 1, group_m: int = 1) -> SubgroupTile:
     """The largest subgroup-scope KHR shape for ``types`` and a shared-memory tile built from it."""
     t = gemm_types(types)
     shapes = [row for row in khr if not row.flexible and row.scope == SCOPE_SUBGROUP
@@ -240,7 +272,8 @@ def choose_subgroup_tile(khr: list[ShapeEntry], types, *, tile=(128, 128, None),
         raise GemmInputError(f"the device lists no subgroup-scope KHR cooperative matrix shape for {t.key}")
     best = max(shapes, key=lambda s: (s.M * s.N * s.K, s.N))
     tile_k = tile[2] if tile[2] else (2 * best.K if t.bytes_per_input == 2 else best.K)
-    result = SubgroupTile(best.M, best.N, best.K, tile[0], tile[1], tile_k, *subgroups)
+    result = SubgroupTile(best.M, best.N, best.K, tile[0], tile[1], tile_k, *subgroups, stages=stages,
+                          group_m=group_m)
     check_subgroup_tile(result, t)
     return result
 

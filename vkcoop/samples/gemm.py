@@ -234,22 +234,30 @@ def khr_gemm_case(name: str, types, tile: gemm.SubgroupTile, a: np.ndarray, b: n
 class KhrSharedMemoryGemmSample(Sample):
     name = "khr-shmem-gemm"
     description = ("coopmat1 baseline: subgroup-scope VK_KHR_cooperative_matrix GEMM through shared memory "
-                   "(shape from the KHR table), fp16->fp16, fp16->fp32, bf16->fp32, s8->s32, ragged M")
+                   "(shape from the KHR table), fp16->fp16, fp16->fp32, bf16->fp32, s8->s32, ragged M; one shared "
+                   "copy and double-buffered with grouped raster")
     requires = KHR_GEMM_REQUIRES
     order = 70
 
     def cases(self, caps: DeviceCaps):
         for key, types in gemm.GEMM_TYPES.items():
-            try:
-                tile = gemm.choose_subgroup_tile(caps.khr, types)
+            try:   # the one-copy 2x4 tile, and the double-buffered 2x2 tile with grouped raster (bench's default)
+                tiles = (gemm.choose_subgroup_tile(caps.khr, types),
+                         gemm.choose_subgroup_tile(caps.khr, types, subgroups=(2, 2), stages=2, group_m=8))
             except gemm.GemmInputError as error:
                 raise SampleInputError(f"{self.name}: {error}") from None
-            e = types.elements_per_16_bytes
-            shapes = {"aligned": (2 * tile.tile_m, 2 * tile.tile_n, 4 * tile.tile_k),
-                      "ragged": (2 * tile.tile_m + 17, tile.tile_n + 2 * e, 3 * tile.tile_k + e)}
-            for shape_name, (m, n, k) in shapes.items():
-                a, b = gemm.exact_inputs(types, m, n, k, seed=m + 3 * n)
-                yield khr_gemm_case(f"{key} {shape_name} {m}x{n}x{k} {tile.label()}", types, tile, a, b)
+            for tile in tiles:
+                yield from self._tile_cases(key, types, tile)
+
+    @staticmethod
+    def _tile_cases(key, types, tile):
+        """Whole tiles (the ALIGNED pipeline) and ragged M, N, K (the bounds-tested one)."""
+        e = types.elements_per_16_bytes
+        shapes = {"aligned": (2 * tile.tile_m, 2 * tile.tile_n, 4 * tile.tile_k),
+                  "ragged": (2 * tile.tile_m + 17, tile.tile_n + 2 * e, 3 * tile.tile_k + e)}
+        for shape_name, (m, n, k) in shapes.items():
+            a, b = gemm.exact_inputs(types, m, n, k, seed=m + 3 * n)
+            yield khr_gemm_case(f"{key} {shape_name} {m}x{n}x{k} {tile.label()}", types, tile, a, b)
 
 
 # --------------------------------------------------------------------------- sparse24-gemm
