@@ -230,7 +230,7 @@ def test_explore_checks_dense16_on_short_sums_and_times_it_on_the_jobs_operands(
     operands = GemmOperands.make(GemmProblem("fp16", "square", 64, 32, 2048))
     fake = _Fp16AccumulatingGemm()
     fake.a = operands.pruned
-    monkeypatch.setattr(explore, "_kernel", lambda *args: fake)
+    monkeypatch.setattr(explore, "_kernel", lambda *args: (fake, args[4]))
     ok, why, *_ = explore._measure(None, (), "dense16", operands, "64:32x32x128", 3, 0.0, None)
     assert ok, why
     assert fake.bound[0] is operands.short_sums.b and fake.timed_on is operands.b

@@ -172,6 +172,36 @@ def test_the_khr_derivation_starts_with_the_double_buffered_tile_and_fits_48_kb(
     assert tight and all(t.shared_memory_bytes("fp16->fp32") <= 30000 for t in tight)
 
 
+def test_the_khr_2to4_launch_binds_values_metadata_b_and_c():
+    tile = kernels.SubgroupTile(16, 16, 16, tile_m=128, tile_n=128, tile_k=32, subgroups_m=2, subgroups_n=2, stages=2)
+    kernel = kernels.KhrSparse24Kernel("bf16", tile)
+    assert kernel.types.key == "bf16->fp32" and kernel.shader == "gemm/khr_sparse24_gemm.comp"
+    for m, aligned in ((256, True), (250, False)):
+        a = sparse24.prune_2to4(np.ones((m, 64), kernel.types.input_dtype))
+        compressed = sparse24.compress_2to4(a)
+        launch = kernel.launch(compressed.values, compressed.metadata, np.zeros((64, 128), kernel.types.input_dtype))
+        (dispatch,) = launch.dispatches
+        assert dispatch.buffers == ("values", "metadata", "B", "C") and dispatch.groups == (1, -(-m // 128), 1)
+        assert dispatch.specialization["ALIGNED"] is aligned and dispatch.defines == {"GEMM_TYPES": "BF16_F32"}
+    with pytest.raises(kernels.GemmInputError, match="tile_k must be a multiple of 32"):
+        kernels.KhrSparse24Kernel("fp16", kernels.SubgroupTile(16, 16, 16, tile_m=128, tile_n=256, tile_k=16,
+                                                               subgroups_m=2, subgroups_n=4))
+    with pytest.raises(kernels.GemmInputError, match="2:4 path takes"):
+        kernels.KhrSparse24Kernel("int8", tile)
+
+
+def test_the_khr_2to4_derivation_keeps_whole_metadata_words():
+    from vkcoop.gemm.configs import DeviceLimits, derive_khr_configs
+    from vkcoop.gemm.path import GemmProblem
+    for shape, n in (("square", 8192), ("llm", 32)):
+        tiles = derive_khr_configs(GemmProblem("fp16", shape, 8192, n, 8192), KHR, DeviceLimits(), sparse=True)
+        assert tiles and all(t.tile_k % 32 == 0 for t in tiles), shape
+        for tile in tiles:
+            kernels.KhrSparse24Kernel("fp16", tile).check_shared_memory(49152)
+    square = derive_khr_configs(GemmProblem("bf16", "square", 8192, 8192, 8192), KHR, DeviceLimits(), sparse=True)
+    assert square[0].code() == "128x128x64:2x2g8"
+
+
 def test_unknown_types_key_names_the_choices():
     with pytest.raises(kernels.GemmInputError, match="fp16->fp32"):
         kernels.gemm_types("fp8->fp32")
@@ -537,6 +567,28 @@ def test_kernel_objects_match_the_reference_and_time():
         khr_tile = kernels.choose_subgroup_tile(device.physical.khr_shapes(), "fp16->fp32")
         with kernels.KhrSharedMemoryGemm(device, "fp16->fp32", khr_tile) as khr:
             assert np.array_equal(khr.run(a, b), kernels.reference_gemm(a, b, np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+def test_the_khr_2to4_kernel_matches_the_reference_bit_for_bit():
+    """The KHR kernel with A expanded from the 2:4 format: whole tiles (ALIGNED) and ragged M and N, both types,
+    one shared copy and double-buffered."""
+    from vkcoop import vk
+    features = kernels.features_for("sparse24", "fp16->fp32") + kernels.features_for("khr", "fp16->fp32") \
+        + kernels.features_for("sparse24", "bf16->fp32")
+    with vk.Device(features=list(dict.fromkeys(features))) as device:
+        khr = device.physical.khr_shapes()
+        for dtype, types in (("fp16", "fp16->fp32"), ("bf16", "bf16->fp32")):
+            for tile in (kernels.choose_subgroup_tile(khr, types, subgroups=(2, 2), stages=2, group_m=8),
+                         kernels.choose_subgroup_tile(khr, types)):
+                for m, n, k in ((256, 256, 256), (300, 200, 288)):
+                    a, b = kernels.exact_inputs(types, m, n, k, seed=m + n)
+                    compressed = sparse24.compress_2to4(a)
+                    with kernels.KhrSparse24Gemm(device, dtype, tile) as runner:
+                        got = runner.run(compressed.values, compressed.metadata, b)
+                    expected = kernels.sparse24_reference(compressed.values, compressed.metadata, b)
+                    assert np.array_equal(got, expected), (dtype, tile.code(), m, n, k)
 
 
 class _FakeCommands:

@@ -8,8 +8,8 @@ One process, many jobs, so every number of a sweep comes from the same device st
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
 fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experimental shared-memory-staged coopmat2
 kernel, fp32 accumulation), ``staged24`` (the same with A in the 2:4 format, expanded on the way), ``khr`` (the
-subgroup-scope KHR shared-memory kernel, fp32 accumulation) or ``khr16`` (the same, fp16->fp16). A ``khr`` configuration
-is a :meth:`vkcoop.gemm.tiles.SubgroupTile.code`, ``MxNxK:SMxSN[dSTAGES]`` (``d2`` double-buffers the shared tiles);
+subgroup-scope KHR shared-memory kernel, fp32 accumulation), ``khr16`` (the same, fp16->fp16) or ``khr24`` (the same
+with A in the 2:4 format, expanded on the way). A ``khr*`` configuration is a :meth:`vkcoop.gemm.tiles.SubgroupTile.code`, ``MxNxK:SMxSN[dSTAGES]`` (``d2`` double-buffers the shared tiles);
 any other configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
 ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][sgSUBGROUPS_M][pN_PARTS][r][iMETA_WORDS][c][t]``: ``w``
 splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects
@@ -35,7 +35,8 @@ from ..gemm.paths import parse_config
 from ..gemm.path import GemmOperands, GemmProblem
 from ..gemm.tiles import SUBGROUP_CODE, parse_subgroup_tile
 
-KERNELS = ("dense", "dense16", "sparse", "staged", "staged24", "khr", "khr16")
+KERNELS = ("dense", "dense16", "sparse", "staged", "staged24", "khr", "khr16", "khr24")
+COMPRESSED = ("sparse", "staged24", "khr24")   # A bound in the 2:4 format
 FP16_ACCUMULATING = ("dense16", "khr16")   # checked on the short sums, where fp16 sums are exact
 
 
@@ -67,18 +68,20 @@ def _kernel(device, flexible, kernel_kind, dtype, label, problem, sm_count):
     paths' own rule."""
     if kernel_kind.startswith("khr"):
         tile = parse_subgroup_tile(label, device.physical.khr_shapes(), _types(kernel_kind, dtype))
+        if kernel_kind == "khr24":
+            return gemm.vulkan.KhrSparse24Gemm(device, dtype, tile), tile.code()
         return gemm.vulkan.KhrSharedMemoryGemm(device, _types(kernel_kind, dtype), tile), tile.code()
     config = parse_config(label).for_problem(problem, sm_count)
     if kernel_kind.startswith("staged"):
         config = replace(config, staged=True)
     types = "fp16->fp16" if kernel_kind == "dense16" else None
-    kernel = launch_kernel(config, dtype, sparse=kernel_kind in ("sparse", "staged24"), types=types)
+    kernel = launch_kernel(config, dtype, sparse=kernel_kind in COMPRESSED, types=types)
     return gemm.vulkan.coopmat2_gemm(device, kernel, flexible=flexible), config.label()
 
 
 def _bind(kernel, kernel_kind, operands: GemmOperands) -> None:
     b = kernel.kernel.store_b(operands.b)
-    if kernel_kind in ("sparse", "staged24"):
+    if kernel_kind in COMPRESSED:
         kernel.bind(operands.compressed.values, operands.compressed.metadata, b)
     else:
         kernel.bind(operands.pruned, b)

@@ -12,12 +12,12 @@ from __future__ import annotations
 PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
               "vk-coopmat2-dense-fp16acc": ("vulkan", "coopmat2-workgroup"),
               "vk-coopmat2-2:4": ("vulkan", "coopmat2-workgroup"),
-              "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
+              "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "vk-khr-2:4": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
               "cuda-wgmma.sp": ("cuda", "wgmma.sp"), "cuSPARSELt": ("cuda", "wgmma.sp"),
               "cuSPARSELt-nvmath": ("cuda", "wgmma.sp"), "torch-semi-structured": ("cuda", "wgmma.sp"),
               "cuBLAS": ("cuda", "wgmma")}
 #: Paths that read A in the 2:4 format: half the values plus one 32-bit metadata word per 32 columns.
-SPARSE_A = {"vk-coopmat2-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath",
+SPARSE_A = {"vk-coopmat2-2:4", "vk-khr-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath",
             "torch-semi-structured"}
 #: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.
 C_BYTES = {"vulkan": 4, "cuda": 2}

@@ -10,6 +10,7 @@ vk-coopmat2-dense-fp16acc  Vulkan    the same accumulating in fp16 (fp16->fp16; 
                                      checked bit for bit on B cut to 32 terms per column
 vk-coopmat2-2:4            Vulkan    the same with A loaded from the 2:4 format by a decode function
 vk-khr-subgroup            Vulkan    subgroup-scope KHR coopmat GEMM through shared memory
+vk-khr-2:4                 Vulkan    the same with A read in the 2:4 format, expanded into shared memory
 cuda-mma.sp                CUDA      hand-written ``mma.sp`` kernel (vkcoop.cuda.MmaSpGemm)
 cuda-wgmma.sp              CUDA      hand-written ``wgmma.mma_async.sp`` kernel (vkcoop.cuda.WgmmaSpGemm)
 cuSPARSELt                 CUDA      torch's ``_cslt_sparse_mm`` (torch's cuSPARSELt), best of a search
@@ -46,10 +47,10 @@ from .measure import PathResult, measure_path, path_result
 from .shapes import LLM_TOKENS, SHAPES, describe_shapes, make_cases
 from .tuning import Tuner, TuningCache, cache_dir
 
-PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-khr-subgroup", "cuda-mma.sp",
-              "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured", "cuBLAS")
-VULKAN_PATHS = PATH_NAMES[:4]
-CUDA_PATHS = PATH_NAMES[4:]
+PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-khr-subgroup", "vk-khr-2:4",
+              "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured", "cuBLAS")
+VULKAN_PATHS = PATH_NAMES[:5]
+CUDA_PATHS = PATH_NAMES[5:]
 #: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
 CUSPARSELT_PATHS = ("cuSPARSELt", "cuSPARSELt-nvmath")
 DEFAULT_TUNE_BUDGET = 600.0

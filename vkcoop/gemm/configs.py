@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
-from .launch import (CoopMat2Kernel, KhrKernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel,
+from .launch import (CoopMat2Kernel, KhrKernel, KhrSparse24Kernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel,
                      check_coopmat2_kernel)
 from .path import GemmProblem
 from .tiles import WorkgroupTile, granularity_rows, parse_subgroup_tile, parse_tile
@@ -256,17 +256,24 @@ KHR_TILES = {
     False: ("128x128x32:2x2d2g8", "128x256x16:2x4d2g8", "128x128x32:2x4", "64x128x32:1x2d2g8"),
     True: ("128x32x32:4x1", "128x32x32:4x1d2", "64x32x32:2x1d2", "128x64x32:4x1d2"),
 }
+#: The same for A in the 2:4 format (TILE_K whole metadata words of 32 columns). H100, 8192^3 fp16: 128x128x64 on
+#: 2x2 subgroups, one shared copy, 256.9 TFLOP/s; double-buffered 128x128x32 247.3; the staged coopmat2 2:4 236.6.
+KHR_SPARSE24_TILES = {
+    False: ("128x128x64:2x2g8", "128x128x32:2x2d2g8", "128x256x32:2x4"),
+    True: ("128x32x32:4x1", "128x32x32:4x1d2"),
+}
 
 
-def derive_khr_configs(problem: GemmProblem, khr, limits: DeviceLimits) -> list:
-    """Candidate tiles of the KHR shared-memory path, from the KHR table's largest shape, within the shared
-    memory; the first is the class's default."""
+def derive_khr_configs(problem: GemmProblem, khr, limits: DeviceLimits, *, sparse: bool = False) -> list:
+    """Candidate tiles of the KHR shared-memory path (``sparse``: its 2:4 form), from the KHR table's largest
+    shape, within the shared memory; the first is the class's default."""
     types = accumulating_types(problem.dtype)
     found = []
-    for code in KHR_TILES[tuning_class(problem) != "compute"]:
+    for code in (KHR_SPARSE24_TILES if sparse else KHR_TILES)[tuning_class(problem) != "compute"]:
         try:
             tile = parse_subgroup_tile(code, khr, types)
-            KhrKernel(types, tile).check_shared_memory(limits.shared_memory)
+            kernel = KhrSparse24Kernel(problem.dtype, tile) if sparse else KhrKernel(types, tile)
+            kernel.check_shared_memory(limits.shared_memory)
         except GemmInputError:
             continue
         found.append(tile)

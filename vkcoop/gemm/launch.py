@@ -19,6 +19,7 @@ from .types import SPARSE24_TYPES, GEMM_TYPES, GemmInputError, gemm_types
 
 COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
 KHR_SHADER = "gemm/khr_shmem_gemm.comp"
+KHR_SPARSE24_SHADER = "gemm/khr_sparse24_gemm.comp"
 SPARSE24_SHADER = "gemm/coopmat2_sparse24.comp"
 SPLIT_K_REDUCE_SHADER = "gemm/splitk_reduce.comp"
 STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
@@ -296,12 +297,6 @@ class _SharedMemoryKernel:
                                  f"multiples of {e} for {t.key}")
         return a, b, m, n, k
 
-    def _one_dispatch(self, a, b, m, n, k, specialization: dict, groups: tuple, options: dict) -> Launch:
-        t = self.types
-        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, ("A", "B", "C"), groups,
-                            _u32(m, n, k, k, n, n), options)
-        return Launch([dispatch], {"A": a, "B": b}, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
-
 
 class KhrKernel(_SharedMemoryKernel):
     """khr_shmem_gemm.comp: subgroup-scope KHR matrices fed from shared memory. K and N must be multiples of
@@ -319,10 +314,44 @@ class KhrKernel(_SharedMemoryKernel):
 
     def launch(self, a, b) -> Launch:
         a, b, m, n, k = self._operands(a, b)
+        return self._tiled_launch({"A": a, "B": b}, m, n, k)
+
+    def _tiled_launch(self, inputs: dict, m: int, n: int, k: int) -> Launch:
+        t = self.types
         groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
         specialization = {**self.tile.specialization(), "ALIGNED": self.tile.aligned(m, n, k)}
-        return self._one_dispatch(a, b, m, n, k, specialization, groups,
-                                  {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
+        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, (*inputs, "C"), groups,
+                            _u32(m, n, k, k, n, n), {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
+        return Launch([dispatch], inputs, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
+
+
+class KhrSparse24Kernel(KhrKernel):
+    """khr_sparse24_gemm.comp: the KHR shared-memory kernel with A read in vkcoop's 2:4 format and expanded to
+    dense rows on its way into shared memory (as :class:`StagedSparse24Kernel` does for workgroup scope)."""
+    shader = KHR_SPARSE24_SHADER
+    what = "KHR 2:4"
+
+    def __init__(self, dtype: str, tile: SubgroupTile):
+        if dtype not in SPARSE24_TYPES:
+            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        super().__init__(GEMM_TYPES[SPARSE24_TYPES[dtype][1]], tile)
+        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
+            raise GemmInputError(f"KHR tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} "
+                                 "and each invocation must expand a whole number of 16-column groups")
+        self.dtype, self.name = dtype, f"khr 2:4 {dtype} {tile.label()}"
+
+    def template_launch(self) -> Launch:
+        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
+        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
+
+    def launch(self, values, metadata, b) -> Launch:
+        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
+        values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
+        b = check_matrix("B", b, self.types.input_dtype)
+        if b.shape[0] != k or b.shape[1] % self.types.elements_per_16_bytes:
+            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
+                                 f"{self.types.elements_per_16_bytes}")
+        return self._tiled_launch({"values": values, "metadata": metadata, "B": b}, m, b.shape[1], k)
 
 
 class StagedKernel(_SharedMemoryKernel):

@@ -13,15 +13,18 @@ from dataclasses import replace
 
 import numpy as np
 
+from .. import sparse as sparse24
+
 from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, parse_config,
                       path_kernel, seed_family, tuning_class)
 from .path import GemmOperands, GemmProblem
 from .tiles import SUBGROUP_CODE, parse_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
-from .vulkan import KhrSharedMemoryGemm, L2Flush, coopmat2_gemm
+from .vulkan import KhrSharedMemoryGemm, KhrSparse24Gemm, L2Flush, coopmat2_gemm
 
 __all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
-           "VulkanDevicePaths", "CoopMat2Path", "CoopMat2Fp16AccumulatingPath", "Sparse24Path", "KhrPath"]
+           "VulkanDevicePaths", "CoopMat2Path", "CoopMat2Fp16AccumulatingPath", "Sparse24Path", "KhrPath",
+           "KhrSparse24Path"]
 
 
 def _seeds(*labels: str) -> list[VulkanConfig]:
@@ -116,7 +119,8 @@ class VulkanDevicePaths:
         self.khr = self.device.physical.khr_shapes()
         self.limits = DeviceLimits.of(self.device.physical)
         self._flush = None
-        self.paths = [CoopMat2Path(self), CoopMat2Fp16AccumulatingPath(self), Sparse24Path(self), KhrPath(self)]
+        self.paths = [CoopMat2Path(self), CoopMat2Fp16AccumulatingPath(self), Sparse24Path(self), KhrPath(self),
+                      KhrSparse24Path(self)]
 
     @property
     def name(self) -> str:
@@ -250,8 +254,10 @@ class KhrPath(_VulkanPath):
                            f"({problem.n}) must be multiples of {e}")
         return True, self.group.name
 
+    sparse = False
+
     def configs(self, problem: GemmProblem, tune: bool) -> list:
-        derived = derive_khr_configs(problem, self.group.khr, self.group.limits)
+        derived = derive_khr_configs(problem, self.group.khr, self.group.limits, sparse=self.sparse)
         if not derived:
             raise GemmInputError(f"no KHR shared-memory tile of {self.name} fits {problem.dtype} on this device")
         return derived if tune else derived[:1]
@@ -270,3 +276,20 @@ class KhrPath(_VulkanPath):
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.pruned, operands.b)
+
+
+class KhrSparse24Path(KhrPath):
+    """The KHR shared-memory GEMM with A read in the 2:4 format and expanded into shared memory."""
+    name = "vk-khr-2:4"
+    sparse = True
+
+    def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        if problem.k % sparse24.K_ALIGNMENT:
+            return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
+        return super().supports(problem)
+
+    def _make(self, dtype, config):
+        return KhrSparse24Gemm(self.group.device, dtype, config)
+
+    def _bind(self, gemm, operands):
+        gemm.bind(operands.compressed.values, operands.compressed.metadata, operands.b)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from .. import shaders as shader_catalog
-from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, Launch, Sparse24Kernel, StagedKernel,
+from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel, StagedKernel,
                      StagedSparse24Kernel, check_coopmat2_kernel)
 from .tiles import SubgroupTile, WorkgroupTile
 from .types import GemmInputError
@@ -258,6 +258,16 @@ class KhrSharedMemoryGemm(_TwoOperandGemm):
 
     def __init__(self, device, types, tile: SubgroupTile):
         kernel = KhrKernel(types, tile)
+        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
+        super().__init__(device, kernel)
+
+
+class KhrSparse24Gemm(_CompressedGemm):
+    """The KHR shared-memory GEMM with A in the 2:4 format, expanded on its way into shared memory
+    (:class:`vkcoop.gemm.launch.KhrSparse24Kernel`)."""
+
+    def __init__(self, device, dtype: str, tile: SubgroupTile):
+        kernel = KhrSparse24Kernel(dtype, tile)
         kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
         super().__init__(device, kernel)
 

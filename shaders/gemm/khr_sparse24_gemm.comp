@@ -1,0 +1,56 @@
+#version 450
+// @variants GEMM_TYPES=F16_F32|BF16_F32
+// The KHR shared-memory GEMM (khr_gemm.glsl) with A read in vkcoop's 2:4 format, 16-byte vectors of values plus
+// their metadata, and expanded to dense rows on its way into shared memory (sparse24_expand.glsl), as the staged
+// coopmat2 2:4 kernel does: a 16-column group costs one 128-bit load, a share of one 32-bit load and some shifts,
+// and A moves 0.5625x the bytes of the dense kernel.
+//   spec constants: as khr_gemm.glsl; TILE_K a multiple of 32 (one metadata word)
+//   push constants: M, N, K and the row strides of A (unused: the 2:4 rows are K/2 values), B and C; K a multiple
+//                   of 32
+//   bindings:       0 values ([M][K/2]), 1 metadata (uint [M][K/32]), 2 B (K x N row-major), 3 C (M x N)
+#extension GL_EXT_shader_explicit_arithmetic_types : enable
+#extension GL_EXT_control_flow_attributes : enable
+#include "gemm_types.glsl"
+#include "sparse24_expand.glsl"
+#if A_BYTES != 2
+#error "the 2:4 format here holds 16-bit values"
+#endif
+
+layout(push_constant) uniform Shape {
+    uint M, N, K;
+    uint stride_a, stride_b, stride_c;
+} shape;
+
+#define A_BINDINGS 2
+layout(set = 0, binding = 0) readonly buffer Values { uvec4 values[]; };
+layout(set = 0, binding = 1) readonly buffer Metadata { uint metadata[]; };
+#include "khr_gemm.glsl"
+
+const uint A_GROUPS_PER_ROW = TILE_K / 16;      // 16-column groups: one vector of values each
+const uint A_PER_INVOCATION = TILE_M * A_GROUPS_PER_ROW / WORKGROUP_SIZE;   // the host makes this divide evenly
+uvec4 fetched_values[A_PER_INVOCATION];
+uint fetched_nibbles[A_PER_INVOCATION];
+
+void fetch_a(uint row0, uint k) {
+    [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
+        uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
+        uint row = row0 + v / A_GROUPS_PER_ROW;
+        uint group = k / 16 + v % A_GROUPS_PER_ROW;
+        const bool inside = ALIGNED || (row < shape.M && group * 16 < shape.K);
+        // Outside: nibble 0 puts both (zero) values at position 0, an all-zero chunk.
+        fetched_values[i] = inside ? values[row * (shape.K / 16) + group] : uvec4(0);
+        uint word = inside ? metadata[row * (shape.K / 32) + group / 2] : 0u;
+        fetched_nibbles[i] = (word >> (16u * (group & 1u))) & 0xFFFFu;
+    }
+}
+
+void stash_a(uint base) {
+    [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
+        uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
+        uvec4 first, second;
+        expand16(fetched_values[i], fetched_nibbles[i], first, second);
+        uint at = base + (v / A_GROUPS_PER_ROW) * (A_ROW / E) + 2 * (v % A_GROUPS_PER_ROW);
+        shared_a[at] = first;
+        shared_a[at + 1] = second;
+    }
+}
