@@ -18,24 +18,26 @@
 from .exact import (check_output, check_rows, eighths_inputs, exact_inputs, reference_gemm,
                     sparse24_reference)
 from .interleave import META_WORDS_CHOICES, deinterleave_2to4, interleave_2to4
-from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel, StagedKernel,
-                     StagedSparse24Kernel)
+from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel,
+                     StagedKernel, StagedSparse24Kernel)
 from .path import BoundGemm, GemmOperands, GemmPath, GemmProblem
 from .tiles import (SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile,
                     choose_subgroup_tile, choose_workgroup_tile, granularity_rows, parse_tile)
 from .types import (BF16, DTYPES, GEMM_TYPES, RESULT_TOLERANCE, SPARSE24_TYPES, GemmInputError, GemmTypes,
                     accumulating_types, features_for, gemm_types)
-from .vulkan import (WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, KhrSparse24Gemm, L2Flush, Sparse24Gemm, StagedCoopMat2Gemm,
-                     StagedSparse24Gemm)
+from .vulkan import (WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, KhrSparse24Gemm, L2Flush, Sparse24Gemm,
+                     StagedCoopMat2Gemm, StagedSparse24Gemm)
 
 __all__ = [
     "check_output", "check_rows", "eighths_inputs", "exact_inputs", "reference_gemm", "sparse24_reference",
     "META_WORDS_CHOICES", "deinterleave_2to4", "interleave_2to4",
-    "CoopMat2Kernel", "Dispatch", "KhrKernel", "KhrSparse24Kernel", "Launch", "Sparse24Kernel", "StagedKernel", "StagedSparse24Kernel",
+    "CoopMat2Kernel", "Dispatch", "KhrKernel", "KhrSparse24Kernel", "Launch", "Sparse24Kernel", "StagedKernel",
+    "StagedSparse24Kernel",
     "BoundGemm", "GemmOperands", "GemmPath", "GemmProblem",
     "SUBGROUP_SIZE", "SubgroupTile", "WorkgroupTile", "check_subgroup_tile", "check_workgroup_tile",
     "choose_subgroup_tile", "choose_workgroup_tile", "granularity_rows", "parse_tile",
     "BF16", "DTYPES", "GEMM_TYPES", "RESULT_TOLERANCE", "SPARSE24_TYPES", "GemmInputError", "GemmTypes",
     "accumulating_types", "features_for", "gemm_types",
-    "WARMUP_SECONDS", "CoopMat2Gemm", "KhrSharedMemoryGemm", "KhrSparse24Gemm", "L2Flush", "Sparse24Gemm", "StagedCoopMat2Gemm", "StagedSparse24Gemm",
+    "WARMUP_SECONDS", "CoopMat2Gemm", "KhrSharedMemoryGemm", "KhrSparse24Gemm", "L2Flush", "Sparse24Gemm",
+    "StagedCoopMat2Gemm", "StagedSparse24Gemm",
 ]

@@ -12,8 +12,8 @@ import time
 import numpy as np
 
 from .. import shaders as shader_catalog
-from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel, StagedKernel,
-                     StagedSparse24Kernel, check_coopmat2_kernel)
+from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel,
+                     StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel)
 from .tiles import SubgroupTile, WorkgroupTile
 from .types import GemmInputError
 from .warmup import WARMUP_SECONDS, mark_busy, minimum_warmup, settle
