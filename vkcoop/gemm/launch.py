@@ -15,7 +15,7 @@ import numpy as np
 from .. import sparse as sparse24
 from .interleave import META_WORDS_CHOICES, interleave_2to4
 from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
-from .types import SPARSE24_TYPES, GEMM_TYPES, GemmInputError, gemm_types
+from .types import SPARSE24_TYPES, GEMM_TYPES, GemmInputError, GemmTypes, gemm_types
 
 COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
 KHR_SHADER = "gemm/khr_shmem_gemm.comp"
@@ -325,33 +325,47 @@ class KhrKernel(_SharedMemoryKernel):
         return Launch([dispatch], inputs, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
 
 
-class KhrSparse24Kernel(KhrKernel):
+class _ExpandsTwoToFour:
+    """What the kernels that expand a 2:4 A into shared memory share: the dtype and tile checks, and the
+    operands (values [M][K/2] and metadata [M][K/32] in vkcoop.sparse format, B row-major [K][N])."""
+
+    @staticmethod
+    def expanded_types(dtype: str, tile) -> GemmTypes:
+        if dtype not in SPARSE24_TYPES:
+            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
+            raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
+                                 "each invocation must expand a whole number of 16-column groups")
+        return GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
+
+    def template_launch(self) -> Launch:
+        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
+        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
+
+    def _compressed_inputs(self, values, metadata, b) -> tuple:
+        """({values, metadata, B}, M, N, K) once the shapes agree."""
+        t = self.types
+        values, metadata, m, k = compressed_operands(values, metadata, t.input_dtype)
+        b = check_matrix("B", b, t.input_dtype)
+        if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
+            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
+                                 f"{t.elements_per_16_bytes}")
+        return {"values": values, "metadata": metadata, "B": b}, m, b.shape[1], k
+
+
+class KhrSparse24Kernel(_ExpandsTwoToFour, KhrKernel):
     """khr_sparse24_gemm.comp: the KHR shared-memory kernel with A read in vkcoop's 2:4 format and expanded to
     dense rows on its way into shared memory (as :class:`StagedSparse24Kernel` does for workgroup scope)."""
     shader = KHR_SPARSE24_SHADER
     what = "KHR 2:4"
 
     def __init__(self, dtype: str, tile: SubgroupTile):
-        if dtype not in SPARSE24_TYPES:
-            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
-        super().__init__(GEMM_TYPES[SPARSE24_TYPES[dtype][1]], tile)
-        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
-            raise GemmInputError(f"KHR tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} "
-                                 "and each invocation must expand a whole number of 16-column groups")
+        super().__init__(self.expanded_types(dtype, tile), tile)
         self.dtype, self.name = dtype, f"khr 2:4 {dtype} {tile.label()}"
-
-    def template_launch(self) -> Launch:
-        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
-        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
 
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
-        values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
-        b = check_matrix("B", b, self.types.input_dtype)
-        if b.shape[0] != k or b.shape[1] % self.types.elements_per_16_bytes:
-            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
-                                 f"{self.types.elements_per_16_bytes}")
-        return self._tiled_launch({"values": values, "metadata": metadata, "B": b}, m, b.shape[1], k)
+        return self._tiled_launch(*self._compressed_inputs(values, metadata, b))
 
 
 class StagedKernel(_SharedMemoryKernel):
@@ -404,36 +418,21 @@ class StagedKernel(_SharedMemoryKernel):
         return self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
 
 
-class StagedSparse24Kernel(StagedKernel):
+class StagedSparse24Kernel(_ExpandsTwoToFour, StagedKernel):
     """coopmat2_staged_sparse24.comp: the staged kernel with A read in vkcoop's 2:4 format and expanded to dense
     rows on its way into shared memory (16 columns per 128-bit load of values)."""
     shader = STAGED_SPARSE24_SHADER
     what = "staged 2:4"
 
     def __init__(self, dtype: str, tile: WorkgroupTile):
-        if dtype not in SPARSE24_TYPES:
-            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
-        super().__init__(GEMM_TYPES[SPARSE24_TYPES[dtype][1]], tile)
-        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
-            raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
-                                 "each invocation must expand a whole number of 16-column groups")
+        super().__init__(self.expanded_types(dtype, tile), tile)
         self.dtype = dtype
         self.name = f"coopmat2 staged 2:4 {dtype} {tile.label()}"
 
-    def template_launch(self) -> Launch:
-        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
-        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
-
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
-        t = self.types
-        values, metadata, m, k = compressed_operands(values, metadata, t.input_dtype)
-        b = check_matrix("B", b, t.input_dtype)
-        if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
-            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
-                                 f"{t.elements_per_16_bytes}")
-        n = b.shape[1]
-        return self._staged_launch({"values": values, "metadata": metadata, "B": b}, m, n, k, _u32(m, n, k, n, n))
+        inputs, m, n, k = self._compressed_inputs(values, metadata, b)
+        return self._staged_launch(inputs, m, n, k, _u32(m, n, k, n, n))
 
 
 def check_coopmat2_kernel(kernel, flexible, shared_memory: int) -> None:
