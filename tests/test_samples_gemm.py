@@ -202,6 +202,20 @@ def test_the_khr_2to4_derivation_keeps_whole_metadata_words():
     assert square[0].code() == "128x128x64:2x2g8"
 
 
+def test_the_khr_paths_refuse_what_they_cannot_run_with_one_line():
+    from types import SimpleNamespace
+    from vkcoop.gemm.configs import DeviceLimits
+    from vkcoop.gemm.path import GemmProblem
+    from vkcoop.gemm.paths import KhrPath, KhrSparse24Path
+    tight = SimpleNamespace(khr=KHR, limits=DeviceLimits(shared_memory=4096), name="tight")
+    with pytest.raises(kernels.GemmInputError, match="no KHR shared-memory tile of vk-khr-subgroup fits fp16"):
+        KhrPath(tight).configs(GemmProblem("fp16", "square", 256, 256, 256), tune=True)
+    roomy = SimpleNamespace(khr=KHR, limits=DeviceLimits(), name="roomy")
+    ok, why = KhrSparse24Path(roomy).supports(GemmProblem("fp16", "square", 256, 256, 48))
+    assert not ok and why == "the 2:4 format needs K (48) a multiple of 32"
+    assert KhrSparse24Path(roomy).supports(GemmProblem("fp16", "square", 256, 256, 64)) == (True, "roomy")
+
+
 def test_unknown_types_key_names_the_choices():
     with pytest.raises(kernels.GemmInputError, match="fp16->fp32"):
         kernels.gemm_types("fp8->fp32")

@@ -9,7 +9,7 @@ A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 ac
 fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experimental shared-memory-staged coopmat2
 kernel, fp32 accumulation), ``staged24`` (the same with A in the 2:4 format, expanded on the way), ``khr`` (the
 subgroup-scope KHR shared-memory kernel, fp32 accumulation), ``khr16`` (the same, fp16->fp16) or ``khr24`` (the same
-with A in the 2:4 format, expanded on the way). A ``khr*`` configuration is a :meth:`vkcoop.gemm.tiles.SubgroupTile.code`, ``MxNxK:SMxSN[dSTAGES]`` (``d2`` double-buffers the shared tiles);
+with A in the 2:4 format, expanded on the way). A ``khr*`` configuration is a :meth:`vkcoop.gemm.tiles.SubgroupTile.code`, ``MxNxK:SMxSN[dSTAGES][gGROUP_M]`` (``d2`` double-buffers the shared tiles);
 any other configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
 ``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][sgSUBGROUPS_M][pN_PARTS][r][iMETA_WORDS][c][t]``: ``w``
 splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects
@@ -55,7 +55,7 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
         if not kernel.startswith("khr"):
             parse_config(label)
         elif not SUBGROUP_CODE.fullmatch(label):
-            raise ValueError(f"job {text!r}: KHR tile {label!r} is not MxNxK:SMxSN[dSTAGES]")
+            raise ValueError(f"job {text!r}: KHR tile {label!r} is not MxNxK:SMxSN[dSTAGES][gGROUP_M]")
     return kernel, dtype, (m, n, k), labels
 
 

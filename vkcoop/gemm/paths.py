@@ -246,6 +246,7 @@ class Sparse24Path(_VulkanPath):
 
 class KhrPath(_VulkanPath):
     name = "vk-khr-subgroup"
+    sparse = False   # A dense; KhrSparse24Path reads it in the 2:4 format
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
         e = accumulating_types(problem.dtype).elements_per_16_bytes
@@ -254,8 +255,6 @@ class KhrPath(_VulkanPath):
                            f"({problem.n}) must be multiples of {e}")
         return True, self.group.name
 
-    sparse = False
-
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         derived = derive_khr_configs(problem, self.group.khr, self.group.limits, sparse=self.sparse)
         if not derived:
@@ -263,7 +262,7 @@ class KhrPath(_VulkanPath):
         return derived if tune else derived[:1]
 
     def config_from_label(self, label: str, problem: GemmProblem):
-        """A tile by its label (the tuning cache's) or by its code (``MxNxK:SMxSN[dSTAGES]``, explore's)."""
+        """A tile by its label (the tuning cache's) or by its code (``MxNxK:SMxSN[dSTAGES][gGROUP_M]``, explore's)."""
         if SUBGROUP_CODE.fullmatch(label):
             return parse_subgroup_tile(label, self.group.khr, accumulating_types(problem.dtype))
         return next((c for c in self.configs(problem, True) if c.label() == label), None)
