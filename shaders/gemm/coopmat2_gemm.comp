@@ -68,6 +68,7 @@ layout(push_constant) uniform Shape {
 #define SUM_PARTIALS 2
 #define C_QUALIFIERS
 #include "split_sum.glsl"
+#include "raster.glsl"
 
 #if SCOPE == WORKGROUP
 #define MATRIX_SCOPE gl_ScopeWorkgroup
@@ -87,20 +88,10 @@ const uint PART_N = OWN_N / N_PARTS;   // columns of one accumulator
 #define MAT_C coopmat<C_TYPE, MATRIX_SCOPE, OWN_M, PART_N, gl_MatrixUseAccumulator>
 #define CLAMPED gl_CooperativeMatrixClampModeConstantNV
 
-// Grouped rasterization: consecutive workgroups walk GROUP_M tile rows down one tile column before moving
-// right, so the B tiles they share are still in L2.
-uvec2 tile_of_workgroup(uint linear, uint tiles_m, uint tiles_n) {
-    uint per_group = GROUP_M * tiles_n;
-    uint first_row = (linear / per_group) * GROUP_M;
-    uint rows_here = min(tiles_m - first_row, GROUP_M);
-    uint in_group = linear % per_group;
-    return uvec2(first_row + in_group % rows_here, in_group / rows_here);
-}
-
 void main() {
     const uint tiles_m = (shape.M + TILE_M - 1) / TILE_M;
     const uint tiles_n = (shape.N + TILE_N - 1) / TILE_N;
-    const uvec2 tile = tile_of_workgroup(gl_WorkGroupID.x, tiles_m, tiles_n);
+    const uvec2 tile = grouped_tile(gl_WorkGroupID.x, tiles_m, tiles_n, GROUP_M);
     if (tile.x >= tiles_m) {
         return;
     }

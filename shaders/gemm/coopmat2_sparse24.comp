@@ -84,6 +84,7 @@ layout(push_constant) uniform Shape {
 #define C_VEC4 vec4
 #define C_QUALIFIERS
 #include "split_sum.glsl"
+#include "raster.glsl"
 
 // Blocks of a row along K (the layouts' stride in blocks).
 uint blocks_per_row() {
@@ -147,18 +148,10 @@ A_TYPE decode_2to4(const in SparseBlock block, const in uint block_coord[2], con
         sum = coopMatMulAdd(tile_a, tile_b, sum);                                                             \
     }
 
-uvec2 tile_of_workgroup(uint linear, uint tiles_m, uint tiles_n) {
-    uint per_group = GROUP_M * tiles_n;
-    uint first_row = (linear / per_group) * GROUP_M;
-    uint rows_here = min(tiles_m - first_row, GROUP_M);
-    uint in_group = linear % per_group;
-    return uvec2(first_row + in_group % rows_here, in_group / rows_here);
-}
-
 void main() {
     const uint tiles_m = (shape.M + TILE_M - 1) / TILE_M;
     const uint tiles_n = (shape.N + TILE_N - 1) / TILE_N;
-    const uvec2 tile = tile_of_workgroup(gl_WorkGroupID.x, tiles_m, tiles_n);
+    const uvec2 tile = grouped_tile(gl_WorkGroupID.x, tiles_m, tiles_n, GROUP_M);
     if (tile.x >= tiles_m) {
         return;
     }

@@ -26,6 +26,7 @@ layout(set = 0, binding = A_BINDINGS) restrict readonly buffer MatrixB { uvec4 b
 #define SUM_PARTIALS (A_BINDINGS + 1)
 #define C_QUALIFIERS restrict
 #include "split_sum.glsl"
+#include "raster.glsl"
 
 const uint E = ELEMENTS_PER_16B;
 // One 16-byte skew per shared row keeps consecutive rows of a matrix load on different banks.
@@ -43,15 +44,6 @@ uvec4 fetched_b[PREFETCH * B_PER_INVOCATION];   // PREFETCH register sets
 #define MAT_A coopmat<A_TYPE, gl_ScopeWorkgroup, TILE_M, TILE_K, gl_MatrixUseA>
 #define MAT_B coopmat<A_TYPE, gl_ScopeWorkgroup, TILE_K, TILE_N, gl_MatrixUseB>
 #define MAT_C coopmat<C_TYPE, gl_ScopeWorkgroup, TILE_M, TILE_N, gl_MatrixUseAccumulator>
-
-// Grouped rasterization, as in coopmat2_gemm.comp: workgroups walk GROUP_M tile rows down a tile column.
-uvec2 tile_of_workgroup(uint linear, uint tiles_m, uint tiles_n) {
-    uint per_group = GROUP_M * tiles_n;
-    uint first_row = (linear / per_group) * GROUP_M;
-    uint rows_here = min(tiles_m - first_row, GROUP_M);
-    uint in_group = linear % per_group;
-    return uvec2(first_row + in_group % rows_here, in_group / rows_here);
-}
 
 void fetch_b(uint slot, uint col0, uint k) {
     [[unroll]] for (uint i = 0; i < B_PER_INVOCATION; ++i) {
@@ -85,7 +77,7 @@ void stash_a(uint slot, uint base);
 void main() {
     const uint tiles_m = (shape.M + TILE_M - 1) / TILE_M;
     const uint tiles_n = (shape.N + TILE_N - 1) / TILE_N;
-    const uvec2 tile = tile_of_workgroup(gl_WorkGroupID.x, tiles_m, tiles_n);
+    const uvec2 tile = grouped_tile(gl_WorkGroupID.x, tiles_m, tiles_n, GROUP_M);
     if (tile.x >= tiles_m) {
         return;
     }
