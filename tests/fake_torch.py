@@ -112,11 +112,12 @@ class FakeTorch:
 
     def __init__(self, *, max_alg=5, library_pick=(1, 1, -1), best_alg=3, broken_alg=4, host_ms=0.05,
                  base_ms=0.2, with_mm_search=True, blas_lt_faster=True, poison_alg=None, segv_alg=None,
-                 hang_alg=None):
+                 hang_alg=None, gpu_sleep=False):
         self.config = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
         self.max_alg, self.library_pick, self.best_alg, self.broken_alg = max_alg, library_pick, best_alg, broken_alg
         self.host_ms, self.base_ms, self.with_mm_search = host_ms, base_ms, with_mm_search
         self.blas_lt_faster = blas_lt_faster
+        self.gpu_sleep, self.lead_ms = gpu_sleep, 0.0   # torch.cuda._sleep, and the host work it still hides
         self.poison_alg, self.segv_alg, self.hang_alg = poison_alg, segv_alg, hang_alg
         self.clock_ms, self.capturing, self.calls, self.searches = 0.0, None, Counter(), 0
         self.blas_library = "cublas"
@@ -154,8 +155,17 @@ class FakeTorch:
         if self.capturing is not None:
             self.capturing.append((gpu_ms, run))
         else:
-            self.clock_ms += self.host_ms + gpu_ms
+            hidden = min(self.lead_ms, self.host_ms)     # enqueued while the GPU was still busy
+            self.lead_ms -= hidden
+            self.clock_ms += self.host_ms - hidden + gpu_ms
         run()
+
+    SLEEP_CYCLES_PER_MS = 1.5e6
+
+    def sleep(self, cycles):
+        """torch.cuda._sleep: the GPU spins, and the host's next enqueues overlap it."""
+        self.clock_ms += cycles / self.SLEEP_CYCLES_PER_MS
+        self.lead_ms = cycles / self.SLEEP_CYCLES_PER_MS
 
     # --- cuSPARSELt -----------------------------------------------------------------------------------------
     def cslt_compress(self, dense):
@@ -242,6 +252,8 @@ def _cuda_module(fake):
     cuda.current_stream = lambda: stream
     cuda.stream = lambda s: contextlib.nullcontext()
     cuda.CUDAGraph = lambda: _Graph(fake)
+    if fake.gpu_sleep:
+        cuda._sleep = fake.sleep
 
     @contextlib.contextmanager
     def graph(g):

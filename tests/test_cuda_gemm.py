@@ -36,6 +36,55 @@ def test_auto_picks_a_tile_that_divides_the_problem():
     assert WgmmaSpGemm()._pick(256, 512, 512).bn == 256
 
 
+SPLIT_KEYS = [key for key, cfg in MmaSpGemm.CONFIGS.items() if cfg.per_sm]
+
+
+def test_skinny_problems_pick_a_split_tile():
+    for n, bn in ((16, 16), (32, 32), (64, 32)):
+        picked = MmaSpGemm()._pick(4096, n, 4096)
+        assert picked.per_sm and picked.bn == bn and picked.bk == 128 and picked.kernel_name("float16").endswith("_sk")
+    assert MmaSpGemm()._pick(4096, 32, 4160).bk == 64     # K not whole 128-wide slices
+    assert MmaSpGemm()._pick(4096, 8, 4096).bn == 16     # nothing divides: the last tile, refused by supports()
+    assert not MmaSpGemm()._pick(8192, 8192, 8192).per_sm  # square problems run the unsplit kernels
+
+
+def test_split_counts_worked_by_hand():
+    # 128x32 tiles, 132 SMs x 4 = a wave of 528 CTAs. 4096x32x4096: 32 tiles, 528 // 32 = 16 splits of 64 / 16 =
+    # 4 slices. 8192x32x8192: 64 tiles, 8 splits of 16 slices. 256x32x192: 2 tiles, at most 3 slices -> 3 splits.
+    cfg = MmaSpGemm.CONFIGS["128x32w4"]
+    assert cfg.splits(4096, 32, 4096, 132) == 16
+    assert cfg.splits(8192, 32, 8192, 132) == 8
+    assert cfg.splits(256, 32, 192, 132) == 3
+    # 128x64 BK 128 at 384x64x2816: 3 tiles, 22 slices; 16 wanted, 2 slices each leaves 11 splits, none empty
+    assert MmaSpGemm.CONFIGS["128x64k128w2"].splits(384, 64, 2816, 132) == 11
+    assert MmaSpGemm.CONFIGS["128x128"].splits(4096, 128, 4096, 132) == 1
+
+
+@pytest.mark.parametrize("key", SPLIT_KEYS)
+@pytest.mark.parametrize("m,n,k,sms", [(4096, 16, 4096, 132), (8192, 64, 8192, 132), (256, 64, 640, 132),
+                                       (384, 64, 1344, 114), (128, 32, 64, 132), (65536, 64, 4096, 132),
+                                       (1024, 32, 8192, 1)])
+def test_split_fills_one_wave_and_leaves_no_split_empty(key, m, n, k, sms):
+    from vkcoop.gemm.tiles import MAX_SPLIT_K
+    cfg = MmaSpGemm.CONFIGS[key]
+    if m % cfg.bm or n % cfg.bn or k % cfg.bk:
+        pytest.skip(f"{key} does not divide {m}x{n}x{k}")
+    tiles, slices = (m // cfg.bm) * (n // cfg.bn), k // cfg.bk
+    splits = cfg.splits(m, n, k, sms)
+    per_split = -(-slices // splits)
+    assert 1 <= splits <= min(slices, MAX_SPLIT_K)
+    assert (splits - 1) * per_split < slices, "the last split would have no slice"
+    assert tiles * splits <= max(tiles, sms * cfg.per_sm), "more CTAs than one wave"
+    assert cfg.partial_floats(m, n, splits) == splits * m * n
+
+
+def test_split_k_is_refused_on_the_pipelined_kernel():
+    from vkcoop.cuda import gen_instances
+    from vkcoop.cuda.configs import MmaSpConfig
+    with pytest.raises(ValueError, match="split-K runs the plain kernel only"):
+        gen_instances.mma_sp_instance(MmaSpConfig(128, 32, 4, 1, 4, pipelined=True, per_sm=4), "float16", "test")
+
+
 @pytest.mark.parametrize("path_cls", [MmaSpGemm, WgmmaSpGemm])
 def test_unknown_config_rejected(path_cls):
     with pytest.raises(ValueError, match="unknown"):
@@ -89,6 +138,14 @@ def _problem(m, n, k, dtype_name, seed=0):
     (MmaSpGemm, "256x128pa4", (256, 256, 128)),
     (MmaSpGemm, "128x128pa4", (256, 128, 960)),
     (MmaSpGemm, "128x256pa4", (128, 512, 512)),
+    # split-K (SplitKernel): one slice per split, BK 128, uneven shares (22 slices: 11 splits of 2)
+    (MmaSpGemm, "128x16w4", (256, 16, 640)),
+    (MmaSpGemm, "128x32w4", (512, 32, 1024)),
+    (MmaSpGemm, "128x32k128w2", (256, 32, 1152)),
+    (MmaSpGemm, "128x16k128w3", (256, 16, 1152)),
+    (MmaSpGemm, "128x64k128w2", (384, 64, 2816)),
+    (MmaSpGemm, "64x32k128w3", (128, 32, 896)),
+    (MmaSpGemm, "256x32k128w1", (512, 32, 1024)),
     (WgmmaSpGemm, "128x256", (256, 512, 1024)),
     (WgmmaSpGemm, "128x128", (128, 256, 768)),
     (WgmmaSpGemm, "64x16", (192, 16, 1024)),
@@ -108,6 +165,28 @@ def test_kernel_matches_reference_bit_exact(path_cls, config, shape, dtype_name)
     assert c.shape == (m, n) and c.dtype == getattr(torch, dtype_name)
     stats = compare(c, ref)
     assert stats["exact_fraction"] == 1.0, stats
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("key", ["128x64k128w2", "128x32k128w2"])
+def test_split_kernel_repeats_and_leaves_its_counters_at_zero(key):
+    """The last CTA of each tile puts the tile's counter back to 0: a second launch must write C again (C is
+    poisoned in between), bit for bit the same, and leave the counters as it found them."""
+    import torch
+    from vkcoop.cuda import compare, reference
+    a, b = _problem(384, 64, 2816, "float16", seed=7)
+    op = MmaSpGemm(key).bind(a, b)
+    first = op().clone()
+    for _ in range(3):
+        c = op()
+        c.fill_(float("nan"))
+        c = op()
+        torch.cuda.synchronize()
+        assert torch.equal(c, first)
+    assert compare(first, reference(a, b))["exact_fraction"] == 1.0
+    arrivals = op.keep[-1]
+    assert arrivals.dtype == torch.int32 and int(arrivals.abs().sum()) == 0
 
 
 @pytest.mark.cuda

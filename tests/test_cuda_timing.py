@@ -2,6 +2,7 @@
 paths' rule), so runs made while the clocks come up are never the reported ones."""
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -47,3 +48,30 @@ def test_a_count_only_warm_up_times_right_away(monkeypatch):
     run, calls = _ramping(fake, [9.8, 3.7])
     result = timing.time_cuda(run, warmup=1, iters=3, warmup_seconds=0)
     assert calls[0] == 4 and result.times_ms == pytest.approx((3.7,) * 3)
+
+
+def _launched(fake, gpu_ms):
+    """A run that costs the fake's host time per launch, then ``gpu_ms`` on the GPU."""
+    return lambda: fake.spend(gpu_ms, lambda: None)
+
+
+def test_the_busy_wait_keeps_the_hosts_launch_time_out_of_the_events(monkeypatch):
+    # host work 0.03 ms a launch, 0.01 ms of GPU work: events around a lone launch see 0.04 ms
+    fake = install(monkeypatch, FakeTorch(host_ms=0.03, gpu_sleep=True))
+    result = timing.time_cuda(_launched(fake, 0.01), warmup=2, iters=5, warmup_seconds=0)
+    assert result.times_ms == pytest.approx((0.01,) * 5)
+    assert timing.LEAD_MIN_US <= result.lead_us <= timing.LEAD_MAX_US
+
+
+def test_without_a_busy_wait_the_events_see_the_hosts_launch_time(monkeypatch):
+    fake = install(monkeypatch, FakeTorch(host_ms=0.03, gpu_sleep=False))
+    result = timing.time_cuda(_launched(fake, 0.01), warmup=2, iters=5, warmup_seconds=0)
+    assert result.times_ms == pytest.approx((0.04,) * 5) and result.lead_us == 0.0
+
+
+def test_the_lead_is_calibrated_in_microseconds(monkeypatch):
+    fake = install(monkeypatch, FakeTorch(gpu_sleep=True))
+    lead = timing.Lead(sys.modules["torch"], host_us=400.0)
+    assert lead.us == 800.0
+    assert lead.cycles == pytest.approx(800.0 * fake.SLEEP_CYCLES_PER_MS / 1e3, rel=1e-6)
+    assert timing.Lead(sys.modules["torch"], host_us=1e9).us == timing.LEAD_MAX_US

@@ -26,8 +26,8 @@ the inputs of a case are made once (:meth:`vkcoop.gemm.GemmOperands.make`: multi
 any fp32 accumulation is exact), each configuration is checked on a sample of rows that includes the first and
 last ones (one that fails is reported and never timed), then timed after a warm-up of at least ``warmup`` runs
 and :data:`vkcoop.gemm.WARMUP_SECONDS` (1 s after an idle gap), continued until two timed warm-up batches agree
-(``vkcoop.gemm.warmup``) (Vulkan: GPU timestamps; CUDA: CUDA events), optionally with an L2 flush
-before each run. Each figure is the median of ``iters`` timed runs with its spread (:mod:`.stats`). Throughput
+(``vkcoop.gemm.warmup``) (Vulkan: GPU timestamps; CUDA: CUDA events behind a GPU busy-wait, so neither counts
+the host's launch work: :mod:`vkcoop.cuda.timing`), optionally with an L2 flush before each run. Each figure is the median of ``iters`` timed runs with its spread (:mod:`.stats`). Throughput
 is dense-equivalent: 2*M*N*K / median time. Which configurations a path tries is decided per device by
 :mod:`.tuning` (cached, seeded, or tuned within a time budget); the shapes come from :mod:`.shapes`. The library
 baselines try their candidates in a child process first (``vkcoop.cuda.isolated``): one that crashes or poisons

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vkcoop.gemm.tiles import MAX_SPLIT_K
+
 
 @dataclass(frozen=True)
 class MmaSpConfig:
@@ -18,6 +20,7 @@ class MmaSpConfig:
     bk: int = 64  # dense K per pipeline stage (64 or 128)
     pipelined: bool = False  # PipelinedKernel: spread copies, A double-buffered, early barrier
     slide_a: bool = False  # pipelined with B double-buffered and A reloaded row by row instead
+    per_sm: int = 0  # > 0: split-K (SplitKernel), as many K splits as fill one wave of per_sm CTAs per SM
 
     @property
     def threads(self) -> int:
@@ -32,7 +35,23 @@ class MmaSpConfig:
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
         return (f"mma_sp_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}"
-                f"_s{self.stages}" + ("_pa" if self.slide_a else "_p" if self.pipelined else ""))
+                f"_s{self.stages}" + ("_pa" if self.slide_a else "_p" if self.pipelined else "")
+                + ("_sk" if self.per_sm else ""))
+
+    def splits(self, m: int, n: int, k: int, sm_count: int) -> int:
+        """The K splits of an M x N x K launch: the most whose CTAs fit one wave of ``per_sm`` per SM (a second
+        wave of a few CTAs costs as much as the first; the Vulkan kernels' ``w`` rule), at most one slice each and
+        MAX_SPLIT_K, then evened out so that no split is left without a slice. 1 without ``per_sm``."""
+        if not self.per_sm:
+            return 1
+        slices = k // self.bk
+        wanted = max(1, min(sm_count * self.per_sm // ((m // self.bm) * (n // self.bn)), slices, MAX_SPLIT_K))
+        per_split = -(-slices // wanted)
+        return -(-slices // per_split)
+
+    def partial_floats(self, m: int, n: int, splits: int) -> int:
+        """fp32 elements of the split kernel's partial tiles: one M x N plane per split."""
+        return splits * m * n
 
 
 @dataclass(frozen=True)

@@ -232,27 +232,48 @@ class MmaSpGemm(HandWrittenSpGemm):
         "256x128pa4": MmaSpConfig(256, 128, 4, 2, 4, pipelined=True, slide_a=True),
         "128x128pa4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True, slide_a=True),
         "128x256pa4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True, slide_a=True),
+        # split-K for skinny problems (SplitKernel): wN is the wave of CTAs per SM the split fills; measured on
+        # the H100 at M = K = 4096 and 8192, N = 16, 32, 64 (docs/cuda-notes.md, session 14)
+        "128x32k128w2": MmaSpConfig(128, 32, 4, 1, 3, bk=128, per_sm=2),
+        "128x16k128w3": MmaSpConfig(128, 16, 4, 1, 3, bk=128, per_sm=3),
+        "128x64k128w2": MmaSpConfig(128, 64, 4, 1, 3, bk=128, per_sm=2),
+        "64x32k128w3": MmaSpConfig(64, 32, 4, 1, 4, bk=128, per_sm=3),
+        "256x32k128w1": MmaSpConfig(256, 32, 8, 1, 3, bk=128, per_sm=1),
+        "128x32w4": MmaSpConfig(128, 32, 4, 1, 4, per_sm=4),
+        "128x16w4": MmaSpConfig(128, 16, 4, 1, 4, per_sm=4),
     }
-    # measured on the H200 at 8192^3 (docs/cuda-notes.md): the pipelined 256x128/BK128 tile first,
-    # then pipelined BK64 tiles for K not a multiple of 128, then the small-N tile
-    AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "64x16")
+    # measured on the H200 at 8192^3 (docs/cuda-notes.md): the pipelined 256x128/BK128 tile first, then pipelined
+    # BK64 tiles for K not a multiple of 128; for N of 16 to 64 split-K (the H100's best at N = 32 and 16, within 5 %
+    # of the best at 64), with BK 64 where K needs it; then the small-N tile
+    AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "128x32k128w2", "128x16k128w3", "128x32w4", "128x16w4",
+                  "64x16")
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
+        torch = _torch()
         m, n, k, cfg, b_t, c = self._prepare(a, b)
         name = cfg.kernel_name(_dtype_name(a.dtype))
         func = _module("mma_sp").function(name, cfg.smem_bytes)
-        grid = ((m // cfg.bm) * (n // cfg.bn),)
+        tiles = (m // cfg.bm) * (n // cfg.bn)
+        splits = cfg.splits(m, n, k, torch.cuda.get_device_properties(b.device).multi_processor_count)
+        grid = (tiles * splits,)
         args = [ctypes.c_void_p(a.values.data_ptr()), ctypes.c_void_p(a.mma_metadata.data_ptr()),
-                ctypes.c_void_p(b_t.data_ptr()), ctypes.c_void_p(c.data_ptr()),
-                ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
-        keep = (a, b_t)
+                ctypes.c_void_p(b_t.data_ptr()), ctypes.c_void_p(c.data_ptr())]
+        keep = [a, b_t]
+        if cfg.per_sm:
+            partials = torch.empty(cfg.partial_floats(m, n, splits), dtype=torch.float32, device=b.device)
+            arrivals = torch.zeros(tiles, dtype=torch.int32, device=b.device)   # the kernel leaves them zero
+            args += [ctypes.c_void_p(partials.data_ptr()), ctypes.c_void_p(arrivals.data_ptr())]
+            keep += [partials, arrivals]
+        args += [ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+        if cfg.per_sm:
+            args.append(ctypes.c_int(splits))
 
         def run():
             driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name)
             return c
 
-        run.keep = keep  # the tensors the raw pointers refer to stay alive with the op
-        run.description = f"{name} grid={grid[0]}"
+        run.keep = tuple(keep)  # the tensors the raw pointers refer to stay alive with the op
+        run.description = f"{name} grid={grid[0]}" + (f" splits={splits}" if cfg.per_sm else "")
         return run
 
 

@@ -75,11 +75,16 @@ def _cxx_bool(value: bool) -> str:
 def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
     bf16 = _cxx_bool(dtype == "bfloat16")
     args = f"{bf16}, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.warps_m}, {cfg.warps_n}, {cfg.stages}"
-    if cfg.pipelined or cfg.slide_a:
+    macro = "VK_MMA_SP_ENTRY"
+    if cfg.per_sm and (cfg.pipelined or cfg.slide_a):
+        raise ValueError(f"{origin}: split-K runs the plain kernel only, not the pipelined one")
+    if cfg.per_sm:
+        kernel_type, macro = f"mma_sp::SplitKernel<{args}>", "VK_MMA_SP_SPLIT_ENTRY"
+    elif cfg.pipelined or cfg.slide_a:
         kernel_type = f"mma_sp::PipelinedKernel<{args}, {_cxx_bool(cfg.slide_a)}>"
     else:
         kernel_type = f"mma_sp::Kernel<{args}>"
-    return Instance(cfg.kernel_name(dtype), "VK_MMA_SP_ENTRY", kernel_type, cfg.threads,
+    return Instance(cfg.kernel_name(dtype), macro, kernel_type, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes),), origin)
 
 

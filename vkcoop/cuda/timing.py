@@ -1,4 +1,12 @@
-"""Timing GPU work with CUDA events: warm-up, then the median of N timed runs."""
+"""Timing GPU work with CUDA events: warm-up, then the median of N timed runs.
+
+Each timed run sits between its own pair of events, and the GPU is kept busy (``torch.cuda._sleep``) while the host
+enqueues the start event, the run and the end event. Without that, a short run is timed from the moment the GPU
+reaches the start event, idle, to the end of the host's launch work and the kernels after it: on the H100 a
+hand-written 2:4 kernel launched through ``cuLaunchKernel`` from Python measured about 31 µs at 4096x16x4096
+whatever the kernel did, and cuBLAS through ``torch.mm`` about 20 µs. The Vulkan paths time GPU timestamps, so the
+lead makes both APIs count the same thing: GPU time.
+"""
 from __future__ import annotations
 
 import statistics
@@ -10,6 +18,10 @@ from ..gemm.warmup import mark_busy, minimum_warmup, settle
 
 #: Bytes written between iterations to evict L2 (H200 has 60 MiB of L2; 4x is safe).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
+#: The GPU busy-wait before each timed run: twice the host's measured enqueue time of one run, within these bounds.
+LEAD_MIN_US, LEAD_MAX_US = 50.0, 20_000.0
+#: Cycles of the calibration busy-wait (about 1 ms at the H100's clocks).
+CALIBRATION_CYCLES = 2_000_000
 
 
 @dataclass
@@ -20,15 +32,39 @@ class Timing:
     iters: int
     flushed_l2: bool
     times_ms: tuple = ()          # every timed run, in order
+    lead_us: float = 0.0          # the GPU busy-wait before each timed run (0: none; the host's work was timed)
 
     def tflops(self, m: int, n: int, k: int) -> float:
         """Dense-equivalent throughput, 2*M*N*K FLOPs per run."""
         return 2.0 * m * n * k / (self.median_ms * 1e-3) / 1e12
 
 
-def _event_times(fn, count: int, flush) -> list[float]:
+class Lead:
+    """A GPU busy-wait of ``us`` microseconds (``torch.cuda._sleep``, calibrated against CUDA events) enqueued before
+    each timed run; ``us`` 0 where torch has no ``_sleep``."""
+
+    def __init__(self, torch, host_us: float):
+        sleep = getattr(torch.cuda, "_sleep", None)
+        self.sleep, self.us, self.cycles = sleep, 0.0, 0
+        if sleep is None:
+            return
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        sleep(CALIBRATION_CYCLES)
+        end.record()
+        torch.cuda.synchronize()
+        cycles_per_us = CALIBRATION_CYCLES / max(start.elapsed_time(end) * 1e3, 1e-3)
+        self.us = min(max(2.0 * host_us, LEAD_MIN_US), LEAD_MAX_US)
+        self.cycles = int(self.us * cycles_per_us)
+
+    def __call__(self) -> None:
+        if self.cycles:
+            self.sleep(self.cycles)
+
+
+def _event_times(fn, count: int, flush, lead: Lead | None = None) -> list[float]:
     """Milliseconds of ``count`` runs of ``fn``, each between its own pair of CUDA events (``flush`` zeroed
-    before each, outside them)."""
+    before each, outside them, then ``lead``'s busy-wait, so the events see GPU work only)."""
     import torch
 
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
@@ -36,6 +72,8 @@ def _event_times(fn, count: int, flush) -> list[float]:
     for start, end in zip(starts, ends):
         if flush is not None:
             flush.zero_()
+        if lead is not None:
+            lead()
         start.record()
         fn()
         end.record()
@@ -48,8 +86,9 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
     """Run ``fn`` at least ``warmup`` times and until ``warmup_seconds`` of wall time have passed (longer after
     an idle gap) and, when ``warmup_seconds`` > 0, until two consecutive timed warm-up rounds agree (the Vulkan
     paths' rule, :mod:`vkcoop.gemm.warmup`, so the GPU clocks are up), then time ``iters`` runs, each between its
-    own pair of CUDA events on the current stream.  With ``flush_l2`` a 256 MiB buffer is zeroed before every timed run (outside
-    the events) so operands come from HBM."""
+    own pair of CUDA events on the current stream, behind a GPU busy-wait longer than the host takes to enqueue one
+    run (:class:`Lead`).  With ``flush_l2`` a 256 MiB buffer is zeroed before every timed run (outside the events)
+    so operands come from HBM."""
     import torch
 
     if warmup < 0 or iters < 1 or not warmup_seconds >= 0:
@@ -57,17 +96,20 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
                          f"iters={iters}, warmup_seconds={warmup_seconds}")
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush_l2 else None
     warmup_seconds = minimum_warmup(warmup_seconds)
-    started, runs = time.perf_counter(), 0
+    started, runs, host_s = time.perf_counter(), 0, []
     while runs < warmup or time.perf_counter() - started < warmup_seconds:
+        enqueued = time.perf_counter()
         fn()
+        host_s.append(time.perf_counter() - enqueued)
         runs += 1
         if runs % 8 == 0 or runs >= warmup:   # a short queue, so the wall time measures GPU work
             torch.cuda.synchronize()
     torch.cuda.synchronize()
+    lead = Lead(torch, statistics.median(host_s) * 1e6 if host_s else 0.0)
     if warmup_seconds > 0:
-        settle(lambda: _event_times(fn, min(iters, 10), flush))
-    times = _event_times(fn, iters, flush)
+        settle(lambda: _event_times(fn, min(iters, 10), flush, lead))
+    times = _event_times(fn, iters, flush, lead)
     mark_busy()
     return Timing(median_ms=statistics.median(times), min_ms=min(times),
                   mean_ms=statistics.fmean(times), iters=iters, flushed_l2=flush_l2,
-                  times_ms=tuple(times))
+                  times_ms=tuple(times), lead_us=lead.us)

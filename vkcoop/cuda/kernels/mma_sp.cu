@@ -111,31 +111,27 @@ struct Kernel {
       for (int j = 0; j < NT; ++j) mma_sp_step<kBf16>(acc[i][j], a_frag[i], b_frag[j], meta[i][ks >> 1], ks);
   }
 
-  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
-                            const u16* __restrict__ b_t, u16* __restrict__ c, int M, int N,
-                            int K) {
+  // acc = the product over slices kt0 .. kt0 + count - 1: the prologue fills STAGES - 1 slices of the ring
+  // (one commit group each, empty past the end), then one barrier per slice.
+  static VK_DEVICE void accumulate(float (&acc)[MT][NT][4], const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
+                                   const u16* __restrict__ b_t, const ThreadTile<BM, BN, WARPS_N>& at, int K,
+                                   int kt0, int count) {
     extern __shared__ __align__(128) unsigned char smem[];
     const u32 smem_base = smem_addr(smem);
-    ThreadTile<BM, BN, WARPS_N> at;
-    at.init(M, N);
     const int tid = at.tid, lane = at.lane, warp_m = at.warp_m, warp_n = at.warp_n, m0 = at.m0, n0 = at.n0;
-    const int k_tiles = K / BK;
-
-    float acc[MT][NT][4];
     zero_accumulators(acc);
-    // prologue: slices 0 .. STAGES-2, one commit group each (empty past the end)
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < k_tiles) load_stage(smem_base + s * STAGE_BYTES, a_values, a_meta, b_t, m0, n0, s, K, tid);
+      if (s < count) load_stage(smem_base + s * STAGE_BYTES, a_values, a_meta, b_t, m0, n0, kt0 + s, K, tid);
       cp_async_commit();
     }
 
-    for (int kt = 0; kt < k_tiles; ++kt) {
+    for (int kt = 0; kt < count; ++kt) {
       cp_async_wait<STAGES - 2>();
       __syncthreads();  // slice kt visible to all; slice kt-1 no longer read by anyone
       const int next = kt + STAGES - 1;
-      if (next < k_tiles)
-        load_stage(smem_base + (next % STAGES) * STAGE_BYTES, a_values, a_meta, b_t, m0, n0, next, K, tid);
+      if (next < count)
+        load_stage(smem_base + (next % STAGES) * STAGE_BYTES, a_values, a_meta, b_t, m0, n0, kt0 + next, K, tid);
       cp_async_commit();
       const u32 stage = smem_base + (kt % STAGES) * STAGE_BYTES;
       u32 meta[MT][KBLOCKS];
@@ -150,7 +146,79 @@ struct Kernel {
       }
     }
     cp_async_wait<0>();
-    store_accumulators<kBf16>(c, N, acc, m0 + warp_m * WM, n0 + warp_n * WN, lane);
+  }
+
+  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
+                            const u16* __restrict__ b_t, u16* __restrict__ c, int M, int N,
+                            int K) {
+    ThreadTile<BM, BN, WARPS_N> at;
+    at.init(M, N);
+    float acc[MT][NT][4];
+    accumulate(acc, a_values, a_meta, b_t, at, K, 0, K / BK);
+    store_accumulators<kBf16>(c, N, acc, at.m0 + at.warp_m * WM, at.n0 + at.warp_n * WN, at.lane);
+  }
+};
+
+// Split-K for skinny problems (N of 16 to 64, where M/BM x N/BN tiles leave most SMs idle and each CTA would
+// walk all of K alone). CTA (tile, split) runs Kernel's loop over its share of the slices and writes its fp32
+// partial tile to `partials` ([tile][split][fragment][thread] float4s: a warp's stores and loads are 512
+// contiguous bytes). The last CTA of a tile to arrive (a counter per tile) adds the partials up in split order,
+// the same order whichever CTA came last, so results repeat bit for bit; it stores C and puts the counter back
+// to 0 for the next launch.
+template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
+struct SplitKernel {
+  using Base = Kernel<kBf16, BM, BN, BK, WARPS_M, WARPS_N, STAGES>;
+  static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
+  static constexpr int MT = Base::MT, NT = Base::NT;
+
+  static VK_DEVICE void write_partial(float4* partials, const float (&acc)[MT][NT][4], int tid) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        partials[(i * NT + j) * THREADS + tid] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+  }
+
+  static VK_DEVICE void add_partials(float (&acc)[MT][NT][4], const float4* partials, int splits, int tid) {
+    zero_accumulators(acc);
+    for (int s = 0; s < splits; ++s) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const float4 p = __ldcg(partials + ((size_t)s * MT * NT + i * NT + j) * THREADS + tid);  // L2: not L1
+          acc[i][j][0] += p.x;
+          acc[i][j][1] += p.y;
+          acc[i][j][2] += p.z;
+          acc[i][j][3] += p.w;
+        }
+    }
+  }
+
+  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
+                            const u16* __restrict__ b_t, u16* __restrict__ c, float4* partials, int* arrivals,
+                            int M, int N, int K, int splits) {
+    __shared__ int last;
+    const int tiles = (M / BM) * (N / BN);
+    const int tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
+    ThreadTile<BM, BN, WARPS_N> at;
+    at.init_at(M, N, tile);
+    const int k_tiles = K / BK, per = (k_tiles + splits - 1) / splits;
+    const int kt0 = split * per;
+    float acc[MT][NT][4];
+    Base::accumulate(acc, a_values, a_meta, b_t, at, K, kt0, max(0, min(per, k_tiles - kt0)));
+
+    float4* tile_partials = partials + (size_t)tile * splits * MT * NT * THREADS;
+    write_partial(tile_partials + (size_t)split * MT * NT * THREADS, acc, at.tid);
+    __threadfence();  // the partial reaches L2 before this CTA is counted
+    __syncthreads();
+    if (at.tid == 0) last = atomicAdd(arrivals + tile, 1) == splits - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // every other split's partial is visible to the loads below
+    add_partials(acc, tile_partials, splits, at.tid);
+    store_accumulators<kBf16>(c, N, acc, at.m0 + at.warp_m * Base::WM, at.n0 + at.warp_n * Base::WN, at.lane);
+    if (at.tid == 0) arrivals[tile] = 0;
   }
 };
 
@@ -165,6 +233,15 @@ struct Kernel {
   extern "C" __global__ void __launch_bounds__(NTHREADS)                                          \
       NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, int M, int N, int K) { \
     __VA_ARGS__::run(a_values, a_meta, b_t, c, M, N, K);                                          \
+  }
+// The split-K entry (SplitKernel): its fp32 partial tiles and per-tile arrival counters (zero before the first
+// launch; the kernel leaves them zero), and the number of K splits.
+#define VK_MMA_SP_SPLIT_ENTRY(NAME, NTHREADS, ...)                                               \
+  static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
+  extern "C" __global__ void __launch_bounds__(NTHREADS)                                          \
+      NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, float4* partials,       \
+           int* arrivals, int M, int N, int K, int splits) {                                      \
+    __VA_ARGS__::run(a_values, a_meta, b_t, c, partials, arrivals, M, N, K, splits);             \
   }
 #ifndef VK_MMA_SP_INSTANCES  // tests point this at a header of their own
 #define VK_MMA_SP_INSTANCES "mma_sp_instances.cuh"

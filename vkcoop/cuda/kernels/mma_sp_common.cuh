@@ -63,14 +63,17 @@ template <int BM, int BN, int WARPS_N>
 struct ThreadTile {
   int tid, lane, warp_m, warp_n, m0, n0;
 
-  VK_DEVICE void init(int M, int N) {
+  VK_DEVICE void init(int M, int N) { init_at(M, N, blockIdx.x); }
+
+  // The same for the linear tile index `linear` (SplitKernel runs several CTAs on one tile).
+  VK_DEVICE void init_at(int M, int N, int linear) {
     tid = threadIdx.x;
     lane = tid & 31;
     const int warp = tid >> 5;
     warp_m = warp / WARPS_N;
     warp_n = warp % WARPS_N;
     int tile_m, tile_n;
-    grouped_tile(blockIdx.x, M / BM, N / BN, 8, tile_m, tile_n);
+    grouped_tile(linear, M / BM, N / BN, 8, tile_m, tile_n);
     m0 = tile_m * BM;
     n0 = tile_n * BN;
   }
