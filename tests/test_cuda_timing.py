@@ -69,9 +69,19 @@ def test_without_a_busy_wait_the_events_see_the_hosts_launch_time(monkeypatch):
     assert result.times_ms == pytest.approx((0.04,) * 5) and result.lead_us == 0.0
 
 
-def test_the_lead_is_calibrated_in_microseconds(monkeypatch):
-    fake = install(monkeypatch, FakeTorch(gpu_sleep=True))
-    lead = timing.Lead(sys.modules["torch"], host_us=400.0)
-    assert lead.us == 800.0
-    assert lead.cycles == pytest.approx(800.0 * fake.SLEEP_CYCLES_PER_MS / 1e3, rel=1e-6)
-    assert timing.Lead(sys.modules["torch"], host_us=1e9).us == timing.LEAD_MAX_US
+def test_the_lead_lasts_at_least_its_length_at_any_clock_up_to_the_counted_one(monkeypatch):
+    install(monkeypatch, FakeTorch(gpu_sleep=True))
+    torch = sys.modules["torch"]
+    lead = timing.Lead(torch, host_us=400.0)
+    assert lead.us == 800.0 and lead.cycles == 800 * timing.LEAD_CLOCK_MHZ
+    assert timing.Lead(torch, host_us=1.0).us == timing.LEAD_MIN_US
+    assert timing.Lead(torch, host_us=1e9).us == timing.LEAD_MAX_US
+    assert timing.LEAD_CLOCK_MHZ >= 1980      # the H100's top SM clock: a lead never ends early there
+
+
+def test_at_a_low_clock_the_lead_still_hides_the_launch(monkeypatch):
+    # the fake GPU runs its busy-wait at 345 MHz (the H100's idle clock): the lead only gets longer
+    fake = install(monkeypatch, FakeTorch(host_ms=0.04, gpu_sleep=True))
+    fake.SLEEP_CYCLES_PER_MS = 345e3
+    result = timing.time_cuda(_launched(fake, 0.01), warmup=2, iters=5, warmup_seconds=0)
+    assert result.times_ms == pytest.approx((0.01,) * 5)

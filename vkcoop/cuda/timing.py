@@ -20,8 +20,10 @@ from ..gemm.warmup import mark_busy, minimum_warmup, settle
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 #: The GPU busy-wait before each timed run: twice the host's measured enqueue time of one run, within these bounds.
 LEAD_MIN_US, LEAD_MAX_US = 50.0, 20_000.0
-#: Cycles of the calibration busy-wait (about 1 ms at the H100's clocks).
-CALIBRATION_CYCLES = 2_000_000
+#: The busy-wait counts SM cycles; counted at this clock, above any GPU's SM clock, it lasts at least its length
+#: however low the clock is (a calibration made while the clocks were still low on the H100 gave a lead of 9 µs
+#: instead of 50 at full clock, and the first CUDA path of a `bench sparse` process measured 33 µs instead of 12).
+LEAD_CLOCK_MHZ = 3000
 
 
 @dataclass
@@ -40,22 +42,13 @@ class Timing:
 
 
 class Lead:
-    """A GPU busy-wait of ``us`` microseconds (``torch.cuda._sleep``, calibrated against CUDA events) enqueued before
-    each timed run; ``us`` 0 where torch has no ``_sleep``."""
+    """A GPU busy-wait of at least ``us`` microseconds (``torch.cuda._sleep`` of ``us`` x :data:`LEAD_CLOCK_MHZ`
+    cycles) enqueued before each timed run; ``us`` 0 where torch has no ``_sleep``."""
 
     def __init__(self, torch, host_us: float):
-        sleep = getattr(torch.cuda, "_sleep", None)
-        self.sleep, self.us, self.cycles = sleep, 0.0, 0
-        if sleep is None:
-            return
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        sleep(CALIBRATION_CYCLES)
-        end.record()
-        torch.cuda.synchronize()
-        cycles_per_us = CALIBRATION_CYCLES / max(start.elapsed_time(end) * 1e3, 1e-3)
-        self.us = min(max(2.0 * host_us, LEAD_MIN_US), LEAD_MAX_US)
-        self.cycles = int(self.us * cycles_per_us)
+        self.sleep = getattr(torch.cuda, "_sleep", None)
+        self.us = min(max(2.0 * host_us, LEAD_MIN_US), LEAD_MAX_US) if self.sleep is not None else 0.0
+        self.cycles = int(self.us * LEAD_CLOCK_MHZ)
 
     def __call__(self) -> None:
         if self.cycles:
