@@ -286,6 +286,27 @@ def test_submit_refuses_commands_using_closed_buffers(device):
             commands.submit()
 
 
+def test_consecutive_dispatches_are_ordered_by_a_shader_access_barrier(monkeypatch):
+    """The barrier between two dispatches: compute to compute, shader writes made visible to shader reads and
+    writes, and none of the MEMORY_* bits (they cost time on the H100 and add nothing for storage buffers)."""
+    import types
+
+    import vulkan
+
+    recorded = []
+
+    def pipeline_barrier(command_buffer, src_stage, dst_stage, flags, count, barriers, *rest):
+        recorded.append((src_stage, dst_stage, count, barriers[0].srcAccessMask, barriers[0].dstAccessMask))
+
+    fake = types.SimpleNamespace(ffi=vulkan.ffi, lib=types.SimpleNamespace(vkCmdPipelineBarrier=pipeline_barrier),
+                                 **{name: getattr(vulkan, name) for name in dir(vulkan) if name.startswith("VK_")})
+    monkeypatch.setattr(vk.commands, "vk", fake)
+    vk.commands.dispatch_barrier(None)
+    compute = vulkan.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+    assert recorded == [(compute, compute, 1, vulkan.VK_ACCESS_SHADER_WRITE_BIT,
+                         vulkan.VK_ACCESS_SHADER_READ_BIT | vulkan.VK_ACCESS_SHADER_WRITE_BIT)]
+
+
 def test_timestamps_are_masked_to_valid_bits_and_wrap():
     # 36 valid bits: garbage above them is ignored, and a counter that wrapped between start and end still
     # gives the forward distance; timestampPeriod scales ticks to ns.
