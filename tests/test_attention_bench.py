@@ -133,6 +133,7 @@ def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(
     assert paths["torch-efficient"].timed == 0                     # a failing path is never timed
     assert paths["vk-coopmat2"].warmup_seconds == paths["torch-flash"].warmup_seconds == bench.WARMUP_SECONDS >= 3
     assert outcome.settings["warmup_seconds"] == bench.WARMUP_SECONDS          # the JSON says how long
+    assert outcome.settings["timing"].startswith("GPU work only")              # and what it measured
     assert by[(case, "torch-cudnn")].status == "skipped" and by[(case, "torch-cudnn")].reason == "No available kernel"
     assert by[(case, "torch-math")].reason == "not today"
     decode = by[("decode fp16 b1 h32/8 q1 kv256 d64", "vk-coopmat2")]

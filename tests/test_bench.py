@@ -99,6 +99,7 @@ def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["settings"]["sizes"] == [64] and len(data["results"]) == len(bench.PATH_NAMES)
     assert "nvidia_smi" in data["environment"]
+    assert data["settings"]["timing"].startswith("GPU work only")    # what the figures measure, for machines
 
 
 @pytest.mark.gpu

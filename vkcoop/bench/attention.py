@@ -277,7 +277,7 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
     settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
                 "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
                 "warmup": warmup, "warmup_seconds": WARMUP_SECONDS, "tokens": tokens, "decode_batch": decode_batch,
-                "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops}
+                "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING}
     available = _Paths(wanted, dtypes, device, validate, tile)
     environment = report.environment(available.vulkan_name, available.torch_name)
     environment["skip_reasons"] = dict(available.skipped)

@@ -14,6 +14,9 @@ from pathlib import Path
 from .shapes import SHAPES
 from .stats import relative_noise
 
+#: What every timed figure of a run measures; both benchmarks' JSON settings carry it under "timing".
+TIMING = ("GPU work only: Vulkan paths between GPU timestamps of recorded command buffers, CUDA paths between CUDA "
+          "events behind a GPU busy-wait that covers the host's launch (vkcoop.cuda.timing)")
 NVIDIA_SMI_FIELDS = ("name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
                      "power.draw", "power.limit", "temperature.gpu", "memory.total")
 

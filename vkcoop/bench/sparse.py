@@ -231,7 +231,8 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
     settings = {"dtypes": list(dtypes), "sizes": [int(s) for s in sizes], "shapes": describe_shapes(shapes),
                 "iters": iters, "warmup": warmup, "flush_l2": flush_l2, "tune": tune, "retune": retune,
                 "tune_budget_s": tune_budget, "search_budget_s": search_budget, "baseline": baseline,
-                "llm_tokens": [llm_tokens] if isinstance(llm_tokens, int) else list(llm_tokens), "paths": wanted}
+                "llm_tokens": [llm_tokens] if isinstance(llm_tokens, int) else list(llm_tokens), "paths": wanted,
+                "timing": report.TIMING}
     available = _Paths(wanted, dtypes, device, validate)
     cache = cache or TuningCache(log=console.log if console is not None else None)
     tuner = Tuner(cache, available.identities, tune=tune, retune=retune, budget=tune_budget,
