@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vkcoop.gemm.tiles import MAX_SPLIT_K
+from vkcoop.gemm.tiles import wave_split
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,12 @@ class MmaSpConfig:
 
     def splits(self, m: int, n: int, k: int, sm_count: int) -> int:
         """The K splits of an M x N x K launch: the most whose CTAs fit one wave of ``per_sm`` per SM (a second
-        wave of a few CTAs costs as much as the first; the Vulkan kernels' ``w`` rule), at most one slice each and
-        MAX_SPLIT_K, then evened out so that no split is left without a slice. 1 without ``per_sm``."""
+        wave of a few CTAs costs as much as the first; the Vulkan kernels' ``w`` rule, :func:`wave_split`), then evened
+        out so that no split is left without a slice. 1 without ``per_sm``."""
         if not self.per_sm:
             return 1
         slices = k // self.bk
-        wanted = max(1, min(sm_count * self.per_sm // ((m // self.bm) * (n // self.bn)), slices, MAX_SPLIT_K))
-        per_split = -(-slices // wanted)
+        per_split = -(-slices // wave_split((m // self.bm) * (n // self.bn), slices, sm_count, self.per_sm))
         return -(-slices // per_split)
 
     def partial_floats(self, m: int, n: int, splits: int) -> int:

@@ -26,6 +26,12 @@ def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def wave_split(tiles: int, steps: int, sm_count: int, per_sm: int) -> int:
+    """The largest split-K whose ``tiles`` x split workgroups all fit one wave of ``per_sm`` per SM: at least 1, at
+    most one K step per slice and :data:`MAX_SPLIT_K`. The Vulkan ``w`` tiles and the CUDA split-K tiles share it."""
+    return max(1, min(sm_count * per_sm // tiles, steps, MAX_SPLIT_K))
+
+
 @dataclass(frozen=True)
 class WorkgroupTile:
     """Launch parameters of the workgroup-scope kernels (the spec constants of coopmat2_gemm.comp)."""
@@ -80,7 +86,7 @@ class WorkgroupTile:
             return self
         tiles = -(-m // self.tile_m) * -(-n // self.tile_n)
         steps = max(1, -(-k // self.tile_k))
-        return replace(self, split_k=max(1, min(sm_count * self.per_sm // tiles, steps, MAX_SPLIT_K)))
+        return replace(self, split_k=wave_split(tiles, steps, sm_count, self.per_sm))
 
     @property
     def sums_in_dispatch(self) -> bool:

@@ -113,9 +113,9 @@ struct Kernel {
 
   // acc = the product over slices kt0 .. kt0 + count - 1: the prologue fills STAGES - 1 slices of the ring
   // (one commit group each, empty past the end), then one barrier per slice.
-  static VK_DEVICE void accumulate(float (&acc)[MT][NT][4], const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
-                                   const u16* __restrict__ b_t, const ThreadTile<BM, BN, WARPS_N>& at, int K,
-                                   int kt0, int count) {
+  static VK_DEVICE void accumulate(float (&acc)[MT][NT][4], const u16* __restrict__ a_values,
+                                   const u32* __restrict__ a_meta, const u16* __restrict__ b_t,
+                                   const ThreadTile<BM, BN, WARPS_N>& at, int K, int kt0, int count) {
     extern __shared__ __align__(128) unsigned char smem[];
     const u32 smem_base = smem_addr(smem);
     const int tid = at.tid, lane = at.lane, warp_m = at.warp_m, warp_n = at.warp_n, m0 = at.m0, n0 = at.n0;
