@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vkcoop import attention as attn
+from vkcoop import vk
 from vkcoop.attention import kernel as kernel_module
 from vkcoop.attention.kernel import target_workgroups
 from vkcoop.gemm import BF16, GemmInputError
@@ -126,8 +127,7 @@ def test_a_subgroup_rows_kernel_asks_for_32_wide_subgroups_on_its_flash_pass_onl
     assert flash.defines["SCOPE"] == "SUBGROUP" and "subgroup-rows" in kernel.name
     assert flash.pipeline_options == {"required_subgroup_size": 32, "full_subgroups": True}
     assert combine.pipeline_options == {}
-    assert {"subgroupSizeControl", "computeFullSubgroups"} <= set(attn.attention_features(("fp16",), True))
-    assert "subgroupSizeControl" not in attn.attention_features(("fp16",))
+    assert {"subgroupSizeControl", "computeFullSubgroups"} <= set(attn.attention_features(("fp16",)))
     with pytest.raises(attn.AttentionInputError, match="whole 32-wide subgroups"):
         attn.AttentionKernel("fp16", 128, attn.AttentionTile(96, 64, 64), subgroup_rows=True)
 
@@ -264,6 +264,29 @@ def test_key_splits_fill_the_gpu_for_decode_only():
     assert attn.choose_kv_splits(decode, tile) == 66                   # 8 stacked tiles -> 528
     assert attn.choose_kv_splits(decode, tile, target_workgroups(114)) == 57   # 4 per SM of 114
     assert attn.choose_kv_splits(attn.AttentionShape(1, 1, 1, 1, 100, 64), tile) == 2   # one slice per block
+
+
+def test_flash_attention_2_split_takes_the_most_keys_whose_staged_rows_fit():
+    """Q (128 rows) and one K and one V block, rows of head_dim + 8 elements of 2 bytes: at head_dim 64,
+    (128 + 2 * 64) * 72 * 2 = 36,864 bytes fit the 40,960 a workgroup may fill; 128 keys would take 55,296."""
+    split = attn.choose_split_config(FLEX, "fp16", 64, 40960)
+    assert split.label() == "128:128x64qrk" and split.q_shared and split.kv_staged and split.subgroup_rows
+    assert attn.tiles.staged_shared_bytes(split.tile, 64, True, True) == 36864
+    assert attn.choose_split_config(FLEX, "bf16", 64, 55296).label() == "128:128x128qrk"
+    assert attn.choose_split_config(FLEX, "fp16", 64, 36863) is None   # 32 keys per step would lose (experiment 28)
+    assert attn.choose_split_config(FLEX, "fp16", 128, 1 << 20) is None   # a subgroup's O: 128 registers
+    workgroup_only = [row for row in FLEX if row.scope != vk.SCOPE_SUBGROUP]
+    assert attn.choose_split_config(workgroup_only, "fp16", 64, 40960) is None
+
+
+def test_prefill_takes_the_split_where_it_fits_and_decode_keeps_its_tile():
+    prefill_d64 = attn.AttentionShape(4, 32, 32, 4096, 4096, 64)
+    assert attn.choose_config_for(FLEX, prefill_d64, "fp16", staging_bytes=40960).label() == "128:128x64qrk"
+    assert attn.choose_config_for(FLEX, prefill_d64, "fp16").label() == "128:64x128"   # shared memory unknown
+    prefill_d128 = attn.AttentionShape(4, 16, 16, 4096, 4096, 128)
+    assert attn.choose_config_for(FLEX, prefill_d128, "fp16", staging_bytes=40960).label() == "128:64x64"
+    decode = attn.AttentionShape(1, 32, 8, 1, 32768, 64)
+    assert attn.choose_config_for(FLEX, decode, "fp16", staging_bytes=40960).label() == "64:16x128"
 
 
 def test_decode_steps_get_the_small_tile_and_prefill_the_default_one():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import types
 
 import numpy as np
 import pytest
@@ -88,13 +89,16 @@ class Commands:
 
 
 class Physical:
+    """The H100's and H200's limits: 48 KB of shared memory per workgroup, 8 KB of it reserved."""
     name = "stand-in"
+    limits = types.SimpleNamespace(maxComputeSharedMemorySize=49152)
 
     def flexible_shapes(self):
         return H200_CAPS.flexible
 
     def cooperative_matrix2_properties(self):
-        return {"cooperativeMatrixFlexibleDimensionsMaxDimension": 256}
+        return {"cooperativeMatrixFlexibleDimensionsMaxDimension": 256,
+                "cooperativeMatrixWorkgroupScopeReservedSharedMemory": 8192}
 
 
 class Device:
@@ -137,11 +141,13 @@ def test_attention_reaches_the_buffers_and_reads_o_and_lse_back(monkeypatch, dty
     tolerance = attn.tolerance_for(q, k, v, scale=0.2)
     assert out.dtype == dtype and out.shape == q.shape and lse.shape == q.shape[:3]
     assert attn.check_attention(out, ref, tolerance)[0] and attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]
-    if splits is None:   # chosen to fill the GPU: 2 query tiles x 4 heads are far fewer than 264 workgroups, and
-        # head_dim 64 takes 128 keys per block, so 150 keys allow 2 slices (one per block)
-        splits = attn.choose_kv_splits(attn.AttentionShape(1, 4, 2, 70, 150, 64), attn.AttentionTile(128, 64, 128))
-        assert splits == 2
-    assert device.pipelines[0].specialization["KV_SPLITS"] == splits
+    if splits is None:   # chosen to fill the GPU: 1 query tile x 4 heads are far fewer than 528 workgroups, and
+        # head_dim 64 prefill takes FlashAttention-2's split, 64 keys per block, so 150 keys allow 3 slices
+        splits = attn.choose_kv_splits(attn.AttentionShape(1, 4, 2, 70, 150, 64), attn.AttentionTile(128, 128, 64))
+        assert splits == 3
+    flash = device.pipelines[0].specialization
+    assert flash["KV_SPLITS"] == splits
+    assert (flash["BR"], flash["BC"], flash["Q_SHARED"], flash["KV_STAGED"]) == (128, 64, True, True)
     # the template launch names every pipeline: the combine pass's too when split; a given device stays open
     assert len(device.pipelines) == (2 if splits > 1 else 1) and not device.closed
 

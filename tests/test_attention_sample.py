@@ -25,13 +25,13 @@ def cases():
 
 
 def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
-    assert len(cases) == 52
-    for dtype in ("fp16", "bf16"):
-        for d in (64, 128):
-            label = f"{dtype} d{d} 128:64x{ {64: 128, 128: 64}[d]}"   # 8192-element blocks of K
-            names = [n for n in cases if n.startswith(label)]
-            assert {"ragged", "causal", "GQA", "rows", "rescale", "partials", "combine", "exact"} <= \
-                {word for n in names for word in n.split()}
+    assert len(cases) == 52 + 26   # 13 per type and head dim, and FlashAttention-2's split at head_dim 64
+    labels = [f"{dtype} d{d} 128:64x{ {64: 128, 128: 64}[d]}"   # 8192-element blocks of K
+              for dtype in ("fp16", "bf16") for d in (64, 128)]
+    for label in labels + ["fp16 d64 128:128x64qrk", "bf16 d64 128:128x64qrk"]:
+        names = [n for n in cases if n.startswith(label)]
+        assert {"ragged", "causal", "GQA", "rows", "rescale", "partials", "combine", "exact"} <= \
+            {word for n in names for word in n.split()}
     for c in cases.values():
         outputs = [b for b in c.bindings if b.is_output]
         assert {b.name for b in outputs} in ({"O", "LSE"}, {"O partial", "LSE partial"}), c.name
@@ -40,6 +40,9 @@ def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
             assert (b.tolerance is None) == exact, (c.name, b.name)
             assert not np.array_equal(b.expected.view(np.uint8), np.zeros_like(b.data).view(np.uint8))
     assert cases["fp16 d64 128:64x128 causal GQA 4/2 q61 kv137"].groups == (1, 4, 2)
+    split = cases["bf16 d64 128:128x64qrk rescale kv384"]
+    assert dict(split.variant().defines)["SCOPE"] == "SUBGROUP"
+    assert all(split.specialization[name] for name in ("Q_SHARED", "KV_STAGED", "ALIGNED"))
     aligned = {n: c.specialization["ALIGNED"] for n, c in cases.items() if c.shader == attn.ATTENTION_SHADER}
     assert aligned["fp16 d64 128:64x128 causal aligned q=kv=256"] and aligned["fp16 d64 128:64x128 rescale kv384"]
     assert not aligned["fp16 d64 128:64x128 ragged q69 kv263"]
@@ -156,8 +159,9 @@ def test_the_shader_specialised_to_each_sample_tile_validates(cases):
         seen.add(key)
         _validate_specialised(toolchain, c.variant(), c.specialization)
     # 2 types x 2 head dims x (plain, causal, split) x (one head, GQA rows), plain and causal ALIGNED, and
-    # KEYS_ALIGNED alone (the exact cases: 63 query rows, whole key blocks)
-    assert len(seen) == 36
+    # KEYS_ALIGNED alone (the exact cases: 63 query rows, whole key blocks); the same 9 for FlashAttention-2's
+    # split at head_dim 64
+    assert len(seen) == 36 + 18
 
 
 # --------------------------------------------------------------------------- on the GPU
@@ -182,8 +186,10 @@ def test_the_attention_sample_passes_on_the_gpu():
     result = get_sample("attention").run(validate=os.environ.get("VKCOOP_VALIDATE", "") == "1")
     assert result.status == "pass", (result.reason, [m.to_dict() for m in result.mismatches],
                                      result.validation_messages[:5])
-    assert result.cases == 52 and result.reason == ("52 cases: 8 outputs bit-exact, 96 within their documented "
-                                                    "tolerance")
+    # 6 tile sets (2 types x 2 head dims, and FlashAttention-2's split at head_dim 64 for both types) of 13 cases;
+    # 2 exact cases each, whose O is bit-exact; every case has 2 outputs
+    assert result.cases == 6 * 13 and result.reason == (f"{6 * 13} cases: {6 * 2} outputs bit-exact, "
+                                                        f"{6 * 13 * 2 - 6 * 2} within their documented tolerance")
 
 
 @pytest.mark.gpu
@@ -283,14 +289,16 @@ def test_staging_k_and_v_in_shared_memory_changes_no_bit(dtype, shape, causal, s
 @pytest.mark.toolchain
 @pytest.mark.parametrize("tile, head_dim, causal, splits, fused, aligned, keys_aligned", [
     ((128, 64, 64), 128, False, 1, False, True, True), ((128, 128, 64), 64, True, 1, False, False, False),
-    ((64, 32, 64), 128, False, 9, True, False, True), ((384, 192, 64), 128, True, 1, False, False, True)])
+    ((64, 32, 64), 128, False, 9, True, False, True), ((384, 192, 64), 128, True, 1, False, False, True),
+    ((128, 128, 64), 64, False, 1, False, True, True), ((128, 128, 64), 64, True, 3, False, False, False)])
 def test_subgroup_rows_specialised_validate(tile, head_dim, causal, splits, fused, aligned, keys_aligned):
     """SCOPE=SUBGROUP (each subgroup owns its rows as subgroup-scope matrices) frozen with a staged prefill tile,
-    32 rows per subgroup with the clamped path, a fused decode split, and 12 subgroups staging K and V in uneven
-    rounds with KEYS_ALIGNED."""
+    32 rows per subgroup with the clamped path, a fused decode split, 12 subgroups staging K and V in uneven
+    rounds with KEYS_ALIGNED, and FlashAttention-2's split (Q shared, 32 rows each) aligned and clamped."""
     toolchain = toolchain_or_skip().find_toolchain()
     kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), causal=causal, kv_splits=splits,
-                                  fused_merge=fused, subgroup_rows=True, kv_staged=tile[0] != 64)
+                                  fused_merge=fused, subgroup_rows=True, kv_staged=tile[0] != 64,
+                                  q_shared=tile == (128, 128, 64))
     variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted(kernel.defines().items())))
     assert dict(variant.defines)["SCOPE"] == "SUBGROUP"
     _validate_specialised(toolchain, variant, kernel.specialization(aligned, keys_aligned))
@@ -307,9 +315,13 @@ def test_subgroup_rows_specialised_validate(tile, head_dim, causal, splits, fuse
     (np.float16, (1, 32, 8, 1, 4099, 128), (64, 32, 64), False, 9, {"gqa_rows": True}),
     (np.float16, (1, 8, 2, 1, 9000, 128), (64, 32, 64), False, 9, {"gqa_rows": True, "fused_merge": True}),
     (np.float16, (1, 2, 2, 400, 512, 128), (384, 192, 64), True, 1, {"kv_staged": True}),
-    (np.float16, (1, 2, 1, 512, 700, 64), (512, 256, 32), False, 1, {"kv_staged": True})],
+    (np.float16, (1, 2, 1, 512, 700, 64), (512, 256, 32), False, 1, {"kv_staged": True}),
+    (np.float16, (2, 4, 2, 512, 512, 64), (128, 128, 64), False, 1, {"q_shared": True, "kv_staged": True}),
+    (BF16, (1, 4, 4, 300, 517, 64), (128, 128, 64), True, 1, {"q_shared": True, "kv_staged": True}),
+    (np.float16, (1, 2, 1, 256, 1000, 64), (128, 128, 64), True, 3, {"q_shared": True, "kv_staged": True})],
     ids=["prefill staged", "bf16 causal", "32 rows each, ragged causal", "causal split", "Q shared",
-         "decode GQA split", "decode fused", "12 subgroups, staging in uneven rounds", "16 subgroups, half copy"])
+         "decode GQA split", "decode fused", "12 subgroups, staging in uneven rounds", "16 subgroups, half copy",
+         "FA2 split, aligned", "FA2 split, bf16 ragged causal", "FA2 split, causal key split"])
 def test_subgroup_rows_match_the_reference(dtype, shape, tile, causal, splits, options):
     """SCOPE=SUBGROUP: each subgroup computes its own rows (a decode tile's second subgroup holds only padding
     rows), O and the log-sum-exp within the tolerance of the float64 reference, and a second launch repeats them
@@ -320,7 +332,7 @@ def test_subgroup_rows_match_the_reference(dtype, shape, tile, causal, splits, o
     q, k, v = ((rng.standard_normal(s).clip(-3, 3)).astype(np.float32).astype(dtype)
                for s in ((b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
     name = "fp16" if dtype == np.float16 else "bf16"
-    with vk.Device(extensions=attn.EXTENSIONS, features=attn.attention_features((name,), True)) as device:
+    with vk.Device(extensions=attn.EXTENSIONS, features=attn.attention_features((name,))) as device:
         with attn.VulkanAttention(device, name, d, attn.AttentionTile(*tile), causal=causal, kv_splits=splits,
                                   subgroup_rows=True, **options) as runner:
             assert runner.kernel.defines()["SCOPE"] == "SUBGROUP"

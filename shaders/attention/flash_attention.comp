@@ -33,7 +33,8 @@
 //                   8 STATS_COLS (columns of the running row max m and row sum l, whose columns all hold the
 //                   row's value: the N granularity keeps them small, and a row reduction smears m onto S's shape)
 //                   9 Q_SHARED (Q is copied once to shared memory and loaded from there for every block, so it
-//                   holds no registers across the key loop), 10 V_EARLY (V's load is issued with K's, before the
+//                   holds no registers across the key loop; with SUBGROUP rows of 32 and KV_STAGED this is
+//                   FlashAttention-2's split, the head_dim 64 prefill default), 10 V_EARLY (V's load is issued with K's, before the
 //                   softmax, so both blocks are in flight together), 11 KV_STAGED (the blocks that need no clamp
 //                   pass K and V through shared memory that this shader fills, in FlashAttention-2's order: V of
 //                   block j is fetched while S of block j is computed, K of block j + 1 while P V of block j is;
@@ -394,7 +395,11 @@ void main() {
         FETCH_BLOCK(v4, (kv_base + col0 * HEAD_DIM) / 8)                                                      \
         MAT_KT tile_kt;                                                                                       \
         coopMatLoad(tile_kt, k_stage, 0, KV_ROW, gl_CooperativeMatrixLayoutColumnMajor);                      \
-        MAT_S s = coopMatMulAdd(tile_q, tile_kt, MAT_S(0.0));                                                 \
+        MAT_Q q_now = tile_q;                                                                                 \
+        if (Q_SHARED) {                                                                                       \
+            coopMatLoad(q_now, q_stage, q_stage_first, Q_ROW, gl_CooperativeMatrixLayoutRowMajor);            \
+        }                                                                                                     \
+        MAT_S s = coopMatMulAdd(q_now, tile_kt, MAT_S(0.0));                                                  \
         ONLINE_SOFTMAX(MASK)                                                                                  \
         STAGE_BLOCK(v_stage)                                                                                  \
         barrier();                                                                                            \

@@ -19,16 +19,17 @@ from .model import blocked_attention, block_ranges, combine_splits, key_block_ra
 from .reference import (AttentionTolerance, attention_tolerance, check_attention, reference_attention,
                         tolerance_for)
 from .shapes import HEAD_DIMS, AttentionInputError, AttentionShape, check_inputs, dtype_name, resolve_scale
-from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile,
-                    parse_attention_config, parse_attention_tile, stats_columns)
-from .vulkan import ATTENTION_FEATURES, EXTENSIONS, VulkanAttention, attention, attention_features
+from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_config_for,
+                    choose_split_config, parse_attention_config, parse_attention_tile, stats_columns)
+from .vulkan import ATTENTION_FEATURES, EXTENSIONS, VulkanAttention, attention, attention_features, choose_config
 
 __all__ = [
-    "attention", "VulkanAttention", "ATTENTION_FEATURES", "EXTENSIONS", "attention_features",
+    "attention", "VulkanAttention", "ATTENTION_FEATURES", "EXTENSIONS", "attention_features", "choose_config",
     "ATTENTION_SHADER", "COMBINE_SHADER", "AttentionKernel", "check_kv_splits", "choose_kv_splits", "use_gqa_rows",
     "blocked_attention", "block_ranges", "combine_splits", "key_block_ranges", "query_span",
     "AttentionTolerance", "attention_tolerance", "check_attention", "reference_attention", "tolerance_for",
     "HEAD_DIMS", "AttentionInputError", "AttentionShape", "check_inputs", "dtype_name", "resolve_scale",
-    "AttentionConfig", "AttentionTile", "check_attention_tile", "choose_attention_tile", "parse_attention_config",
+    "AttentionConfig", "AttentionTile", "check_attention_tile", "choose_attention_tile", "choose_config_for",
+    "choose_split_config", "parse_attention_config",
     "parse_attention_tile", "stats_columns",
 ]

@@ -33,6 +33,13 @@ PREFERRED_INVOCATIONS = 128
 #: 64:16x64 read K and V at 2.0 TB/s at kv 32768 against 1.6 for 128:64x64 and 1.5 for 32:16x64 (docs/attention.md).
 DECODE_ROWS = 16
 DECODE_INVOCATIONS = 64
+#: FlashAttention-2's split of prefill: each 32-wide subgroup owns SPLIT_ROWS query rows as subgroup-scope matrices,
+#: Q waits in shared memory and K and V are staged (label ``qrk``). A subgroup's O then takes head_dim fp32 registers
+#: per invocation, so the split applies up to SPLIT_MAX_HEAD_DIM. On the H100 (docs/attention.md, experiment 28)
+#: 128:128x64qrk beat 128:64x128 at head_dim 64 by 7-10 % (36 % at seq 1000) and tied it causal; at head_dim 128
+#: the driver spills (64:64x32qrk: 13.5 KB of scratch, 154 against 224 TFLOP/s).
+SPLIT_ROWS = 32
+SPLIT_MAX_HEAD_DIM = 64
 
 
 def keys_per_step(head_dim: int) -> int:
@@ -167,6 +174,47 @@ def stats_columns(flexible, dtype: str, tile: AttentionTile, subgroup_rows: bool
         raise AttentionInputError(f"tile {tile.label()} matches no {scope}-scope flexible-dimensions row for "
                                   f"{dtype}")
     return min(row.N for row in rows)
+
+
+def staged_shared_bytes(tile: AttentionTile, head_dim: int, q_shared: bool, kv_staged: bool) -> int:
+    """The shared memory flash_attention.comp declares for Q (Q_SHARED) and one block each of K and V
+    (KV_STAGED): rows of head_dim + 8 elements (a 16-byte bank skew), 2 bytes each."""
+    rows = (tile.br if q_shared else 0) + (2 * tile.bc if kv_staged else 0)
+    return rows * (head_dim + 8) * 2
+
+
+def choose_split_config(flexible, dtype: str, head_dim: int, staging_bytes: int,
+                        max_dimension: int | None = None) -> AttentionConfig | None:
+    """FlashAttention-2's split (:data:`SPLIT_ROWS` rows per subgroup, Q shared, K and V staged) at
+    :data:`PREFERRED_INVOCATIONS`, with the most keys per step (from :func:`keys_per_step` down to
+    :data:`MIN_KEYS_PER_STEP`) whose staged rows fit ``staging_bytes``; None where the head dimension, the
+    shared memory or the subgroup-scope table rule it out."""
+    if head_dim > SPLIT_MAX_HEAD_DIM:
+        return None
+    br = PREFERRED_INVOCATIONS // SUBGROUP_SIZE * SPLIT_ROWS
+    bc = keys_per_step(head_dim)
+    while bc >= MIN_KEYS_PER_STEP:
+        tile = AttentionTile(PREFERRED_INVOCATIONS, br, bc)
+        if staged_shared_bytes(tile, head_dim, True, True) <= staging_bytes:
+            try:
+                check_attention_tile(flexible, dtype, head_dim, tile, max_dimension, subgroup_rows=True)
+            except AttentionInputError:
+                return None
+            return AttentionConfig(tile, q_shared=True, kv_staged=True, subgroup_rows=True)
+        bc //= 2
+    return None
+
+
+def choose_config_for(flexible, shape, dtype: str, max_dimension: int | None = None,
+                      staging_bytes: int | None = None) -> AttentionConfig:
+    """The configuration for an :class:`vkcoop.attention.AttentionShape`: the decode tile for decode steps; for
+    prefill the split of :func:`choose_split_config` where ``staging_bytes`` (shared memory a workgroup may fill)
+    allows it, else the prefill tile. Key splits and GQA rows stay open (None)."""
+    if not is_decode(shape) and staging_bytes:
+        split = choose_split_config(flexible, dtype, shape.head_dim, staging_bytes, max_dimension)
+        if split is not None:
+            return split
+    return AttentionConfig(choose_tile_for(flexible, shape, dtype, max_dimension))
 
 
 def is_decode(shape) -> bool:

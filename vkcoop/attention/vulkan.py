@@ -6,6 +6,8 @@ tile from the driver's flexible-dimensions table, dispatches, and returns O (and
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..gemm import accumulating_types
@@ -13,22 +15,22 @@ from ..gemm.types import SUBGROUP_SIZE_FEATURES
 from ..gemm.vulkan import VulkanGemm
 from .kernel import AttentionKernel, check_kv_splits, launch_choices, target_workgroups
 from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
-from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_tile_for,
+from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_config_for,
                     stats_columns)
 
 EXTENSIONS = ("VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
 #: What flash_attention.comp uses besides its element types. maintenance4: local_size_x_id (LocalSizeId);
-#: vulkanMemoryModelDeviceScope: the fused merge's device-scope arrivals (SPLIT_MERGE=FUSED).
+#: vulkanMemoryModelDeviceScope: the fused merge's device-scope arrivals (SPLIT_MERGE=FUSED); the subgroup-size
+#: control (core in Vulkan 1.3, which vkcoop.vk.Device requires): SCOPE=SUBGROUP pipelines ask for 32-wide subgroups.
 ATTENTION_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
                       "cooperativeMatrixTensorAddressing", "cooperativeMatrixReductions",
                       "cooperativeMatrixConversions", "cooperativeMatrixPerElementOperations",
-                      "vulkanMemoryModel", "vulkanMemoryModelDeviceScope", "maintenance4")
+                      "vulkanMemoryModel", "vulkanMemoryModelDeviceScope", "maintenance4") + SUBGROUP_SIZE_FEATURES
 
 
-def attention_features(dtypes=("fp16",), subgroup_rows: bool = False) -> list[str]:
-    """Device features the kernel needs for these dtypes (fp16 storage is needed by both); ``subgroup_rows``
-    adds the subgroup-size control that SCOPE=SUBGROUP pipelines ask for."""
-    features = list(ATTENTION_FEATURES) + (list(SUBGROUP_SIZE_FEATURES) if subgroup_rows else [])
+def attention_features(dtypes=("fp16",)) -> list[str]:
+    """Device features the kernel needs for these dtypes (fp16 storage is needed by both)."""
+    features = list(ATTENTION_FEATURES)
     for dtype in dtypes:
         check_dtype(dtype)
         features += accumulating_types(dtype).features
@@ -49,6 +51,16 @@ def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | Non
         check_attention_tile(flexible, dtype, head_dim, tile, limit, subgroup_rows)
     stats_cols = stats_cols or stats_columns(flexible, dtype, tile, subgroup_rows)
     return AttentionKernel(dtype, head_dim, tile, stats_cols=stats_cols, subgroup_rows=subgroup_rows, **options)
+
+
+def choose_config(physical, shape: AttentionShape, dtype: str, flexible=None) -> AttentionConfig:
+    """The configuration ``vkcoop bench attention`` and :func:`attention` run on ``physical`` for ``shape``:
+    :func:`vkcoop.attention.tiles.choose_config_for` with the device's table, dimension limit and shared memory."""
+    from .. import vk
+    flexible = physical.flexible_shapes() if flexible is None else flexible
+    props = physical.cooperative_matrix2_properties() or {}
+    limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
+    return choose_config_for(flexible, shape, dtype, limit, vk.staging_bytes(physical))
 
 
 def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bool = False,
@@ -131,11 +143,9 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
     gpu, owned = _open_device(device, dtype)
     try:
         flexible = gpu.physical.flexible_shapes()
-        if tile is None:
-            tile = choose_tile_for(flexible, shape, dtype)
-        gqa_rows, splits = launch_choices(shape, tile, kv_splits=kv_splits)
-        with VulkanAttention(gpu, dtype, shape.head_dim, tile, causal=causal, kv_splits=splits, gqa_rows=gqa_rows,
-                             flexible=flexible) as runner:
+        config = AttentionConfig(tile) if tile is not None else choose_config(gpu.physical, shape, dtype, flexible)
+        config = dataclasses.replace(config, kv_splits=kv_splits)
+        with VulkanAttention.from_config(gpu, dtype, shape, config, causal=causal, flexible=flexible) as runner:
             out, lse = runner.run(q, k, v, scale)
     finally:
         if owned:
@@ -152,4 +162,4 @@ def device_target_workgroups(physical) -> int:
 
 
 __all__ = ["ATTENTION_FEATURES", "EXTENSIONS", "VulkanAttention", "attention", "attention_features",
-           "config_options", "device_kernel", "device_target_workgroups", "AttentionInputError"]
+           "choose_config", "config_options", "device_kernel", "device_target_workgroups", "AttentionInputError"]

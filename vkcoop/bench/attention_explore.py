@@ -133,8 +133,7 @@ def main(argv=None) -> int:
     dtypes = sorted({case.dtype for case, _ in jobs})
     records: list = []
     try:
-        subgroup_rows = any(config.subgroup_rows for _, configs in jobs for config in configs)
-        device = vk.Device(extensions=EXTENSIONS, features=attention_features(dtypes, subgroup_rows))
+        device = vk.Device(extensions=EXTENSIONS, features=attention_features(dtypes))
     except vk.VulkanError as error:
         parser.exit(3, f"attention_explore: {str(error).splitlines()[0]}\n")
     with device:

@@ -7,12 +7,12 @@ reason the path cannot take the case (reported as skipped).
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
-from ..attention import AttentionInputError, VulkanAttention, attention_features
+from ..attention import AttentionConfig, AttentionInputError, VulkanAttention, attention_features
 from ..attention.kernel import launch_choices
-from ..attention.tiles import choose_tile_for
-from ..attention.vulkan import device_target_workgroups
+from ..attention.vulkan import choose_config, device_target_workgroups
 
 VULKAN_PATH = "vk-coopmat2"
 #: Path name -> torch.nn.attention.SDPBackend member.
@@ -40,23 +40,25 @@ class VulkanPath:
         self.target_workgroups = device_target_workgroups(self.device.physical)
         self._runners: dict = {}
 
-    def config(self, case):
-        """(tile, key splits, GQA rows) for the case: the tile from the table (decode or prefill) unless given."""
+    def config(self, case) -> AttentionConfig:
+        """The case's configuration: the given tile, else the device's choice (decode, prefill or FlashAttention-2's
+        split, :func:`vkcoop.attention.choose_config`), with its key splits and GQA rows resolved."""
         try:
-            tile = self.tile or choose_tile_for(self.flexible, case.shape, case.dtype)
+            config = (AttentionConfig(self.tile) if self.tile else
+                      choose_config(self.device.physical, case.shape, case.dtype, self.flexible))
         except AttentionInputError as error:
             raise Unsupported(str(error)) from None
-        gqa_rows, splits = launch_choices(case.shape, tile, target_workgroups=self.target_workgroups)
-        return tile, splits, gqa_rows
+        gqa_rows, splits = launch_choices(case.shape, config.tile, gqa_rows=config.gqa_rows,
+                                          kv_splits=config.kv_splits, target_workgroups=self.target_workgroups)
+        return dataclasses.replace(config, gqa_rows=gqa_rows, kv_splits=splits)
 
     def bind(self, case, inputs):
-        tile, splits, gqa_rows = self.config(case)
-        key = (case.dtype, case.shape.head_dim, case.causal, tile, splits, gqa_rows)
+        config = self.config(case)
+        key = (case.dtype, case.shape.head_dim, case.causal, config)
         if key not in self._runners:
             try:
-                self._runners[key] = VulkanAttention(self.device, case.dtype, case.shape.head_dim, tile,
-                                                     causal=case.causal, kv_splits=splits, gqa_rows=gqa_rows,
-                                                     flexible=self.flexible)
+                self._runners[key] = VulkanAttention.from_config(self.device, case.dtype, case.shape, config,
+                                                                 causal=case.causal, flexible=self.flexible)
             except AttentionInputError as error:
                 raise Unsupported(str(error)) from None
         runner = self._runners[key]

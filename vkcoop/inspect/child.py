@@ -138,7 +138,7 @@ def _attention(target: Target, device_arg):
     spec = target.attention
     shape = AttentionShape(**spec["shape"])
     config = parse_attention_config(spec["config"])
-    features = attention_features([target.dtype], config.subgroup_rows)
+    features = attention_features([target.dtype])
     with vk.Device(device_arg, extensions=EXTENSIONS, features=features) as device:
         recorder = _Recorder(device)
         aim = spec["target_workgroups"] or device_target_workgroups(device.physical)

@@ -151,43 +151,60 @@ class AttentionSample(Sample):
             raise SampleInputError(f"{self.name}: {error}") from None
 
     def cases(self, caps: DeviceCaps) -> list[Case]:
-        cases = []
+        cases, split_cases = [], []
         for dtype in ("fp16", "bf16"):
             for head_dim in attn.HEAD_DIMS:
                 tile = self.tile_for(caps, dtype, head_dim)
                 stats = attn.stats_columns(caps.flexible, dtype, tile)
                 cases += self.shape_cases(dtype, head_dim, tile, np.random.default_rng(head_dim + len(cases)), stats)
-        return cases
+                split = self.split_for(caps, dtype, head_dim)
+                if split is not None:   # what prefill runs where FlashAttention-2's split fits (bench attention)
+                    stats = attn.stats_columns(caps.flexible, dtype, split.tile, subgroup_rows=True)
+                    rng = np.random.default_rng(1000 + head_dim + len(split_cases))
+                    split_cases += self.shape_cases(dtype, head_dim, split.tile, rng, stats, q_shared=True,
+                                                    kv_staged=True, subgroup_rows=True)
+        return cases + split_cases
 
     @staticmethod
-    def shape_cases(dtype: str, d: int, tile: attn.AttentionTile, rng, stats_cols: int | None = None) -> list[Case]:
+    def split_for(caps: DeviceCaps, dtype: str, head_dim: int) -> attn.AttentionConfig | None:
+        if not caps.staging_bytes:
+            return None
+        return attn.choose_split_config(caps.flexible, dtype, head_dim, caps.staging_bytes,
+                                        caps.max_flexible_dimension or None)
+
+    @staticmethod
+    def shape_cases(dtype: str, d: int, tile: attn.AttentionTile, rng, stats_cols: int | None = None,
+                    **split) -> list[Case]:
+        """The cases of one tile; ``split`` are AttentionKernel's q_shared, kv_staged and subgroup_rows."""
         br, bc, element = tile.br, tile.bc, DTYPES[dtype]
 
         def kernel(**options):
-            return attn.AttentionKernel(dtype, d, tile, stats_cols=stats_cols, **options)
+            return attn.AttentionKernel(dtype, d, tile, stats_cols=stats_cols, **split, **options)
 
-        plain, causal, split = kernel(), kernel(causal=True), kernel(kv_splits=KV_SPLITS)
+        plain, causal, split_keys = kernel(), kernel(causal=True), kernel(kv_splits=KV_SPLITS)
         stacked, stacked_causal = kernel(gqa_rows=True), kernel(causal=True, gqa_rows=True)
         stacked_split = kernel(kv_splits=KV_SPLITS, gqa_rows=True)
         whole = 2 * math.lcm(br, bc)   # whole tiles and blocks: the ALIGNED pipeline
-        label = f"{dtype} d{d} {tile.label()}"
+        label = f"{dtype} d{d} {attn.AttentionConfig(tile, **split).label()}"
 
         def inputs(batch, q_heads, kv_heads, seq_q, seq_kv):
             return (grid_values(rng, (batch, q_heads, seq_q, d), element),
                     grid_values(rng, (batch, kv_heads, seq_kv, d), element),
                     grid_values(rng, (batch, kv_heads, seq_kv, d), element))
 
-        q, k, v = inputs(1, 2, 2, 3 * bc, 3 * bc)
-        k[:, :, :2 * bc] = grid_values(rng, k[:, :, :2 * bc].shape, element, 0.25)   # the peak comes last
+        rescale = 3 * math.lcm(br, bc)   # whole tiles and blocks: the ALIGNED pipeline
+        q, k, v = inputs(1, 2, 2, rescale, rescale)
+        k[:, :, :rescale - bc] = grid_values(rng, k[:, :, :rescale - bc].shape, element, 0.25)   # the peak comes last
         small = _power_of_two_at_most(bc // 2)   # fewer keys than one block: the padded ones are masked
         return [
             attention_case(f"{label} ragged q{br + 5} kv{2 * bc + 7}", plain, *inputs(1, 2, 2, br + 5, 2 * bc + 7)),
             attention_case(f"{label} causal q=kv={2 * br + 3}", causal, *inputs(1, 2, 1, 2 * br + 3, 2 * br + 3)),
             attention_case(f"{label} causal GQA 4/2 q{br - 3} kv{bc + 9}", causal,
                            *inputs(2, 4, 2, br - 3, bc + 9)),
-            attention_case(f"{label} rescale kv{3 * bc}", plain, q, k, v),
+            attention_case(f"{label} rescale kv{rescale}", plain, q, k, v),
             attention_case(f"{label} causal aligned q=kv={whole}", causal, *inputs(1, 2, 1, whole, whole)),
-            *split_cases(f"{label} decode split {KV_SPLITS} kv{5 * bc + 3}", split, *inputs(1, 8, 2, 1, 5 * bc + 3)),
+            *split_cases(f"{label} decode split {KV_SPLITS} kv{5 * bc + 3}", split_keys,
+                         *inputs(1, 8, 2, 1, 5 * bc + 3)),
             # GQA rows: the 4 q heads of a kv head stacked in one tile; seq_q = BR/2 + 3 puts a head boundary
             # inside the first tile, so the causal mask there sees every query of the head
             attention_case(f"{label} GQA rows causal 8/2 q{br // 2 + 3} kv{bc + 9}", stacked_causal,

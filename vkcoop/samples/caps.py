@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import InputError
+from ..vk.capabilities import staging_bytes
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, COMPONENT_UINT8, SCOPES)
 
@@ -57,6 +58,7 @@ class DeviceCaps:
     flexible: tuple = ()           # ShapeEntry, flexible=True (granularities)
     max_flexible_dimension: int = 0
     subgroup_size: int = 32
+    staging_bytes: int = 0         # shared memory a workgroup's own arrays may fill (0: unknown)
 
     @classmethod
     def from_physical(cls, physical) -> "DeviceCaps":
@@ -66,7 +68,8 @@ class DeviceCaps:
         return cls(name=physical.name, extensions=frozenset(physical.extensions),
                    features=frozenset(n for n, ok in physical.features.items() if ok), khr=khr, flexible=flexible,
                    max_flexible_dimension=int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)),
-                   subgroup_size=int(physical.subgroup_properties()["subgroupSize"]))
+                   subgroup_size=int(physical.subgroup_properties()["subgroupSize"]),
+                   staging_bytes=staging_bytes(physical))
 
     def khr_shapes(self, element: str, use: str, scope: str = "subgroup") -> list[tuple[int, int]]:
         """Distinct (rows, cols) the KHR table lists for an ``element`` matrix of ``use``, largest first."""

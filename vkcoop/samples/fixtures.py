@@ -42,4 +42,5 @@ H200_FEATURES = frozenset({
 H200_CAPS = DeviceCaps(
     name="H200 (fixture)",
     extensions=frozenset({"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2", "VK_KHR_shader_bfloat16"}),
-    features=H200_FEATURES, khr=_khr(), flexible=_flexible(), max_flexible_dimension=256, subgroup_size=32)
+    features=H200_FEATURES, khr=_khr(), flexible=_flexible(), max_flexible_dimension=256, subgroup_size=32,
+    staging_bytes=49152 - 8192)

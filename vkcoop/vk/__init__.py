@@ -68,6 +68,7 @@ CommandBuffer (Device.command_buffer(timestamps=True))
 pack_push_constants(*scalars) -> bytes (natural alignment; np.uint64 for device addresses).
 capabilities(device=None, all_devices=False, validate=False) -> JSON-able dict (``vkcoop info``).
 sm_count(physical) -> the SM count (VK_NV_shader_sm_builtins), or None.
+staging_bytes(physical) -> shared memory a workgroup's own arrays may fill (the limit less the coopmat2 reserve).
 Instance(validate=False): physical_devices(), select(device), messages, take_messages(); its VkInstance comes from a
     per-process pool (the NVIDIA driver refuses a 31st vkCreateInstance per process): release_pooled_instances().
 PhysicalDevice: name, api_version, driver_version, extensions, features (name -> bool), limits,
@@ -83,7 +84,7 @@ Validation on the GPU host: the toolchain's layer manifest names its library wit
 Environment: VKCOOP_DEVICE (device index or name), VKCOOP_VALIDATE=1 (validation when validate=None),
     VKCOOP_CACHE_DIR (pipeline cache location, via vkcoop.paths.cache_root()).
 """
-from .capabilities import capabilities, device_report, sm_count
+from .capabilities import capabilities, device_report, sm_count, staging_bytes
 from .commands import CommandBuffer
 from .device import Device
 from .errors import (BufferDTypeError, BufferShapeError, DeviceLostError, FenceTimeoutError, LayerNotFoundError,
@@ -100,7 +101,7 @@ __all__ = [
     "release_pooled_instances",
     "ShapeEntry", "SCOPE_SUBGROUP", "SCOPE_WORKGROUP",
     "Device", "Instance", "PhysicalDevice", "Buffer", "ComputePipeline", "CommandBuffer", "ValidationMessage",
-    "capabilities", "device_report", "sm_count", "pack_push_constants", "as_dtype", "COOPMAT2_FEATURES",
+    "capabilities", "device_report", "sm_count", "staging_bytes", "pack_push_constants", "as_dtype", "COOPMAT2_FEATURES",
     "FEATURE_TO_STRUCT",
     "VulkanError", "NoDeviceError", "LayerNotFoundError", "MissingFeatureError", "FenceTimeoutError",
     "DeviceLostError", "ValidationError", "LimitError", "BufferDTypeError", "BufferShapeError", "PipelineInputError",

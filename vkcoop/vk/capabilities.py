@@ -56,6 +56,16 @@ def sm_count(physical) -> int | None:
         return None
 
 
+def staging_bytes(physical) -> int:
+    """Shared memory a workgroup's own arrays may fill: maxComputeSharedMemorySize less what the driver reserves
+    for workgroup-scope matrices (cooperativeMatrixWorkgroupScopeReservedSharedMemory of VK_NV_cooperative_matrix2;
+    the H100's driver adds up to 12 KB of its own even to a pipeline of subgroup-scope matrices,
+    docs/attention.md experiment 28)."""
+    props = physical.cooperative_matrix2_properties() or {}
+    reserved = int(props.get("cooperativeMatrixWorkgroupScopeReservedSharedMemory", 0))
+    return int(physical.limits.maxComputeSharedMemorySize) - reserved
+
+
 def _limit_value(value):
     if isinstance(value, vk.ffi.CData):
         return [int(v) for v in value]
