@@ -207,6 +207,9 @@ def test_a_gemm_configuration_label_is_a_target_the_child_builds(monkeypatch):
     target = targets.gemm_target("2:4", "fp16", "llm", "64:32x32x128u2g1s2w4i4c")
     assert target.config == "64:32x32x128u2g1s2w4i4c" and targets.Target.from_dict(target.to_dict()) == target
     assert targets.gemm_target("dense", config="3").config == 3
+    # the KHR paths take SubgroupTile codes, which are not VulkanConfig labels: passed on as written
+    khr24 = targets.gemm_target("khr24", "fp16", "square", "128x128x64:2x2g8")
+    assert (khr24.gemm_path, khr24.config) == ("vk-khr-2:4", "128x128x64:2x2g8")
     from types import SimpleNamespace
 
     from vkcoop.gemm import paths

@@ -11,7 +11,7 @@ from .. import shaders as catalog
 
 #: The Vulkan paths of ``vkcoop bench sparse`` and short names for them.
 GEMM_PATHS = {"dense": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16acc", "2:4": "vk-coopmat2-2:4",
-              "sparse24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup"}
+              "sparse24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup", "khr24": "vk-khr-2:4"}
 GEMM_DTYPES = ("fp16", "bf16")
 GEMM_SHAPES = ("square", "llm")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
@@ -146,7 +146,7 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
         config = int(config)
     if isinstance(config, int) and config < 0:
         raise TargetError(f"--config {config}: an index into the path's tuning list, 0 or more")
-    if isinstance(config, str) and full != GEMM_PATHS["khr"]:
+    if isinstance(config, str) and full not in (GEMM_PATHS["khr"], GEMM_PATHS["khr24"]):   # KHR: SubgroupTile codes
         from ..gemm import GemmInputError
         from ..gemm.configs import parse_config
         try:
