@@ -44,7 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
     parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
     parser.add_argument("--tile", type=parse_attention_tile, default=None,
-                        help="Vulkan tile INVOCATIONS:BRxBC (default: from the flexible-dimensions table)")
+                        help="Vulkan tile INVOCATIONS:BRxBC (default: the device's choice, from the flexible-dimensions "
+                             "table and its shared memory: FlashAttention-2's split for prefill where it fits)")
     parser.add_argument("--ceiling", type=float, default=None, metavar="TFLOPS",
                         help="coopmat2 ceiling from `vkcoop bench peak`, for the 'x ceiling' column")
     parser.add_argument("--bandwidth", type=float, default=None, metavar="GB/S",

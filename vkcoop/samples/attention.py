@@ -137,8 +137,9 @@ class AttentionSample(Sample):
     name = "attention"
     description = ("flash attention with workgroup-scope coopmat2 matrices: online softmax by row reductions and "
                    "per-element exp2/masks, P converted to an A matrix for P·V, ragged seq_q/seq_kv by Constant "
-                   "clamp, causal and GQA, key splits and their combine pass; fp16/bf16, head_dim 64/128; within "
-                   "the documented tolerance, uniform-score cases bit-exact")
+                   "clamp, causal and GQA, key splits and their combine pass; fp16/bf16, head_dim 64/128, and at "
+                   "head_dim 64 FlashAttention-2's split (subgroup-scope rows, Q in shared memory); within the "
+                   "documented tolerance, uniform-score cases bit-exact")
     requires = Requirements(extensions=attn.EXTENSIONS, features=tuple(attn.attention_features(("fp16", "bf16")))) \
         + BFLOAT16
     order = 80
