@@ -129,8 +129,8 @@ def test_the_requirements_cover_every_capability_of_both_shaders():
             assert feature is None or feature in declared, (variant.label, capability)
 
 
-def _validate_specialised(toolchain, variant, specialization: dict) -> None:
-    """spirv-opt freezes ``specialization`` into the compiled ``variant``; spirv-val checks the result."""
+def _specialised(toolchain, variant, specialization: dict, *passes: str) -> bytes:
+    """The compiled ``variant`` with ``specialization`` frozen in by spirv-opt (then ``passes``)."""
     spirv = shaders.compile_variant(variant)
     ids = {constant.name: constant.spec_id for constant in spirv_tools.reflect(spirv).spec_constants}
     values = " ".join(f"{ids[name]}:{str(value).lower()}" for name, value in specialization.items())
@@ -138,11 +138,57 @@ def _validate_specialised(toolchain, variant, specialization: dict) -> None:
         source, frozen = os.path.join(folder, "a.spv"), os.path.join(folder, "b.spv")
         with open(source, "wb") as f:
             f.write(spirv)
-        run = toolchain.run("spirv-opt", ["--set-spec-const-default-value", values, "--freeze-spec-const",
+        run = toolchain.run("spirv-opt", ["--set-spec-const-default-value", values, "--freeze-spec-const", *passes,
                                           source, "-o", frozen])
         assert run.returncode == 0, run.stderr
         with open(frozen, "rb") as f:
-            spirv_tools.validate(f.read())
+            return f.read()
+
+
+def _validate_specialised(toolchain, variant, specialization: dict) -> None:
+    """spirv-opt freezes ``specialization`` into the compiled ``variant``; spirv-val checks the result."""
+    spirv_tools.validate(_specialised(toolchain, variant, specialization))
+
+
+def _workgroup_bytes(spirv: bytes) -> int:
+    """Bytes of the module's Workgroup-storage variables, read from the binary (every array length a constant):
+    OpTypeInt/Float 21/22, Vector 23, Array 28, Struct 30, Pointer 32, OpConstant 43, OpVariable 59."""
+    words = np.frombuffer(spirv, dtype="<u4")
+    sizes, constants, pointees, total, at = {}, {}, {}, 0, 5
+    while at < len(words):
+        count, opcode = int(words[at]) >> 16, int(words[at]) & 0xFFFF
+        ops = [int(w) for w in words[at + 1:at + count]]
+        if opcode in (21, 22):
+            sizes[ops[0]] = ops[1] // 8
+        elif opcode == 23:
+            sizes[ops[0]] = sizes[ops[1]] * ops[2]
+        elif opcode == 28:
+            sizes[ops[0]] = sizes.get(ops[1], 0) * constants[ops[2]]
+        elif opcode == 30:
+            sizes[ops[0]] = sum(sizes.get(member, 0) for member in ops[1:])
+        elif opcode == 32:
+            pointees[ops[0]] = ops[2]
+        elif opcode == 43:
+            constants[ops[1]] = ops[2]
+        elif opcode == 59 and ops[2] == 4:   # StorageClass Workgroup
+            total += sizes[pointees[ops[0]]]
+        at += count
+    return total
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("tile, head_dim, q_shared, placeholders", [
+    ((128, 128, 64), 64, True, 0), ((128, 64, 64), 128, False, 1), ((64, 64, 32), 128, True, 0)])
+def test_the_rule_counts_the_shared_memory_the_shader_declares(tile, head_dim, q_shared, placeholders):
+    """``staged_shared_bytes`` (what the prefill rule fits into the workgroup's shared memory) against the
+    Workgroup arrays of the shader frozen to that kernel; a Q the kernel does not copy keeps a 16-byte placeholder."""
+    toolchain = toolchain_or_skip().find_toolchain()
+    kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), kv_staged=True, q_shared=q_shared,
+                                  subgroup_rows=q_shared)
+    variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted(kernel.defines().items())))
+    spirv = _specialised(toolchain, variant, kernel.specialization(True, True), "--fold-spec-const-op-composite")
+    expected = attn.tiles.staged_shared_bytes(kernel.tile, head_dim, q_shared, True) + 16 * placeholders
+    assert _workgroup_bytes(spirv) == expected
 
 
 @pytest.mark.toolchain
