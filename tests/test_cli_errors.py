@@ -158,9 +158,6 @@ def test_version_and_module_entry():
     assert helped.returncode == 0 and "exit codes:" in helped.stdout and "130" in helped.stdout
 
 
-@needs_vulkan
-@pytest.mark.vulkan
-@pytest.mark.toolchain
 def _interrupted_fuzz_run(report, wait_s: float):
     """A 5,000,000-case fuzz run sent SIGINT after ``wait_s``: (return code, stdout, stderr)."""
     import signal
@@ -186,6 +183,9 @@ def _interrupted_fuzz_run(report, wait_s: float):
     return proc.returncode, out, err
 
 
+@needs_vulkan
+@pytest.mark.vulkan
+@pytest.mark.toolchain
 def test_ctrl_c_stops_a_long_fuzz_run_with_a_partial_summary(tmp_path):
     # 12 s is past start-up and the first chunks on an idle machine; on a loaded one no case may have finished
     # yet (a partial report of 0 cases, the start-up path), so the run is made again with a longer wait.
