@@ -37,14 +37,19 @@ def attention_features(dtypes=("fp16",)) -> list[str]:
     return list(dict.fromkeys(features + ["shaderFloat16", "storageBuffer16BitAccess"]))
 
 
+def _max_dimension(physical) -> int | None:
+    """cooperativeMatrixFlexibleDimensionsMaxDimension, or None where the driver does not report one."""
+    props = physical.cooperative_matrix2_properties() or {}
+    return int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
+
+
 def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | None = None, *, flexible=None,
                   stats_cols: int | None = None, subgroup_rows: bool = False, **options) -> AttentionKernel:
     """The :class:`AttentionKernel` for a physical device: the tile chosen from (or checked against) the driver's
     flexible-dimensions table, m and l as narrow as the table allows unless ``stats_cols`` is given; ``options``
     are AttentionKernel's (causal, kv_splits, gqa_rows, ...)."""
     flexible = physical.flexible_shapes() if flexible is None else flexible
-    props = physical.cooperative_matrix2_properties() or {}
-    limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
+    limit = _max_dimension(physical)
     if tile is None:
         tile = choose_attention_tile(flexible, dtype, head_dim, max_dimension=limit)
     else:
@@ -58,9 +63,7 @@ def choose_config(physical, shape: AttentionShape, dtype: str, flexible=None) ->
     :func:`vkcoop.attention.tiles.choose_config_for` with the device's table, dimension limit and shared memory."""
     from .. import vk
     flexible = physical.flexible_shapes() if flexible is None else flexible
-    props = physical.cooperative_matrix2_properties() or {}
-    limit = int(props.get("cooperativeMatrixFlexibleDimensionsMaxDimension", 0)) or None
-    return choose_config_for(flexible, shape, dtype, limit, vk.staging_bytes(physical))
+    return choose_config_for(flexible, shape, dtype, _max_dimension(physical), vk.staging_bytes(physical))
 
 
 def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bool = False,
