@@ -123,7 +123,8 @@ def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
     from vkcoop.samples.fixtures import H200_CAPS
     flex = H200_CAPS.flexible
     for path_name, table in SEED_CONFIGS.items():
-        assert set(table) == {"square", "llm"}   # the seed families (vkcoop.gemm.configs.seed_family)
+        # the seed families (vkcoop.gemm.configs.seed_family); the expand path runs compute-bound shapes only
+        assert set(table) == ({"square"} if path_name == "vk-coopmat2-2:4-expand" else {"square", "llm"})
         for configs in table.values():
             for config in configs:
                 gemm.check_workgroup_tile(flex, path_types(path_name, "fp16"), config.tile)

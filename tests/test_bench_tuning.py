@@ -19,8 +19,9 @@ from vkcoop.bench import measure
 from vkcoop.bench import sparse as bench
 from vkcoop.bench.identity import DeviceIdentity, normalize_driver, normalize_uuid
 from vkcoop.bench.tuning import CACHE_FORMAT, Tuner, TuningCache, cached_entries
-from vkcoop.gemm.configs import (NARROW_FALLBACK_SPLIT, NARROW_FILLS, PATH_KERNELS, DeviceLimits, derive_khr_configs,
-                                 derive_workgroup_configs, path_kernel, path_types, recorded_device, tuning_class)
+from vkcoop.gemm.configs import (EXPANDED_PATHS, NARROW_FALLBACK_SPLIT, NARROW_FILLS, PATH_KERNELS, DeviceLimits,
+                                 derive_khr_configs, derive_workgroup_configs, path_kernel, path_types,
+                                 recorded_device, tuning_class)
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, SEED_DEVICE
 
@@ -305,6 +306,8 @@ def test_on_the_h200_table_the_first_derived_candidate_is_what_was_measured_best
     for path_name, table in SEED_CONFIGS.items():
         for problem, family in ((GemmProblem("fp16", "square", 8192, 8192, 8192), "square"),
                                 (GemmProblem("fp16", "llm", 8192, 32, 8192), "llm")):
+            if family not in table:
+                continue   # the expand path seeds compute-bound shapes only
             derived = derive_workgroup_configs(path_name, problem, flexible, limits)
             assert derived[0] == table[family][0], (path_name, family, derived[0].label())
 
@@ -400,7 +403,7 @@ def test_derived_staged_candidates_fit_their_shared_memory_and_skip_odd_shapes(p
     dtype = "fp16" if path_name == "vk-coopmat2-dense-fp16acc" else "bf16"
     for problem in (GemmProblem("fp16", "square", 8192, 8192, 8192), GemmProblem(dtype, "llm", 8192, 32, 8192)):
         staged = [c for c in derive_workgroup_configs(path_name, problem, flexible, limits) if c.staged]
-        assert staged, problem
+        assert bool(staged) != (path_name in EXPANDED_PATHS), problem   # the expand path runs the direct kernel
         for config in staged:
             kernel = (gemm.StagedSparse24Kernel(problem.dtype, config.tile) if path_name == "vk-coopmat2-2:4"
                       else gemm.StagedKernel(path_types(path_name, problem.dtype), config.tile))

@@ -345,7 +345,10 @@ def test_khr_cases_respect_the_copy_alignment():
 
 
 def test_sparse_cases_ship_the_compressed_format():
-    cases = get_sample("sparse24-gemm").prepared_cases(H200_CAPS)
+    every = get_sample("sparse24-gemm").prepared_cases(H200_CAPS)
+    cases = [c for c in every if c.shader == "gemm/coopmat2_sparse24.comp"]
+    expansions = [c for c in every if c.shader == "gemm/sparse24_decompress.comp"]
+    assert len(expansions) == 4 and len(cases) + len(expansions) == len(every)   # 2 dtypes x 2 shapes
     assert {c.defines["ELEMENT"] for c in cases} == {"F16", "BF16"}
     assert {c.defines["META_WORDS"] for c in cases} == {"0", "1", "4"}
     for case in cases:

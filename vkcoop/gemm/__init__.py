@@ -7,6 +7,7 @@
   (``parse_tile``).
 * :mod:`.launch` -- kernel descriptions (``CoopMat2Kernel``, ``Sparse24Kernel``, ``KhrKernel``), each producing
   one ``Launch`` (dispatches, named specialization constants, buffers) for samples and bench alike.
+* :mod:`.expanded` -- the 2:4 GEMM as two passes: A expanded into a dense workspace, then the dense kernel.
 * :mod:`.vulkan` -- ``CoopMat2Gemm``, ``Sparse24Gemm``, ``KhrSharedMemoryGemm`` (and the experimental
   ``StagedCoopMat2Gemm``, A and B through shared memory): a Launch on a device,
   ``bind``/``result``/``time``/``run``; ``L2Flush``.
@@ -15,6 +16,7 @@
 * :mod:`.path` -- the ``GemmPath`` protocol (Vulkan and CUDA): ``supports`` -> ``bind`` -> ``output_rows``/``time``;
   :mod:`.paths` -- the Vulkan paths and their seed configurations.
 """
+from .expanded import ExpandedSparse24Kernel, decompress_dispatch
 from .exact import (check_output, check_rows, eighths_inputs, exact_inputs, reference_gemm,
                     sparse24_reference)
 from .interleave import META_WORDS_CHOICES, deinterleave_2to4, interleave_2to4
@@ -31,6 +33,7 @@ from .vulkan import (WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, KhrSpars
 __all__ = [
     "check_output", "check_rows", "eighths_inputs", "exact_inputs", "reference_gemm", "sparse24_reference",
     "META_WORDS_CHOICES", "deinterleave_2to4", "interleave_2to4",
+    "ExpandedSparse24Kernel", "decompress_dispatch",
     "CoopMat2Kernel", "Dispatch", "KhrKernel", "KhrSparse24Kernel", "Launch", "Sparse24Kernel", "StagedKernel",
     "StagedSparse24Kernel",
     "BoundGemm", "GemmOperands", "GemmPath", "GemmProblem",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
+from .expanded import ExpandedSparse24Kernel
 from .launch import (CoopMat2Kernel, KhrKernel, KhrSparse24Kernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel,
                      check_coopmat2_kernel)
 from .path import GemmProblem
@@ -185,7 +186,10 @@ STAGED_CANDIDATES = 2
 #: What each coopmat2 path of ``vkcoop bench sparse`` runs: (A in the 2:4 format, the accumulator types; None: the
 #: dtype's fp32 accumulation). fp16 accumulation is ggml's default and the form of the fp16->fp16 ceiling.
 PATH_KERNELS = {"vk-coopmat2-dense": (False, None), "vk-coopmat2-dense-fp16acc": (False, "fp16->fp16"),
-                "vk-coopmat2-2:4": (True, None)}
+                "vk-coopmat2-2:4": (True, None), "vk-coopmat2-2:4-expand": (False, None)}
+#: Paths that read A in the 2:4 format and expand it into a dense workspace before the dense kernel of their
+#: configuration runs (:mod:`.expanded`): their tiles and layouts are the dense kernel's.
+EXPANDED_PATHS = frozenset({"vk-coopmat2-2:4-expand"})
 
 
 def path_types(path_name: str, dtype: str):
@@ -196,6 +200,10 @@ def path_types(path_name: str, dtype: str):
 def path_kernel(path_name: str, config: VulkanConfig, dtype: str):
     """:func:`launch_kernel` for one of :data:`PATH_KERNELS`."""
     sparse, types = PATH_KERNELS[path_name]
+    if path_name in EXPANDED_PATHS:
+        if config.staged:
+            raise GemmInputError(f"{config.label()}: {path_name} runs the direct dense kernel (no t)")
+        return ExpandedSparse24Kernel(dtype, launch_kernel(config, dtype, sparse=False, types=types))
     return launch_kernel(config, dtype, sparse=sparse, types=types)
 
 

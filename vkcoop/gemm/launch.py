@@ -210,8 +210,14 @@ class CoopMat2Kernel(_WorkgroupKernel):
         n = self._check_b(b, k)
         e = t.elements_per_16_bytes
         a, b = whole_vector_rows(a, e), whole_vector_rows(b, e)
-        push = _u32(m, n, k, a.shape[1], b.shape[1], n)
-        return self._launch({"A": a, "B": b}, m, n, k, push, self.defines(), t.output_dtype,
+        return self.launch_over({"A": a, "B": b}, m, n, k)
+
+    def launch_over(self, inputs: dict, m: int, n: int, k: int) -> Launch:
+        """The launch over ``inputs`` {"A", "B"} (checked, padded); A None where an earlier dispatch writes it
+        (rows of K elements, :mod:`.expanded`)."""
+        a_stride = k if inputs["A"] is None else inputs["A"].shape[1]
+        push = _u32(m, n, k, a_stride, inputs["B"].shape[1], n)
+        return self._launch(inputs, m, n, k, push, self.defines(), self.types.output_dtype,
                             {"ALIGNED": self.aligned(m, n, k)})
 
 

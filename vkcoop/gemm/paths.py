@@ -23,8 +23,8 @@ from .types import GemmInputError, accumulating_types, features_for
 from .vulkan import KhrSharedMemoryGemm, KhrSparse24Gemm, L2Flush, coopmat2_gemm
 
 __all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
-           "VulkanDevicePaths", "CoopMat2Path", "CoopMat2Fp16AccumulatingPath", "Sparse24Path", "KhrPath",
-           "KhrSparse24Path"]
+           "VulkanDevicePaths", "CoopMat2Path", "CoopMat2Fp16AccumulatingPath", "Sparse24Path", "ExpandedSparse24Path",
+           "KhrPath", "KhrSparse24Path"]
 
 
 def _seeds(*labels: str) -> list[VulkanConfig]:
@@ -89,6 +89,9 @@ H100_SEED_CONFIGS = {
         "narrow64": _seeds("128:64x64x64u4g1w2t", "128:64x64x64u3g1w2t", "64:32x32x128u2g1s2w4i4c"),
     },
 }
+# The expand path runs the dense kernel after its expansion pass: the dense square seeds, less the staged ones.
+for _table in (SEED_CONFIGS, H100_SEED_CONFIGS):
+    _table["vk-coopmat2-2:4-expand"] = {"square": [c for c in _table["vk-coopmat2-dense"]["square"] if not c.staged]}
 #: Shipped seeds by device name.
 SEEDS = {SEED_DEVICE: SEED_CONFIGS, "NVIDIA H100 80GB HBM3": H100_SEED_CONFIGS}
 
@@ -119,8 +122,8 @@ class VulkanDevicePaths:
         self.khr = self.device.physical.khr_shapes()
         self.limits = DeviceLimits.of(self.device.physical)
         self._flush = None
-        self.paths = [CoopMat2Path(self), CoopMat2Fp16AccumulatingPath(self), Sparse24Path(self), KhrPath(self),
-                      KhrSparse24Path(self)]
+        self.paths = [CoopMat2Path(self), CoopMat2Fp16AccumulatingPath(self), Sparse24Path(self),
+                      ExpandedSparse24Path(self), KhrPath(self), KhrSparse24Path(self)]
 
     @property
     def name(self) -> str:
@@ -242,6 +245,21 @@ class Sparse24Path(_VulkanPath):
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.compressed.values, operands.compressed.metadata, gemm.kernel.store_b(operands.b))
+
+
+class ExpandedSparse24Path(Sparse24Path):
+    """A expanded from the 2:4 format into a dense workspace by one pass, then the dense coopmat2 kernel
+    (:mod:`vkcoop.gemm.expanded`); its configurations are the dense kernel's (no staged ones). Compute-bound
+    classes only: at the memory-bound ones the pass writes and reads back more bytes than the 2:4 format saves."""
+    name = "vk-coopmat2-2:4-expand"
+
+    def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        if problem.k % sparse24.K_ALIGNMENT:
+            return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
+        if tuning_class(problem) != "compute":
+            return False, (f"N={problem.n} is memory-bound: expanding A writes and reads back 2x its dense bytes; "
+                           "the 2:4 kernels that expand per tile run there")
+        return True, self.group.name
 
 
 class KhrPath(_VulkanPath):

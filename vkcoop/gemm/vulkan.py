@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from .. import shaders as shader_catalog
+from .expanded import ExpandedSparse24Kernel
 from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel,
                      StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel)
 from .tiles import SubgroupTile, WorkgroupTile
@@ -217,7 +218,7 @@ def _checked(device, kernel, flexible):
 def coopmat2_gemm(device, kernel, *, flexible=None) -> "VulkanGemm":
     """The device GEMM of a launch-level coopmat2 kernel (``vkcoop.gemm.configs.launch_kernel`` picks one for a
     configuration): the compressed-A form for the 2:4 kernels, the two-operand form for the dense ones."""
-    compressed = isinstance(kernel, (Sparse24Kernel, StagedSparse24Kernel))
+    compressed = isinstance(kernel, (Sparse24Kernel, StagedSparse24Kernel, ExpandedSparse24Kernel))
     return (_CompressedGemm if compressed else _TwoOperandGemm)(device, _checked(device, kernel, flexible))
 
 

@@ -11,7 +11,8 @@ from .. import shaders as catalog
 
 #: The Vulkan paths of ``vkcoop bench sparse`` and short names for them.
 GEMM_PATHS = {"dense": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16acc", "2:4": "vk-coopmat2-2:4",
-              "sparse24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup", "khr24": "vk-khr-2:4"}
+              "sparse24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup", "khr24": "vk-khr-2:4",
+              "2:4-expand": "vk-coopmat2-2:4-expand"}
 GEMM_DTYPES = ("fp16", "bf16")
 GEMM_SHAPES = ("square", "llm")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
@@ -142,6 +143,8 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
         raise TargetError(f"--gemm {path}: accumulates in fp16, so --dtype must be fp16 (not {dtype})")
     if shape not in GEMM_SHAPES:
         raise TargetError(f"--shape {shape!r}: choose from {', '.join(GEMM_SHAPES)}")
+    if full == GEMM_PATHS["2:4-expand"] and shape != "square":
+        raise TargetError(f"--gemm {path}: runs compute-bound shapes only, so --shape must be square (not {shape})")
     if isinstance(config, str) and config.lstrip("-").isdigit():
         config = int(config)
     if isinstance(config, int) and config < 0:

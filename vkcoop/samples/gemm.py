@@ -314,4 +314,16 @@ class Sparse24GemmSample(_TiledGemmSample):
         for meta_words in (4, 1):
             cases.append(sparse24_case(f"{label} interleaved {meta_words}", dtype, tile, a, b,
                                        b_column_major=ragged, meta_words=meta_words))
+        cases.append(sparse24_expansion_case(f"{label} expanded to dense (first pass of the expand path)", dtype, a))
         return cases
+
+
+def sparse24_expansion_case(name: str, dtype: str, a: np.ndarray) -> Case:
+    """The first dispatch of the expand path (vkcoop.gemm.expanded): A written dense from its 2:4 form, bit for
+    bit the pruned A (the second dispatch is the dense kernel that ``coopmat2-gemm`` checks)."""
+    compressed = sparse24.compress_2to4(a)
+    dense = gemm.CoopMat2Kernel(gemm.accumulating_types(dtype), gemm.WorkgroupTile(256, 128, 128, 32))
+    launch = gemm.ExpandedSparse24Kernel(dtype, dense).launch(compressed.values, compressed.metadata,
+                                                              np.zeros((a.shape[1], 8), a.dtype))
+    expected = sparse24.decompress_2to4(compressed).view(np.uint16)
+    return launch_case(name, launch, {"A": expected}, dispatch=0)
