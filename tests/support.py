@@ -14,6 +14,18 @@ def toolchain_or_skip():
     return spirv_tools
 
 
+def coopmat2_reason() -> str | None:
+    """None where a Vulkan device lists VK_NV_cooperative_matrix2; else why the GPU tests skip here."""
+    try:
+        from vkcoop import vk
+        with vk.Instance() as instance:
+            if any(p.has_extension("VK_NV_cooperative_matrix2") for p in instance.physical_devices()):
+                return None
+        return "no Vulkan device lists VK_NV_cooperative_matrix2"
+    except Exception as error:  # noqa: BLE001 - no loader, no driver...
+        return f"no usable Vulkan: {error}"
+
+
 def vulkan_probe() -> tuple[bool, str, bool]:
     """(a Vulkan device exists, why not, the validation layer is usable). VKCOOP_TEST_VALIDATE=0 turns the layer
     off in the tests; it is on wherever it is installed."""

@@ -15,7 +15,7 @@ from vkcoop import shaders
 from vkcoop.gemm import BF16
 from vkcoop.samples import CAPABILITY_FEATURES, Binding, Case, Requirements, Sample, case, get_sample
 from vkcoop.samples.fixtures import H200_CAPS
-from support import toolchain_or_skip
+from support import coopmat2_reason, toolchain_or_skip
 
 
 
@@ -211,18 +211,7 @@ def test_the_shader_specialised_to_each_sample_tile_validates(cases):
 
 
 # --------------------------------------------------------------------------- on the GPU
-def _coopmat2_device_or_reason():
-    try:
-        from vkcoop import vk
-        with vk.Instance() as instance:
-            if any(p.has_extension("VK_NV_cooperative_matrix2") for p in instance.physical_devices()):
-                return None
-        return "no Vulkan device lists VK_NV_cooperative_matrix2"
-    except Exception as error:  # noqa: BLE001 - no loader, no driver...
-        return f"no usable Vulkan: {error}"
-
-
-_NO_GPU = _coopmat2_device_or_reason()
+_NO_GPU = coopmat2_reason()
 on_gpu = pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
 
 

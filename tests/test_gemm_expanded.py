@@ -12,6 +12,7 @@ from vkcoop.gemm.path import GemmProblem
 from vkcoop.gemm.paths import H100_SEED_CONFIGS, SEED_CONFIGS, ExpandedSparse24Path
 from vkcoop.inspect import targets
 from vkcoop.samples.fixtures import H200_CAPS
+from support import coopmat2_reason
 
 PATH = "vk-coopmat2-2:4-expand"
 TILE = gemm.WorkgroupTile(256, 128, 256, 32, k_unroll=8, group_m=8)
@@ -120,18 +121,7 @@ def test_its_roofline_counts_the_workspace_written_and_read_back():
 
 
 # --------------------------------------------------------------------------- on the GPU
-def _coopmat2_or_reason():
-    try:
-        from vkcoop import vk
-        with vk.Instance() as instance:
-            if any(p.has_extension("VK_NV_cooperative_matrix2") for p in instance.physical_devices()):
-                return None
-        return "no Vulkan device lists VK_NV_cooperative_matrix2"
-    except Exception as error:  # noqa: BLE001 - no loader, no driver...
-        return f"no usable Vulkan: {error}"
-
-
-_NO_GPU = _coopmat2_or_reason()
+_NO_GPU = coopmat2_reason()
 
 
 @pytest.mark.gpu

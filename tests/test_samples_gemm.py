@@ -12,7 +12,7 @@ from vkcoop import gemm as kernels
 from vkcoop.gemm import vulkan as kernel_runner
 from vkcoop.gemm import warmup as warmup_rule
 from vkcoop.samples.fixtures import H200_CAPS
-from support import toolchain_or_skip
+from support import coopmat2_reason, toolchain_or_skip
 
 FLEX = H200_CAPS.flexible
 KHR = H200_CAPS.khr
@@ -485,19 +485,7 @@ def test_kernel_classes_refuse_wrong_operands_without_a_device():
 
 
 # --------------------------------------------------------------------------- on the GPU
-def _coopmat2_device_or_reason():
-    try:
-        from vkcoop import vk
-        with vk.Instance() as instance:
-            for physical in instance.physical_devices():
-                if physical.has_extension("VK_NV_cooperative_matrix2"):
-                    return None
-        return "no Vulkan device lists VK_NV_cooperative_matrix2"
-    except Exception as error:  # noqa: BLE001 - no loader, no driver...
-        return f"no usable Vulkan: {error}"
-
-
-_NO_GPU = _coopmat2_device_or_reason()
+_NO_GPU = coopmat2_reason()
 
 
 @pytest.mark.gpu
