@@ -34,6 +34,9 @@ def run_cli(argv):
     ("--gemm dense --shape tall", "--shape 'tall'"),
     ("--gemm dense --config -1", "--config -1"),
     ("--gemm dense --config 256:128y256", "--config"),
+    ("--gemm khr24 --config 128x128x64:2x2z8", "the KHR paths take a tile code"),
+    ("--gemm khr --config 256:128x256x32u8g8", "the KHR paths take a tile code"),
+    ("--gemm 2:4-expand --shape llm", "--shape must be square"),
 ])
 def test_bad_input_exits_2_before_device_work(command, message, capsys, monkeypatch):
     def no_device_work(*args, **kwargs):
@@ -210,6 +213,12 @@ def test_a_gemm_configuration_label_is_a_target_the_child_builds(monkeypatch):
     # the KHR paths take SubgroupTile codes, which are not VulkanConfig labels: passed on as written
     khr24 = targets.gemm_target("khr24", "fp16", "square", "128x128x64:2x2g8")
     assert (khr24.gemm_path, khr24.config) == ("vk-khr-2:4", "128x128x64:2x2g8")
+    # ... or the label bench sparse prints for a tile (what the tuning cache stores)
+    from vkcoop.gemm.tiles import SubgroupTile
+    for tile in (SubgroupTile(16, 16, 16, 128, 128, 64, 2, 2, group_m=8),
+                 SubgroupTile(16, 16, 16, 128, 128, 32, 2, 2, stages=2, group_m=8)):
+        assert targets.gemm_target("khr", config=tile.label()).config == tile.label()
+        assert targets.gemm_target("khr24", config=tile.code()).config == tile.code()
     from types import SimpleNamespace
 
     from vkcoop.gemm import paths

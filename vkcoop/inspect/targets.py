@@ -16,6 +16,8 @@ GEMM_PATHS = {"dense": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16ac
 GEMM_DTYPES = ("fp16", "bf16")
 GEMM_SHAPES = ("square", "llm")
 _NAME = re.compile(r"^[A-Za-z_]\w*$")
+#: A KHR tile's label as bench sparse prints it (vkcoop.gemm.tiles.SubgroupTile.label); its code is SUBGROUP_CODE.
+_KHR_LABEL = re.compile(r"\d+x\d+x\d+ of \d+x\d+x\d+ \(\d+x\d+ subgroups(?:, \d+ stages)?(?:, groups of \d+ rows)?\)")
 
 
 class TargetError(ValueError):
@@ -149,7 +151,11 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
         config = int(config)
     if isinstance(config, int) and config < 0:
         raise TargetError(f"--config {config}: an index into the path's tuning list, 0 or more")
-    if isinstance(config, str) and full not in (GEMM_PATHS["khr"], GEMM_PATHS["khr24"]):   # KHR: SubgroupTile codes
+    khr = full in (GEMM_PATHS["khr"], GEMM_PATHS["khr24"])
+    if isinstance(config, str) and khr and not (_khr_code(config) or _KHR_LABEL.fullmatch(config)):
+        raise TargetError(f"--config {config!r}: the KHR paths take a tile code MxNxK:SMxSN[dSTAGES][gGROUP_M] "
+                          "(e.g. 128x128x32:2x2d2g8) or the label bench sparse prints for one")
+    if isinstance(config, str) and not khr:   # KHR: SubgroupTile codes
         from ..gemm import GemmInputError
         from ..gemm.configs import parse_config
         try:
@@ -157,6 +163,11 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
         except GemmInputError as error:
             raise TargetError(f"--config: {error}") from None
     return Target("gemm", gemm_path=full, dtype=dtype, shape=shape, config=config)
+
+
+def _khr_code(text: str) -> bool:
+    from ..gemm.tiles import SUBGROUP_CODE
+    return SUBGROUP_CODE.fullmatch(text) is not None
 
 
 def attention_target(case: str, dtype: str, shape: dict, causal: bool, config: str,
