@@ -18,8 +18,8 @@ PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
               "cuSPARSELt-nvmath": ("cuda", "wgmma.sp"), "torch-semi-structured": ("cuda", "wgmma.sp"),
               "cuBLAS": ("cuda", "wgmma")}
 #: Paths that read A in the 2:4 format: half the values plus one 32-bit metadata word per 32 columns.
-SPARSE_A = {"vk-coopmat2-2:4", "vk-khr-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath",
-            "torch-semi-structured"}
+SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "vk-khr-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt",
+            "cuSPARSELt-nvmath", "torch-semi-structured"}
 #: Paths that also write A dense into a workspace and read it back (vkcoop.gemm.expanded).
 EXPANDED_A = {"vk-coopmat2-2:4-expand"}
 #: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.
@@ -30,7 +30,7 @@ ACCUMULATOR = {"vk-coopmat2-dense-fp16acc": "fp16"}
 
 def bytes_moved(path: str, m: int, n: int, k: int) -> int:
     """The bytes a GEMM must read and write at least once: A (dense fp16/bf16 or 2:4), B, C."""
-    a = m * k * 2 if path not in SPARSE_A | EXPANDED_A else m * k + m * (k // 32) * 4
+    a = m * k * 2 if path not in SPARSE_A else m * k + m * (k // 32) * 4
     if path in EXPANDED_A:
         a += 2 * (m * k * 2)    # the workspace written, then read by the dense kernel
     c = 2 if path in ACCUMULATOR else C_BYTES[PATH_FORMS[path][0]]

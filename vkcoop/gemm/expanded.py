@@ -16,7 +16,7 @@ import numpy as np
 from .. import sparse as sparse24
 from .launch import (CoopMat2Kernel, Dispatch, Launch, _u32, check_matrix, compressed_operands,
                      whole_vector_rows)
-from .types import GEMM_TYPES, SPARSE24_TYPES, GemmInputError
+from .types import GemmInputError, sparse24_types
 
 DECOMPRESS_SHADER = "gemm/sparse24_decompress.comp"
 DECOMPRESS_WORKGROUP = 256     # local_size_x of sparse24_decompress.comp
@@ -24,13 +24,13 @@ COLUMNS_PER_INVOCATION = 16    # one uvec4 of kept values, half a metadata word
 MAX_GROUPS = 65535             # the shader strides over the rest
 
 
-def decompress_dispatch(m: int, k: int, names=("values", "metadata", "A")) -> Dispatch:
+def decompress_dispatch(m: int, k: int) -> Dispatch:
     """The expansion pass of an M x K operand (K a multiple of 32), one invocation per 16 dense columns."""
     if k % sparse24.K_ALIGNMENT:
         raise GemmInputError(f"K={k}: the 2:4 format needs a multiple of {sparse24.K_ALIGNMENT}")
     vectors = m * k // COLUMNS_PER_INVOCATION
     groups = min(-(-vectors // DECOMPRESS_WORKGROUP), MAX_GROUPS)
-    return Dispatch(DECOMPRESS_SHADER, {}, {}, tuple(names), (groups, 1, 1), _u32(k, vectors))
+    return Dispatch(DECOMPRESS_SHADER, {}, {}, ("values", "metadata", "A"), (groups, 1, 1), _u32(k, vectors))
 
 
 class ExpandedSparse24Kernel:
@@ -41,9 +41,7 @@ class ExpandedSparse24Kernel:
     def __init__(self, dtype: str, dense: CoopMat2Kernel):
         if not isinstance(dense, CoopMat2Kernel):
             raise GemmInputError(f"the expanded 2:4 path runs the direct coopmat2 kernel, not {dense.name}")
-        if dtype not in SPARSE24_TYPES:
-            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
-        self.types = GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
+        self.types = sparse24_types(dtype)
         if dense.types != self.types:
             raise GemmInputError(f"the dense kernel computes {dense.types.key}; {dtype} 2:4 needs {self.types.key}")
         self.dtype, self.dense, self.tile = dtype, dense, dense.tile

@@ -15,7 +15,7 @@ import numpy as np
 from .. import sparse as sparse24
 from .interleave import META_WORDS_CHOICES, interleave_2to4
 from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
-from .types import SPARSE24_TYPES, GEMM_TYPES, GemmInputError, GemmTypes, gemm_types
+from .types import SPARSE24_TYPES, GemmInputError, GemmTypes, gemm_types, sparse24_types
 
 COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
 KHR_SHADER = "gemm/khr_shmem_gemm.comp"
@@ -229,8 +229,7 @@ class Sparse24Kernel(_WorkgroupKernel):
     shader = SPARSE24_SHADER
 
     def __init__(self, dtype: str, tile: WorkgroupTile, *, b_column_major: bool = False, meta_words: int = 0):
-        if dtype not in SPARSE24_TYPES:
-            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        self.types = sparse24_types(dtype)
         if meta_words not in META_WORDS_CHOICES:
             raise GemmInputError(f"meta_words={meta_words}: choose from {META_WORDS_CHOICES}")
         if tile.subgroup_scope or tile.n_parts != 1:
@@ -240,7 +239,6 @@ class Sparse24Kernel(_WorkgroupKernel):
             raise GemmInputError(f"tile_k={tile.tile_k}: the 2:4 path needs a multiple of {sparse24.K_ALIGNMENT} "
                                  "(the decode block is one metadata word, 32 columns)")
         self.dtype, self.tile, self.meta_words = dtype, tile, meta_words
-        self.types = GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
         self.b_column_major = bool(b_column_major)
         check_split(self.tile, True)
         layout = f"i{meta_words}" if meta_words else ""
@@ -337,12 +335,11 @@ class _ExpandsTwoToFour:
 
     @staticmethod
     def expanded_types(dtype: str, tile) -> GemmTypes:
-        if dtype not in SPARSE24_TYPES:
-            raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+        types = sparse24_types(dtype)
         if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
             raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
                                  "each invocation must expand a whole number of 16-column groups")
-        return GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
+        return types
 
     def template_launch(self) -> Launch:
         k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype

@@ -96,6 +96,14 @@ def accumulating_types(dtype: str) -> GemmTypes:
     return GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
 
 
+def sparse24_types(dtype: str) -> GemmTypes:
+    """The types a 2:4 kernel computes ``dtype`` inputs with (its fp32 accumulation); GemmInputError for a dtype
+    the 2:4 format does not take."""
+    if dtype not in SPARSE24_TYPES:
+        raise GemmInputError(f"dtype={dtype!r}: the 2:4 path takes {', '.join(SPARSE24_TYPES)}")
+    return GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
+
+
 def features_for(kernel: str, types) -> list[str]:
     """Device features a kernel ("coopmat2", "khr", "sparse24") needs for a type combination."""
     if kernel not in KERNEL_FEATURES:
