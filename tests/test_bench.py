@@ -152,8 +152,20 @@ def test_explore_parses_jobs_and_tiles_before_any_gpu_work():
                          ("dense16/bf16/8,8,8/1:1x1x1", "dtype"), ("dense/fp16/8x8/1:1x1x1", "KERNEL/DTYPE")):
         with pytest.raises(ValueError, match=message):
             explore.parse_job(bad)
+    for bad in ("dense/bf16/3000,5000,2000/128:128x128x64", "dense/fp16/0,32,64/128:128x128x64"):
+        with pytest.raises(ValueError, match="K a multiple of 32"):   # the operands are made in the 2:4 format
+            explore.parse_job(bad)
     with pytest.raises(SystemExit):   # argparse: --job is required
         explore.main([])
+
+
+def test_a_bad_explore_job_is_one_line_and_exit_code_2_before_any_gpu_work(capsys):
+    from vkcoop.bench import explore
+    with pytest.raises(SystemExit) as stopped:
+        explore.main(["--job", "dense/bf16/3000,5000,2000/128:128x128x64u8g4c"])
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "K a multiple of 32" in last and "Traceback" not in last
 
 
 def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():
@@ -220,10 +232,10 @@ def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
     accumulation, khr* the KHR shared-memory kernel with the tile its code names."""
     from types import SimpleNamespace
     from vkcoop.bench import explore
-    from vkcoop.gemm import launch, vulkan
+    from vkcoop.gemm import launch, staging, vulkan
     from vkcoop.vk.tables import SCOPE_SUBGROUP, ShapeEntry
     monkeypatch.setattr(vulkan, "coopmat2_gemm", lambda device, kernel, flexible=None: kernel)
-    monkeypatch.setattr(vulkan, "KhrSharedMemoryGemm", lambda device, types, tile: launch.KhrKernel(types, tile))
+    monkeypatch.setattr(vulkan, "KhrSharedMemoryGemm", lambda device, types, tile: staging.KhrKernel(types, tile))
     khr = [ShapeEntry(16, 16, 16, a, a, c, c, SCOPE_SUBGROUP) for a, c in
            ((COMPONENT_FLOAT16, COMPONENT_FLOAT32), (COMPONENT_FLOAT16, COMPONENT_FLOAT16))]
     device = SimpleNamespace(physical=SimpleNamespace(khr_shapes=lambda: khr))
@@ -235,8 +247,8 @@ def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
     made = {kind: kernel for kind, (kernel, _) in made.items()}
     assert type(made["dense"]) is launch.CoopMat2Kernel and made["dense"].types.key == "fp16->fp32"
     assert type(made["dense16"]) is launch.CoopMat2Kernel and made["dense16"].types.key == "fp16->fp16"
-    assert type(made["staged"]) is launch.StagedKernel
-    assert type(made["khr"]) is launch.KhrKernel and made["khr"].types.key == "fp16->fp32"
+    assert type(made["staged"]) is staging.StagedKernel
+    assert type(made["khr"]) is staging.KhrKernel and made["khr"].types.key == "fp16->fp32"
     assert (made["khr"].tile.tile_n, made["khr"].tile.tile_k, made["khr"].tile.stages) == (256, 16, 2)
     assert made["khr16"].types.key == "fp16->fp16" and made["khr16"].tile.stages == 1
-    assert type(made["sparse"]) is launch.StagedSparse24Kernel and type(made["staged24"]) is launch.StagedSparse24Kernel
+    assert type(made["sparse"]) is staging.StagedSparse24Kernel and type(made["staged24"]) is staging.StagedSparse24Kernel

@@ -366,7 +366,8 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
     from vkcoop.gemm.paths import SEEDS, seed_configs
     h100 = "NVIDIA H100 80GB HBM3"
     square = seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "square", 8192, 8192, 8192))
-    assert square[0].label() == "256:128x256x32u32g8" and len(set(c.label() for c in square)) == len(square)
+    assert square[0].label() == "128:128x128x64u8g4c" and len(set(c.label() for c in square)) == len(square)
+    assert square[0].b_column_major and square[0].tile.workgroup_size == 128   # two workgroups an SM (session 17)
     narrow = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 32, 8192))
     assert narrow[0].label() == "128:64x32x64u4g1s2w3t" and narrow[0].staged
     # a class the table names wins over its family; one it does not name falls back to the family
@@ -446,12 +447,12 @@ def test_a_vulkan_path_binds_the_split_its_w_configuration_resolves_to(monkeypat
 
 def test_one_rule_picks_the_kernel_of_a_configuration():
     """vkcoop.gemm.configs.launch_kernel serves the derivation, the bench paths and the explore tool alike."""
-    from vkcoop.gemm import launch
+    from vkcoop.gemm import launch, staging
     from vkcoop.gemm.configs import launch_kernel, parse_config
     pick = {(label, sparse): type(launch_kernel(parse_config(label), "bf16", sparse=sparse))
             for label in ("128:64x32x64u4g1t", "64:32x32x128u2g1s2c") for sparse in (False, True)}
-    assert pick == {("128:64x32x64u4g1t", False): launch.StagedKernel,
-                    ("128:64x32x64u4g1t", True): launch.StagedSparse24Kernel,
+    assert pick == {("128:64x32x64u4g1t", False): staging.StagedKernel,
+                    ("128:64x32x64u4g1t", True): staging.StagedSparse24Kernel,
                     ("64:32x32x128u2g1s2c", False): launch.CoopMat2Kernel,
                     ("64:32x32x128u2g1s2c", True): launch.Sparse24Kernel}
     assert launch_kernel(parse_config("64:32x32x128"), "fp16", sparse=False).types.key == "fp16->fp32"

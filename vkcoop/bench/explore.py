@@ -30,6 +30,7 @@ import time
 from dataclasses import replace
 
 from .. import gemm
+from .. import sparse as sparse24
 from ..gemm.configs import launch_kernel
 from ..gemm.paths import parse_config
 from ..gemm.path import GemmOperands, GemmProblem
@@ -56,6 +57,9 @@ def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
             parse_config(label)
         elif not SUBGROUP_CODE.fullmatch(label):
             raise ValueError(f"job {text!r}: KHR tile {label!r} is not MxNxK:SMxSN[dSTAGES][gGROUP_M]")
+    if min(m, n, k) < 1 or k % sparse24.K_ALIGNMENT:
+        # every job's operands are made once per shape, A pruned to 2:4 (GemmOperands.make)
+        raise ValueError(f"job {text!r}: M, N and K must be positive and K a multiple of {sparse24.K_ALIGNMENT}")
     return kernel, dtype, (m, n, k), labels
 
 
@@ -136,7 +140,10 @@ def main(argv=None) -> int:
                         help="minimum warm-up wall time before timing, for the GPU clocks (default %(default)s)")
     parser.add_argument("--json", dest="json_path", default=None, help="write every record to this file")
     args = parser.parse_args(argv)
-    jobs = [parse_job(j) for j in args.job]   # all argument errors before any GPU work
+    try:
+        jobs = [parse_job(j) for j in args.job]   # all argument errors before any GPU work
+    except ValueError as error:
+        parser.error(str(error))
     from .. import vk
 
     # the khr features bring subgroupSizeControl, which subgroup-scope (sg) configurations ask for

@@ -20,8 +20,8 @@ from .expanded import ExpandedSparse24Kernel, decompress_dispatch
 from .exact import (check_output, check_rows, eighths_inputs, exact_inputs, reference_gemm,
                     sparse24_reference)
 from .interleave import META_WORDS_CHOICES, deinterleave_2to4, interleave_2to4
-from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel,
-                     StagedKernel, StagedSparse24Kernel)
+from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
+from .staging import KhrKernel, KhrSparse24Kernel, StagedKernel, StagedSparse24Kernel
 from .path import BoundGemm, GemmOperands, GemmPath, GemmProblem
 from .tiles import (SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile,
                     choose_subgroup_tile, choose_workgroup_tile, granularity_rows, parse_tile)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
 from .expanded import ExpandedSparse24Kernel
-from .launch import (CoopMat2Kernel, KhrKernel, KhrSparse24Kernel, Sparse24Kernel, StagedKernel, StagedSparse24Kernel,
-                     check_coopmat2_kernel)
+from .launch import CoopMat2Kernel, Sparse24Kernel
+from .staging import KhrKernel, KhrSparse24Kernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
 from .path import GemmProblem
 from .tiles import WorkgroupTile, granularity_rows, parse_subgroup_tile, parse_tile
 from .types import GemmInputError, accumulating_types, gemm_types
@@ -221,7 +221,8 @@ def launch_kernel(config: VulkanConfig, dtype: str, *, sparse: bool, types=None)
     types = types or accumulating_types(dtype)
     if config.staged:
         return StagedKernel(types, config.tile)
-    return CoopMat2Kernel(types, config.tile, b_column_major=config.b_column_major)
+    # The bench pads a ragged problem to whole tiles: the ALIGNED pipeline's loads on every tile.
+    return CoopMat2Kernel(types, config.tile, b_column_major=config.b_column_major, pad_to_tiles=True)
 
 
 def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits, config: VulkanConfig) -> bool:

@@ -1,6 +1,7 @@
 """What a Vulkan GEMM dispatches, as data: one :class:`Launch` per problem, shared by the samples and the bench.
 
-A kernel description (:class:`CoopMat2Kernel`, :class:`KhrKernel`, :class:`Sparse24Kernel`) checks its operands
+A kernel description (:class:`CoopMat2Kernel`, :class:`Sparse24Kernel`; the shared-memory kernels are in
+:mod:`.staging`) checks its operands
 and returns a Launch: the dispatches in order (shader variant, named specialization constants, buffer names in
 binding order, workgroup count, push constants), the host arrays to upload, and the buffers the GEMM writes.
 The samples turn a Launch into a checked :class:`vkcoop.samples.Case`; :class:`vkcoop.gemm.vulkan.VulkanGemm`
@@ -14,18 +15,13 @@ import numpy as np
 
 from .. import sparse as sparse24
 from .interleave import META_WORDS_CHOICES, interleave_2to4
-from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
-from .types import SPARSE24_TYPES, GemmInputError, GemmTypes, gemm_types, sparse24_types
+from .tiles import SUBGROUP_SIZE, WorkgroupTile
+from .types import SPARSE24_TYPES, GemmInputError, gemm_types, sparse24_types
 
 COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
-KHR_SHADER = "gemm/khr_shmem_gemm.comp"
-KHR_SPARSE24_SHADER = "gemm/khr_sparse24_gemm.comp"
 SPARSE24_SHADER = "gemm/coopmat2_sparse24.comp"
 SPLIT_K_REDUCE_SHADER = "gemm/splitk_reduce.comp"
-STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
-STAGED_SPARSE24_SHADER = "gemm/coopmat2_staged_sparse24.comp"
 REDUCE_WORKGROUP = 256  # local_size_x of splitk_reduce.comp
-MAX_PREFETCH = 4        # register sets of the staged kernels (PREFETCH in staged_gemm.glsl)
 
 
 @dataclass(frozen=True)
@@ -47,12 +43,14 @@ class Dispatch:
 @dataclass
 class Launch:
     """A GEMM as dispatches over named buffers: ``inputs`` are uploaded, ``outputs`` (shape, dtype) allocated;
-    ``result`` names the buffer holding C [M][N]."""
+    ``result`` names the buffer holding C [M][N]; ``view`` (rows, columns), where it is larger: a problem padded to
+    whole tiles (:meth:`CoopMat2Kernel.launch`) holds C in its first rows and columns."""
     dispatches: list
     inputs: dict
     outputs: dict
     result: str
     shape: tuple                      # (M, N, K)
+    view: tuple | None = None
 
 
 def _u32(*values) -> tuple:
@@ -92,6 +90,12 @@ def whole_vector_rows(matrix: np.ndarray, elements_per_16_bytes: int) -> np.ndar
     the padding is never read as data (an odd N or K would otherwise put every tile on the clamped path)."""
     pad = -matrix.shape[1] % elements_per_16_bytes
     return np.pad(matrix, ((0, 0), (0, pad))) if pad else matrix
+
+
+def padded_to(matrix: np.ndarray, rows: int, columns: int) -> np.ndarray:
+    """``matrix`` with zero rows and columns appended up to (rows, columns) (itself when it has that shape)."""
+    pad = ((0, rows - matrix.shape[0]), (0, columns - matrix.shape[1]))
+    return np.pad(matrix, pad) if any(after for _, after in pad) else matrix
 
 
 def _k_of_b(b: np.ndarray, column_major: bool) -> tuple[int, int]:
@@ -180,8 +184,9 @@ class CoopMat2Kernel(_WorkgroupKernel):
     """coopmat2_gemm.comp: workgroup- (or subgroup-) scope coopmat2 matrices through tensor layouts; any M, N, K."""
     shader = COOPMAT2_SHADER
 
-    def __init__(self, types, tile: WorkgroupTile, *, b_column_major: bool = False):
+    def __init__(self, types, tile: WorkgroupTile, *, b_column_major: bool = False, pad_to_tiles: bool = False):
         self.types, self.tile, self.b_column_major = gemm_types(types), tile, bool(b_column_major)
+        self.pad_to_tiles = bool(pad_to_tiles)
         check_split(self.tile, self.types.output_dtype == np.float32)
         self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if self.b_column_major else ''}"
 
@@ -208,9 +213,25 @@ class CoopMat2Kernel(_WorkgroupKernel):
         a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
         m, k = a.shape
         n = self._check_b(b, k)
+        if self.pad_to_tiles and not self.aligned(m, n, k):
+            return self._padded_launch(a, b, m, n, k)
         e = t.elements_per_16_bytes
         a, b = whole_vector_rows(a, e), whole_vector_rows(b, e)
         return self.launch_over({"A": a, "B": b}, m, n, k)
+
+    def _padded_launch(self, a, b, m: int, n: int, k: int) -> Launch:
+        """The problem grown with zeros to whole tiles, run by the ALIGNED pipeline; C is its first m rows and n
+        columns. The tile grid is the same as the clamped pipeline's, so no more MMA is issued: only the loads of
+        the edge tiles change, from per-element clamped loads to the interior's vector loads. The zero columns of
+        A meet the zero rows of B, so K's padding adds exact zeros."""
+        tile = self.tile
+        pad_m, pad_n, pad_k = (-(-m // tile.tile_m) * tile.tile_m, -(-n // tile.tile_n) * tile.tile_n,
+                               -(-k // tile.tile_k) * tile.tile_k)
+        a = padded_to(a, pad_m, pad_k)
+        b = padded_to(b, pad_n, pad_k) if self.b_column_major else padded_to(b, pad_k, pad_n)
+        launch = self.launch_over({"A": a, "B": b}, pad_m, pad_n, pad_k)
+        launch.view = (m, n)
+        return launch
 
     def launch_over(self, inputs: dict, m: int, n: int, k: int) -> Launch:
         """The launch over ``inputs`` {"A", "B"} (checked, padded); A None where an earlier dispatch writes it
@@ -264,184 +285,3 @@ class Sparse24Kernel(_WorkgroupKernel):
             inputs = {"values": values, "metadata": metadata, "B": b}
         push = _u32(m, n, k, b.shape[1], n)
         return self._launch(inputs, m, n, k, push, self.defines(), np.float32, {"ALIGNED": self.aligned(m, n, k)})
-
-
-class _SharedMemoryKernel:
-    """What the kernels that stage A and B through shared memory in 16-byte vectors share: row-major operands
-    whose K and N are whole vectors, a shared-memory budget, and one dispatch over A, B, C."""
-    shader = ""
-    what = ""
-
-    def shared_memory_bytes(self) -> int:
-        raise NotImplementedError
-
-    def check_shared_memory(self, limit: int) -> None:
-        needed = self.shared_memory_bytes()
-        if needed > limit:
-            raise GemmInputError(f"{self.what} tile {self.tile.label()} needs {needed} bytes of shared memory, "
-                                 f"above maxComputeSharedMemorySize ({limit})")
-
-    def store_b(self, b: np.ndarray) -> np.ndarray:
-        return b
-
-    def template_launch(self) -> Launch:
-        e = self.types.elements_per_16_bytes
-        return self.launch(np.zeros((1, e), self.types.input_dtype), np.zeros((e, e), self.types.input_dtype))
-
-    def _operands(self, a, b):
-        """(A, B, M, N, K) for row-major A [M][K] and B [K][N] with K and N whole 16-byte vectors."""
-        t = self.types
-        a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
-        (m, k), (kb, n) = a.shape, b.shape
-        if kb != k:
-            raise GemmInputError(f"B has shape {b.shape}; with A {a.shape} it must be [K][N] with K={k}")
-        e = t.elements_per_16_bytes
-        if k % e or n % e:
-            raise GemmInputError(f"the {self.what} GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be "
-                                 f"multiples of {e} for {t.key}")
-        return a, b, m, n, k
-
-
-class KhrKernel(_SharedMemoryKernel):
-    """khr_shmem_gemm.comp: subgroup-scope KHR matrices fed from shared memory. K and N must be multiples of
-    16 bytes of elements (8 fp16/bf16, 16 int8); M is free."""
-    shader = KHR_SHADER
-    what = "KHR shared-memory"
-
-    def __init__(self, types, tile: SubgroupTile):
-        self.types, self.tile = gemm_types(types), tile
-        check_subgroup_tile(tile, self.types)
-        self.name = f"khr {self.types.key} {tile.label()}"
-
-    def shared_memory_bytes(self) -> int:
-        return self.tile.shared_memory_bytes(self.types)
-
-    def launch(self, a, b) -> Launch:
-        a, b, m, n, k = self._operands(a, b)
-        return self._tiled_launch({"A": a, "B": b}, m, n, k)
-
-    def _tiled_launch(self, inputs: dict, m: int, n: int, k: int) -> Launch:
-        t = self.types
-        groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
-        specialization = {**self.tile.specialization(), "ALIGNED": self.tile.aligned(m, n, k)}
-        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, (*inputs, "C"), groups,
-                            _u32(m, n, k, k, n, n), {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
-        return Launch([dispatch], inputs, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
-
-
-class _ExpandsTwoToFour:
-    """What the kernels that expand a 2:4 A into shared memory share: the dtype and tile checks, and the
-    operands (values [M][K/2] and metadata [M][K/32] in vkcoop.sparse format, B row-major [K][N])."""
-
-    @staticmethod
-    def expanded_types(dtype: str, tile) -> GemmTypes:
-        types = sparse24_types(dtype)
-        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
-            raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
-                                 "each invocation must expand a whole number of 16-column groups")
-        return types
-
-    def template_launch(self) -> Launch:
-        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
-        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
-
-    def _compressed_inputs(self, values, metadata, b) -> tuple:
-        """({values, metadata, B}, M, N, K) once the shapes agree."""
-        t = self.types
-        values, metadata, m, k = compressed_operands(values, metadata, t.input_dtype)
-        b = check_matrix("B", b, t.input_dtype)
-        if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
-            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
-                                 f"{t.elements_per_16_bytes}")
-        return {"values": values, "metadata": metadata, "B": b}, m, b.shape[1], k
-
-
-class KhrSparse24Kernel(_ExpandsTwoToFour, KhrKernel):
-    """khr_sparse24_gemm.comp: the KHR shared-memory kernel with A read in vkcoop's 2:4 format and expanded to
-    dense rows on its way into shared memory (as :class:`StagedSparse24Kernel` does for workgroup scope)."""
-    shader = KHR_SPARSE24_SHADER
-    what = "KHR 2:4"
-
-    def __init__(self, dtype: str, tile: SubgroupTile):
-        super().__init__(self.expanded_types(dtype, tile), tile)
-        self.dtype, self.name = dtype, f"khr 2:4 {dtype} {tile.label()}"
-
-    def launch(self, values, metadata, b) -> Launch:
-        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
-        return self._tiled_launch(*self._compressed_inputs(values, metadata, b))
-
-
-class StagedKernel(_SharedMemoryKernel):
-    """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
-    double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
-    whole 16-byte vectors; any M. ``split_k`` > 1 adds the slices up as the direct kernel does;
-    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4)."""
-    shader = STAGED_SHADER
-    what = "staged"
-
-    def __init__(self, types, tile: WorkgroupTile):
-        self.types, self.tile = gemm_types(types), tile
-        if self.types.bytes_per_input != 2:
-            raise GemmInputError(f"the staged kernel takes 16-bit inputs, not {self.types.key}")
-        if tile.subgroup_scope or tile.n_parts != 1:
-            raise GemmInputError(f"tile {tile.label()}: the staged kernel has one workgroup-scope accumulator")
-        if not 1 <= tile.k_unroll <= MAX_PREFETCH:
-            raise GemmInputError(f"k_unroll={tile.k_unroll}: the staged kernel's prefetch depth is 1 to {MAX_PREFETCH}")
-        check_split(tile, self.types.output_dtype == np.float32)
-        e, invocations = self.types.elements_per_16_bytes, tile.workgroup_size
-        if (tile.tile_m * tile.tile_k // e) % invocations or (tile.tile_k * tile.tile_n // e) % invocations:
-            raise GemmInputError(f"tile {tile.label()}: each invocation must copy a whole number of 16-byte "
-                                 "vectors of the A and B tiles")
-        self.name = f"coopmat2 staged {self.types.key} {tile.label()}"
-
-    def shared_memory_bytes(self) -> int:
-        """Two stages of A and B, each shared row one 16-byte vector longer (the bank skew)."""
-        e, tile = self.types.elements_per_16_bytes, self.tile
-        return 2 * 16 * (tile.tile_m * (tile.tile_k // e + 1) + tile.tile_k * (tile.tile_n // e + 1))
-
-    def aligned(self, m: int, n: int, k: int) -> bool:
-        """Whether the ALIGNED pipeline may run: M and N whole tiles, K whole TILE_K steps."""
-        tile = self.tile
-        return m % tile.tile_m == 0 and n % tile.tile_n == 0 and k % tile.tile_k == 0
-
-    def specialization(self, m: int, n: int, k: int) -> dict:
-        """The named constants of staged_gemm.glsl for a problem: the tile's sizes, its K split, ALIGNED, and the
-        tile's K unroll as PREFETCH (K steps whose loads are in flight while one multiplies)."""
-        tile = self.tile
-        return {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
-                "TILE_K": tile.tile_k, "GROUP_M": tile.group_m, "SPLIT_K": tile.split_k,
-                "ALIGNED": self.aligned(m, n, k), "PREFETCH": tile.k_unroll}
-
-    def _staged_launch(self, inputs: dict, m: int, n: int, k: int, push: tuple) -> Launch:
-        return _split_launch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k), inputs,
-                             self.tile, (m, n, k), push, self.types.output_dtype)
-
-    def launch(self, a, b) -> Launch:
-        a, b, m, n, k = self._operands(a, b)
-        return self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
-
-
-class StagedSparse24Kernel(_ExpandsTwoToFour, StagedKernel):
-    """coopmat2_staged_sparse24.comp: the staged kernel with A read in vkcoop's 2:4 format and expanded to dense
-    rows on its way into shared memory (16 columns per 128-bit load of values)."""
-    shader = STAGED_SPARSE24_SHADER
-    what = "staged 2:4"
-
-    def __init__(self, dtype: str, tile: WorkgroupTile):
-        super().__init__(self.expanded_types(dtype, tile), tile)
-        self.dtype = dtype
-        self.name = f"coopmat2 staged 2:4 {dtype} {tile.label()}"
-
-    def launch(self, values, metadata, b) -> Launch:
-        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
-        inputs, m, n, k = self._compressed_inputs(values, metadata, b)
-        return self._staged_launch(inputs, m, n, k, _u32(m, n, k, n, n))
-
-
-def check_coopmat2_kernel(kernel, flexible, shared_memory: int) -> None:
-    """Raise GemmInputError unless a workgroup-scope kernel's tile matches a flexible-dimensions row and, for a
-    staged kernel, its shared memory fits ``shared_memory`` bytes: what a tuning's candidates and a device GEMM
-    are both held to."""
-    check_workgroup_tile(flexible, kernel.types, kernel.tile)
-    if isinstance(kernel, StagedKernel):
-        kernel.check_shared_memory(shared_memory)

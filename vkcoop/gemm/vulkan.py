@@ -13,8 +13,8 @@ import numpy as np
 
 from .. import shaders as shader_catalog
 from .expanded import ExpandedSparse24Kernel
-from .launch import (CoopMat2Kernel, Dispatch, KhrKernel, KhrSparse24Kernel, Launch, Sparse24Kernel,
-                     StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel)
+from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
+from .staging import KhrKernel, KhrSparse24Kernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
 from .tiles import SubgroupTile, WorkgroupTile
 from .types import GemmInputError
 from .warmup import WARMUP_SECONDS, mark_busy, minimum_warmup, settle
@@ -156,7 +156,8 @@ class VulkanGemm:
                 for pipeline, bound, groups, push in resolved:
                     commands.dispatch(pipeline, bound, groups, push, label=pipeline.name)
             commands.submit()
-        return buffers[launch.result].read()
+        c = buffers[launch.result].read()
+        return c[:launch.view[0], :launch.view[1]] if launch.view else c
 
     def time(self, iterations: int = 10, warmup: int = 3, flush: L2Flush | None = None,
              warmup_seconds: float = WARMUP_SECONDS) -> list[float]:
@@ -209,7 +210,7 @@ class _TwoOperandGemm(VulkanGemm):
 
 
 def _checked(device, kernel, flexible):
-    """``kernel`` once it fits the device (:func:`vkcoop.gemm.launch.check_coopmat2_kernel`)."""
+    """``kernel`` once it fits the device (:func:`vkcoop.gemm.staging.check_coopmat2_kernel`)."""
     check_coopmat2_kernel(kernel, device.physical.flexible_shapes() if flexible is None else flexible,
                           int(device.physical.limits.maxComputeSharedMemorySize))
     return kernel
@@ -265,7 +266,7 @@ class KhrSharedMemoryGemm(_TwoOperandGemm):
 
 class KhrSparse24Gemm(_CompressedGemm):
     """The KHR shared-memory GEMM with A in the 2:4 format, expanded on its way into shared memory
-    (:class:`vkcoop.gemm.launch.KhrSparse24Kernel`)."""
+    (:class:`vkcoop.gemm.staging.KhrSparse24Kernel`)."""
 
     def __init__(self, device, dtype: str, tile: SubgroupTile):
         kernel = KhrSparse24Kernel(dtype, tile)
@@ -274,7 +275,7 @@ class KhrSparse24Gemm(_CompressedGemm):
 
 
 class StagedCoopMat2Gemm(_TwoOperandGemm):
-    """The staged coopmat2 GEMM (an experiment, :class:`vkcoop.gemm.launch.StagedKernel`): A, B through shared
+    """The staged coopmat2 GEMM (an experiment, :class:`vkcoop.gemm.staging.StagedKernel`): A, B through shared
     memory in 16-byte vectors, then workgroup-scope matrix loads from there."""
 
     def __init__(self, device, types, tile: WorkgroupTile, *, flexible=None):
@@ -282,7 +283,7 @@ class StagedCoopMat2Gemm(_TwoOperandGemm):
 
 
 class StagedSparse24Gemm(_CompressedGemm):
-    """The staged 2:4 experiment (:class:`vkcoop.gemm.launch.StagedSparse24Kernel`): A expanded from the 2:4
+    """The staged 2:4 experiment (:class:`vkcoop.gemm.staging.StagedSparse24Kernel`): A expanded from the 2:4
     format into shared memory, then workgroup-scope matrix loads; B row-major."""
 
     def __init__(self, device, dtype: str, tile: WorkgroupTile, *, flexible=None):

@@ -1,0 +1,111 @@
+"""A ragged dense problem padded to whole tiles (``CoopMat2Kernel(pad_to_tiles=True)``, what the bench's coopmat2
+paths run): the launch, where the operands land in the padded buffers, the result's view, and (marked gpu) bit for
+bit on a coopmat2 device against the unpadded, clamped launch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vkcoop import gemm
+from vkcoop.gemm.configs import launch_kernel, parse_config
+from support import coopmat2_reason
+
+TILE = gemm.WorkgroupTile(128, 128, 128, 64, k_unroll=2, group_m=8)
+
+
+def _operands(m, n, k, dtype="fp16"):
+    return gemm.exact_inputs(gemm.accumulating_types(dtype), m, n, k, seed=m + 3 * n + 7 * k)
+
+
+def _padded(tile=TILE, column_major=False, types="fp16->fp32"):
+    return gemm.CoopMat2Kernel(types, tile, b_column_major=column_major, pad_to_tiles=True)
+
+
+def test_a_ragged_problem_runs_the_aligned_pipeline_on_the_next_whole_tiles():
+    a, b = _operands(300, 200, 100)
+    launch = _padded().launch(a, b)
+    (dispatch,) = launch.dispatches
+    assert dispatch.specialization["ALIGNED"] is True
+    m, n, k, a_stride, b_stride, c_stride = (int(v) for v in dispatch.push)
+    assert (m, n, k) == (384, 256, 128) and (a_stride, b_stride, c_stride) == (128, 256, 256)
+    assert dispatch.groups[0] == 3 * 2                       # the clamped launch's tile grid: ceil(300/128) x ceil(200/128)
+    assert launch.outputs["C"] == ((384, 256), np.dtype(np.float32)) and launch.view == (300, 200)
+    assert launch.inputs["A"].shape == (384, 128) and launch.inputs["B"].shape == (128, 256)
+
+
+def test_the_operands_sit_in_the_top_left_corner_with_zeros_around_them():
+    a, b = _operands(70, 45, 90)
+    inputs = _padded().launch(a, b).inputs
+    padded_a, padded_b = inputs["A"], inputs["B"]
+    assert np.array_equal(padded_a[:70, :90], a) and not padded_a[70:].any() and not padded_a[:, 90:].any()
+    assert np.array_equal(padded_b[:90, :45], b) and not padded_b[90:].any() and not padded_b[:, 45:].any()
+    # What the padded problem computes, cut to the view, is the logical product.
+    product = padded_a.astype(np.float64) @ padded_b.astype(np.float64)
+    assert np.array_equal(product[:70, :45], a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_a_column_major_b_pads_its_n_rows_and_k_columns():
+    a, b = _operands(64, 13, 96)
+    kernel = _padded(gemm.WorkgroupTile(64, 32, 32, 64, k_unroll=2, group_m=1), column_major=True)
+    launch = kernel.launch(a, kernel.store_b(b))
+    assert launch.inputs["B"].shape == (32, 128) and np.array_equal(launch.inputs["B"][:13, :96], b.T)
+    assert launch.view == (64, 13) and launch.dispatches[0].specialization["ALIGNED"] is True
+
+
+def test_a_whole_tile_problem_is_launched_as_it_is():
+    a, b = _operands(256, 128, 128)
+    padded, plain = _padded().launch(a, b), gemm.CoopMat2Kernel("fp16->fp32", TILE).launch(a, b)
+    assert padded.view is None and padded.dispatches == plain.dispatches
+    assert padded.inputs["A"] is plain.inputs["A"] or np.array_equal(padded.inputs["A"], plain.inputs["A"])
+
+
+def test_split_k_keeps_its_slices_over_the_padded_k():
+    tile = gemm.WorkgroupTile(64, 32, 32, 64, split_k=3, k_unroll=2, group_m=1)
+    a, b = _operands(40, 20, 300)
+    launch = _padded(tile).launch(a, b)
+    gemm_dispatch = launch.dispatches[0]
+    assert gemm_dispatch.groups[:2] == (2 * 1, 3)
+    assert launch.outputs["partial sums"] == ((3, 64, 32), np.dtype(np.float32)) and launch.view == (40, 20)
+
+
+def test_the_samples_kernel_keeps_its_clamped_edges():
+    """The coopmat2-gemm sample shows the clamped tensor layouts: its kernel does not pad."""
+    a, b = _operands(300, 200, 100)
+    launch = gemm.CoopMat2Kernel("fp16->fp32", TILE).launch(a, b)
+    assert launch.view is None and launch.dispatches[0].specialization["ALIGNED"] is False
+
+
+def test_the_bench_pads_the_dense_kernels_and_only_those():
+    dense = launch_kernel(parse_config("128:128x128x64u8g8"), "fp16", sparse=False)
+    assert isinstance(dense, gemm.CoopMat2Kernel) and dense.pad_to_tiles
+    fp16acc = launch_kernel(parse_config("128:128x128x64u8g8"), "fp16", sparse=False, types="fp16->fp16")
+    assert fp16acc.pad_to_tiles
+    assert not hasattr(launch_kernel(parse_config("256:128x256x32u8g8i1"), "fp16", sparse=True), "pad_to_tiles")
+
+
+# --------------------------------------------------------------------------- on the GPU
+_NO_GPU = coopmat2_reason()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_padded_and_clamped_launches_agree_bit_for_bit_on_the_gpu(dtype):
+    """Ragged M, N and K (row- and column-major B, split-K): the padded launch equals the exact reference and the
+    clamped launch of the same tile."""
+    from vkcoop import vk
+    types = gemm.accumulating_types(dtype)
+    cases = [(TILE, False, (300, 200, 100)), (gemm.WorkgroupTile(256, 128, 256, 32, k_unroll=8, group_m=8), True,
+                                              (257, 129, 200)),
+             (gemm.WorkgroupTile(64, 32, 32, 64, split_k=3, k_unroll=2, group_m=1), False, (96, 40, 520))]
+    with vk.Device(features=gemm.features_for("coopmat2", types)) as device:
+        for tile, column_major, (m, n, k) in cases:
+            a, b = _operands(m, n, k, dtype)
+            results = []
+            for pad in (True, False):
+                kernel = gemm.CoopMat2Kernel(types, tile, b_column_major=column_major, pad_to_tiles=pad)
+                with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
+                    results.append(runner.run(a, b))
+            assert results[0].shape == (m, n), tile
+            assert np.array_equal(results[0], gemm.reference_gemm(a, b, types.output_dtype)), tile
+            assert np.array_equal(results[0], results[1]), tile

@@ -1,0 +1,200 @@
+"""The GEMM kernels that stage their operands through shared memory in 16-byte vectors, as launch descriptions
+(:mod:`.launch`'s :class:`~vkcoop.gemm.launch.Launch`): the KHR subgroup-scope kernel and the staged coopmat2
+kernel, each with a 2:4 form that expands A on its way into shared memory; and the check every coopmat2 kernel of a
+device GEMM passes (:func:`check_coopmat2_kernel`). Nothing here touches a device.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import sparse as sparse24
+from .launch import Dispatch, Launch, _split_launch, _u32, check_matrix, check_split, compressed_operands
+from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
+from .types import GemmInputError, GemmTypes, gemm_types, sparse24_types
+
+KHR_SHADER = "gemm/khr_shmem_gemm.comp"
+KHR_SPARSE24_SHADER = "gemm/khr_sparse24_gemm.comp"
+STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
+STAGED_SPARSE24_SHADER = "gemm/coopmat2_staged_sparse24.comp"
+MAX_PREFETCH = 4        # register sets of the staged kernels (PREFETCH in staged_gemm.glsl)
+
+
+class _SharedMemoryKernel:
+    """What the kernels that stage A and B through shared memory in 16-byte vectors share: row-major operands
+    whose K and N are whole vectors, a shared-memory budget, and one dispatch over A, B, C."""
+    shader = ""
+    what = ""
+
+    def shared_memory_bytes(self) -> int:
+        raise NotImplementedError
+
+    def check_shared_memory(self, limit: int) -> None:
+        needed = self.shared_memory_bytes()
+        if needed > limit:
+            raise GemmInputError(f"{self.what} tile {self.tile.label()} needs {needed} bytes of shared memory, "
+                                 f"above maxComputeSharedMemorySize ({limit})")
+
+    def store_b(self, b: np.ndarray) -> np.ndarray:
+        return b
+
+    def template_launch(self) -> Launch:
+        e = self.types.elements_per_16_bytes
+        return self.launch(np.zeros((1, e), self.types.input_dtype), np.zeros((e, e), self.types.input_dtype))
+
+    def _operands(self, a, b):
+        """(A, B, M, N, K) for row-major A [M][K] and B [K][N] with K and N whole 16-byte vectors."""
+        t = self.types
+        a, b = check_matrix("A", a, t.input_dtype), check_matrix("B", b, t.input_dtype)
+        (m, k), (kb, n) = a.shape, b.shape
+        if kb != k:
+            raise GemmInputError(f"B has shape {b.shape}; with A {a.shape} it must be [K][N] with K={k}")
+        e = t.elements_per_16_bytes
+        if k % e or n % e:
+            raise GemmInputError(f"the {self.what} GEMM copies 16-byte vectors: K ({k}) and N ({n}) must be "
+                                 f"multiples of {e} for {t.key}")
+        return a, b, m, n, k
+
+
+class KhrKernel(_SharedMemoryKernel):
+    """khr_shmem_gemm.comp: subgroup-scope KHR matrices fed from shared memory. K and N must be multiples of
+    16 bytes of elements (8 fp16/bf16, 16 int8); M is free."""
+    shader = KHR_SHADER
+    what = "KHR shared-memory"
+
+    def __init__(self, types, tile: SubgroupTile):
+        self.types, self.tile = gemm_types(types), tile
+        check_subgroup_tile(tile, self.types)
+        self.name = f"khr {self.types.key} {tile.label()}"
+
+    def shared_memory_bytes(self) -> int:
+        return self.tile.shared_memory_bytes(self.types)
+
+    def launch(self, a, b) -> Launch:
+        a, b, m, n, k = self._operands(a, b)
+        return self._tiled_launch({"A": a, "B": b}, m, n, k)
+
+    def _tiled_launch(self, inputs: dict, m: int, n: int, k: int) -> Launch:
+        t = self.types
+        groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
+        specialization = {**self.tile.specialization(), "ALIGNED": self.tile.aligned(m, n, k)}
+        dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, (*inputs, "C"), groups,
+                            _u32(m, n, k, k, n, n), {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
+        return Launch([dispatch], inputs, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
+
+
+class _ExpandsTwoToFour:
+    """What the kernels that expand a 2:4 A into shared memory share: the dtype and tile checks, and the
+    operands (values [M][K/2] and metadata [M][K/32] in vkcoop.sparse format, B row-major [K][N])."""
+
+    @staticmethod
+    def expanded_types(dtype: str, tile) -> GemmTypes:
+        types = sparse24_types(dtype)
+        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
+            raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
+                                 "each invocation must expand a whole number of 16-column groups")
+        return types
+
+    def template_launch(self) -> Launch:
+        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
+        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
+
+    def _compressed_inputs(self, values, metadata, b) -> tuple:
+        """({values, metadata, B}, M, N, K) once the shapes agree."""
+        t = self.types
+        values, metadata, m, k = compressed_operands(values, metadata, t.input_dtype)
+        b = check_matrix("B", b, t.input_dtype)
+        if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
+            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
+                                 f"{t.elements_per_16_bytes}")
+        return {"values": values, "metadata": metadata, "B": b}, m, b.shape[1], k
+
+
+class KhrSparse24Kernel(_ExpandsTwoToFour, KhrKernel):
+    """khr_sparse24_gemm.comp: the KHR shared-memory kernel with A read in vkcoop's 2:4 format and expanded to
+    dense rows on its way into shared memory (as :class:`StagedSparse24Kernel` does for workgroup scope)."""
+    shader = KHR_SPARSE24_SHADER
+    what = "KHR 2:4"
+
+    def __init__(self, dtype: str, tile: SubgroupTile):
+        super().__init__(self.expanded_types(dtype, tile), tile)
+        self.dtype, self.name = dtype, f"khr 2:4 {dtype} {tile.label()}"
+
+    def launch(self, values, metadata, b) -> Launch:
+        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
+        return self._tiled_launch(*self._compressed_inputs(values, metadata, b))
+
+
+class StagedKernel(_SharedMemoryKernel):
+    """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
+    double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
+    whole 16-byte vectors; any M. ``split_k`` > 1 adds the slices up as the direct kernel does;
+    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4)."""
+    shader = STAGED_SHADER
+    what = "staged"
+
+    def __init__(self, types, tile: WorkgroupTile):
+        self.types, self.tile = gemm_types(types), tile
+        if self.types.bytes_per_input != 2:
+            raise GemmInputError(f"the staged kernel takes 16-bit inputs, not {self.types.key}")
+        if tile.subgroup_scope or tile.n_parts != 1:
+            raise GemmInputError(f"tile {tile.label()}: the staged kernel has one workgroup-scope accumulator")
+        if not 1 <= tile.k_unroll <= MAX_PREFETCH:
+            raise GemmInputError(f"k_unroll={tile.k_unroll}: the staged kernel's prefetch depth is 1 to {MAX_PREFETCH}")
+        check_split(tile, self.types.output_dtype == np.float32)
+        e, invocations = self.types.elements_per_16_bytes, tile.workgroup_size
+        if (tile.tile_m * tile.tile_k // e) % invocations or (tile.tile_k * tile.tile_n // e) % invocations:
+            raise GemmInputError(f"tile {tile.label()}: each invocation must copy a whole number of 16-byte "
+                                 "vectors of the A and B tiles")
+        self.name = f"coopmat2 staged {self.types.key} {tile.label()}"
+
+    def shared_memory_bytes(self) -> int:
+        """Two stages of A and B, each shared row one 16-byte vector longer (the bank skew)."""
+        e, tile = self.types.elements_per_16_bytes, self.tile
+        return 2 * 16 * (tile.tile_m * (tile.tile_k // e + 1) + tile.tile_k * (tile.tile_n // e + 1))
+
+    def aligned(self, m: int, n: int, k: int) -> bool:
+        """Whether the ALIGNED pipeline may run: M and N whole tiles, K whole TILE_K steps."""
+        tile = self.tile
+        return m % tile.tile_m == 0 and n % tile.tile_n == 0 and k % tile.tile_k == 0
+
+    def specialization(self, m: int, n: int, k: int) -> dict:
+        """The named constants of staged_gemm.glsl for a problem: the tile's sizes, its K split, ALIGNED, and the
+        tile's K unroll as PREFETCH (K steps whose loads are in flight while one multiplies)."""
+        tile = self.tile
+        return {"WORKGROUP_SIZE": tile.workgroup_size, "TILE_M": tile.tile_m, "TILE_N": tile.tile_n,
+                "TILE_K": tile.tile_k, "GROUP_M": tile.group_m, "SPLIT_K": tile.split_k,
+                "ALIGNED": self.aligned(m, n, k), "PREFETCH": tile.k_unroll}
+
+    def _staged_launch(self, inputs: dict, m: int, n: int, k: int, push: tuple) -> Launch:
+        return _split_launch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k), inputs,
+                             self.tile, (m, n, k), push, self.types.output_dtype)
+
+    def launch(self, a, b) -> Launch:
+        a, b, m, n, k = self._operands(a, b)
+        return self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
+
+
+class StagedSparse24Kernel(_ExpandsTwoToFour, StagedKernel):
+    """coopmat2_staged_sparse24.comp: the staged kernel with A read in vkcoop's 2:4 format and expanded to dense
+    rows on its way into shared memory (16 columns per 128-bit load of values)."""
+    shader = STAGED_SPARSE24_SHADER
+    what = "staged 2:4"
+
+    def __init__(self, dtype: str, tile: WorkgroupTile):
+        super().__init__(self.expanded_types(dtype, tile), tile)
+        self.dtype = dtype
+        self.name = f"coopmat2 staged 2:4 {dtype} {tile.label()}"
+
+    def launch(self, values, metadata, b) -> Launch:
+        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
+        inputs, m, n, k = self._compressed_inputs(values, metadata, b)
+        return self._staged_launch(inputs, m, n, k, _u32(m, n, k, n, n))
+
+
+def check_coopmat2_kernel(kernel, flexible, shared_memory: int) -> None:
+    """Raise GemmInputError unless a workgroup-scope kernel's tile matches a flexible-dimensions row and, for a
+    staged kernel, its shared memory fits ``shared_memory`` bytes: what a tuning's candidates and a device GEMM
+    are both held to."""
+    check_workgroup_tile(flexible, kernel.types, kernel.tile)
+    if isinstance(kernel, StagedKernel):
+        kernel.check_shared_memory(shared_memory)
