@@ -49,7 +49,7 @@ class Launch:
     inputs: dict
     outputs: dict
     result: str
-    shape: tuple                      # (M, N, K)
+    shape: tuple                      # (M, N, K) of the dispatched problem (padded, where view is set)
     view: tuple | None = None
 
 
