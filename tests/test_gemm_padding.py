@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vkcoop import gemm
+from vkcoop import gemm, sparse
 from vkcoop.gemm.configs import launch_kernel, parse_config
 from support import coopmat2_reason
 
@@ -109,3 +109,59 @@ def test_padded_and_clamped_launches_agree_bit_for_bit_on_the_gpu(dtype):
             assert results[0].shape == (m, n), tile
             assert np.array_equal(results[0], gemm.reference_gemm(a, b, types.output_dtype)), tile
             assert np.array_equal(results[0], results[1]), tile
+
+
+# --------------------------------------------------------------------------- the 2:4 expand path
+def _expanded(tile, column_major=False, pad=True):
+    dense = gemm.CoopMat2Kernel("fp16->fp32", tile, b_column_major=column_major, pad_to_tiles=pad)
+    return gemm.ExpandedSparse24Kernel("fp16", dense)
+
+
+def _compressed(m, n, k):
+    a, b = _operands(m, n, k)
+    return sparse.compress_2to4(sparse.prune_2to4(a)), b
+
+
+def test_the_expand_path_pads_the_2to4_operand_and_its_workspace():
+    compressed, b = _compressed(300, 200, 96)       # K = 96: not whole 64-wide tiles
+    launch = _expanded(TILE).launch(compressed.values, compressed.metadata, b)
+    expand, multiply = launch.dispatches
+    assert launch.inputs["values"].shape == (384, 64) and launch.inputs["metadata"].shape == (384, 4)
+    assert np.array_equal(launch.inputs["values"][:300, :48], compressed.values)
+    assert not launch.inputs["values"][300:].any() and not launch.inputs["values"][:, 48:].any()
+    assert launch.outputs["A"] == ((384, 128), np.dtype(np.uint16)) and launch.view == (300, 200)
+    assert multiply.specialization["ALIGNED"] is True and tuple(int(v) for v in multiply.push[:3]) == (384, 256, 128)
+    # the padding is a valid 2:4 operand (the format refuses 0b0000 nibbles) whose dense form is A with zeros around it
+    padded = sparse.Compressed2to4(launch.inputs["values"], launch.inputs["metadata"])
+    dense = sparse.decompress_2to4(padded)
+    assert np.array_equal(dense[:300, :96], sparse.decompress_2to4(compressed))
+    assert not dense[300:].any() and not dense[:, 96:].any()
+
+
+def test_the_expand_path_keeps_k_in_whole_metadata_words_for_a_48_wide_k_step():
+    tile = gemm.WorkgroupTile(128, 128, 128, 48, k_unroll=2, group_m=8)
+    compressed, b = _compressed(128, 128, 64)
+    launch = _expanded(tile).launch(compressed.values, compressed.metadata, b)
+    assert launch.outputs["A"][0] == (128, 96) and launch.inputs["metadata"].shape == (128, 3)
+    assert launch.dispatches[1].specialization["ALIGNED"] is True
+
+
+def test_an_unpadded_expand_kernel_keeps_the_clamped_dense_launch():
+    compressed, b = _compressed(300, 200, 96)
+    launch = _expanded(TILE, pad=False).launch(compressed.values, compressed.metadata, b)
+    assert launch.view is None and launch.dispatches[1].specialization["ALIGNED"] is False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+def test_the_padded_expand_path_is_bit_exact_on_the_gpu():
+    from vkcoop import vk
+    types = gemm.sparse24_types("fp16")
+    with vk.Device(features=gemm.features_for("sparse24", types)) as device:
+        for tile, column_major, (m, n, k) in [(TILE, False, (300, 200, 96)), (TILE, True, (257, 13, 160))]:
+            compressed, b = _compressed(m, n, k)
+            kernel = _expanded(tile, column_major)
+            with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
+                got = runner.run(compressed.values, compressed.metadata, b)
+            assert got.shape == (m, n)
+            assert np.array_equal(got, gemm.sparse24_reference(compressed.values, compressed.metadata, b)), tile

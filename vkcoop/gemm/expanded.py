@@ -11,10 +11,12 @@ which only pays where the multiply, not A's bytes, sets the time.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import sparse as sparse24
-from .launch import (CoopMat2Kernel, Dispatch, Launch, _u32, check_matrix, compressed_operands,
+from .launch import (CoopMat2Kernel, Dispatch, Launch, _u32, check_matrix, compressed_operands, padded_to,
                      whole_vector_rows)
 from .types import GemmInputError, sparse24_types
 
@@ -22,6 +24,9 @@ DECOMPRESS_SHADER = "gemm/sparse24_decompress.comp"
 DECOMPRESS_WORKGROUP = 256     # local_size_x of sparse24_decompress.comp
 COLUMNS_PER_INVOCATION = 16    # one uvec4 of kept values, half a metadata word
 MAX_GROUPS = 65535             # the shader strides over the rest
+#: A metadata word whose nibbles all keep columns 0 and 1 (idx0 = 0, idx1 = 1): the padding of a ragged operand, a
+#: valid 2:4 pattern over zero values, which expands to zeros (0b0000 is PTX-invalid in the shared format)
+PADDING_METADATA = 0x44444444
 
 
 def decompress_dispatch(m: int, k: int) -> Dispatch:
@@ -62,11 +67,20 @@ class ExpandedSparse24Kernel:
         values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
         b = check_matrix("B", b, self.types.input_dtype)
         n = self.dense._check_b(b, k)
+        view = None
+        if self.dense.pad_to_tiles and not self.dense.aligned(m, n, k):
+            # As the dense kernel pads (CoopMat2Kernel.launch): zero values expand to zeros under any valid metadata.
+            view, (m, n, _) = (m, n), self.dense.padded_shape(m, n, k)
+            step = math.lcm(self.tile.tile_k, sparse24.K_ALIGNMENT)   # whole tiles of K, whole metadata words
+            k = -(-k // step) * step
+            values = padded_to(values, m, k // 2)
+            metadata = padded_to(metadata, m, k // sparse24.K_ALIGNMENT, PADDING_METADATA)
+            b = padded_to(b, n, k) if self.b_column_major else padded_to(b, k, n)
         b = whole_vector_rows(b, self.types.elements_per_16_bytes)
         gemm = self.dense.launch_over({"A": None, "B": b}, m, n, k)
         outputs = {"A": ((m, k), np.dtype(np.uint16)), **gemm.outputs}   # 16-bit elements, written as uvec4
         return Launch([decompress_dispatch(m, k), *gemm.dispatches], {"values": values, "metadata": metadata, "B": b},
-                      outputs, gemm.result, gemm.shape)
+                      outputs, gemm.result, gemm.shape, view)
 
 
-__all__ = ["DECOMPRESS_SHADER", "decompress_dispatch", "ExpandedSparse24Kernel"]
+__all__ = ["DECOMPRESS_SHADER", "PADDING_METADATA", "decompress_dispatch", "ExpandedSparse24Kernel"]

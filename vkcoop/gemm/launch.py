@@ -92,10 +92,10 @@ def whole_vector_rows(matrix: np.ndarray, elements_per_16_bytes: int) -> np.ndar
     return np.pad(matrix, ((0, 0), (0, pad))) if pad else matrix
 
 
-def padded_to(matrix: np.ndarray, rows: int, columns: int) -> np.ndarray:
-    """``matrix`` with zero rows and columns appended up to (rows, columns) (itself when it has that shape)."""
+def padded_to(matrix: np.ndarray, rows: int, columns: int, fill=0) -> np.ndarray:
+    """``matrix`` with rows and columns of ``fill`` appended up to (rows, columns) (itself when it has that shape)."""
     pad = ((0, rows - matrix.shape[0]), (0, columns - matrix.shape[1]))
-    return np.pad(matrix, pad) if any(after for _, after in pad) else matrix
+    return np.pad(matrix, pad, constant_values=fill) if any(after for _, after in pad) else matrix
 
 
 def _k_of_b(b: np.ndarray, column_major: bool) -> tuple[int, int]:
@@ -219,14 +219,18 @@ class CoopMat2Kernel(_WorkgroupKernel):
         a, b = whole_vector_rows(a, e), whole_vector_rows(b, e)
         return self.launch_over({"A": a, "B": b}, m, n, k)
 
+    def padded_shape(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        """(M, N, K) grown to whole tiles: M and N to the tile's, K to whole TILE_K steps."""
+        tile = self.tile
+        return (-(-m // tile.tile_m) * tile.tile_m, -(-n // tile.tile_n) * tile.tile_n,
+                -(-k // tile.tile_k) * tile.tile_k)
+
     def _padded_launch(self, a, b, m: int, n: int, k: int) -> Launch:
         """The problem grown with zeros to whole tiles, run by the ALIGNED pipeline; C is its first m rows and n
         columns. The tile grid is the same as the clamped pipeline's, so no more MMA is issued: only the loads of
         the edge tiles change, from per-element clamped loads to the interior's vector loads. The zero columns of
         A meet the zero rows of B, so K's padding adds exact zeros."""
-        tile = self.tile
-        pad_m, pad_n, pad_k = (-(-m // tile.tile_m) * tile.tile_m, -(-n // tile.tile_n) * tile.tile_n,
-                               -(-k // tile.tile_k) * tile.tile_k)
+        pad_m, pad_n, pad_k = self.padded_shape(m, n, k)
         a = padded_to(a, pad_m, pad_k)
         b = padded_to(b, pad_n, pad_k) if self.b_column_major else padded_to(b, pad_k, pad_n)
         launch = self.launch_over({"A": a, "B": b}, pad_m, pad_n, pad_k)
