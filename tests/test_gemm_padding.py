@@ -156,7 +156,7 @@ def test_an_unpadded_expand_kernel_keeps_the_clamped_dense_launch():
 @pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
 def test_the_padded_expand_path_is_bit_exact_on_the_gpu():
     from vkcoop import vk
-    types = gemm.sparse24_types("fp16")
+    types = gemm.accumulating_types("fp16")
     with vk.Device(features=gemm.features_for("sparse24", types)) as device:
         for tile, column_major, (m, n, k) in [(TILE, False, (300, 200, 96)), (TILE, True, (257, 13, 160))]:
             compressed, b = _compressed(m, n, k)
