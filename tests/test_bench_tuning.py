@@ -377,14 +377,10 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
     assert n64[0].tile.tile_n == 64
     assert seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 128, 8192)) == \
         seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 32, 8192))
-    # a staged seed needs whole 16-byte rows: behind it there is always a direct one for an odd N
-    for family in paths.H100_SEED_CONFIGS.values():
-        for seeds in family.values():
-            assert any(not c.staged for c in seeds)
     assert set(SEEDS) == {SEED_DEVICE, h100}
 
 
-def test_a_staged_configuration_labels_with_t_and_runs_only_whole_16_byte_vectors():
+def test_a_staged_configuration_labels_with_t():
     from vkcoop.gemm.configs import VulkanConfig, parse_config
     config = parse_config("128:128x128x32u2g8t")
     assert config.staged and not config.b_column_major and config.label() == "128:128x128x32u2g8t"
@@ -392,14 +388,10 @@ def test_a_staged_configuration_labels_with_t_and_runs_only_whole_16_byte_vector
                                                                  True, 4, False)
     with pytest.raises(gemm.GemmInputError, match=r"\[iMETA_WORDS\]\[c\]\[t\]"):
         parse_config("128:128x128x32u2g8tc")
-    assert config.applies_to(GemmProblem("fp16", "square", 8190, 8192, 8192))    # any M
-    assert not config.applies_to(GemmProblem("fp16", "odd", 8192, 8190, 8192))   # N not whole vectors
-    assert not config.applies_to(GemmProblem("bf16", "odd", 8192, 8192, 8188))   # nor K
-    assert parse_config("256:128x256x32u8g8").applies_to(GemmProblem("fp16", "odd", 7, 9, 11))
 
 
 @pytest.mark.parametrize("path_name", COOPMAT2_PATHS)
-def test_derived_staged_candidates_fit_their_shared_memory_and_skip_odd_shapes(path_name):
+def test_derived_staged_candidates_fit_their_shared_memory(path_name):
     _, flexible, _, limits = _recorded(DOCS / "h200-capabilities.json")
     dtype = "fp16" if path_name == "vk-coopmat2-dense-fp16acc" else "bf16"
     for problem in (GemmProblem("fp16", "square", 8192, 8192, 8192), GemmProblem(dtype, "llm", 8192, 32, 8192)):
@@ -410,8 +402,6 @@ def test_derived_staged_candidates_fit_their_shared_memory_and_skip_odd_shapes(p
                       else gemm.StagedKernel(path_types(path_name, problem.dtype), config.tile))
             kernel.check_shared_memory(limits.shared_memory)
             assert not config.b_column_major and not config.meta_words
-    odd = GemmProblem("fp16", "odd", 8192, 8190, 8192)
-    assert not any(c.staged for c in derive_workgroup_configs(path_name, odd, flexible, limits))
 
 
 def test_a_w_tile_splits_k_so_that_its_workgroups_fill_one_wave():

@@ -165,3 +165,50 @@ def test_the_padded_expand_path_is_bit_exact_on_the_gpu():
                 got = runner.run(compressed.values, compressed.metadata, b)
             assert got.shape == (m, n)
             assert np.array_equal(got, gemm.sparse24_reference(compressed.values, compressed.metadata, b)), tile
+
+
+# --------------------------------------------------------------------------- the staged kernels
+STAGED = gemm.WorkgroupTile(128, 64, 32, 64, k_unroll=4, group_m=1)
+
+
+def test_the_staged_kernels_pad_an_odd_n_and_k_to_whole_tiles():
+    a, b = _operands(100, 30, 70)      # N and K not whole 16-byte vectors: the unpadded kernel refuses them
+    with pytest.raises(gemm.GemmInputError, match="16-byte vectors"):
+        gemm.StagedKernel("fp16->fp32", STAGED).launch(a, b)
+    launch = gemm.StagedKernel("fp16->fp32", STAGED, pad_to_tiles=True).launch(a, b)
+    assert launch.inputs["A"].shape == (128, 128) and launch.inputs["B"].shape == (128, 32)
+    assert np.array_equal(launch.inputs["B"][:70, :30], b) and launch.view == (100, 30)
+    assert launch.dispatches[0].specialization["ALIGNED"] is True
+
+
+def test_the_staged_2to4_kernel_pads_its_operand_with_valid_metadata():
+    compressed, b = _compressed(100, 30, 96)
+    launch = gemm.StagedSparse24Kernel("fp16", STAGED, pad_to_tiles=True).launch(compressed.values,
+                                                                                 compressed.metadata, b)
+    assert launch.inputs["values"].shape == (128, 64) and launch.inputs["B"].shape == (128, 32)
+    dense = sparse.decompress_2to4(sparse.Compressed2to4(launch.inputs["values"], launch.inputs["metadata"]))
+    assert np.array_equal(dense[:100, :96], sparse.decompress_2to4(compressed)) and not dense[100:].any()
+    assert launch.view == (100, 30) and launch.dispatches[0].specialization["ALIGNED"] is True
+
+
+def test_the_bench_builds_padded_staged_kernels():
+    assert launch_kernel(parse_config("128:64x32x64u4g1t"), "fp16", sparse=False).pad_to_tiles
+    assert launch_kernel(parse_config("128:64x32x64u4g1t"), "bf16", sparse=True).pad_to_tiles
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+def test_the_padded_staged_kernels_are_bit_exact_on_the_gpu():
+    from vkcoop import vk
+    types = gemm.accumulating_types("fp16")
+    with vk.Device(features=gemm.features_for("sparse24", types)) as device:
+        a, b = _operands(100, 30, 70)
+        kernel = gemm.StagedKernel(types, STAGED, pad_to_tiles=True)
+        with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
+            got = runner.run(a, b)
+        assert got.shape == (100, 30) and np.array_equal(got, gemm.reference_gemm(a, b, np.float32))
+        compressed, b = _compressed(130, 20, 160)
+        kernel = gemm.StagedSparse24Kernel("fp16", STAGED, pad_to_tiles=True)
+        with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
+            got = runner.run(compressed.values, compressed.metadata, b)
+        assert np.array_equal(got, gemm.sparse24_reference(compressed.values, compressed.metadata, b))

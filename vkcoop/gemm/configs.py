@@ -63,11 +63,6 @@ class VulkanConfig:
         """What runs ``problem``: the split-K of a ``w`` tile resolved from the problem and the SM count."""
         return replace(self, tile=self.tile.fill_split(problem.m, problem.n, problem.k, sm_count))
 
-    def applies_to(self, problem: GemmProblem) -> bool:
-        """Whether this configuration can run ``problem``: the staged kernels copy whole 16-byte vectors of K and N."""
-        e = accumulating_types(problem.dtype).elements_per_16_bytes
-        return not self.staged or (problem.k % e == 0 and problem.n % e == 0)
-
 
 def parse_config(text: str) -> VulkanConfig:
     """The inverse of :meth:`VulkanConfig.label`: a tile label, then ``iMETA_WORDS``, ``c`` (column-major B) and
@@ -211,23 +206,22 @@ def launch_kernel(config: VulkanConfig, dtype: str, *, sparse: bool, types=None)
     """The one place a configuration picks its kernel: the 2:4 (``sparse``) or dense kernel, direct or staged
     (``t``), for ``dtype`` inputs; ``types`` overrides a dense kernel's fp32 accumulation (e.g. "fp16->fp16").
     Raises GemmInputError for a configuration the kernel cannot take (a staged kernel reads row-major B and
-    takes no interleaved 2:4 layout)."""
+    takes no interleaved 2:4 layout). The coopmat2 kernels it builds pad a problem that is not whole tiles
+    (``pad_to_tiles``), so every configuration runs every problem with its ALIGNED pipeline; the expand path's
+    dense kernel pads through :class:`ExpandedSparse24Kernel`."""
     if config.staged and (config.b_column_major or config.meta_words):
         raise GemmInputError(f"{config.label()}: the staged kernels read row-major B and take no interleaving")
     if sparse:
         if config.staged:
-            return StagedSparse24Kernel(dtype, config.tile)
+            return StagedSparse24Kernel(dtype, config.tile, pad_to_tiles=True)
         return Sparse24Kernel(dtype, config.tile, b_column_major=config.b_column_major, meta_words=config.meta_words)
     types = types or accumulating_types(dtype)
     if config.staged:
-        return StagedKernel(types, config.tile)
-    # The bench pads a ragged problem to whole tiles: the ALIGNED pipeline's loads on every tile.
+        return StagedKernel(types, config.tile, pad_to_tiles=True)
     return CoopMat2Kernel(types, config.tile, b_column_major=config.b_column_major, pad_to_tiles=True)
 
 
 def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits, config: VulkanConfig) -> bool:
-    if not config.applies_to(problem):
-        return False
     try:
         check_coopmat2_kernel(path_kernel(path_name, config, problem.dtype), flexible, limits.shared_memory)
     except GemmInputError:

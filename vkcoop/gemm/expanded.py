@@ -11,22 +11,17 @@ which only pays where the multiply, not A's bytes, sets the time.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import sparse as sparse24
-from .launch import (CoopMat2Kernel, Dispatch, Launch, _u32, check_matrix, compressed_operands, padded_to,
-                     whole_vector_rows)
+from .launch import (CoopMat2Kernel, Dispatch, Launch, _u32, check_matrix, compressed_operands, padded_compressed,
+                     padded_shape, padded_to, whole_vector_rows)
 from .types import GemmInputError, sparse24_types
 
 DECOMPRESS_SHADER = "gemm/sparse24_decompress.comp"
 DECOMPRESS_WORKGROUP = 256     # local_size_x of sparse24_decompress.comp
 COLUMNS_PER_INVOCATION = 16    # one uvec4 of kept values, half a metadata word
 MAX_GROUPS = 65535             # the shader strides over the rest
-#: A metadata word whose nibbles all keep columns 0 and 1 (idx0 = 0, idx1 = 1): the padding of a ragged operand, a
-#: valid 2:4 pattern over zero values, which expands to zeros (0b0000 is PTX-invalid in the shared format)
-PADDING_METADATA = 0x44444444
 
 
 def decompress_dispatch(m: int, k: int) -> Dispatch:
@@ -70,11 +65,8 @@ class ExpandedSparse24Kernel:
         view = None
         if self.dense.pad_to_tiles and not self.dense.aligned(m, n, k):
             # As the dense kernel pads (CoopMat2Kernel.launch): zero values expand to zeros under any valid metadata.
-            view, (m, n, _) = (m, n), self.dense.padded_shape(m, n, k)
-            step = math.lcm(self.tile.tile_k, sparse24.K_ALIGNMENT)   # whole tiles of K, whole metadata words
-            k = -(-k // step) * step
-            values = padded_to(values, m, k // 2)
-            metadata = padded_to(metadata, m, k // sparse24.K_ALIGNMENT, PADDING_METADATA)
+            view, (m, n, k) = (m, n), padded_shape(self.tile, m, n, k, sparse24.K_ALIGNMENT)
+            values, metadata = padded_compressed(values, metadata, m, k)
             b = padded_to(b, n, k) if self.b_column_major else padded_to(b, k, n)
         b = whole_vector_rows(b, self.types.elements_per_16_bytes)
         gemm = self.dense.launch_over({"A": None, "B": b}, m, n, k)
@@ -83,4 +75,4 @@ class ExpandedSparse24Kernel:
                       outputs, gemm.result, gemm.shape, view)
 
 
-__all__ = ["DECOMPRESS_SHADER", "PADDING_METADATA", "decompress_dispatch", "ExpandedSparse24Kernel"]
+__all__ = ["DECOMPRESS_SHADER", "decompress_dispatch", "ExpandedSparse24Kernel"]

@@ -9,6 +9,7 @@ runs and times it. Nothing here touches a device.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,6 +97,25 @@ def padded_to(matrix: np.ndarray, rows: int, columns: int, fill=0) -> np.ndarray
     """``matrix`` with rows and columns of ``fill`` appended up to (rows, columns) (itself when it has that shape)."""
     pad = ((0, rows - matrix.shape[0]), (0, columns - matrix.shape[1]))
     return np.pad(matrix, pad, constant_values=fill) if any(after for _, after in pad) else matrix
+
+
+def padded_shape(tile: WorkgroupTile, m: int, n: int, k: int, k_multiple: int = 1) -> tuple[int, int, int]:
+    """(M, N, K) grown to whole tiles: M and N to the tile's, K to whole TILE_K steps that are also multiples of
+    ``k_multiple`` (32 for the metadata words of the 2:4 format)."""
+    k_step = math.lcm(tile.tile_k, k_multiple)
+    return -(-m // tile.tile_m) * tile.tile_m, -(-n // tile.tile_n) * tile.tile_n, -(-k // k_step) * k_step
+
+
+#: A metadata word whose nibbles all keep columns 0 and 1 (idx0 = 0, idx1 = 1): the padding of a ragged 2:4 operand,
+#: a valid pattern over zero values, which expands to zeros (0b0000 is PTX-invalid in the shared format)
+PADDING_METADATA = 0x44444444
+
+
+def padded_compressed(values: np.ndarray, metadata: np.ndarray, m: int, k: int) -> tuple:
+    """A 2:4 operand (vkcoop.sparse format) grown to M rows and K dense columns: zero values under
+    :data:`PADDING_METADATA`, so its dense form is the operand with zeros around it."""
+    return (padded_to(values, m, k // 2),
+            padded_to(metadata, m, k // sparse24.K_ALIGNMENT, PADDING_METADATA))
 
 
 def _k_of_b(b: np.ndarray, column_major: bool) -> tuple[int, int]:
@@ -219,18 +239,12 @@ class CoopMat2Kernel(_WorkgroupKernel):
         a, b = whole_vector_rows(a, e), whole_vector_rows(b, e)
         return self.launch_over({"A": a, "B": b}, m, n, k)
 
-    def padded_shape(self, m: int, n: int, k: int) -> tuple[int, int, int]:
-        """(M, N, K) grown to whole tiles: M and N to the tile's, K to whole TILE_K steps."""
-        tile = self.tile
-        return (-(-m // tile.tile_m) * tile.tile_m, -(-n // tile.tile_n) * tile.tile_n,
-                -(-k // tile.tile_k) * tile.tile_k)
-
     def _padded_launch(self, a, b, m: int, n: int, k: int) -> Launch:
         """The problem grown with zeros to whole tiles, run by the ALIGNED pipeline; C is its first m rows and n
         columns. The tile grid is the same as the clamped pipeline's, so no more MMA is issued: only the loads of
         the edge tiles change, from per-element clamped loads to the interior's vector loads. The zero columns of
         A meet the zero rows of B, so K's padding adds exact zeros."""
-        pad_m, pad_n, pad_k = self.padded_shape(m, n, k)
+        pad_m, pad_n, pad_k = padded_shape(self.tile, m, n, k)
         a = padded_to(a, pad_m, pad_k)
         b = padded_to(b, pad_n, pad_k) if self.b_column_major else padded_to(b, pad_k, pad_n)
         launch = self.launch_over({"A": a, "B": b}, pad_m, pad_n, pad_k)

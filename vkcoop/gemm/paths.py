@@ -70,7 +70,8 @@ SEED_CONFIGS = {
 #: (the last slice adds the fp16 planes; ms at M = K = 8192 / 4096, against one K slice in the same process): N = 16
 #: 64:32x16x128 w4 0.056 / 0.015, 64:64x16x128 w4 0.054 / 0.017 (one slice 0.071 / 0.026); N = 32 32x32x128 w4
 #: 0.058 / 0.018 (0.069 / 0.026); N = 64 staged 64x64x64 w2 0.070 / 0.024 (0.088 / 0.031).
-#: Staged ("t") configurations need K and N in whole 16-byte vectors; a direct one follows them.
+#: Staged ("t") configurations run any problem: the bench's kernels pad it to whole tiles (session 17; before, an odd
+#: K or N needed the direct seed behind them).
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("128:128x128x64u8g4c", "256:128x256x32u32g8", "128:128x128x32u1g8t"),
@@ -178,7 +179,7 @@ class _VulkanPath:
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         """Not tuning: the device's seed default, else the first derived candidate. Tuning: the seeds, then the
         candidates derived from the driver's tables (:func:`vkcoop.gemm.configs.derive_workgroup_configs`)."""
-        seeds = [c for c in seed_configs(self.group.name, self.name, problem) if c.applies_to(problem)]
+        seeds = seed_configs(self.group.name, self.name, problem)
         if seeds and not tune:
             return seeds[:1]
         derived = derive_workgroup_configs(self.name, problem, self.group.flexible, self.group.limits)
@@ -186,13 +187,12 @@ class _VulkanPath:
         return options if tune else options[:1]
 
     def config_from_label(self, label: str, problem: GemmProblem):
-        """The configuration a tuning cache names, or None when the label does not parse or cannot run
-        ``problem`` (a staged configuration of the class, for a K or N that is not whole 16-byte vectors)."""
+        """The configuration a tuning cache names, or None when the label does not parse (the padded kernels run
+        any configuration on any problem)."""
         try:
-            config = parse_config(label)
+            return parse_config(label)
         except GemmInputError:
             return None
-        return config if config.applies_to(problem) else None
 
     def _for_problem(self, config, problem: GemmProblem):
         return config.for_problem(problem, self.group.limits.sm_count)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sparse as sparse24
-from .launch import Dispatch, Launch, _split_launch, _u32, check_matrix, check_split, compressed_operands
+from .launch import (Dispatch, Launch, _split_launch, _u32, check_matrix, check_split, compressed_operands,
+                     padded_compressed, padded_shape, padded_to)
 from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
 from .types import GemmInputError, GemmTypes, gemm_types, sparse24_types
 
@@ -128,12 +129,14 @@ class StagedKernel(_SharedMemoryKernel):
     """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
     double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
     whole 16-byte vectors; any M. ``split_k`` > 1 adds the slices up as the direct kernel does;
-    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4)."""
+    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4).
+    ``pad_to_tiles`` (the bench's kernels): any other problem, an odd K or N among them, is grown with zeros to whole
+    tiles and runs the ALIGNED pipeline; C is the first M x N of its result (the launch's ``view``)."""
     shader = STAGED_SHADER
     what = "staged"
 
-    def __init__(self, types, tile: WorkgroupTile):
-        self.types, self.tile = gemm_types(types), tile
+    def __init__(self, types, tile: WorkgroupTile, *, pad_to_tiles: bool = False):
+        self.types, self.tile, self.pad_to_tiles = gemm_types(types), tile, bool(pad_to_tiles)
         if self.types.bytes_per_input != 2:
             raise GemmInputError(f"the staged kernel takes 16-bit inputs, not {self.types.key}")
         if tile.subgroup_scope or tile.n_parts != 1:
@@ -169,9 +172,20 @@ class StagedKernel(_SharedMemoryKernel):
         return _split_launch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k), inputs,
                              self.tile, (m, n, k), push, self.types.output_dtype)
 
+    def _needs_padding(self, m: int, n: int, k: int) -> bool:
+        e = self.types.elements_per_16_bytes
+        return self.pad_to_tiles and not (self.aligned(m, n, k) and k % e == 0 and n % e == 0)
+
     def launch(self, a, b) -> Launch:
+        view = None
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.ndim == b.ndim == 2 \
+                and a.shape[1] == b.shape[0] and self._needs_padding(a.shape[0], b.shape[1], a.shape[1]):
+            view, (m, n, k) = (a.shape[0], b.shape[1]), padded_shape(self.tile, a.shape[0], b.shape[1], a.shape[1])
+            a, b = padded_to(a, m, k), padded_to(b, k, n)
         a, b, m, n, k = self._operands(a, b)
-        return self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
+        launch = self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
+        launch.view = view
+        return launch
 
 
 class StagedSparse24Kernel(_ExpandsTwoToFour, StagedKernel):
@@ -180,15 +194,24 @@ class StagedSparse24Kernel(_ExpandsTwoToFour, StagedKernel):
     shader = STAGED_SPARSE24_SHADER
     what = "staged 2:4"
 
-    def __init__(self, dtype: str, tile: WorkgroupTile):
-        super().__init__(self.expanded_types(dtype, tile), tile)
+    def __init__(self, dtype: str, tile: WorkgroupTile, *, pad_to_tiles: bool = False):
+        super().__init__(self.expanded_types(dtype, tile), tile, pad_to_tiles=pad_to_tiles)
         self.dtype = dtype
         self.name = f"coopmat2 staged 2:4 {dtype} {tile.label()}"
 
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
+        view = None
+        if self.pad_to_tiles:
+            values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
+            b = check_matrix("B", b, self.types.input_dtype)
+            if b.shape[0] == k and self._needs_padding(m, b.shape[1], k):
+                view, (m, n, k) = (m, b.shape[1]), padded_shape(self.tile, m, b.shape[1], k, sparse24.K_ALIGNMENT)
+                (values, metadata), b = padded_compressed(values, metadata, m, k), padded_to(b, k, n)
         inputs, m, n, k = self._compressed_inputs(values, metadata, b)
-        return self._staged_launch(inputs, m, n, k, _u32(m, n, k, n, n))
+        launch = self._staged_launch(inputs, m, n, k, _u32(m, n, k, n, n))
+        launch.view = view
+        return launch
 
 
 def check_coopmat2_kernel(kernel, flexible, shared_memory: int) -> None:
