@@ -178,10 +178,12 @@ class StagedKernel(_SharedMemoryKernel):
 
     def launch(self, a, b) -> Launch:
         view = None
-        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.ndim == b.ndim == 2 \
-                and a.shape[1] == b.shape[0] and self._needs_padding(a.shape[0], b.shape[1], a.shape[1]):
-            view, (m, n, k) = (a.shape[0], b.shape[1]), padded_shape(self.tile, a.shape[0], b.shape[1], a.shape[1])
-            a, b = padded_to(a, m, k), padded_to(b, k, n)
+        if self.pad_to_tiles:
+            a, b = check_matrix("A", a, self.types.input_dtype), check_matrix("B", b, self.types.input_dtype)
+            (m, k), (kb, n) = a.shape, b.shape
+            if kb == k and self._needs_padding(m, n, k):   # a K that disagrees is _operands' error
+                view, (m, n, k) = (m, n), padded_shape(self.tile, m, n, k)
+                a, b = padded_to(a, m, k), padded_to(b, k, n)
         a, b, m, n, k = self._operands(a, b)
         launch = self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
         launch.view = view
