@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import sparse as sparse24
 from .launch import (CoopMat2Kernel, Dispatch, Launch, _u32, check_matrix, compressed_operands, padded_compressed,
-                     padded_shape, padded_to, whole_vector_rows)
+                     padded_shape, whole_vector_rows)
 from .types import GemmInputError, sparse24_types
 
 DECOMPRESS_SHADER = "gemm/sparse24_decompress.comp"
@@ -67,7 +67,7 @@ class ExpandedSparse24Kernel:
             # As the dense kernel pads (CoopMat2Kernel.launch): zero values expand to zeros under any valid metadata.
             view, (m, n, k) = (m, n), padded_shape(self.tile, m, n, k, sparse24.K_ALIGNMENT)
             values, metadata = padded_compressed(values, metadata, m, k)
-            b = padded_to(b, n, k) if self.b_column_major else padded_to(b, k, n)
+            b = self.dense.padded_b(b, n, k)
         b = whole_vector_rows(b, self.types.elements_per_16_bytes)
         gemm = self.dense.launch_over({"A": None, "B": b}, m, n, k)
         outputs = {"A": ((m, k), np.dtype(np.uint16)), **gemm.outputs}   # 16-bit elements, written as uvec4

@@ -89,8 +89,8 @@ def whole_vector_rows(matrix: np.ndarray, elements_per_16_bytes: int) -> np.ndar
     """``matrix`` with its rows padded with zeros to whole 16-byte vectors (itself when they already are). The
     direct kernels' fast path needs 16-byte-aligned row strides; the logical size stays in the push constants, so
     the padding is never read as data (an odd N or K would otherwise put every tile on the clamped path)."""
-    pad = -matrix.shape[1] % elements_per_16_bytes
-    return np.pad(matrix, ((0, 0), (0, pad))) if pad else matrix
+    rows, columns = matrix.shape
+    return padded_to(matrix, rows, columns + -columns % elements_per_16_bytes)
 
 
 def padded_to(matrix: np.ndarray, rows: int, columns: int, fill=0) -> np.ndarray:
@@ -173,6 +173,10 @@ class _WorkgroupKernel:
         """B [K][N] in the layout this kernel reads ([N][K] when column-major)."""
         return np.ascontiguousarray(b.T) if self.b_column_major else b
 
+    def padded_b(self, b: np.ndarray, n: int, k: int) -> np.ndarray:
+        """B in this kernel's layout (:meth:`store_b`) grown with zeros to N columns and K rows of the product."""
+        return padded_to(b, n, k) if self.b_column_major else padded_to(b, k, n)
+
     def aligned(self, m: int, n: int, k: int) -> bool:
         """Whether the ALIGNED pipeline may run (m, n, k): every tile whole in M and N, K whole TILE_K steps, and
         the rows of A and B (strides K and B's row length) 16-byte multiples."""
@@ -246,7 +250,7 @@ class CoopMat2Kernel(_WorkgroupKernel):
         A meet the zero rows of B, so K's padding adds exact zeros."""
         pad_m, pad_n, pad_k = padded_shape(self.tile, m, n, k)
         a = padded_to(a, pad_m, pad_k)
-        b = padded_to(b, pad_n, pad_k) if self.b_column_major else padded_to(b, pad_k, pad_n)
+        b = self.padded_b(b, pad_n, pad_k)
         launch = self.launch_over({"A": a, "B": b}, pad_m, pad_n, pad_k)
         launch.view = (m, n)
         return launch

@@ -249,6 +249,14 @@ class Sparse24Path(_VulkanPath):
         gemm.bind(operands.compressed.values, operands.compressed.metadata, gemm.kernel.store_b(operands.b))
 
 
+def _k_refusal(problem: GemmProblem) -> tuple[bool, str] | None:
+    """(False, why) where K is not whole metadata words of the 2:4 format, else None: what the 2:4 paths that build
+    their own launch from the format refuse."""
+    if problem.k % sparse24.K_ALIGNMENT:
+        return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
+    return None
+
+
 class ExpandedSparse24Path(Sparse24Path):
     """A expanded from the 2:4 format into a dense workspace by one pass, then the dense coopmat2 kernel
     (:mod:`vkcoop.gemm.expanded`); its configurations are the dense kernel's (no staged ones). Compute-bound
@@ -256,8 +264,8 @@ class ExpandedSparse24Path(Sparse24Path):
     name = "vk-coopmat2-2:4-expand"
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
-        if problem.k % sparse24.K_ALIGNMENT:
-            return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
+        if refusal := _k_refusal(problem):
+            return refusal
         if tuning_class(problem) != "compute":
             return False, (f"N={problem.n} is memory-bound: expanding A writes and reads back 2x its dense bytes; "
                            "the 2:4 kernels that expand per tile run there")
@@ -303,8 +311,8 @@ class KhrSparse24Path(KhrPath):
     sparse = True
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
-        if problem.k % sparse24.K_ALIGNMENT:
-            return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
+        if refusal := _k_refusal(problem):
+            return refusal
         return super().supports(problem)
 
     def _make(self, dtype, config):
