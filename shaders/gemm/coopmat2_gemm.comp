@@ -21,10 +21,14 @@
 //                   > 1 writes partial sums [SPLIT_K][M][N] that split_sum.glsl adds up),
 //                   8 SUBGROUPS_M (SCOPE=SUBGROUP: subgroups along M), 9 ALIGNED (the host's promise that
 //                   M and N are multiples of the tile, K of TILE_K and the strides of 16 bytes: the clamped edge
-//                   path and the clamped store are compiled out, as ggml builds aligned pipelines)
+//                   path and the clamped store are compiled out, as ggml builds aligned pipelines),
+//                   10 TAIL_SPLIT (SPLIT_SUM=LAST, SPLIT_K 1: > 1 runs the last tiles of the raster as that many
+//                   K slices each, after the whole tiles, so that a grid's partial last wave is shorter work; the
+//                   grid's size says how many: tiles + tail x (TAIL_SPLIT - 1) workgroups)
 //   push constants: M, N, K and the row strides (in elements) of A, B and C
 //   bindings:       0 A (row-major M x K), 1 B (K x N row-major, or N x K if B_COLUMN_MAJOR), 2 C (M x N), or
-//                   the partial sums when SPLIT_K > 1; SPLIT_SUM LAST: 3 C, 4 the tiles' arrival counts
+//                   the partial sums when SPLIT_K > 1 ([TAIL_SPLIT][tail][TILE_M][TILE_N] for a tail split);
+//                   SPLIT_SUM LAST: 3 C, 4 the tiles' arrival counts
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_cooperative_matrix : enable
 #extension GL_NV_cooperative_matrix2 : enable
@@ -49,6 +53,7 @@ layout(constant_id = 6) const uint GROUP_M = 8;
 layout(constant_id = 7) const uint SPLIT_K = 1;
 layout(constant_id = 8) const uint SUBGROUPS_M = 1;
 layout(constant_id = 9) const bool ALIGNED = false;
+layout(constant_id = 10) const uint TAIL_SPLIT = 1;
 #ifndef N_PARTS
 #define N_PARTS 1
 #endif
@@ -66,6 +71,7 @@ layout(push_constant) uniform Shape {
 } shape;
 
 #define SUM_PARTIALS 2
+#define SUM_SLICES (TAIL_SPLIT > 1 ? TAIL_SPLIT : SPLIT_K)
 #define C_QUALIFIERS
 #include "split_sum.glsl"
 #include "raster.glsl"
@@ -91,7 +97,20 @@ const uint PART_N = OWN_N / N_PARTS;   // columns of one accumulator
 void main() {
     const uint tiles_m = (shape.M + TILE_M - 1) / TILE_M;
     const uint tiles_n = (shape.N + TILE_N - 1) / TILE_N;
-    const uvec2 tile = grouped_tile(gl_WorkGroupID.x, tiles_m, tiles_n, GROUP_M);
+    // The workgroup's tile in raster order, its K slice and how many slices the tile has.
+    uint tile_index = gl_WorkGroupID.x, split = gl_WorkGroupID.y, slices = SPLIT_K;
+#if SPLIT_SUM == LAST
+    // Tail split: the last `tail` tiles come after the whole ones as TAIL_SPLIT slices each.
+    const uint tail = TAIL_SPLIT > 1 ? (gl_NumWorkGroups.x - tiles_m * tiles_n) / (TAIL_SPLIT - 1) : 0;
+    const uint first_tail = tiles_m * tiles_n - tail;
+    const bool in_tail = tile_index >= first_tail;
+    if (in_tail) {
+        split = (tile_index - first_tail) % TAIL_SPLIT;
+        tile_index = first_tail + (tile_index - first_tail) / TAIL_SPLIT;
+        slices = TAIL_SPLIT;
+    }
+#endif
+    const uvec2 tile = grouped_tile(tile_index, tiles_m, tiles_n, GROUP_M);
     if (tile.x >= tiles_m) {
         return;
     }
@@ -113,9 +132,8 @@ void main() {
     // K slice of this workgroup (the whole of K unless SPLIT_K > 1), in whole TILE_K steps. The loops count
     // steps and derive k = step * TILE_K, so the compiler can prove every k is a TILE_K (16-byte) multiple and
     // use aligned tensor loads; a k derived through min() with the unaligned K loses that (3x slower, measured).
-    const uint split = gl_WorkGroupID.y;
     const uint steps_total = (shape.K + TILE_K - 1) / TILE_K;
-    const uint steps_per_split = (steps_total + SPLIT_K - 1) / SPLIT_K;
+    const uint steps_per_split = (steps_total + slices - 1) / slices;
     const uint step_begin = min(steps_total, split * steps_per_split);
     const uint step_end = min(steps_total, step_begin + steps_per_split);
     const uint k_end = min(shape.K, step_end * TILE_K);
@@ -200,17 +218,17 @@ void main() {
         }
     }
 
-#define STORE_C(SUM, COL)                                                                                     \
+#define STORE_C(SUM, COL, TARGET)                                                                             \
     if (SPLIT_K == 1 && ALIGNED) {                                                                            \
         tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);                                                  \
         exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);                                      \
         exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c, 1);                                        \
-        coopMatStoreTensorNV(SUM, c, 0, sliceTensorLayoutNV(exact_c, row0, OWN_M, COL, PART_N));              \
+        coopMatStoreTensorNV(SUM, TARGET, 0, sliceTensorLayoutNV(exact_c, row0, OWN_M, COL, PART_N));         \
     } else if (SPLIT_K == 1) {                                                                                \
         tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);                               \
         layout_c = setTensorLayoutDimensionNV(layout_c, shape.M, shape.N);                                    \
         layout_c = setTensorLayoutStrideNV(layout_c, shape.stride_c, 1);                                      \
-        coopMatStoreTensorNV(SUM, c, 0, sliceTensorLayoutNV(layout_c, row0, OWN_M, COL, PART_N));             \
+        coopMatStoreTensorNV(SUM, TARGET, 0, sliceTensorLayoutNV(layout_c, row0, OWN_M, COL, PART_N));        \
     } else {                                                                                                  \
         /* partial sums of this K slice: plane `split` of [SPLIT_K][M][N] (span 1 in the outer dimension) */ \
         tensorLayoutNV<3, CLAMPED> partial = createTensorLayoutNV(3, CLAMPED);                                \
@@ -218,9 +236,37 @@ void main() {
         partial = setTensorLayoutStrideNV(partial, shape.M * shape.stride_c, shape.stride_c, 1);              \
         coopMatStoreTensorNV(SUM, c, 0, sliceTensorLayoutNV(partial, split, 1, row0, OWN_M, COL, PART_N));    \
     }
-    STORE_C(sum0, col0)
+// A tail slice's partial sums: plane split * tail + (its tile's place in the tail), TILE_M x TILE_N.
+#define STORE_TAIL(SUM, COL)                                                                                  \
+    {                                                                                                         \
+        tensorLayoutNV<3> planes = createTensorLayoutNV(3);                                                   \
+        planes = setTensorLayoutDimensionNV(planes, TAIL_SPLIT * tail, TILE_M, TILE_N);                       \
+        planes = setTensorLayoutStrideNV(planes, TILE_M * TILE_N, TILE_N, 1);                                 \
+        coopMatStoreTensorNV(SUM, c, 0, sliceTensorLayoutNV(planes, split * tail + tile_index - first_tail, 1, \
+                                                            row0 - tile.x * TILE_M, OWN_M,                    \
+                                                            COL - tile.y * TILE_N, PART_N));                  \
+    }
+#if SPLIT_SUM == LAST
+    if (TAIL_SPLIT > 1) {
+        if (in_tail) {
+            STORE_TAIL(sum0, col0)
 #if N_PARTS == 2
-    STORE_C(sum1, col0 + PART_N)
+            STORE_TAIL(sum1, col0 + PART_N)
+#endif
+            sum_planes_when_last(tile_index - first_tail, (tile_index - first_tail) * TILE_M * TILE_N,
+                                 tail * TILE_M * TILE_N, TILE_N, tile.x * TILE_M, tile.y * TILE_N);
+        } else {
+            STORE_C(sum0, col0, sum_c)
+#if N_PARTS == 2
+            STORE_C(sum1, col0 + PART_N, sum_c)
+#endif
+        }
+        return;
+    }
+#endif
+    STORE_C(sum0, col0, c)
+#if N_PARTS == 2
+    STORE_C(sum1, col0 + PART_N, c)
 #endif
 #if SPLIT_SUM == LAST
     if (SPLIT_K > 1) {

@@ -27,49 +27,60 @@ layout(set = 0, binding = SUM_PARTIALS + 2) devicecoherent buffer SplitArrivals 
 // The same buffers four columns at a time, for whole tiles (ALIGNED: rows are whole quads).
 layout(set = 0, binding = SUM_PARTIALS) devicecoherent buffer MatrixCQuads { C_VEC4 c4[]; };
 layout(set = 0, binding = SUM_PARTIALS + 1) writeonly buffer SplitSumQuads { C_VEC4 sum_c4[]; };
-// Elements (or quads) of the tile each invocation adds per round: all their loads, SUM_ROUND x SPLIT_K, are in flight
+// Elements (or quads) of the tile each invocation adds per round: all their loads, SUM_ROUND x SUM_SLICES, are in flight
 // at once (one round for a 64x64 tile of 128 invocations).
 const uint SUM_ROUND = 8;
 
-// After this slice stored its plane: the tile's last slice to arrive writes C[row0.., col0..] = sum over the
-// slices of their planes, in slice order. Called in uniform control flow.
-void sum_slices_when_last(const uint row0, const uint col0) {
-    if (!arrive_last(gl_WorkGroupID.x, SPLIT_K)) {
+#ifndef SUM_SLICES
+#define SUM_SLICES SPLIT_K   // slices per summed tile: the including shader may widen it (a tail split)
+#endif
+
+// After this slice stored its plane: the last of the SUM_SLICES slices counted at arrivals[slot] adds the planes up
+// into C[row0.., col0..], in slice order. Element (r, q) of the tile in slice s's plane is at
+// first + s * plane + r * row_stride + q. Called in uniform control flow.
+void sum_planes_when_last(const uint slot, const uint first, const uint plane, const uint row_stride,
+                          const uint row0, const uint col0) {
+    if (!arrive_last(slot, SUM_SLICES)) {
         return;
     }
-    const uint plane = shape.M * shape.stride_c;
     if (ALIGNED) {
         const uint QUADS_PER_ROW = TILE_N / 4, quads = TILE_M * QUADS_PER_ROW;
-        for (uint first = 0; first * WORKGROUP_SIZE < quads; first += SUM_ROUND) {
+        for (uint batch = 0; batch * WORKGROUP_SIZE < quads; batch += SUM_ROUND) {
             [[unroll]] for (uint j = 0; j < SUM_ROUND; ++j) {
-                const uint quad = (first + j) * WORKGROUP_SIZE + gl_LocalInvocationIndex;
+                const uint quad = (batch + j) * WORKGROUP_SIZE + gl_LocalInvocationIndex;
                 if (quad < quads) {
-                    const uint at = ((row0 + quad / QUADS_PER_ROW) * shape.stride_c + col0) / 4 + quad % QUADS_PER_ROW;
+                    const uint row = quad / QUADS_PER_ROW, column = (quad % QUADS_PER_ROW) * 4;
+                    const uint from = (first + row * row_stride + column) / 4;
                     C_VEC4 total = C_VEC4(0);
-                    [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) {
-                        total += c4[s * (plane / 4) + at];
+                    [[unroll]] for (uint s = 0; s < SUM_SLICES; ++s) {
+                        total += c4[s * (plane / 4) + from];
                     }
-                    sum_c4[at] = total;
+                    sum_c4[((row0 + row) * shape.stride_c + col0 + column) / 4] = total;
                 }
             }
         }
         return;
     }
     const uint per_invocation = (TILE_M * TILE_N + WORKGROUP_SIZE - 1) / WORKGROUP_SIZE;
-    for (uint first = 0; first < per_invocation; first += SUM_ROUND) {
+    for (uint batch = 0; batch < per_invocation; batch += SUM_ROUND) {
         [[unroll]] for (uint j = 0; j < SUM_ROUND; ++j) {
-            const uint element = (first + j) * WORKGROUP_SIZE + gl_LocalInvocationIndex;   // adjacent columns
-            const uint row = row0 + element / TILE_N, col = col0 + element % TILE_N;
-            if (element < TILE_M * TILE_N && row < shape.M && col < shape.N) {
-                const uint at = row * shape.stride_c + col;
+            const uint element = (batch + j) * WORKGROUP_SIZE + gl_LocalInvocationIndex;   // adjacent columns
+            const uint row = element / TILE_N, column = element % TILE_N;
+            if (element < TILE_M * TILE_N && row0 + row < shape.M && col0 + column < shape.N) {
                 C_TYPE total = C_TYPE(0);
-                [[unroll]] for (uint s = 0; s < SPLIT_K; ++s) {
-                    total += c[s * plane + at];
+                [[unroll]] for (uint s = 0; s < SUM_SLICES; ++s) {
+                    total += c[s * plane + first + row * row_stride + column];
                 }
-                sum_c[at] = total;
+                sum_c[(row0 + row) * shape.stride_c + col0 + column] = total;
             }
         }
     }
+}
+
+// The split-K planes [SPLIT_K][M][N]: the tile at (row0, col0) of workgroup column gl_WorkGroupID.x.
+void sum_slices_when_last(const uint row0, const uint col0) {
+    sum_planes_when_last(gl_WorkGroupID.x, row0 * shape.stride_c + col0, shape.M * shape.stride_c, shape.stride_c,
+                         row0, col0);
 }
 #else
 #error "SPLIT_SUM must be PASS or LAST"

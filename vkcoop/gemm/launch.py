@@ -127,9 +127,15 @@ def _tiles(tile: WorkgroupTile, m: int, n: int) -> int:
     return -(-m // tile.tile_m) * -(-n // tile.tile_n)
 
 
-def check_split(tile: WorkgroupTile, fp32_output: bool) -> None:
+def check_split(tile: WorkgroupTile, fp32_output: bool, tail_split: bool = False) -> None:
     """A tile's K split must be >= 1, and the reduce pass (splitk_reduce.comp) adds fp32 planes only; the last
-    slice's sum (split_sum.glsl) adds planes of the result type."""
+    slice's sum (split_sum.glsl) adds planes of the result type. A tail split (``x``) needs a kernel that has one
+    (``tail_split``: coopmat2_gemm.comp) and ``w``, which sizes the wave."""
+    if tile.tail and not tail_split:
+        raise GemmInputError(f"tile {tile.label()}: the tail split (x) is the direct dense kernel's "
+                             "(coopmat2_gemm.comp) only")
+    if tile.tail and not tile.per_sm:
+        raise GemmInputError(f"tile {tile.label()}: a tail split (x) needs w (workgroups per SM), which sizes the wave")
     if tile.split_k < 1:
         raise GemmInputError(f"split_k={tile.split_k} must be >= 1")
     if tile.split_k > 1 and tile.reduce_pass and not fp32_output:
@@ -142,20 +148,30 @@ def _split_launch(shader: str, defines: dict, specialization: dict, inputs: dict
     """The GEMM dispatch of ``tile`` over ``inputs`` for ``shape`` = (M, N, K), and how its K slices are added up:
     with one slice it writes C; with more, the partial sums [split][M][N] (of the result type) and then either the
     last slice of each tile to finish adds them up into C (split_sum.glsl, over a zero-filled arrival count per tile)
-    or, for a ``reduce_pass`` tile (fp32 results), splitk_reduce.comp does in a second dispatch."""
+    or, for a ``reduce_pass`` tile (fp32 results), splitk_reduce.comp does in a second dispatch. A tile with a tail
+    split (:meth:`WorkgroupTile.tail_plan`) sums its tail tiles' slices the first way."""
     m, n, k = shape
     split, tiles = tile.split_k, _tiles(tile, m, n)
     outputs = {"C": ((m, n), np.dtype(output_dtype))}
-    if split == 1:
+    groups = (tiles, split, 1)
+    tail, slices = tile.tail_plan(m, n, k)
+    if tail:
+        # A tail split (coopmat2_gemm.comp): the last `tail` tiles run as `slices` K slices each, after the whole
+        # tiles; the last slice of each adds their partial tiles [slices][tail][TILE_M][TILE_N] up into C.
+        outputs["partial sums"] = ((slices, tail, tile.tile_m * tile.tile_n), np.dtype(output_dtype))
+        targets = ("partial sums",)
+        groups = (tiles + tail * (slices - 1), 1, 1)
+        specialization = {**specialization, "TAIL_SPLIT": slices}
+    elif split == 1:
         targets = ("C",)
     else:
         outputs["partial sums"] = ((split, m, n), np.dtype(output_dtype))   # fp32 wherever a reduce pass runs
         targets = ("partial sums",)
-    if tile.sums_in_dispatch:
-        outputs["arrivals"] = ((tiles,), np.dtype(np.uint32))
+    if tile.sums_in_dispatch or tail:
+        outputs["arrivals"] = ((tail or tiles,), np.dtype(np.uint32))
         targets += ("C", "arrivals")
-    dispatches = [Dispatch(shader, {**defines, **tile.split_sum_define()}, specialization,
-                           tuple(inputs) + targets, (tiles, split, 1), push, options or {})]
+    dispatches = [Dispatch(shader, {**defines, **tile.split_sum_define(tail > 0)}, specialization,
+                           tuple(inputs) + targets, groups, push, options or {})]
     if split > 1 and tile.reduce_pass:
         count = m * n
         dispatches.append(Dispatch(SPLIT_K_REDUCE_SHADER, {}, {}, ("partial sums", "C"),
@@ -211,7 +227,7 @@ class CoopMat2Kernel(_WorkgroupKernel):
     def __init__(self, types, tile: WorkgroupTile, *, b_column_major: bool = False, pad_to_tiles: bool = False):
         self.types, self.tile, self.b_column_major = gemm_types(types), tile, bool(b_column_major)
         self.pad_to_tiles = bool(pad_to_tiles)
-        check_split(self.tile, self.types.output_dtype == np.float32)
+        check_split(self.tile, self.types.output_dtype == np.float32, tail_split=True)
         self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if self.b_column_major else ''}"
 
     def defines(self) -> dict:

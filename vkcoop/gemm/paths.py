@@ -71,13 +71,17 @@ SEED_CONFIGS = {
 #: 64:32x16x128 w4 0.056 / 0.015, 64:64x16x128 w4 0.054 / 0.017 (one slice 0.071 / 0.026); N = 32 32x32x128 w4
 #: 0.058 / 0.018 (0.069 / 0.026); N = 64 staged 64x64x64 w2 0.070 / 0.024 (0.088 / 0.031).
 #: Staged ("t") configurations run any problem: the bench's kernels pad it to whole tiles (session 17; before, an odd
-#: K or N needed the direct seed behind them).
+#: K or N needed the direct seed behind them). Session 18: the square seed's tail split (x5: the partial last wave's
+#: tiles as 5 K slices, behind at least 8 whole waves) 346-350 against 342-343 at 8192^3 (bf16 346-347 against
+#: 339-343); K unroll 4 for the N = 32 seed, 0.058 against 0.060 ms (4096 rows 0.018 against 0.019); N = 64 the
+#: direct 128:64x64x128 u4 w2, 0.066 against the staged seed's 0.071-0.072 (4096 rows 0.0226 against 0.0232).
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
-        "square": _seeds("128:128x128x64u8g4c", "256:128x256x32u32g8", "128:128x128x32u1g8t"),
+        "square": _seeds("128:128x128x64u8g4w2x5c", "128:128x128x64u8g4c", "256:128x256x32u32g8",
+                         "128:128x128x32u1g8t"),
         "narrow16": _seeds("64:64x16x128u2g1w4c", "64:32x16x128u2g1w4c", "128:64x16x64u4g1w3t"),
-        "llm": _seeds("64:32x32x128u2g1s2w4c", "128:64x32x64u4g1s2w3t", "32:32x32x128u2g1s2c"),
-        "narrow64": _seeds("128:64x64x64u4g1w2t", "64:32x64x128u2g1w3c", "64:32x32x128u2g1s2w4c"),
+        "llm": _seeds("64:32x32x128u4g1s2w4c", "64:32x32x128u2g1s2w4c", "128:64x32x64u4g1s2w3t"),
+        "narrow64": _seeds("128:64x64x128u4g1w2c", "128:64x64x64u4g1w2t", "64:32x64x128u2g1w3c"),
     },
     "vk-coopmat2-dense-fp16acc": {
         "square": _seeds("256:256x256x32u16g8", "256:256x256x32u8g8", "256:128x256x32u16g8"),

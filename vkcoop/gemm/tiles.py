@@ -6,8 +6,8 @@ matrices are exact KHR-table shapes. Rows are :class:`vkcoop.vk.ShapeEntry` (``P
 ``khr_shapes()``).
 
 A tile's :meth:`WorkgroupTile.label` is its own parse form: ``INVOCATIONS:MxNxK uUNROLL gGROUP_M [sSPLIT_K]
-[wWORKGROUPS_PER_SM] [sgSUBGROUPS_M] [pN_PARTS] [r]`` without spaces (``r``: split-K adds up in a reduce pass),
-read back by :func:`parse_tile`.
+[wWORKGROUPS_PER_SM] [sgSUBGROUPS_M] [pN_PARTS] [r] [x[TAIL_SPLIT]]`` without spaces (``r``: split-K adds up in a
+reduce pass; ``x``: a tail split, :meth:`WorkgroupTile.fill_split`), read back by :func:`parse_tile`.
 """
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ from .types import GemmInputError, gemm_types
 SUBGROUP_SIZE = 32
 #: The most K slices a tile is split into (each writes a partial plane; see ``WorkgroupTile.reduce_pass``).
 MAX_SPLIT_K = 16
+#: The most K slices a tail tile is cut into (:func:`tail_split`): each slice stores and reloads a partial tile.
+MAX_TAIL_SPLIT = 8
+#: A tail split runs only behind at least this many whole waves. Measured on the H100 (128x128 tiles, two an SM):
+#: 8192^3 (15 waves + 0.52) gained 1-2 % with 3 to 7 slices, 6144^3 (8 + 0.73) moved -1 to +2 %, and 4096^3
+#: (3 + 0.88) lost 8-19 % with 2 to 8: where the slices' partial tiles are a large share of the work, they cost
+#: more than the wave they fill (docs/gemm-notes.md, session 18).
+MIN_TAIL_WAVES = 8
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -30,6 +37,19 @@ def wave_split(tiles: int, steps: int, sm_count: int, per_sm: int) -> int:
     """The largest split-K whose ``tiles`` x split workgroups all fit one wave of ``per_sm`` per SM: at least 1, at
     most one K step per slice and :data:`MAX_SPLIT_K`. The Vulkan ``w`` tiles and the CUDA split-K tiles share it."""
     return max(1, min(sm_count * per_sm // tiles, steps, MAX_SPLIT_K))
+
+
+def tail_split(tail: int, slots: int, steps: int) -> int:
+    """K slices for the ``tail`` tiles of a grid's partial last wave of ``slots`` workgroups: the count (at most
+    :data:`MAX_TAIL_SPLIT` and ``steps``) whose slices finish soonest if each slot runs one slice after another,
+    ceil(tail x s / slots) / s of a whole tile's time; 1 where no count beats the whole tiles (a tail of more than
+    half a wave gains nothing in this count, though the measured 4096^3 did: docs/gemm-notes.md, session 18)."""
+    best, best_time = 1, 1.0
+    for count in range(2, min(MAX_TAIL_SPLIT, steps) + 1):
+        time = -(-tail * count // slots) / count
+        if time < best_time - 1e-9:
+            best, best_time = count, time
+    return best
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,13 @@ class WorkgroupTile:
     #: With ``split_k`` > 1: True adds the K slices up in a second dispatch (splitk_reduce.comp); False lets the last
     #: slice of each tile to finish add them up in the same dispatch (split_sum.glsl), with the same bits.
     reduce_pass: bool = False
+    #: Tail split (``x``, coopmat2_gemm.comp): with one K slice, the tiles of the grid's partial last wave run as
+    #: ``tail_split`` K slices each (0: chosen per problem, :func:`tail_split`), after the whole tiles, so that the
+    #: last wave holds shorter work (:meth:`tail_plan`). ``wave`` is the workgroups of one wave, SMs x ``per_sm``,
+    #: which :meth:`fill_split` sets from the SM count (0: unknown, and no tail split runs).
+    tail: bool = False
+    tail_split: int = 0
+    wave: int = 0
 
     @property
     def subgroup_scope(self) -> bool:
@@ -74,19 +101,35 @@ class WorkgroupTile:
         scope = f"sg{self.subgroups_m}" if self.subgroup_scope else ""
         parts = f"p{self.n_parts}" if self.n_parts > 1 else ""
         reduce = "r" if self.reduce_pass else ""
+        tail = f"x{self.tail_split or ''}" if self.tail else ""
         return (f"{self.workgroup_size}:{self.tile_m}x{self.tile_n}x{self.tile_k}"
-                f"u{self.k_unroll}g{self.group_m}{split}{fill}{scope}{parts}{reduce}")
+                f"u{self.k_unroll}g{self.group_m}{split}{fill}{scope}{parts}{reduce}{tail}")
 
     def fill_split(self, m: int, n: int, k: int, sm_count: int | None) -> "WorkgroupTile":
         """This tile for an M x N x K problem: with ``per_sm`` and a known SM count, ``split_k`` becomes the largest
         split whose workgroups all fit one wave of ``per_sm`` per SM (at least 1, at most one K step per slice and
         :data:`MAX_SPLIT_K`). A second wave of a few workgroups costs as much as the first (measured on the H100,
-        8192x32x8192, 3 resident per SM: split 3 0.065 ms, split 4 0.073), and a power of two rarely fills it."""
+        8192x32x8192, 3 resident per SM: split 3 0.065 ms, split 4 0.073), and a power of two rarely fills it.
+        A tail-split tile also learns the size of a wave (``wave``), from which each launch plans its tail."""
         if not self.per_sm or not sm_count:
             return self
         tiles = -(-m // self.tile_m) * -(-n // self.tile_n)
         steps = max(1, -(-k // self.tile_k))
-        return replace(self, split_k=wave_split(tiles, steps, sm_count, self.per_sm))
+        return replace(self, split_k=wave_split(tiles, steps, sm_count, self.per_sm),
+                       wave=sm_count * self.per_sm if self.tail else 0)
+
+    def tail_plan(self, m: int, n: int, k: int) -> tuple[int, int]:
+        """(tail tiles, K slices each) of an M x N x K launch: the tiles of the grid's partial last wave and the
+        count :func:`tail_split` picks (or the label's, at most the K steps); (0, 1) without a tail split, a known
+        wave, one K slice, :data:`MIN_TAIL_WAVES` whole waves before the tail or a partial last wave."""
+        tiles = -(-m // self.tile_m) * -(-n // self.tile_n)
+        if not (self.tail and self.wave and self.split_k == 1 and tiles // self.wave >= MIN_TAIL_WAVES
+                and tiles % self.wave):
+            return 0, 1
+        steps = max(1, -(-k // self.tile_k))
+        tail = tiles % self.wave
+        count = min(self.tail_split, steps) if self.tail_split else tail_split(tail, self.wave, steps)
+        return (tail, count) if count > 1 else (0, 1)
 
     @property
     def sums_in_dispatch(self) -> bool:
@@ -94,10 +137,10 @@ class WorkgroupTile:
         reduce pass."""
         return self.split_k > 1 and not self.reduce_pass
 
-    def split_sum_define(self) -> dict:
-        """The SPLIT_SUM define of every split-K GEMM shader (split_sum.glsl); the launch adds it to each kernel's
-        own defines."""
-        return {"SPLIT_SUM": "LAST" if self.sums_in_dispatch else "PASS"}
+    def split_sum_define(self, tail: bool = False) -> dict:
+        """The SPLIT_SUM define of every split-K GEMM shader (split_sum.glsl), LAST for a launch with a ``tail``
+        split too; the launch adds it to each kernel's own defines."""
+        return {"SPLIT_SUM": "LAST" if self.sums_in_dispatch or tail else "PASS"}
 
     def defines(self) -> dict:
         """Compile-time defines of coopmat2_gemm.comp beyond GEMM_TYPES."""
@@ -114,8 +157,10 @@ class WorkgroupTile:
         return constants
 
 
-_TILE = re.compile(r"(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(?:w(\d+))?(?:sg(\d+))?(?:p(\d+))?(r)?")
-TILE_GRAMMAR = "INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wWORKGROUPS_PER_SM][sgSUBGROUPS_M][pN_PARTS][r]"
+_TILE = re.compile(r"(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(?:w(\d+))?(?:sg(\d+))?(?:p(\d+))?(r)?"
+                   r"(x(\d*))?")
+TILE_GRAMMAR = ("INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wWORKGROUPS_PER_SM][sgSUBGROUPS_M][pN_PARTS][r]"
+                "[x[TAIL_SPLIT]]")
 
 
 def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
@@ -123,10 +168,11 @@ def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
     match = _TILE.match(text.strip())
     if not match:
         raise GemmInputError(f"tile {text!r} is not {TILE_GRAMMAR}")
-    inv, m, n, k, unroll, group, split, fill, subgroups, parts, reduce = match.groups()
+    inv, m, n, k, unroll, group, split, fill, subgroups, parts, reduce, tail, tail_count = match.groups()
     tile = WorkgroupTile(int(inv), int(m), int(n), int(k), k_unroll=int(unroll or 2), group_m=int(group or 8),
                          split_k=int(split or 1), subgroups_m=int(subgroups or 0), n_parts=int(parts or 1),
-                         per_sm=int(fill or 0), reduce_pass=bool(reduce))
+                         per_sm=int(fill or 0), reduce_pass=bool(reduce), tail=bool(tail),
+                         tail_split=int(tail_count or 0))
     return tile, text.strip()[match.end():]
 
 
