@@ -235,7 +235,8 @@ def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
     from vkcoop.gemm import launch, staging, vulkan
     from vkcoop.vk.tables import SCOPE_SUBGROUP, ShapeEntry
     monkeypatch.setattr(vulkan, "coopmat2_gemm", lambda device, kernel, flexible=None: kernel)
-    monkeypatch.setattr(vulkan, "KhrSharedMemoryGemm", lambda device, types, tile: staging.KhrKernel(types, tile))
+    monkeypatch.setattr(vulkan, "KhrSharedMemoryGemm", lambda device, types, tile, pad_to_tiles:
+                        staging.KhrKernel(types, tile, pad_to_tiles=pad_to_tiles))
     khr = [ShapeEntry(16, 16, 16, a, a, c, c, SCOPE_SUBGROUP) for a, c in
            ((COMPONENT_FLOAT16, COMPONENT_FLOAT32), (COMPONENT_FLOAT16, COMPONENT_FLOAT16))]
     device = SimpleNamespace(physical=SimpleNamespace(khr_shapes=lambda: khr))
@@ -251,4 +252,5 @@ def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
     assert type(made["khr"]) is staging.KhrKernel and made["khr"].types.key == "fp16->fp32"
     assert (made["khr"].tile.tile_n, made["khr"].tile.tile_k, made["khr"].tile.stages) == (256, 16, 2)
     assert made["khr16"].types.key == "fp16->fp16" and made["khr16"].tile.stages == 1
+    assert made["khr"].pad_to_tiles and made["khr16"].pad_to_tiles   # as the bench's KHR paths
     assert type(made["sparse"]) is staging.StagedSparse24Kernel and type(made["staged24"]) is staging.StagedSparse24Kernel

@@ -212,3 +212,49 @@ def test_the_padded_staged_kernels_are_bit_exact_on_the_gpu():
         with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
             got = runner.run(compressed.values, compressed.metadata, b)
         assert np.array_equal(got, gemm.sparse24_reference(compressed.values, compressed.metadata, b))
+
+
+# --------------------------------------------------------------------------- the KHR kernels
+KHR = gemm.SubgroupTile(16, 16, 16, tile_m=128, tile_n=128, tile_k=32, subgroups_m=2, subgroups_n=2)
+KHR24 = gemm.SubgroupTile(16, 16, 16, tile_m=128, tile_n=32, tile_k=32, subgroups_m=4, subgroups_n=1)
+
+
+def test_the_khr_kernels_pad_an_odd_n_and_k_to_whole_tiles():
+    a, b = _operands(100, 30, 70)      # N and K not whole 16-byte vectors: the unpadded kernel refuses them
+    with pytest.raises(gemm.GemmInputError, match="16-byte vectors"):
+        gemm.KhrKernel("fp16->fp32", KHR).launch(a, b)
+    launch = gemm.KhrKernel("fp16->fp32", KHR, pad_to_tiles=True).launch(a, b)
+    assert launch.inputs["A"].shape == (128, 96) and launch.inputs["B"].shape == (96, 128)
+    assert np.array_equal(launch.inputs["A"][:100, :70], a) and not launch.inputs["A"][:, 70:].any()
+    assert launch.view == (100, 30) and launch.dispatches[0].specialization["ALIGNED"] is True
+    # a whole-tile problem is launched as it is
+    a, b = _operands(128, 128, 64)
+    assert gemm.KhrKernel("fp16->fp32", KHR, pad_to_tiles=True).launch(a, b).view is None
+
+
+def test_the_khr_2to4_kernel_pads_its_operand_with_valid_metadata():
+    compressed, b = _compressed(100, 30, 96)
+    launch = gemm.KhrSparse24Kernel("fp16", KHR24, pad_to_tiles=True).launch(compressed.values,
+                                                                             compressed.metadata, b)
+    assert launch.inputs["values"].shape == (128, 48) and launch.inputs["B"].shape == (96, 32)
+    dense = sparse.decompress_2to4(sparse.Compressed2to4(launch.inputs["values"], launch.inputs["metadata"]))
+    assert np.array_equal(dense[:100], sparse.decompress_2to4(compressed)) and not dense[100:].any()
+    assert launch.view == (100, 30) and launch.dispatches[0].specialization["ALIGNED"] is True
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+def test_the_padded_khr_kernels_are_bit_exact_on_the_gpu():
+    """The bench's KHR paths pad; odd N and K (dense) and an odd N with ragged M (2:4) against the exact reference."""
+    from vkcoop import vk
+    types = gemm.accumulating_types("fp16")
+    with vk.Device(features=gemm.features_for("khr", types) + gemm.features_for("sparse24", types)) as device:
+        a, b = _operands(100, 30, 70)
+        with gemm.vulkan.KhrSharedMemoryGemm(device, types, KHR, pad_to_tiles=True) as runner:
+            got = runner.run(a, b)
+        assert got.shape == (100, 30) and np.array_equal(got, gemm.reference_gemm(a, b, np.float32))
+        compressed, b = _compressed(130, 20, 160)
+        with gemm.vulkan.KhrSparse24Gemm(device, "fp16", KHR24, pad_to_tiles=True) as runner:
+            got = runner.run(compressed.values, compressed.metadata, b)
+        assert got.shape == (130, 20)
+        assert np.array_equal(got, gemm.sparse24_reference(compressed.values, compressed.metadata, b))

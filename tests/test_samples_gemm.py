@@ -214,6 +214,9 @@ def test_the_khr_paths_refuse_what_they_cannot_run_with_one_line():
     ok, why = KhrSparse24Path(roomy).supports(GemmProblem("fp16", "square", 256, 256, 48))
     assert not ok and why == "the 2:4 format needs K (48) a multiple of 32"
     assert KhrSparse24Path(roomy).supports(GemmProblem("fp16", "square", 256, 256, 64)) == (True, "roomy")
+    # their kernels pad to whole tiles: an odd N (both) and K (dense) run
+    assert KhrPath(roomy).supports(GemmProblem("fp16", "ragged", 8191, 8190, 8189)) == (True, "roomy")
+    assert KhrSparse24Path(roomy).supports(GemmProblem("fp16", "ragged", 8191, 8190, 8192)) == (True, "roomy")
 
 
 def test_unknown_types_key_names_the_choices():

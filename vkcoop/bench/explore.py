@@ -73,8 +73,9 @@ def _kernel(device, flexible, kernel_kind, dtype, label, problem, sm_count):
     if kernel_kind.startswith("khr"):
         tile = parse_subgroup_tile(label, device.physical.khr_shapes(), _types(kernel_kind, dtype))
         if kernel_kind == "khr24":
-            return gemm.vulkan.KhrSparse24Gemm(device, dtype, tile), tile.code()
-        return gemm.vulkan.KhrSharedMemoryGemm(device, _types(kernel_kind, dtype), tile), tile.code()
+            return gemm.vulkan.KhrSparse24Gemm(device, dtype, tile, pad_to_tiles=True), tile.code()
+        return (gemm.vulkan.KhrSharedMemoryGemm(device, _types(kernel_kind, dtype), tile, pad_to_tiles=True),
+                tile.code())
     config = parse_config(label).for_problem(problem, sm_count)
     if kernel_kind.startswith("staged"):
         config = replace(config, staged=True)

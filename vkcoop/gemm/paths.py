@@ -277,15 +277,9 @@ class ExpandedSparse24Path(Sparse24Path):
 
 
 class KhrPath(_VulkanPath):
+    """The KHR shared-memory GEMM; its kernels pad a problem to whole tiles (any M, N, K)."""
     name = "vk-khr-subgroup"
     sparse = False   # A dense; KhrSparse24Path reads it in the 2:4 format
-
-    def supports(self, problem: GemmProblem) -> tuple[bool, str]:
-        e = accumulating_types(problem.dtype).elements_per_16_bytes
-        if problem.k % e or problem.n % e:
-            return False, (f"the KHR shared-memory GEMM copies 16-byte vectors: K ({problem.k}) and N "
-                           f"({problem.n}) must be multiples of {e}")
-        return True, self.group.name
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         derived = derive_khr_configs(problem, self.group.khr, self.group.limits, sparse=self.sparse)
@@ -303,7 +297,7 @@ class KhrPath(_VulkanPath):
         return config   # a KHR tile has no split-K
 
     def _make(self, dtype, config):
-        return KhrSharedMemoryGemm(self.group.device, accumulating_types(dtype), config)
+        return KhrSharedMemoryGemm(self.group.device, accumulating_types(dtype), config, pad_to_tiles=True)
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.pruned, operands.b)
@@ -315,12 +309,10 @@ class KhrSparse24Path(KhrPath):
     sparse = True
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
-        if refusal := _k_refusal(problem):
-            return refusal
-        return super().supports(problem)
+        return _k_refusal(problem) or super().supports(problem)
 
     def _make(self, dtype, config):
-        return KhrSparse24Gemm(self.group.device, dtype, config)
+        return KhrSparse24Gemm(self.group.device, dtype, config, pad_to_tiles=True)
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.compressed.values, operands.compressed.metadata, operands.b)

@@ -22,9 +22,31 @@ MAX_PREFETCH = 4        # register sets of the staged kernels (PREFETCH in stage
 
 class _SharedMemoryKernel:
     """What the kernels that stage A and B through shared memory in 16-byte vectors share: row-major operands
-    whose K and N are whole vectors, a shared-memory budget, and one dispatch over A, B, C."""
+    whose K and N are whole vectors, a shared-memory budget, and one dispatch over A, B, C. With ``pad_to_tiles``
+    (the bench's kernels) any other problem, an odd K or N among them, is grown with zeros to whole tiles and runs
+    the ALIGNED pipeline; C is the first M x N of its result (the launch's ``view``)."""
     shader = ""
     what = ""
+    pad_to_tiles = False
+
+    def aligned(self, m: int, n: int, k: int) -> bool:
+        return self.tile.aligned(m, n, k)
+
+    def _needs_padding(self, m: int, n: int, k: int) -> bool:
+        e = self.types.elements_per_16_bytes
+        return self.pad_to_tiles and not (self.aligned(m, n, k) and k % e == 0 and n % e == 0)
+
+    def _padded_dense(self, a, b) -> tuple:
+        """(A, B, view): the operands grown to whole tiles where the kernel pads and the problem needs it, with the
+        (M, N) of C to read back; view None otherwise."""
+        if not self.pad_to_tiles:
+            return a, b, None
+        a, b = check_matrix("A", a, self.types.input_dtype), check_matrix("B", b, self.types.input_dtype)
+        (m, k), (kb, n) = a.shape, b.shape
+        if kb != k or not self._needs_padding(m, n, k):   # a K that disagrees is _operands' error
+            return a, b, None
+        pad_m, pad_n, pad_k = padded_shape(self.tile, m, n, k)
+        return padded_to(a, pad_m, pad_k), padded_to(b, pad_k, pad_n), (m, n)
 
     def shared_memory_bytes(self) -> int:
         raise NotImplementedError
@@ -58,12 +80,12 @@ class _SharedMemoryKernel:
 
 class KhrKernel(_SharedMemoryKernel):
     """khr_shmem_gemm.comp: subgroup-scope KHR matrices fed from shared memory. K and N must be multiples of
-    16 bytes of elements (8 fp16/bf16, 16 int8); M is free."""
+    16 bytes of elements (8 fp16/bf16, 16 int8), unless ``pad_to_tiles``; M is free."""
     shader = KHR_SHADER
     what = "KHR shared-memory"
 
-    def __init__(self, types, tile: SubgroupTile):
-        self.types, self.tile = gemm_types(types), tile
+    def __init__(self, types, tile: SubgroupTile, *, pad_to_tiles: bool = False):
+        self.types, self.tile, self.pad_to_tiles = gemm_types(types), tile, bool(pad_to_tiles)
         check_subgroup_tile(tile, self.types)
         self.name = f"khr {self.types.key} {tile.label()}"
 
@@ -71,8 +93,11 @@ class KhrKernel(_SharedMemoryKernel):
         return self.tile.shared_memory_bytes(self.types)
 
     def launch(self, a, b) -> Launch:
+        a, b, view = self._padded_dense(a, b)
         a, b, m, n, k = self._operands(a, b)
-        return self._tiled_launch({"A": a, "B": b}, m, n, k)
+        launch = self._tiled_launch({"A": a, "B": b}, m, n, k)
+        launch.view = view
+        return launch
 
     def _tiled_launch(self, inputs: dict, m: int, n: int, k: int) -> Launch:
         t = self.types
@@ -99,6 +124,19 @@ class _ExpandsTwoToFour:
         k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
         return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
 
+    def _padded_compressed(self, values, metadata, b) -> tuple:
+        """(values, metadata, B, view): :meth:`_padded_dense` for a 2:4 A, K in whole tiles and metadata words."""
+        if not self.pad_to_tiles:
+            return values, metadata, b, None
+        values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
+        b = check_matrix("B", b, self.types.input_dtype)
+        n = b.shape[1]
+        if b.shape[0] != k or not self._needs_padding(m, n, k):   # a K that disagrees is _compressed_inputs' error
+            return values, metadata, b, None
+        pad_m, pad_n, pad_k = padded_shape(self.tile, m, n, k, sparse24.K_ALIGNMENT)
+        values, metadata = padded_compressed(values, metadata, pad_m, pad_k)
+        return values, metadata, padded_to(b, pad_k, pad_n), (m, n)
+
     def _compressed_inputs(self, values, metadata, b) -> tuple:
         """({values, metadata, B}, M, N, K) once the shapes agree."""
         t = self.types
@@ -116,22 +154,24 @@ class KhrSparse24Kernel(_ExpandsTwoToFour, KhrKernel):
     shader = KHR_SPARSE24_SHADER
     what = "KHR 2:4"
 
-    def __init__(self, dtype: str, tile: SubgroupTile):
-        super().__init__(self.expanded_types(dtype, tile), tile)
+    def __init__(self, dtype: str, tile: SubgroupTile, *, pad_to_tiles: bool = False):
+        super().__init__(self.expanded_types(dtype, tile), tile, pad_to_tiles=pad_to_tiles)
         self.dtype, self.name = dtype, f"khr 2:4 {dtype} {tile.label()}"
 
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
-        return self._tiled_launch(*self._compressed_inputs(values, metadata, b))
+        values, metadata, b, view = self._padded_compressed(values, metadata, b)
+        launch = self._tiled_launch(*self._compressed_inputs(values, metadata, b))
+        launch.view = view
+        return launch
 
 
 class StagedKernel(_SharedMemoryKernel):
     """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
     double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
     whole 16-byte vectors; any M. ``split_k`` > 1 adds the slices up as the direct kernel does;
-    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4).
-    ``pad_to_tiles`` (the bench's kernels): any other problem, an odd K or N among them, is grown with zeros to whole
-    tiles and runs the ALIGNED pipeline; C is the first M x N of its result (the launch's ``view``)."""
+    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4);
+    ``pad_to_tiles`` as for every shared-memory kernel."""
     shader = STAGED_SHADER
     what = "staged"
 
@@ -172,18 +212,8 @@ class StagedKernel(_SharedMemoryKernel):
         return _split_launch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k), inputs,
                              self.tile, (m, n, k), push, self.types.output_dtype)
 
-    def _needs_padding(self, m: int, n: int, k: int) -> bool:
-        e = self.types.elements_per_16_bytes
-        return self.pad_to_tiles and not (self.aligned(m, n, k) and k % e == 0 and n % e == 0)
-
     def launch(self, a, b) -> Launch:
-        view = None
-        if self.pad_to_tiles:
-            a, b = check_matrix("A", a, self.types.input_dtype), check_matrix("B", b, self.types.input_dtype)
-            (m, k), (kb, n) = a.shape, b.shape
-            if kb == k and self._needs_padding(m, n, k):   # a K that disagrees is _operands' error
-                view, (m, n, k) = (m, n), padded_shape(self.tile, m, n, k)
-                a, b = padded_to(a, m, k), padded_to(b, k, n)
+        a, b, view = self._padded_dense(a, b)
         a, b, m, n, k = self._operands(a, b)
         launch = self._staged_launch({"A": a, "B": b}, m, n, k, _u32(m, n, k, k, n, n))
         launch.view = view
@@ -203,13 +233,7 @@ class StagedSparse24Kernel(_ExpandsTwoToFour, StagedKernel):
 
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
-        view = None
-        if self.pad_to_tiles:
-            values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
-            b = check_matrix("B", b, self.types.input_dtype)
-            if b.shape[0] == k and self._needs_padding(m, b.shape[1], k):
-                view, (m, n, k) = (m, b.shape[1]), padded_shape(self.tile, m, b.shape[1], k, sparse24.K_ALIGNMENT)
-                (values, metadata), b = padded_compressed(values, metadata, m, k), padded_to(b, k, n)
+        values, metadata, b, view = self._padded_compressed(values, metadata, b)
         inputs, m, n, k = self._compressed_inputs(values, metadata, b)
         launch = self._staged_launch(inputs, m, n, k, _u32(m, n, k, n, n))
         launch.view = view

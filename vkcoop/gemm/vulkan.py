@@ -258,8 +258,8 @@ class Sparse24Gemm(_CompressedGemm):
 class KhrSharedMemoryGemm(_TwoOperandGemm):
     """Subgroup-scope KHR coopmat GEMM through shared memory (sample ``khr-shmem-gemm``'s kernel)."""
 
-    def __init__(self, device, types, tile: SubgroupTile):
-        kernel = KhrKernel(types, tile)
+    def __init__(self, device, types, tile: SubgroupTile, *, pad_to_tiles: bool = False):
+        kernel = KhrKernel(types, tile, pad_to_tiles=pad_to_tiles)
         kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
         super().__init__(device, kernel)
 
@@ -268,8 +268,8 @@ class KhrSparse24Gemm(_CompressedGemm):
     """The KHR shared-memory GEMM with A in the 2:4 format, expanded on its way into shared memory
     (:class:`vkcoop.gemm.staging.KhrSparse24Kernel`)."""
 
-    def __init__(self, device, dtype: str, tile: SubgroupTile):
-        kernel = KhrSparse24Kernel(dtype, tile)
+    def __init__(self, device, dtype: str, tile: SubgroupTile, *, pad_to_tiles: bool = False):
+        kernel = KhrSparse24Kernel(dtype, tile, pad_to_tiles=pad_to_tiles)
         kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
         super().__init__(device, kernel)
 
