@@ -49,6 +49,12 @@ def test_no_tail_split_where_the_waves_are_whole_few_or_unknown(shape, sm_count)
         assert _tile(label).fill_split(*shape, sm_count).tail_plan(*shape) == (0, 1)
 
 
+def test_a_tail_split_tile_does_not_split_k_to_fill_a_wave():
+    """Its w sizes the wave only: a grid smaller than a wave keeps one K slice (64 tiles on 264 slots)."""
+    tile = _tile().fill_split(1024, 1024, 1024, 132)
+    assert tile.split_k == 1 and tile.wave == 264 and tile.label() == "128:128x128x64u8g4w2x"
+
+
 def test_the_smallest_launch_of_a_tail_split_kernel_has_no_tail():
     """The kernel's template launch (one tile) names the edge pipeline; the tail belongs to the bound problem."""
     tile = _tile().fill_split(8192, 8192, 8192, 132)
