@@ -171,26 +171,6 @@ def test_the_padded_expand_path_is_bit_exact_on_the_gpu():
 STAGED = gemm.WorkgroupTile(128, 64, 32, 64, k_unroll=4, group_m=1)
 
 
-def test_the_staged_kernels_pad_an_odd_n_and_k_to_whole_tiles():
-    a, b = _operands(100, 30, 70)      # N and K not whole 16-byte vectors: the unpadded kernel refuses them
-    with pytest.raises(gemm.GemmInputError, match="16-byte vectors"):
-        gemm.StagedKernel("fp16->fp32", STAGED).launch(a, b)
-    launch = gemm.StagedKernel("fp16->fp32", STAGED, pad_to_tiles=True).launch(a, b)
-    assert launch.inputs["A"].shape == (128, 128) and launch.inputs["B"].shape == (128, 32)
-    assert np.array_equal(launch.inputs["B"][:70, :30], b) and launch.view == (100, 30)
-    assert launch.dispatches[0].specialization["ALIGNED"] is True
-
-
-def test_the_staged_2to4_kernel_pads_its_operand_with_valid_metadata():
-    compressed, b = _compressed(100, 30, 96)
-    launch = gemm.StagedSparse24Kernel("fp16", STAGED, pad_to_tiles=True).launch(compressed.values,
-                                                                                 compressed.metadata, b)
-    assert launch.inputs["values"].shape == (128, 64) and launch.inputs["B"].shape == (128, 32)
-    dense = sparse.decompress_2to4(sparse.Compressed2to4(launch.inputs["values"], launch.inputs["metadata"]))
-    assert np.array_equal(dense[:100, :96], sparse.decompress_2to4(compressed)) and not dense[100:].any()
-    assert launch.view == (100, 30) and launch.dispatches[0].specialization["ALIGNED"] is True
-
-
 def test_the_bench_builds_padded_staged_kernels():
     assert launch_kernel(parse_config("128:64x32x64u4g1t"), "fp16", sparse=False).pad_to_tiles
     assert launch_kernel(parse_config("128:64x32x64u4g1t"), "bf16", sparse=True).pad_to_tiles
@@ -219,26 +199,31 @@ KHR = gemm.SubgroupTile(16, 16, 16, tile_m=128, tile_n=128, tile_k=32, subgroups
 KHR24 = gemm.SubgroupTile(16, 16, 16, tile_m=128, tile_n=32, tile_k=32, subgroups_m=4, subgroups_n=1)
 
 
-def test_the_khr_kernels_pad_an_odd_n_and_k_to_whole_tiles():
+@pytest.mark.parametrize("kernel, tile, padded_k, padded_n", [(gemm.StagedKernel, STAGED, 128, 32),
+                                                               (gemm.KhrKernel, KHR, 96, 128)])
+def test_the_shared_memory_kernels_pad_an_odd_n_and_k_to_whole_tiles(kernel, tile, padded_k, padded_n):
     a, b = _operands(100, 30, 70)      # N and K not whole 16-byte vectors: the unpadded kernel refuses them
     with pytest.raises(gemm.GemmInputError, match="16-byte vectors"):
-        gemm.KhrKernel("fp16->fp32", KHR).launch(a, b)
-    launch = gemm.KhrKernel("fp16->fp32", KHR, pad_to_tiles=True).launch(a, b)
-    assert launch.inputs["A"].shape == (128, 96) and launch.inputs["B"].shape == (96, 128)
+        kernel("fp16->fp32", tile).launch(a, b)
+    launch = kernel("fp16->fp32", tile, pad_to_tiles=True).launch(a, b)
+    assert launch.inputs["A"].shape == (128, padded_k) and launch.inputs["B"].shape == (padded_k, padded_n)
     assert np.array_equal(launch.inputs["A"][:100, :70], a) and not launch.inputs["A"][:, 70:].any()
-    assert launch.view == (100, 30) and launch.dispatches[0].specialization["ALIGNED"] is True
+    assert np.array_equal(launch.inputs["B"][:70, :30], b) and launch.view == (100, 30)
+    assert launch.dispatches[0].specialization["ALIGNED"] is True
     # a whole-tile problem is launched as it is
-    a, b = _operands(128, 128, 64)
-    assert gemm.KhrKernel("fp16->fp32", KHR, pad_to_tiles=True).launch(a, b).view is None
+    a, b = _operands(128, 128, 128)
+    assert kernel("fp16->fp32", tile, pad_to_tiles=True).launch(a, b).view is None
 
 
-def test_the_khr_2to4_kernel_pads_its_operand_with_valid_metadata():
+@pytest.mark.parametrize("kernel, tile, padded_k", [(gemm.StagedSparse24Kernel, STAGED, 128),
+                                                     (gemm.KhrSparse24Kernel, KHR24, 96)])
+def test_the_2to4_shared_memory_kernels_pad_their_operand_with_valid_metadata(kernel, tile, padded_k):
     compressed, b = _compressed(100, 30, 96)
-    launch = gemm.KhrSparse24Kernel("fp16", KHR24, pad_to_tiles=True).launch(compressed.values,
-                                                                             compressed.metadata, b)
-    assert launch.inputs["values"].shape == (128, 48) and launch.inputs["B"].shape == (96, 32)
+    launch = kernel("fp16", tile, pad_to_tiles=True).launch(compressed.values, compressed.metadata, b)
+    assert launch.inputs["values"].shape == (128, padded_k // 2) and launch.inputs["B"].shape == (padded_k, 32)
     dense = sparse.decompress_2to4(sparse.Compressed2to4(launch.inputs["values"], launch.inputs["metadata"]))
-    assert np.array_equal(dense[:100], sparse.decompress_2to4(compressed)) and not dense[100:].any()
+    assert np.array_equal(dense[:100, :96], sparse.decompress_2to4(compressed))
+    assert not dense[100:].any() and not dense[:, 96:].any()
     assert launch.view == (100, 30) and launch.dispatches[0].specialization["ALIGNED"] is True
 
 
