@@ -7,7 +7,7 @@ matrices are exact KHR-table shapes. Rows are :class:`vkcoop.vk.ShapeEntry` (``P
 
 A tile's :meth:`WorkgroupTile.label` is its own parse form: ``INVOCATIONS:MxNxK uUNROLL gGROUP_M [sSPLIT_K]
 [wWORKGROUPS_PER_SM] [sgSUBGROUPS_M] [pN_PARTS] [r] [x[TAIL_SPLIT]]`` without spaces (``r``: split-K adds up in a
-reduce pass; ``x``: a tail split, :meth:`WorkgroupTile.fill_split`), read back by :func:`parse_tile`.
+reduce pass; ``x``: a tail split, :meth:`WorkgroupTile.tail_plan`), read back by :func:`parse_tile`.
 """
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ def wave_split(tiles: int, steps: int, sm_count: int, per_sm: int) -> int:
 def tail_split(tail: int, slots: int, steps: int) -> int:
     """K slices for the ``tail`` tiles of a grid's partial last wave of ``slots`` workgroups: the count (at most
     :data:`MAX_TAIL_SPLIT` and ``steps``) whose slices finish soonest if each slot runs one slice after another,
-    ceil(tail x s / slots) / s of a whole tile's time; 1 where no count beats the whole tiles (a tail of more than
-    half a wave gains nothing in this count, though the measured 4096^3 did: docs/gemm-notes.md, session 18)."""
+    ceil(tail x s / slots) / s of a whole tile's time; 1 where no count beats the whole tiles. A model only: on the
+    H100 every count from 3 to 8 gained at 8192^3, and 2 gained at 6144^3 where it predicts none (docs/gemm-notes.md,
+    session 18); a label may name the count instead."""
     best, best_time = 1, 1.0
     for count in range(2, min(MAX_TAIL_SPLIT, steps) + 1):
         time = -(-tail * count // slots) / count
