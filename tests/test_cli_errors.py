@@ -177,7 +177,8 @@ def _interrupted_fuzz_run(report, wait_s: float):
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)   # faulthandler prints where every thread is
         out, err = proc.communicate(timeout=30)
-        pytest.fail(f"the fuzz run did not stop within 120 s of SIGINT; its threads:\n{err[-6000:]}")
+        pytest.fail(f"the fuzz run did not stop within 120 s of SIGINT; its stderr began:\n{err[:3000]}\n"
+                    f"its threads:\n{err[-6000:]}")
     finally:
         proc.kill()   # never leave a 5,000,000-case run behind a failed assertion
     return proc.returncode, out, err

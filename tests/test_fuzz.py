@@ -238,3 +238,31 @@ def test_reference_view_marks_mismatching_elements():
 def test_bad_arguments_are_rejected_before_anything_runs(kwargs, word):
     with pytest.raises(fuzz.FuzzInputError, match=word):
         fuzz.run(**kwargs)
+
+
+def test_ctrl_c_in_the_fuzz_loop_is_a_flag_that_the_loop_raises_at_its_next_task():
+    """The first SIGINT only sets the flag (an exception raised inside a finalizer would be dropped), the loop's
+    check raises it, a second SIGINT raises at once, and the previous handler comes back."""
+    import os
+    import signal
+    import time
+
+    from vkcoop.fuzz.runner import _chunks, _CtrlC
+
+    def deliver():   # the handler runs between bytecodes of this thread, soon after the signal
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+
+    # Python's handler, as an interactive run has it (a background CI job starts with SIGINT ignored)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with _CtrlC() as ctrl_c:
+            deliver()
+            assert ctrl_c.hit
+            with pytest.raises(KeyboardInterrupt):
+                next(_chunks(iter([([], None)] * 3), 3, 1, ctrl_c.check))
+            with pytest.raises(KeyboardInterrupt):
+                deliver()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
