@@ -30,7 +30,10 @@ class _SharedMemoryKernel:
     pad_to_tiles = False
 
     def aligned(self, m: int, n: int, k: int) -> bool:
-        return self.tile.aligned(m, n, k)
+        """Whether the ALIGNED pipeline may run: M and N whole tiles, K whole TILE_K steps (the staged and the KHR
+        tiles alike)."""
+        tile = self.tile
+        return m % tile.tile_m == 0 and n % tile.tile_n == 0 and k % tile.tile_k == 0
 
     def _needs_padding(self, m: int, n: int, k: int) -> bool:
         e = self.types.elements_per_16_bytes
@@ -102,7 +105,7 @@ class KhrKernel(_SharedMemoryKernel):
     def _tiled_launch(self, inputs: dict, m: int, n: int, k: int) -> Launch:
         t = self.types
         groups = (-(-n // self.tile.tile_n), -(-m // self.tile.tile_m), 1)
-        specialization = {**self.tile.specialization(), "ALIGNED": self.tile.aligned(m, n, k)}
+        specialization = {**self.tile.specialization(), "ALIGNED": self.aligned(m, n, k)}
         dispatch = Dispatch(self.shader, {"GEMM_TYPES": t.define}, specialization, (*inputs, "C"), groups,
                             _u32(m, n, k, k, n, n), {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True})
         return Launch([dispatch], inputs, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
@@ -194,11 +197,6 @@ class StagedKernel(_SharedMemoryKernel):
         """Two stages of A and B, each shared row one 16-byte vector longer (the bank skew)."""
         e, tile = self.types.elements_per_16_bytes, self.tile
         return 2 * 16 * (tile.tile_m * (tile.tile_k // e + 1) + tile.tile_k * (tile.tile_n // e + 1))
-
-    def aligned(self, m: int, n: int, k: int) -> bool:
-        """Whether the ALIGNED pipeline may run: M and N whole tiles, K whole TILE_K steps."""
-        tile = self.tile
-        return m % tile.tile_m == 0 and n % tile.tile_n == 0 and k % tile.tile_k == 0
 
     def specialization(self, m: int, n: int, k: int) -> dict:
         """The named constants of staged_gemm.glsl for a problem: the tile's sizes, its K split, ALIGNED, and the

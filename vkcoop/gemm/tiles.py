@@ -286,10 +286,6 @@ class SubgroupTile:
                 "SUBGROUPS_M": self.subgroups_m, "SUBGROUPS_N": self.subgroups_n, "SUBGROUP_SIZE": SUBGROUP_SIZE,
                 "STAGES": self.stages, "GROUP_M": self.group_m}
 
-    def aligned(self, m: int, n: int, k: int) -> bool:
-        """Whole tiles in every dimension: the pipeline without bounds tests (ALIGNED) may run."""
-        return m % self.tile_m == 0 and n % self.tile_n == 0 and k % self.tile_k == 0
-
     def shared_memory_bytes(self, types) -> int:
         """Shared memory of khr_shmem_gemm.comp: ``stages`` copies of the A and B tiles with one 16-byte pad per
         row, plus one staging matrix per subgroup."""
