@@ -12,7 +12,7 @@ import pytest
 
 from support import toolchain_or_skip
 from test_inspect_cli import NO_VULKAN
-from vkcoop.bench import peak
+from vkcoop.bench import peak, peak_operands
 from vkcoop.cli import peak as peak_command
 from vkcoop.samples.fixtures import H200_CAPS
 from vkcoop.vk.tables import SCOPE_WORKGROUP, ShapeEntry
@@ -60,6 +60,43 @@ def test_work_is_counted_per_matrix_instance():
     assert workgroup.specialization() == {0: 256, 1: 128, 2: 256, 3: 32, 4: 1}
 
 
+def test_random_operand_forms_load_two_sets_where_chains_alternate():
+    forms = peak.mma_forms(H200_CAPS.khr, H200_CAPS.flexible, max_dimension=256, types=["fp16->fp32"],
+                           forms=["coopmat2-workgroup"], operands=peak.OPERANDS)
+    assert [f.operands for f in forms[:2]] == ["zeros", "random"] and len(forms) == 2 * len(
+        peak.mma_forms(H200_CAPS.khr, H200_CAPS.flexible, max_dimension=256, types=["fp16->fp32"],
+                       forms=["coopmat2-workgroup"]))
+    random = forms[1]
+    assert random.label.endswith(" random operands") and random.defines["OPERANDS"] == "LOADED"
+    assert forms[0].defines["OPERANDS"] == "UNIFORM"
+    khr = peak.MmaForm("khr-subgroup", "fp16->fp32", 256, 16, 8, 16, 8, "random")
+    assert peak_operands.operand_count(khr) == 2 * (16 * 16 + 16 * 8)
+    assert peak_operands.operand_count(random) == 128 * 32 + 32 * 256   # one chain, one set
+    words = peak_operands.operand_words(khr, np.arange(peak_operands.operand_count(khr)))
+    assert words.dtype == np.uint32 and words.size == peak_operands.operand_count(khr) // 2
+    assert words.view(np.float16)[:3].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="expected 768"):
+        peak_operands.operand_words(khr, np.zeros(10))
+
+
+@pytest.mark.parametrize("types", list(peak.TYPES))
+def test_random_operands_are_diverse_and_the_check_values_exact(types):
+    form = peak.MmaForm("coopmat2-subgroup", types, 64, 32, 32, 32, 4, "random")
+    values = peak_operands.random_operands(form)
+    assert values.dtype == peak_operands.INPUT_DTYPES[types] and np.all(np.isfinite(values.astype(np.float64)))
+    assert len(np.unique(values)) > 200   # full mantissas (or all of int8), not a handful of values
+    check = peak_operands.check_operands(form)
+    assert set(np.unique(check.astype(np.float64))) == {-1.0, 0.0, 1.0}
+    expected = peak_operands.expected_store(form, check, 2)
+    # two subgroup instances store the same tile; chain c (set c % 2) adds c + 2 * A_s B_s
+    a = check.astype(np.float64).reshape(2, -1)
+    tile = sum(c + 2 * (a[c % 2, :1024].reshape(32, 32) @ a[c % 2, 1024:].reshape(32, 32)) for c in range(4))
+    assert expected.shape == (2 * 32 * 32,) and np.array_equal(expected[:1024], tile.reshape(-1))
+    assert np.array_equal(expected[1024:], expected[:1024])
+    # the sums are integers well inside every accumulator's exact range, so the check compares bit for bit
+    assert np.all(expected == np.round(expected)) and np.abs(expected).max() <= 2048
+
+
 def _result(*rows):
     return peak.PeakResult({"vulkan_device": "GPU", "cuda_device": "GPU (cuda)"}, list(rows))
 
@@ -74,15 +111,19 @@ def test_ceilings_take_the_best_shape_of_each_form_and_type():
         row("Vulkan", "mma", "coopmat2-workgroup", "bf16->fp32", "128x128x32 wg256 c1", "failed", rate=None),
         row("Vulkan", "bandwidth", "read", "", "1024 MiB", "ok", work=2 ** 30, rate=4000.0, unit="GB/s"),
         row("CUDA", "mma", "wgmma.sp", "fp16->fp32", "m64n256k32", "ok", rate=1300.0, unit="TFLOP/s"),
-        row("CUDA", "mma", "all", "", "", "skipped", "no CUDA"))
+        row("CUDA", "mma", "all", "", "", "skipped", "no CUDA"),
+        row("Vulkan", "mma", "coopmat2-workgroup", "fp16->fp32", "128x128x32 wg256 c1", "ok", rate=660.0,
+            unit="TFLOP/s", operands="random"))
     got = peak.ceilings_from(result)
+    assert got["vulkan"].pop("mma_random") == {
+        "coopmat2-workgroup": {"fp16->fp32": {"tflops": 660.0, "shape": "128x128x32 wg256 c1", "unit": "TFLOP/s"}}}
     assert got == {
         "vulkan": {"device": "GPU", "bandwidth": {"read": {"gb_per_s": 4000.0, "bytes": 2 ** 30}},
                    "mma": {"coopmat2-workgroup": {"fp16->fp32": {"tflops": 650.0, "shape": "128x128x32 wg256 c1",
                                                                  "unit": "TFLOP/s"}}}},
         "cuda": {"device": "GPU (cuda)", "bandwidth": {},
                  "mma": {"wgmma.sp": {"fp16->fp32": {"tflops": 1300.0, "shape": "m64n256k32", "unit": "TFLOP/s"}}}}}
-    assert json.loads(json.dumps(result.to_dict()))["ceilings"] == got
+    assert json.loads(json.dumps(result.to_dict()))["ceilings"]["cuda"] == got["cuda"]
 
 
 def _run(argv):
@@ -94,6 +135,7 @@ def _run(argv):
 @pytest.mark.parametrize("argv, message", [(["--types", "fp8->fp32"], "--types 'fp8->fp32'"),
                                            (["--forms", "hgmma"], "--forms 'hgmma'"),
                                            (["--modes", "write"], "--modes 'write'"),
+                                           (["--operands", "ones"], "--operands 'ones'"),
                                            (["--repeats", "0"], "must be positive"),
                                            (["--target-ms", "-1"], "must be positive")])
 def test_bad_input_exits_2_before_device_work(argv, message, capsys, monkeypatch):
@@ -118,6 +160,9 @@ def test_shader_variants_need_the_features_of_their_scope():
     needed = set(peak.form_features(khr, spirv))
     assert {"cooperativeMatrix", "shaderInt8", "subgroupSizeControl", "computeFullSubgroups"} <= needed
     assert "cooperativeMatrixWorkgroupScope" not in needed
+    # the loaded operands are 32-bit words: no 8- or 16-bit storage feature
+    loaded = dataclasses.replace(khr, operands="random")
+    assert set(peak.form_features(loaded, peak._spirv(peak.SHADER, loaded.defines))) == needed
 
 
 
@@ -172,6 +217,7 @@ def test_mma_forms_check_and_time_on_the_gpu():
     name, rows = peak.measure_vulkan(types=["fp16->fp32", "s8->s32"], forms=["coopmat2-workgroup", "khr-subgroup"],
                                      modes=(), groups=264, target_ms=2.0, repeats=3)
     assert rows, name
+    assert {r.operands for r in rows} == {"zeros", "random"}   # each random row passed its exact loaded check
     bad = [dataclasses.asdict(r) for r in rows if r.status != "ok"]
     assert not bad, bad
     for row in rows:

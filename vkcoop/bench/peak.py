@@ -17,7 +17,15 @@ median of ``repeats`` timed dispatches (GPU timestamps; CUDA events), after a wa
 iteration count is calibrated so one dispatch takes about ``target_ms``.
 
 Before timing, every MMA pipeline runs once with A = B = 1 and 2 iterations, and every element it stores must
-equal ``chains*(chains-1)/2 + 2*chains*K``: a check that the kernel does the multiplies that are counted.
+equal ``chains*(chains-1)/2 + 2*chains*K``: a check that the kernel does the multiplies that are counted (a
+``random`` row is checked on loaded small integers against numpy instead: :mod:`.peak_operands`).
+
+**Operands.** ``zeros`` times A = B = 0 (push constants, every element the same). ``random`` loads A and B
+from a buffer of random values before the loop (two sets, alternating between the chains), so the tensor cores
+switch as they do in a GEMM. That costs power: on the H100 (700 W) a zeros row runs at its top clock far below the
+limit, while a GEMM on real data is held at the power limit at a lower clock (docs/gemm-notes.md, session 19). The
+ceilings (:func:`ceilings_from`) keep the two apart: ``mma`` (zeros, the ceiling ``vkcoop bench sparse`` divides
+by) and ``mma_random``.
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ import time
 
 import numpy as np
 
+from . import peak_operands
 from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT32, COMPONENT_SINT8,
                          COMPONENT_SINT32, SCOPE_SUBGROUP, SCOPE_WORKGROUP)
 
@@ -37,6 +46,8 @@ TYPES = {"fp16->fp16": ("F16_F16", COMPONENT_FLOAT16, COMPONENT_FLOAT16, np.floa
          "bf16->fp32": ("BF16_F32", COMPONENT_BFLOAT16, COMPONENT_FLOAT32, np.float32),
          "s8->s32": ("S8_S32", COMPONENT_SINT8, COMPONENT_SINT32, np.int32)}
 FORMS = ("coopmat2-workgroup", "coopmat2-subgroup", "khr-subgroup")
+#: What A and B hold while a form is timed: "zeros" (uniform) or "random" (loaded; see the module docstring).
+OPERANDS = ("zeros", "random")
 #: (invocations, M, N, K, chains) of workgroup-scope matrices: the tiles of vkcoop bench sparse's configurations.
 WORKGROUP_TILES = ((256, 128, 256, 32, 1), (256, 128, 128, 32, 1), (128, 128, 128, 32, 1), (64, 32, 32, 128, 4))
 #: (invocations, M, N, K, chains) of subgroup-scope flexible matrices (coopmat2_gemm.comp's SCOPE=SUBGROUP tiles).
@@ -57,6 +68,7 @@ class MmaForm:
     n: int
     k: int
     chains: int
+    operands: str = "zeros"
 
     @property
     def scope(self) -> str:
@@ -73,7 +85,13 @@ class MmaForm:
 
     @property
     def label(self) -> str:
-        return f"{self.form} {self.types} {self.shape} wg{self.workgroup_size} c{self.chains}"
+        suffix = " random operands" if self.operands == "random" else ""
+        return f"{self.form} {self.types} {self.shape} wg{self.workgroup_size} c{self.chains}{suffix}"
+
+    @property
+    def defines(self) -> dict:
+        return {"PEAK_TYPES": TYPES[self.types][0], "SCOPE": self.scope,
+                "OPERANDS": "LOADED" if self.operands == "random" else "UNIFORM"}
 
     def work(self, groups: int, iterations: int) -> int:
         return groups * self.instances * iterations * self.chains * 2 * self.m * self.n * self.k
@@ -99,6 +117,7 @@ class PeakRow:
     work: float | None = None          # operations or bytes per dispatch
     rate: float | None = None          # TFLOP/s (TOP/s for int8) or GB/s
     unit: str = ""
+    operands: str = ""                 # mma rows: "zeros" or "random" (OPERANDS)
 
 
 @dataclasses.dataclass
@@ -121,8 +140,15 @@ def _divides(entry, m: int, n: int, k: int) -> bool:
     return m % entry.M == 0 and n % entry.N == 0 and k % entry.K == 0
 
 
-def mma_forms(khr, flexible, *, max_dimension: int | None = None, types=None, forms=None) -> list[MmaForm]:
-    """The forms to measure, from the driver's KHR and flexible-dimensions tables (ShapeEntry rows)."""
+def mma_forms(khr, flexible, *, max_dimension: int | None = None, types=None, forms=None,
+              operands=("zeros",)) -> list[MmaForm]:
+    """The forms to measure, from the driver's KHR and flexible-dimensions tables (ShapeEntry rows), each with
+    every ``operands`` mode."""
+    return [dataclasses.replace(form, operands=mode) for form in _table_forms(khr, flexible, max_dimension, types, forms)
+            for mode in operands]
+
+
+def _table_forms(khr, flexible, max_dimension, types, forms) -> list[MmaForm]:
     result = []
     for key in types or TYPES:
         _define, a, c, _dtype = TYPES[key]
@@ -183,32 +209,59 @@ def _warm(device, pipeline, buffers, groups, push) -> None:
 def _mma_row(form: MmaForm, status: str, reason: str = "", **values) -> PeakRow:
     unit = "TOP/s" if form.types == "s8->s32" else "TFLOP/s"
     return PeakRow("Vulkan", "mma", form.form, form.types, f"{form.shape} wg{form.workgroup_size} c{form.chains}",
-                   status, reason, unit=unit, **values)
+                   status, reason, unit=unit, operands=form.operands, **values)
+
+
+def _check_store(got: np.ndarray, expected) -> str:
+    """Empty string when every stored element equals ``expected`` (a number or an array), else what differs."""
+    wrong = got != expected
+    if not np.any(wrong):
+        return ""
+    first = np.broadcast_to(np.asarray(expected), got.shape)[wrong][0]
+    return f"{int(wrong.sum())} of {got.size} stored elements are wrong (first {got[wrong][0]!r}, expected {first!r})"
+
+
+def _check(device, pipeline, out, form: MmaForm) -> tuple[str, list]:
+    """Run 2 iterations and check the store: A = B = 1 (zeros rows), or small integers loaded from binding 1
+    (random rows; :mod:`.peak_operands`). Returns (what differs or "", the bindings to time with)."""
+    if form.operands != "random":
+        device.run(pipeline, [out], groups=(1, 1, 1), push=(2, 1.0, 1.0, 0))
+        return _check_store(out.read(), form.expected_element(2)), []
+    values = peak_operands.check_operands(form)
+    check = device.upload(peak_operands.operand_words(form, values), name="peak check operands")
+    try:
+        device.run(pipeline, [out, check], groups=(1, 1, 1), push=(2, 0.0, 0.0, 0))
+    finally:
+        check.close()
+    got = out.read()
+    problem = _check_store(got, peak_operands.expected_store(form, values, 2).astype(got.dtype))
+    timed = peak_operands.operand_words(form, peak_operands.random_operands(form))
+    return problem, [device.upload(timed, name="peak random operands")]
 
 
 def measure_mma(device, form: MmaForm, spirv: bytes, *, groups: int, target_ms: float, repeats: int) -> PeakRow:
-    """Check one form (A = B = 1, 2 iterations: every stored element must be exact), then time it."""
+    """Check one form (2 iterations: every stored element must be exact), then time it with its operands (zeros,
+    or random values loaded before the loop)."""
     subgroup = {} if form.scope == "WORKGROUP" else {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True}
     pipeline = device.pipeline(spirv, specialization=form.specialization(), name=form.label, **subgroup)
     out = device.empty((form.instances * form.m * form.n,), TYPES[form.types][3], name="peak out")
+    timed = []
     try:
-        device.run(pipeline, [out], groups=(1, 1, 1), push=(2, 1.0, 1.0, 0))
-        got, expected = out.read(), form.expected_element(2)
-        if not np.all(got == expected):
-            bad = got[got != expected]
-            return _mma_row(form, "failed", f"{bad.size} of {got.size} stored elements are not {expected} "
-                                            f"(first {bad[0]!r})")
-        push = (64, 0.0, 0.0, NO_STORE)
-        _warm(device, pipeline, [out], (groups, 1, 1), push)
-        probe = statistics.median(_time(device, pipeline, [out], (groups, 1, 1), push, 3))
+        problem, timed = _check(device, pipeline, out, form)
+        if problem:
+            return _mma_row(form, "failed", problem)
+        push, buffers = (64, 0.0, 0.0, NO_STORE), [out] + timed
+        _warm(device, pipeline, buffers, (groups, 1, 1), push)
+        probe = statistics.median(_time(device, pipeline, buffers, (groups, 1, 1), push, 3))
         iterations = int(min(1 << 24, max(64, math.ceil(64 * target_ms / max(probe, 1e-6)))))
-        times = _time(device, pipeline, [out], (groups, 1, 1), (iterations, 0.0, 0.0, NO_STORE), repeats)
+        times = _time(device, pipeline, buffers, (groups, 1, 1), (iterations, 0.0, 0.0, NO_STORE), repeats)
         median = statistics.median(times)
         work = form.work(groups, iterations)
         return _mma_row(form, "ok", f"{iterations} iterations x {groups} groups", median_ms=median, work=work,
                         rate=work / (median * 1e-3) / 1e12)
     finally:
-        out.close()
+        for buffer in [out] + timed:
+            buffer.close()
         pipeline.close()
 
 
@@ -262,7 +315,7 @@ def _tables(physical):
     return khr, flexible, properties.get("cooperativeMatrixFlexibleDimensionsMaxDimension")
 
 
-def _plan(physical, types, forms) -> tuple[list, list[PeakRow]]:
+def _plan(physical, types, forms, operands) -> tuple[list, list[PeakRow]]:
     """(form, spirv, features) for every form the device can run; skipped rows for the rest."""
     khr, flexible, max_dimension = _tables(physical)
     supported = physical.features
@@ -270,8 +323,8 @@ def _plan(physical, types, forms) -> tuple[list, list[PeakRow]]:
     if not khr and not flexible:
         skipped.append(PeakRow("Vulkan", "mma", "all", "", "", "skipped",
                                f"{physical.name} lists no cooperative-matrix shapes", unit="TFLOP/s"))
-    for form in mma_forms(khr, flexible, max_dimension=max_dimension, types=types, forms=forms):
-        spirv = _spirv(SHADER, {"PEAK_TYPES": TYPES[form.types][0], "SCOPE": form.scope})
+    for form in mma_forms(khr, flexible, max_dimension=max_dimension, types=types, forms=forms, operands=operands):
+        spirv = _spirv(SHADER, form.defines)
         needed = form_features(form, spirv)
         missing = [f for f in needed if not supported.get(f)]
         if missing:
@@ -282,13 +335,14 @@ def _plan(physical, types, forms) -> tuple[list, list[PeakRow]]:
 
 
 def measure_vulkan(device=None, *, types=None, forms=None, modes=MODES, groups: int = 64 * 132,
-                   target_ms: float = 10.0, repeats: int = 5, megabytes: int = 1024, progress=None):
-    """(device name, rows): every MMA form the device lists, then the bandwidth modes."""
+                   target_ms: float = 10.0, repeats: int = 5, megabytes: int = 1024, progress=None,
+                   operands=OPERANDS):
+    """(device name, rows): every MMA form the device lists with each operand mode, then the bandwidth modes."""
     from .. import vk
     with vk.Instance() as instance:
         physical = instance.select(device)
         name = physical.name
-        planned, rows = _plan(physical, types, forms)
+        planned, rows = _plan(physical, types, forms, operands)
     features = list(dict.fromkeys(["maintenance4"] + [f for _, _, needed in planned for f in needed]))
     with vk.Device(device, features=features) as gpu:
         for form, spirv, _ in planned:
@@ -311,7 +365,8 @@ def measure_vulkan(device=None, *, types=None, forms=None, modes=MODES, groups: 
 def ceilings_from(result: PeakResult) -> dict:
     """``{"vulkan": {...}, "cuda": {...}}``, each ``{"device": name, "mma": {form: {types: {"tflops", "shape",
     "unit"}}}, "bandwidth": {mode: {"gb_per_s", "bytes"}}}``: the best rate of each form and type over its
-    shapes, and each bandwidth mode. Only rows with status "ok" count; an API with none is absent."""
+    shapes (timed on zeros), and each bandwidth mode; rows timed on random operands go to ``mma_random`` the same
+    way (present where any was measured). Only rows with status "ok" count; an API with none is absent."""
     out: dict = {}
     for row in result.rows:
         if row.status != "ok":
@@ -321,9 +376,10 @@ def ceilings_from(result: PeakResult) -> dict:
         if row.kind == "bandwidth":
             api["bandwidth"][row.form] = {"gb_per_s": row.rate, "bytes": row.work}
             continue
-        best = api["mma"].setdefault(row.form, {}).get(row.types)
+        table = api.setdefault("mma_random", {}) if row.operands == "random" else api["mma"]
+        best = table.setdefault(row.form, {}).get(row.types)
         if best is None or row.rate > best["tflops"]:
-            api["mma"][row.form][row.types] = {"tflops": row.rate, "shape": row.shape, "unit": row.unit}
+            table[row.form][row.types] = {"tflops": row.rate, "shape": row.shape, "unit": row.unit}
     return out
 
 
@@ -336,8 +392,9 @@ def _sm_count() -> int:
         return 132
 
 
-def _check_inputs(types, forms, modes, target_ms, repeats, megabytes, sms) -> None:
-    for values, known, what in ((types, TYPES, "--types"), (forms, FORMS, "--forms"), (modes, MODES, "--modes")):
+def _check_inputs(types, forms, modes, target_ms, repeats, megabytes, sms, operands=()) -> None:
+    for values, known, what in ((types, TYPES, "--types"), (forms, FORMS, "--forms"), (modes, MODES, "--modes"),
+                                (operands, OPERANDS, "--operands")):
         for value in values or ():
             if value not in known:
                 raise ValueError(f"{what} {value!r}: choose from {', '.join(known)}")
@@ -347,10 +404,11 @@ def _check_inputs(types, forms, modes, target_ms, repeats, megabytes, sms) -> No
 
 def run_peak(*, device=None, vulkan: bool = True, cuda: bool = True, types=None, forms=None, modes=MODES,
              sms: int | None = None, target_ms: float = 10.0, repeats: int = 5, megabytes: int = 1024,
-             progress=None) -> PeakResult:
-    """Measure everything asked for; ValueError on bad input before any device work."""
+             progress=None, operands=OPERANDS) -> PeakResult:
+    """Measure everything asked for (the Vulkan forms with each of ``operands``; the CUDA ones time zeros);
+    ValueError on bad input before any device work."""
     from .report import environment
-    _check_inputs(types, forms, modes, target_ms, repeats, megabytes, sms)
+    _check_inputs(types, forms, modes, target_ms, repeats, megabytes, sms, operands)
     sms = sms or _sm_count()
     rows, vulkan_name, cuda_name = [], None, None
     if vulkan:
@@ -358,7 +416,7 @@ def run_peak(*, device=None, vulkan: bool = True, cuda: bool = True, types=None,
         try:
             vulkan_name, vulkan_rows = measure_vulkan(device, types=types, forms=forms, modes=modes,
                                                       groups=64 * sms, target_ms=target_ms, repeats=repeats,
-                                                      megabytes=megabytes, progress=progress)
+                                                      megabytes=megabytes, progress=progress, operands=operands)
             rows += vulkan_rows
         except (vk.NoDeviceError, vk.MissingFeatureError) as error:
             rows.append(PeakRow("Vulkan", "mma", "all", "", "", "skipped", str(error)))
@@ -368,8 +426,9 @@ def run_peak(*, device=None, vulkan: bool = True, cuda: bool = True, types=None,
         if usable:
             from ..cuda import peak as cuda_peak
             cuda_name = why
-            rows += [PeakRow(**row) for row in cuda_peak.measure(target_ms=target_ms, repeats=repeats,
-                                                                 megabytes=megabytes, types=types)]
+            rows += [PeakRow(**row, operands="zeros" if row["kind"] == "mma" else "")
+                     for row in cuda_peak.measure(target_ms=target_ms, repeats=repeats, megabytes=megabytes,
+                                                  types=types)]
         else:
             rows.append(PeakRow("CUDA", "mma", "all", "", "", "skipped", why))
     return PeakResult(environment(vulkan_name, cuda_name), rows)

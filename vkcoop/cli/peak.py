@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..paths import output_file
-from ..bench.peak import FORMS, MODES, TYPES, PeakResult, PeakRow, run_peak
+from ..bench.peak import FORMS, MODES, OPERANDS, TYPES, PeakResult, PeakRow, run_peak
 
 
 def print_table(result: PeakResult, console=None) -> None:
@@ -15,11 +15,11 @@ def print_table(result: PeakResult, console=None) -> None:
     console = console or Console(width=None if Console().is_terminal else 170)
     env = result.environment
     table = Table(title=f"vkcoop bench peak: {env.get('vulkan_device') or '-'} / {env.get('cuda_device') or '-'}")
-    for column in ("api", "form", "types", "shape", "status", "ms", "rate", "note"):
+    for column in ("api", "form", "types", "shape", "operands", "status", "ms", "rate", "note"):
         table.add_column(column, justify="right" if column in ("ms", "rate") else "left", overflow="fold")
     for r in result.rows:
         rate = "-" if r.rate is None else f"{r.rate:,.1f} {r.unit}"
-        table.add_row(r.api, r.form, r.types, r.shape, r.status, "-" if r.median_ms is None else f"{r.median_ms:.3f}",
+        table.add_row(r.api, r.form, r.types, r.shape, r.operands, r.status, "-" if r.median_ms is None else f"{r.median_ms:.3f}",
                       rate, r.reason[:120], style={"ok": None, "skipped": "dim"}.get(r.status, "red"))
     console.print(table)
 
@@ -34,6 +34,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--forms", type=_list, default=None,
                         help="matrix forms to measure, of " + ",".join(FORMS) + " (default: all)")
     parser.add_argument("--modes", type=_list, default=list(MODES), help="bandwidth: read,copy")
+    parser.add_argument("--operands", type=_list, default=list(OPERANDS),
+                        help="what A and B hold while a Vulkan form is timed: zeros (the ceiling bench sparse divides "
+                             "by), random (the tensor cores switch as in a GEMM, and draw its power); default both")
     parser.add_argument("--no-vulkan", action="store_true", help="leave out the Vulkan forms and bandwidth")
     parser.add_argument("--no-cuda", action="store_true", help="leave out the CUDA forms and bandwidth")
     parser.add_argument("--device", default=None, help="Vulkan device index or name")
@@ -46,7 +49,8 @@ def add_arguments(parser) -> None:
 
 def _report_progress(row: PeakRow) -> None:
     rate = "" if row.rate is None else f" {row.rate:,.1f} {row.unit}"
-    print(f"{row.api} {row.form} {row.types} {row.shape}: {row.status}{rate}", file=sys.stderr, flush=True)
+    operands = f" ({row.operands})" if row.operands else ""
+    print(f"{row.api} {row.form} {row.types} {row.shape}{operands}: {row.status}{rate}", file=sys.stderr, flush=True)
 
 
 def run(args) -> int:
@@ -56,7 +60,8 @@ def run(args) -> int:
         path = output_file(args.json_path)   # a bad --json path fails now, not after the measurements
         result = run_peak(device=args.device, vulkan=not args.no_vulkan, cuda=not args.no_cuda, types=args.types,
                           forms=args.forms, modes=args.modes, sms=args.sms, target_ms=args.target_ms,
-                          repeats=args.repeats, megabytes=args.bandwidth_mib, progress=_report_progress)
+                          repeats=args.repeats, megabytes=args.bandwidth_mib, progress=_report_progress,
+                          operands=args.operands)
     except ValueError as error:
         print(f"vkcoop: error: {error}; see `vkcoop bench peak --help`", file=sys.stderr)
         return 2
