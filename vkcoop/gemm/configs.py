@@ -5,8 +5,9 @@ A :class:`VulkanConfig` is a tile (:class:`vkcoop.gemm.tiles.WorkgroupTile`), B'
 layout, and the kernel: direct tensor loads, or staged through shared memory (``t``: coopmat2_staged_gemm.comp /
 coopmat2_staged_sparse24.comp, whose prefetch depth is the tile's K unroll); its label parses back
 (:func:`parse_config`). Problems share a tuned configuration when they share
-a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: compute-bound) or ``narrowB``
-(N <= B, memory-bound: A dominates the traffic).
+a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: compute-bound), ``small``
+(compute-bound, but too few 128x128 tiles to fill half of an H100's SMs) or ``narrowB`` (N <= B, memory-bound: A
+dominates the traffic).
 
 Candidates (:func:`derive_workgroup_configs`, :func:`derive_khr_configs`) come from the device, not from
 constants: every workgroup-scope row of the flexible-dimension table for the types (granularity, invocations),
@@ -44,6 +45,11 @@ ACCUMULATOR_REGISTERS = (32, 128)
 NARROW_FILLS = (4, 3)
 #: The split-K of a narrow candidate where the SM count is unknown.
 NARROW_FALLBACK_SPLIT = 2
+#: A compute-bound problem whose grid of SMALL_TILE_SIDE-square tiles has at most SMALL_TILES of them is ``small``.
+#: H100 (docs/gemm-notes.md, session 19): 64x64 tiles beat the square seed's 128x128 at 16 to 64 such tiles
+#: (512x512x4096 98 against 33 TFLOP/s, 1024^3 124 against 89) and lost from 100 on (1280^3 121 against 133).
+SMALL_TILES = 64
+SMALL_TILE_SIDE = 128
 
 
 @dataclass(frozen=True)
@@ -83,15 +89,22 @@ def parse_config(text: str) -> VulkanConfig:
 
 
 def tuning_class(problem: GemmProblem) -> str:
-    """``compute`` for N > :data:`NARROW_N`, else ``narrowB`` with B the first of :data:`N_BUCKETS` >= N."""
-    if problem.n > NARROW_N:
-        return "compute"
-    return f"narrow{next(b for b in N_BUCKETS if problem.n <= b)}"
+    """``narrowB`` for N <= :data:`NARROW_N`, B the first of :data:`N_BUCKETS` >= N; else ``small`` where the
+    problem is at most :data:`SMALL_TILES` tiles of :data:`SMALL_TILE_SIDE` squared, else ``compute``."""
+    if problem.n <= NARROW_N:
+        return f"narrow{next(b for b in N_BUCKETS if problem.n <= b)}"
+    tiles = -(-problem.m // SMALL_TILE_SIDE) * -(-problem.n // SMALL_TILE_SIDE)
+    return "small" if tiles <= SMALL_TILES else "compute"
+
+
+def is_narrow(cls: str) -> bool:
+    """Whether a tuning class is memory-bound (``narrowB``)."""
+    return cls.startswith("narrow")
 
 
 def seed_family(cls: str) -> str:
     """The shape class of the shipped seed tables a tuning class falls back to ("square" or "llm")."""
-    return "square" if cls == "compute" else "llm"
+    return "llm" if is_narrow(cls) else "square"
 
 
 @dataclass(frozen=True)
@@ -237,7 +250,7 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     with the first layout, then their other layouts: a budget that ends a tuning early has seen the best tiles
     and the layout question for the best one."""
     types = path_types(path_name, problem.dtype)
-    narrow = tuning_class(problem) != "compute"
+    narrow = is_narrow(tuning_class(problem))
     ranked = []
     for row in granularity_rows(flexible, types):
         if row.workgroup_invocations <= limits.max_workgroup:
@@ -272,7 +285,7 @@ def derive_khr_configs(problem: GemmProblem, khr, limits: DeviceLimits, *, spars
     shape, within the shared memory; the first is the class's default."""
     types = accumulating_types(problem.dtype)
     found = []
-    for code in (KHR_SPARSE24_TILES if sparse else KHR_TILES)[tuning_class(problem) != "compute"]:
+    for code in (KHR_SPARSE24_TILES if sparse else KHR_TILES)[is_narrow(tuning_class(problem))]:
         try:
             tile = parse_subgroup_tile(code, khr, types)
             kernel = KhrSparse24Kernel(problem.dtype, tile) if sparse else KhrKernel(types, tile)

@@ -15,8 +15,8 @@ import numpy as np
 
 from .. import sparse as sparse24
 
-from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, parse_config,
-                      path_kernel, seed_family, tuning_class)
+from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_workgroup_configs, is_narrow,
+                      parse_config, path_kernel, seed_family, tuning_class)
 from .path import GemmOperands, GemmProblem
 from .tiles import SUBGROUP_CODE, parse_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
@@ -75,30 +75,41 @@ SEED_CONFIGS = {
 #: tiles as 5 K slices, behind at least 8 whole waves) 346-350 against 342-343 at 8192^3 (bf16 346-347 against
 #: 339-343); K unroll 4 for the N = 32 seed, 0.058 against 0.060 ms (4096 rows 0.018 against 0.019); N = 64 the
 #: direct 128:64x64x128 u4 w2, 0.066 against the staged seed's 0.071-0.072 (4096 rows 0.0226 against 0.0232).
+#: Session 19, the small class (at most 64 tiles of 128x128): 128:64x64x128u4g1w2c 98 / 64 / 124 / 167 TFLOP/s at
+#: 512x512x4096 / 768^3 / 1024^3 / 1000x1000x4096 against the square seed's 33 / 43 / 89 / 125 (bf16 1000x1000x1024
+#: 117 against 85); splitting K of the square tile to fill the SMs lost there (52-65 against 85). fp16
+#: accumulation: the same tile 91 / 115 / 169 at 512x512x4096 / 1000x1000x1024 / 1000x1000x4096 against its square
+#: seed's 12 / 34 / 46. 2:4: the staged 128:64x64x64 u4 w2 86 / 57 / 99 / 131 at 512x512x4096 / 768^3 /
+#: 1000x1000x1024 / 1000x1000x4096 against 21 / 34 / 58 / 77 (bf16 1000^3 99 against 60; 1280^3, 100 tiles: a tie).
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("128:128x128x64u8g4w2x5c", "128:128x128x64u8g4c", "256:128x256x32u32g8",
                          "128:128x128x32u1g8t"),
+        "small": _seeds("128:64x64x128u4g1w2c", "128:128x128x64u8g4w2x5c"),
         "narrow16": _seeds("64:64x16x128u2g1w4c", "64:32x16x128u2g1w4c", "128:64x16x64u4g1w3t"),
         "llm": _seeds("64:32x32x128u4g1s2w4c", "64:32x32x128u2g1s2w4c", "128:64x32x64u4g1s2w3t"),
         "narrow64": _seeds("128:64x64x128u4g1w2c", "128:64x64x64u4g1w2t", "64:32x64x128u2g1w3c"),
     },
     "vk-coopmat2-dense-fp16acc": {
         "square": _seeds("256:256x256x32u16g8", "256:256x256x32u8g8", "256:128x256x32u16g8"),
+        "small": _seeds("128:64x64x128u4g1w2c", "256:256x256x32u16g8"),
         "narrow16": _seeds("64:32x16x128u2g1w4c", "64:64x16x128u2g1w4c"),
         "llm": _seeds("64:32x32x128u2g1s2w4c", "128:64x32x64u4g1w3t"),
         "narrow64": _seeds("128:64x64x64u4g1w2t", "64:32x64x128u2g1w4c"),
     },
     "vk-coopmat2-2:4": {
         "square": _seeds("128:64x256x32u1g8t", "128:128x128x32u1g8t", "256:128x256x32u8g8i1"),
+        "small": _seeds("128:64x64x64u4g1w2t", "128:64x256x32u1g8t"),
         "narrow16": _seeds("128:64x16x64u3g1w4t", "128:64x16x64u4g1w4t", "64:32x16x128u2g1w4i4c"),
         "llm": _seeds("128:64x32x64u4g1s2w3t", "64:32x32x128u2g1s2w4i4c", "64:32x32x128u2g1s4i4c"),
         "narrow64": _seeds("128:64x64x64u4g1w2t", "128:64x64x64u3g1w2t", "64:32x32x128u2g1s2w4i4c"),
     },
 }
-# The expand path runs the dense kernel after its expansion pass: the dense square seeds, less the staged ones.
+# The expand path runs the dense kernel after its expansion pass: the dense compute-bound seeds, less the staged ones.
 for _table in (SEED_CONFIGS, H100_SEED_CONFIGS):
-    _table["vk-coopmat2-2:4-expand"] = {"square": [c for c in _table["vk-coopmat2-dense"]["square"] if not c.staged]}
+    _table["vk-coopmat2-2:4-expand"] = {family: [c for c in configs if not c.staged]
+                                        for family, configs in _table["vk-coopmat2-dense"].items()
+                                        if not is_narrow(family) and family != "llm"}
 #: Shipped seeds by device name.
 SEEDS = {SEED_DEVICE: SEED_CONFIGS, "NVIDIA H100 80GB HBM3": H100_SEED_CONFIGS}
 
@@ -270,7 +281,7 @@ class ExpandedSparse24Path(Sparse24Path):
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
         if refusal := _k_refusal(problem):
             return refusal
-        if tuning_class(problem) != "compute":
+        if is_narrow(tuning_class(problem)):
             return False, (f"N={problem.n} is memory-bound: expanding A writes and reads back 2x its dense bytes; "
                            "the 2:4 kernels that expand per tile run there")
         return True, self.group.name
