@@ -94,10 +94,10 @@ def main() -> int:
                         record.update(sampled(log.name, time.time() - 0.8, time.time() - 0.2)
                                       if smi and smi.poll() is None else {})
                         records.append(record)
+                        clocks = (f"SM {record['sm_mhz']:.0f} MHz  {record['power_w']:.0f} W  "
+                                  f"{' '.join(record['throttle_reasons'])}" if "sm_mhz" in record else "no clocks")
                         print(f"round {round_index} {name:30s} {record['median_ms']:8.4f} ms {record['tflops']:6.1f} "
-                              f"TFLOP/s  SM {record.get('sm_mhz', '-')} MHz  {record.get('power_w', '-')} W  "
-                              f"{' '.join(record.get('throttle_reasons', []))}  ({time.time() - started:.1f} s)",
-                              flush=True)
+                              f"TFLOP/s  {clocks}  ({time.time() - started:.1f} s)", flush=True)
                         time.sleep(1.0)
             finally:
                 kernel.close()

@@ -33,7 +33,7 @@ H200 = DeviceIdentity("NVIDIA H200", "0c6a050119c39d5db69f4b09a9850655", "580.15
 # A device without shipped seeds (the H100 SXM has seeds now; its PCIe sibling does not): it tunes on first use.
 H100 = DeviceIdentity("NVIDIA H100 PCIe", "11112222333344445555666677778888", "580.159.4")
 COOPMAT2_PATHS = list(PATH_KERNELS)
-SQUARE = GemmProblem("fp16", "square", 1152, 1152, 256)   # 81 tiles of 128x128: the compute class
+SQUARE = GemmProblem("fp16", "square", 2176, 2176, 128)   # 289 tiles of 128x128: the compute class
 LLM = GemmProblem("fp16", "llm", 512, 32, 512)
 
 
@@ -182,7 +182,7 @@ def test_an_unknown_device_tunes_first_and_reads_the_cache_afterwards(tmp_path):
     assert plan.source == "tuned" and result.status == "ok" and result.config == "c"
     assert [e["config"] for e in result.tuning] == ["a", "b", "c", "d"] and result.tuning[0]["status"] == "failed"
     assert tuner.stored and TuningCache(tmp_path).lookup(H100, path.name, "fp16", "compute")["config"] == "c"
-    bigger = GemmProblem("fp16", "square", 2048, 2048, 256)    # same class: no second tuning
+    bigger = GemmProblem("fp16", "square", 4096, 2048, 128)    # same class: no second tuning
     plan, result = _measure(tuner, path, bigger)
     assert plan.source == "cache" and plan.configs == ["c"] and len(result.tuning) == 1
     later = Tuner(TuningCache(tmp_path), {"vulkan": H100})       # a later run reads the file
@@ -326,13 +326,15 @@ def test_derivation_follows_the_table_not_constants():
 
 
 def test_tuning_classes():
-    assert [tuning_class(GemmProblem("fp16", "llm", 4096, n, 4096)) for n in (1, 16, 17, 32, 33, 64, 65, 256, 257)] == [
+    widths = (1, 16, 17, 32, 33, 64, 65, 256, 257)
+    assert [tuning_class(GemmProblem("fp16", "llm", 16384, n, 4096)) for n in widths] == [
         "narrow16", "narrow16", "narrow32", "narrow32", "narrow64", "narrow64", "narrow256", "narrow256", "compute"]
     assert tuning_class(GemmProblem("bf16", "mlp", 5120, 13824, 5120)) == "compute"
-    # compute-bound, but at most 64 tiles of 128x128 (a ragged edge counts as a tile): the small class
+    # compute-bound, but at most 64 (small) or 256 (medium) tiles of 128x128; a ragged edge counts as a tile
     small = [tuning_class(GemmProblem("fp16", "x", m, n, 4096)) for m, n in
-             ((1024, 1024), (1000, 1000), (512, 2048), (1025, 1024), (1280, 1280), (257, 8192), (128, 8192))]
-    assert small == ["small", "small", "small", "compute", "compute", "compute", "small"]
+             ((1024, 1024), (1000, 1000), (512, 2048), (128, 8192), (1025, 1024), (1280, 1280), (2048, 2048),
+              (257, 8192), (2049, 2048), (4096, 4096))]
+    assert small == ["small"] * 4 + ["medium"] * 4 + ["compute"] * 2
 
 
 def test_device_limits_read_from_a_report():
@@ -342,7 +344,7 @@ def test_device_limits_read_from_a_report():
 
 def test_a_run_on_an_unknown_device_tunes_once_per_class_and_records_everything(tmp_path):
     dense, sparse24 = FakePath("vk-coopmat2-dense"), FakePath("vk-coopmat2-2:4", broken={"c"})
-    cases = [SQUARE, GemmProblem("fp16", "square", 1280, 1280, 128), LLM]
+    cases = [SQUARE, GemmProblem("fp16", "square", 2304, 2304, 128), LLM]
     tuner = Tuner(TuningCache(tmp_path), {"vulkan": H100})
     settings = {"iters": 5, "warmup": 0, "flush_l2": False}
     results, interrupted = bench.run_cases(cases, {"vk-coopmat2-dense": dense, "vk-coopmat2-2:4": sparse24},
@@ -391,6 +393,10 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
         seeds = seed_configs(h100, path_name, small)
         assert seeds[0].label() == label and (seeds[0].tile.tile_m, seeds[0].tile.tile_n) == (64, 64), path_name
         assert seeds[1] == seed_configs(h100, path_name, GemmProblem("fp16", "square", 8192, 8192, 8192))[0]
+    # the medium class changes fp16 accumulation only; the other paths fall back to their square seeds
+    medium = GemmProblem("fp16", "square", 2048, 2048, 2048)
+    assert seed_configs(h100, "vk-coopmat2-dense-fp16acc", medium)[0].label() == "128:128x128x64u8g4c"
+    assert seed_configs(h100, "vk-coopmat2-dense", medium) == square
     # the H200 table has no small seeds: its square family runs them
     assert seed_configs(SEED_DEVICE, "vk-coopmat2-dense", small) == \
         seed_configs(SEED_DEVICE, "vk-coopmat2-dense", GemmProblem("fp16", "square", 8192, 8192, 8192))

@@ -144,8 +144,8 @@ def mma_forms(khr, flexible, *, max_dimension: int | None = None, types=None, fo
               operands=("zeros",)) -> list[MmaForm]:
     """The forms to measure, from the driver's KHR and flexible-dimensions tables (ShapeEntry rows), each with
     every ``operands`` mode."""
-    return [dataclasses.replace(form, operands=mode) for form in _table_forms(khr, flexible, max_dimension, types, forms)
-            for mode in operands]
+    found = _table_forms(khr, flexible, max_dimension, types, forms)
+    return [dataclasses.replace(form, operands=mode) for form in found for mode in operands]
 
 
 def _table_forms(khr, flexible, max_dimension, types, forms) -> list[MmaForm]:

@@ -19,7 +19,8 @@ def print_table(result: PeakResult, console=None) -> None:
         table.add_column(column, justify="right" if column in ("ms", "rate") else "left", overflow="fold")
     for r in result.rows:
         rate = "-" if r.rate is None else f"{r.rate:,.1f} {r.unit}"
-        table.add_row(r.api, r.form, r.types, r.shape, r.operands, r.status, "-" if r.median_ms is None else f"{r.median_ms:.3f}",
+        ms = "-" if r.median_ms is None else f"{r.median_ms:.3f}"
+        table.add_row(r.api, r.form, r.types, r.shape, r.operands, r.status, ms,
                       rate, r.reason[:120], style={"ok": None, "skipped": "dim"}.get(r.status, "red"))
     console.print(table)
 

@@ -5,9 +5,9 @@ A :class:`VulkanConfig` is a tile (:class:`vkcoop.gemm.tiles.WorkgroupTile`), B'
 layout, and the kernel: direct tensor loads, or staged through shared memory (``t``: coopmat2_staged_gemm.comp /
 coopmat2_staged_sparse24.comp, whose prefetch depth is the tile's K unroll); its label parses back
 (:func:`parse_config`). Problems share a tuned configuration when they share
-a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: compute-bound), ``small``
-(compute-bound, but too few 128x128 tiles to fill half of an H100's SMs) or ``narrowB`` (N <= B, memory-bound: A
-dominates the traffic).
+a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: compute-bound), ``small`` and
+``medium`` (compute-bound, but too few 128x128 tiles to fill half of an H100's SMs, or two waves of two a SM) or
+``narrowB`` (N <= B, memory-bound: A dominates the traffic).
 
 Candidates (:func:`derive_workgroup_configs`, :func:`derive_khr_configs`) come from the device, not from
 constants: every workgroup-scope row of the flexible-dimension table for the types (granularity, invocations),
@@ -50,6 +50,9 @@ NARROW_FALLBACK_SPLIT = 2
 #: (512x512x4096 98 against 33 TFLOP/s, 1024^3 124 against 89) and lost from 100 on (1280^3 121 against 133).
 SMALL_TILES = 64
 SMALL_TILE_SIDE = 128
+#: Up to this many such tiles a compute-bound problem is ``medium``: on the H100 the fp16-accumulating path's
+#: 256x256 tiles lose to 128x128 ones there (2048^3 161 against 262 TFLOP/s) and win from 1,024 tiles on (4096^3).
+MEDIUM_TILES = 256
 
 
 @dataclass(frozen=True)
@@ -90,11 +93,12 @@ def parse_config(text: str) -> VulkanConfig:
 
 def tuning_class(problem: GemmProblem) -> str:
     """``narrowB`` for N <= :data:`NARROW_N`, B the first of :data:`N_BUCKETS` >= N; else ``small`` where the
-    problem is at most :data:`SMALL_TILES` tiles of :data:`SMALL_TILE_SIDE` squared, else ``compute``."""
+    problem is at most :data:`SMALL_TILES` tiles of :data:`SMALL_TILE_SIDE` squared, ``medium`` at most
+    :data:`MEDIUM_TILES`, else ``compute``."""
     if problem.n <= NARROW_N:
         return f"narrow{next(b for b in N_BUCKETS if problem.n <= b)}"
     tiles = -(-problem.m // SMALL_TILE_SIDE) * -(-problem.n // SMALL_TILE_SIDE)
-    return "small" if tiles <= SMALL_TILES else "compute"
+    return "small" if tiles <= SMALL_TILES else "medium" if tiles <= MEDIUM_TILES else "compute"
 
 
 def is_narrow(cls: str) -> bool:

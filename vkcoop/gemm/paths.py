@@ -81,6 +81,8 @@ SEED_CONFIGS = {
 #: accumulation: the same tile 91 / 115 / 169 at 512x512x4096 / 1000x1000x1024 / 1000x1000x4096 against its square
 #: seed's 12 / 34 / 46. 2:4: the staged 128:64x64x64 u4 w2 86 / 57 / 99 / 131 at 512x512x4096 / 768^3 /
 #: 1000x1000x1024 / 1000x1000x4096 against 21 / 34 / 58 / 77 (bf16 1000^3 99 against 60; 1280^3, 100 tiles: a tie).
+#: The medium class (65 to 256 tiles) changes only fp16 accumulation: 128:128x128x64u8g4c 138 / 262 at 1280^3 /
+#: 2048^3 against its square seed's 54 / 161 (4096^3: 328 against 346, 3000x5000x2016 a tie).
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("128:128x128x64u8g4w2x5c", "128:128x128x64u8g4c", "256:128x256x32u32g8",
@@ -93,6 +95,7 @@ H100_SEED_CONFIGS = {
     "vk-coopmat2-dense-fp16acc": {
         "square": _seeds("256:256x256x32u16g8", "256:256x256x32u8g8", "256:128x256x32u16g8"),
         "small": _seeds("128:64x64x128u4g1w2c", "256:256x256x32u16g8"),
+        "medium": _seeds("128:128x128x64u8g4c", "256:256x256x32u16g8"),
         "narrow16": _seeds("64:32x16x128u2g1w4c", "64:64x16x128u2g1w4c"),
         "llm": _seeds("64:32x32x128u2g1s2w4c", "128:64x32x64u4g1w3t"),
         "narrow64": _seeds("128:64x64x64u4g1w2t", "64:32x64x128u2g1w4c"),
