@@ -222,7 +222,7 @@ void main() {
     if (SPLIT_K == 1 && ALIGNED) {                                                                            \
         tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);                                                  \
         exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);                                      \
-        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c, 1);                                        \
+        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c & ~(C_ELEMENTS_PER_16B - 1), 1);           \
         coopMatStoreTensorNV(SUM, TARGET, 0, sliceTensorLayoutNV(exact_c, row0, OWN_M, COL, PART_N));         \
     } else if (SPLIT_K == 1) {                                                                                \
         tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);                               \

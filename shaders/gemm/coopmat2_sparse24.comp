@@ -217,7 +217,7 @@ void main() {
     if (SPLIT_K == 1 && ALIGNED) {
         tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);
         exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);
-        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c, 1);
+        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c & ~3u, 1);   // fp32 C: 16-byte rows (gemm_types.glsl)
         coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(exact_c, row0, TILE_M, col0, TILE_N));
     } else if (SPLIT_K == 1) {
         tensorLayoutNV<2, CLAMPED> layout_c = createTensorLayoutNV(2, CLAMPED);

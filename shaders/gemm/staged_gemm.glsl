@@ -140,7 +140,7 @@ void main() {
     } else if (ALIGNED) {
         tensorLayoutNV<2> exact_c = createTensorLayoutNV(2);
         exact_c = setTensorLayoutDimensionNV(exact_c, shape.M, shape.N);
-        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c, 1);
+        exact_c = setTensorLayoutStrideNV(exact_c, shape.stride_c & ~(C_ELEMENTS_PER_16B - 1), 1);
         coopMatStoreTensorNV(sum, c, 0, sliceTensorLayoutNV(exact_c, row0, TILE_M, col0, TILE_N));
     } else {
         tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> layout_c =
