@@ -12,10 +12,10 @@
 // B (K x N, row-major)], chain c multiplying set c % 2, so that consecutive multiplies see other values. With
 // random values the tensor cores switch as they do in a real GEMM and draw its power; with zeros they barely
 // switch, and the H100 stays at its top clock far below its power limit (docs/gemm-notes.md, session 19).
-// The chains start at 0, 1, 2, ... so no two are the same computation; their sum is stored by the workgroup `store_group` only, a runtime value, so the loop
-// cannot be dropped. With a = b = 1 every element of that sum is CHAINS*(CHAINS-1)/2 + CHAINS*iterations*K:
-// the host checks this before timing (which proves the count, K included); LOADED is checked with ones in
-// binding 1.
+// The chains start at 0, 1, 2, ... so no two are the same computation; their sum is stored by the workgroup
+// `store_group` only, a runtime value, so the loop cannot be dropped. With a = b = 1 every element of that sum is
+// CHAINS*(CHAINS-1)/2 + CHAINS*iterations*K: the host checks this before timing (which proves the count, K
+// included). LOADED is checked on -1/0/1 values in binding 1 against numpy (vkcoop/bench/peak_operands.py).
 //   defines:        PEAK_TYPES = F16_F16 | F16_F32 | BF16_F32 | S8_S32 (A/B type _ accumulator type)
 //                   SCOPE = WORKGROUP (VK_NV_cooperative_matrix2, flexible dimensions) | SUBGROUP
 //                   OPERANDS = UNIFORM (A and B from the push constants) | LOADED (from binding 1)

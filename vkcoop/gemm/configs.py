@@ -102,8 +102,8 @@ def tuning_class(problem: GemmProblem) -> str:
 
 
 def is_narrow(cls: str) -> bool:
-    """Whether a tuning class is memory-bound (``narrowB``)."""
-    return cls.startswith("narrow")
+    """Whether a tuning class (``narrowB``) or a seed family (``llm``) is memory-bound."""
+    return cls == "llm" or cls.startswith("narrow")
 
 
 def seed_family(cls: str) -> str:

@@ -112,7 +112,7 @@ H100_SEED_CONFIGS = {
 for _table in (SEED_CONFIGS, H100_SEED_CONFIGS):
     _table["vk-coopmat2-2:4-expand"] = {family: [c for c in configs if not c.staged]
                                         for family, configs in _table["vk-coopmat2-dense"].items()
-                                        if not is_narrow(family) and family != "llm"}
+                                        if not is_narrow(family)}
 #: Shipped seeds by device name.
 SEEDS = {SEED_DEVICE: SEED_CONFIGS, "NVIDIA H100 80GB HBM3": H100_SEED_CONFIGS}
 
