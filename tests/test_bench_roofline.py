@@ -39,3 +39,32 @@ def test_ratios_are_set_on_timed_results_only():
     roofline.add_ceiling_ratios([timed, skipped], CEILINGS)
     assert timed.ceiling_tflops == pytest.approx(900.0) and timed.ratio_own_ceiling == pytest.approx(0.5)
     assert skipped.ratio_own_ceiling is None
+
+
+def test_the_fixed_cost_fit_recovers_a_line_it_was_given():
+    # 8 us per launch and 2.5 TB/s: sizes in whole MiB, times computed from them (not from the code under test)
+    moved = [64 << 20, 128 << 20, 256 << 20]
+    seconds = [8e-6 + b / 2.5e12 for b in moved]
+    fit = roofline.fit_fixed_cost(moved, seconds)
+    assert fit.fixed_s == pytest.approx(8e-6, rel=1e-9) and fit.bytes_per_s == pytest.approx(2.5e12, rel=1e-9)
+    assert fit.seconds(512 << 20) == pytest.approx(8e-6 + (512 << 20) / 2.5e12, rel=1e-9)
+    # noisy timings: least squares, between the two lines the noise spans
+    noisy = roofline.fit_fixed_cost(moved, [seconds[0] * 1.01, seconds[1], seconds[2] * 0.99])
+    assert 2.5e12 < noisy.bytes_per_s < 2.6e12 and noisy.fixed_s > 8e-6
+
+
+def test_the_fixed_cost_fit_refuses_what_has_no_line():
+    with pytest.raises(ValueError, match="two or more sizes"):
+        roofline.fit_fixed_cost([1 << 20, 1 << 20], [1e-5, 2e-5])
+    with pytest.raises(ValueError, match="two or more sizes"):
+        roofline.fit_fixed_cost([1 << 20, 2 << 20], [1e-5])
+    with pytest.raises(ValueError, match="does not grow"):
+        roofline.fit_fixed_cost([1 << 20, 2 << 20], [2e-5, 1e-5])
+
+
+def test_every_explore_kernel_but_fp16_khr_has_its_bytes():
+    from vkcoop.bench.explore import KERNELS
+    assert set(roofline.EXPLORE_PATHS) == set(KERNELS) - {"khr16"}
+    # the 2:4 kernels move A in its format, the others dense
+    assert roofline.bytes_moved(roofline.EXPLORE_PATHS["staged24"], 64, 32, 64) < \
+        roofline.bytes_moved(roofline.EXPLORE_PATHS["staged"], 64, 32, 64)

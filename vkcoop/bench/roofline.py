@@ -7,6 +7,10 @@ over the streaming-read bandwidth. ``ratio_own_ceiling`` is the measured TFLOP/s
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 #: (API, instruction form in vkcoop.bench.peak) that bounds each path. cuBLAS and cuSPARSELt issue wgmma on
 #: Hopper; the Vulkan paths get what the driver emits for their matrices (HMMA, GPU_HOST.md).
 PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
@@ -22,6 +26,10 @@ SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "vk-khr-2:4", "cuda-mma
             "cuSPARSELt-nvmath", "torch-semi-structured"}
 #: Paths that also write A dense into a workspace and read it back (vkcoop.gemm.expanded).
 EXPANDED_A = {"vk-coopmat2-2:4-expand"}
+#: The bench path whose bytes each kernel of the explore tool (vkcoop.bench.explore) moves.
+EXPLORE_PATHS = {"dense": "vk-coopmat2-dense", "staged": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16acc",
+                 "sparse": "vk-coopmat2-2:4", "staged24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup",
+                 "khr24": "vk-khr-2:4"}
 #: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.
 C_BYTES = {"vulkan": 4, "cuda": 2}
 #: Paths that accumulate in (and store) another type than fp32: its ceiling is the form's row of that type.
@@ -59,3 +67,25 @@ def add_ceiling_ratios(results, ceilings: dict) -> None:
         attainable = attainable_tflops(r.path, r.dtype, r.m, r.n, r.k, ceilings)
         if attainable:
             r.ceiling_tflops, r.ratio_own_ceiling = attainable, r.tflops / attainable
+
+
+@dataclass(frozen=True)
+class FixedCost:
+    """A launch's time as a fixed cost plus its bytes at a streaming rate (:func:`fit_fixed_cost`)."""
+    fixed_s: float        # the time a launch would take with no bytes to move (the line's intercept)
+    bytes_per_s: float    # the rate at which each further byte streams (the inverse of its slope)
+
+    def seconds(self, moved: float) -> float:
+        return self.fixed_s + moved / self.bytes_per_s
+
+
+def fit_fixed_cost(moved, seconds) -> FixedCost:
+    """The least-squares line time = fixed + bytes / rate (``numpy.polyfit``) through timings of one kernel at
+    several sizes. Fit it over sizes whose operands cannot stay in L2 between runs, or the rate is L2's."""
+    moved, seconds = np.asarray(moved, dtype=float), np.asarray(seconds, dtype=float)
+    if moved.shape != seconds.shape or np.unique(moved).size < 2:
+        raise ValueError("a fixed cost needs timings at two or more sizes")
+    slope, intercept = np.polyfit(moved, seconds, 1)
+    if slope <= 0:
+        raise ValueError("the time does not grow with the bytes moved: there is no streaming rate to fit")
+    return FixedCost(float(intercept), float(1.0 / slope))
