@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 import tempfile
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -43,12 +44,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--ks {args.ks!r}: K values are positive integers, comma-separated")
     args.k_values = sorted({int(word) for word in words})
     try:
-        jobs = [explore.parse_job(job_text(args, k)) for k in args.k_values]
+        for k in args.k_values:
+            explore.parse_job(job_text(args, k))
     except ValueError as error:
         parser.error(str(error).splitlines()[0])
-    path = roofline.EXPLORE_PATHS[args.kernel]
-    fitted = [k for k in args.k_values if roofline.bytes_moved(path, args.m, args.n, k) > args.fit_above * 2**20]
-    if len(fitted) < 2 or not jobs:
+    fitted = [k for k in args.k_values if fitted_size(args, moved(args, k))]
+    if len(fitted) < 2:
         parser.error(f"--ks: at least two sizes must move more than {args.fit_above:g} MiB (--fit-above); "
                      f"{len(fitted)} of {len(args.k_values)} do")
     return args
@@ -58,19 +59,28 @@ def job_text(args, k: int) -> str:
     return f"{args.kernel}/{args.dtype}/{args.m},{args.n},{k}/{args.config}"
 
 
+def moved(args, k: int) -> int:
+    """The bytes one launch of the sweep's kernel moves at this K (:func:`vkcoop.bench.roofline.bytes_moved`)."""
+    return roofline.bytes_moved(roofline.EXPLORE_PATHS[args.kernel], args.m, args.n, k)
+
+
+def fitted_size(args, bytes_moved: int) -> bool:
+    """Whether a size moves more than ``--fit-above`` MiB, and so enters the fit."""
+    return bytes_moved > args.fit_above * 2**20
+
+
 def measured(args) -> list[dict]:
     """explore's records of the sweep (the first timing of each size; explore also repeats the first size)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as records:
         jobs = [item for k in args.k_values for item in ("--job", job_text(args, k))]
         explore.main([*jobs, "--iters", str(args.iters), "--warmup-seconds", "1", "--json", records.name])
-        return [r for r in json.load(open(records.name)) if not r["repeat"]]
+        return [r for r in json.loads(Path(records.name).read_text()) if not r["repeat"]]
 
 
 def report(args, records: list[dict]) -> dict:
-    path = roofline.EXPLORE_PATHS[args.kernel]
     for record in records:
-        record["bytes"] = roofline.bytes_moved(path, *record["shape"])
-    fitted = [r for r in records if r["bytes"] > args.fit_above * 2**20]
+        record["bytes"] = moved(args, record["shape"][2])
+    fitted = [r for r in records if fitted_size(args, r["bytes"])]
     fit = roofline.fit_fixed_cost([r["bytes"] for r in fitted], [r["median_ms"] * 1e-3 for r in fitted])
     table = Table(title=f"{args.kernel} {args.dtype} {args.m}x{args.n}xK {args.config}: time = fixed + bytes / rate")
     for column in ("K", "MB moved", "µs", "model µs", "fixed share", "GB/s"):
