@@ -81,7 +81,9 @@ const uint INPUT_BYTES = PEAK_TYPES == S8_S32 ? 1 : 2;
 const uint A_WORDS = M * K * INPUT_BYTES / 4;
 const uint B_WORDS = K * N * INPUT_BYTES / 4;
 const uint SETS = CHAINS > 1 ? 2 : 1;
-#elif OPERANDS != UNIFORM
+#elif OPERANDS == UNIFORM
+const uint SETS = 1;
+#else
 #error "OPERANDS must be UNIFORM or LOADED"
 #endif
 
@@ -97,15 +99,12 @@ layout(push_constant) uniform Parameters {
 #define MAT_C coopmat<ACCUMULATOR, MATRIX_SCOPE, M, N, gl_MatrixUseAccumulator>
 
 void main() {
-#if OPERANDS == UNIFORM
-    const uint SETS = 1;
     MAT_A a[SETS];
     MAT_B b[SETS];
+#if OPERANDS == UNIFORM
     a[0] = MAT_A(INPUT(parameters.a_value));
     b[0] = MAT_B(INPUT(parameters.b_value));
 #else
-    MAT_A a[SETS];
-    MAT_B b[SETS];
     [[unroll]] for (uint s = 0; s < SETS; ++s) {
         const uint base = s * (A_WORDS + B_WORDS);
         coopMatLoad(a[s], operand_words, base, K * INPUT_BYTES / 4, gl_CooperativeMatrixLayoutRowMajor);

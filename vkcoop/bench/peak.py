@@ -221,12 +221,12 @@ def _check_store(got: np.ndarray, expected) -> str:
     return f"{int(wrong.sum())} of {got.size} stored elements are wrong (first {got[wrong][0]!r}, expected {first!r})"
 
 
-def _check(device, pipeline, out, form: MmaForm) -> tuple[str, list]:
+def _check(device, pipeline, out, form: MmaForm) -> str:
     """Run 2 iterations and check the store: A = B = 1 (zeros rows), or small integers loaded from binding 1
-    (random rows; :mod:`.peak_operands`). Returns (what differs or "", the bindings to time with)."""
+    (random rows; :mod:`.peak_operands`). Returns what differs, or ""."""
     if form.operands != "random":
         device.run(pipeline, [out], groups=(1, 1, 1), push=(2, 1.0, 1.0, 0))
-        return _check_store(out.read(), form.expected_element(2)), []
+        return _check_store(out.read(), form.expected_element(2))
     values = peak_operands.check_operands(form)
     check = device.upload(peak_operands.operand_words(form, values), name="peak check operands")
     try:
@@ -234,9 +234,7 @@ def _check(device, pipeline, out, form: MmaForm) -> tuple[str, list]:
     finally:
         check.close()
     got = out.read()
-    problem = _check_store(got, peak_operands.expected_store(form, values, 2).astype(got.dtype))
-    timed = peak_operands.operand_words(form, peak_operands.random_operands(form))
-    return problem, [device.upload(timed, name="peak random operands")]
+    return _check_store(got, peak_operands.expected_store(form, values, 2).astype(got.dtype))
 
 
 def measure_mma(device, form: MmaForm, spirv: bytes, *, groups: int, target_ms: float, repeats: int) -> PeakRow:
@@ -247,9 +245,12 @@ def measure_mma(device, form: MmaForm, spirv: bytes, *, groups: int, target_ms: 
     out = device.empty((form.instances * form.m * form.n,), TYPES[form.types][3], name="peak out")
     timed = []
     try:
-        problem, timed = _check(device, pipeline, out, form)
+        problem = _check(device, pipeline, out, form)
         if problem:
             return _mma_row(form, "failed", problem)
+        if form.operands == "random":
+            words = peak_operands.operand_words(form, peak_operands.random_operands(form))
+            timed = [device.upload(words, name="peak random operands")]
         push, buffers = (64, 0.0, 0.0, NO_STORE), [out] + timed
         _warm(device, pipeline, buffers, (groups, 1, 1), push)
         probe = statistics.median(_time(device, pipeline, buffers, (groups, 1, 1), push, 3))
