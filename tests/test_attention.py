@@ -226,6 +226,45 @@ def test_a_fused_merge_launch_is_one_dispatch_with_group_slots_and_counters():
     assert int(group) == attn.kernel.MERGE_GROUP == 8
 
 
+def test_a_waiting_merge_launch_puts_its_mergers_after_the_slices():
+    q, k, v = arrays(b=2, hq=32, hkv=8, sq=1, skv=8192, d=128)
+    kernel = attn.AttentionKernel("fp16", 128, attn.AttentionTile(64, 16, 64), kv_splits=66, gqa_rows=True,
+                                  waiting_merge=True, sm_count=132)
+    launch = kernel.launch(q, k, v)
+    (flash,) = launch.dispatches
+    assert flash.defines == {"ELEMENT": "F16", "SPLIT_MERGE": "WAIT", "SCOPE": "WORKGROUP"} and "waiting" in kernel.name
+    assert flash.buffers == ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals")
+    # no group slots; 4 stacked rows x 32 quads per tile, 8 quads per 64-invocation merger round: 16 layers,
+    # 8 kv heads x 16 = 128 mergers, not more than the 132 SMs
+    assert launch.outputs["O partial"] == ((66, 2, 32, 1, 128), np.float32)
+    assert flash.specialization["MERGE_LAYERS"] == 16 and flash.groups == (1, 8, 2 * 66 + 16)
+    assert launch.outputs["arrivals"] == ((8 * 2 * 2,), np.uint32)
+    lanes = re.search(r"const uint MERGE_LANES = (\d+);", (shader_root() / "attention/merge_waiting.glsl").read_text())
+    assert int(lanes.group(1)) == kernel_module.MERGE_LANES
+
+
+@pytest.mark.parametrize("tiles_xy, rows, sm_count, layers", [
+    (8, 4, 132, 16), (8, 4, 64, 8), (8, 16, 132, 16), (1, 16, 132, 64), (8, 4, None, 2), (20, 4, None, 0),
+    (133, 1, 132, 0), (132, 1, 132, 1)])
+def test_the_waiting_merge_spreads_at_most_one_merger_per_sm(tiles_xy, rows, sm_count, layers):
+    """Layers enough for one round per output quad, capped so that all mergers together take at most one slot per
+    SM (MIN_SM_COUNT where the driver does not say); 0 where one layer per tile would already pass that."""
+    got = kernel_module.waiting_mergers(tiles_xy, rows, 128, 64, sm_count)
+    assert got == layers and tiles_xy * got <= (sm_count or kernel_module.MIN_SM_COUNT)
+
+
+def test_a_waiting_merge_that_cannot_spread_falls_back_to_the_combine_pass():
+    q, k, v = arrays(b=1, hq=8, hkv=8, sq=1, skv=1000, d=64)
+    kernel = attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 64), kv_splits=5, waiting_merge=True,
+                                  sm_count=4)
+    flash, combine = kernel.launch(q, k, v).dispatches   # 8 (x, y) tiles on 4 SMs
+    assert flash.defines["SPLIT_MERGE"] == "PASS" and combine.shader == attn.COMBINE_SHADER
+    with pytest.raises(attn.AttentionInputError, match="exclude each other"):
+        attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 64), kv_splits=5, waiting_merge=True,
+                             fused_merge=True)
+    assert not attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 64), waiting_merge=True).waiting_merge
+
+
 def test_the_fused_merge_needs_splits_and_has_a_limit():
     tile = attn.AttentionTile(64, 16, 64)
     assert not attn.AttentionKernel("fp16", 64, tile, fused_merge=True).fused_merge   # nothing to merge
@@ -286,7 +325,8 @@ def test_prefill_takes_the_split_where_it_fits_and_decode_keeps_its_tile():
     prefill_d128 = attn.AttentionShape(4, 16, 16, 4096, 4096, 128)
     assert attn.choose_config_for(FLEX, prefill_d128, "fp16", staging_bytes=40960).label() == "128:64x64"
     decode = attn.AttentionShape(1, 32, 8, 1, 32768, 64)
-    assert attn.choose_config_for(FLEX, decode, "fp16", staging_bytes=40960).label() == "64:16x128"
+    assert attn.choose_config_for(FLEX, decode, "fp16", staging_bytes=40960).label() == "64:16x128m"
+    assert attn.choose_config_for(FLEX, decode, "fp16").waiting_merge   # the merge does not need shared memory
 
 
 def test_decode_steps_get_the_small_tile_and_prefill_the_default_one():

@@ -247,14 +247,30 @@ def test_attention_matches_the_reference_on_the_gpu(dtype, shape, causal, splits
     assert attn.check_attention(lse, ref_lse, tolerance, lse=True)[0]
 
 
+@pytest.mark.toolchain
+@pytest.mark.parametrize("head_dim, bc, causal, layers", [(128, 64, False, 16), (64, 128, True, 1)])
+def test_the_waiting_merge_specialised_validates(head_dim, bc, causal, layers):
+    """SPLIT_MERGE=WAIT frozen to decode tiles: the slices' arrival, the mergers' poll and their rounds pass
+    spirv-val with the spec constants folded in."""
+    toolchain = toolchain_or_skip().find_toolchain()
+    kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(64, 16, bc), causal=causal, kv_splits=66,
+                                  gqa_rows=True, waiting_merge=True)
+    variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted(kernel.defines().items())))
+    assert dict(variant.defines)["SPLIT_MERGE"] == "WAIT"
+    _validate_specialised(toolchain, variant, kernel.specialization(keys_aligned=True, merge_layers=layers))
+
+
 @pytest.mark.gpu
 @on_gpu
+@pytest.mark.parametrize("merge", [{"fused_merge": True}, {"waiting_merge": True, "sm_count": 132},
+                                   {"waiting_merge": True, "sm_count": 8}], ids=["fused", "waiting", "waiting-few-layers"])
 @pytest.mark.parametrize("shape, tile, splits", [
     ((1, 32, 8, 1, 4099, 128), (64, 16, 64), 20), ((2, 4, 4, 3, 777, 64), (64, 16, 128), 9),
     ((1, 8, 2, 1, 9000, 128), (64, 16, 64), 70)])
-def test_the_fused_merge_matches_the_reference_and_repeats_bit_for_bit(shape, tile, splits):
-    """One dispatch merges the key slices (SPLIT_MERGE=FUSED): within the tolerance of the reference, and every
-    launch leaves its counters at zero, so repeated launches give the same bits."""
+def test_a_merge_in_the_same_dispatch_matches_the_reference_and_repeats_bit_for_bit(shape, tile, splits, merge):
+    """One dispatch merges the key slices, by its last slices (SPLIT_MERGE=FUSED) or by workgroups that wait for
+    them (WAIT; with 8 SMs one to four mergers per tile walk its output quads in rounds): within the tolerance of the
+    reference, and every launch leaves its counters at zero, so repeated launches give the same bits."""
     from vkcoop import vk
     b, hq, hkv, sq, skv, d = shape
     rng = np.random.default_rng(skv)
@@ -262,8 +278,9 @@ def test_the_fused_merge_matches_the_reference_and_repeats_bit_for_bit(shape, ti
                for s in ((b, hq, sq, d), (b, hkv, skv, d), (b, hkv, skv, d)))
     with vk.Device(extensions=attn.EXTENSIONS, features=attn.attention_features(("fp16",))) as device:
         with attn.VulkanAttention(device, "fp16", d, attn.AttentionTile(*tile), kv_splits=splits,
-                                  gqa_rows=hq > hkv, fused_merge=True) as runner:
+                                  gqa_rows=hq > hkv, **merge) as runner:
             runner.bind(q, k, v)
+            assert len(runner.kernel.launch(q, k, v).dispatches) == 1
             out, lse = runner.outputs()
             again = [runner.outputs() for _ in range(20)]
     ref, ref_lse = attn.reference_attention(q, k, v)

@@ -1,6 +1,6 @@
 #version 450
 // @variants ELEMENT=F16|BF16
-// @variants SPLIT_MERGE=PASS|FUSED
+// @variants SPLIT_MERGE=PASS|FUSED|WAIT
 // @variants SCOPE=WORKGROUP|SUBGROUP
 // Flash attention forward: O = softmax(Q Kᵀ · scale + mask) V, one workgroup per BR query rows of one head,
 // walking the keys BC at a time with online softmax (running row max m and row sum l, O rescaled as m grows).
@@ -19,7 +19,9 @@
 //                   subgroup-scope flexible-dimension matrices: we split them; the host requires subgroup size 32)
 //                   SPLIT_MERGE = PASS (key slices are merged by attention_combine.comp, a second dispatch) |
 //                   FUSED (the last slice of each group of MERGE_GROUP to finish merges the group's partials, and the
-//                   last group merger of a tile writes O and the log-sum-exp: one dispatch; KV_SPLITS > 1 only)
+//                   last group merger of a tile writes O and the log-sum-exp: one dispatch; KV_SPLITS > 1 only) |
+//                   WAIT (MERGE_LAYERS workgroups per (x, y) tile, after the slices in the grid, wait for the slices
+//                   and merge them: one dispatch, the merge spread wide; merge_waiting.glsl; KV_SPLITS > 1 only)
 //   spec constants: 0 WORKGROUP_SIZE, 1 BR (query rows), 2 BC (keys per step), 3 HEAD_DIM (64 or 128),
 //                   4 CAUSAL (key j is visible to query i iff j <= i: torch's is_causal, top-left aligned),
 //                   5 KV_SPLITS (> 1: the keys are cut into that many slices, gl_WorkGroupID.z = batch *
@@ -41,6 +43,7 @@
 //                   when the invocations do not share a block's vectors evenly, the last round is partial),
 //                   12 KEYS_ALIGNED (seq_kv is a multiple of BC, whatever the rows: K and V move through unclamped
 //                   layouts and, without CAUSAL, the clamped key loop is not compiled; implied by ALIGNED)
+//                   13 MERGE_LAYERS (SPLIT_MERGE=WAIT: mergers per (x, y) tile)
 //                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
@@ -50,8 +53,9 @@
 //                   4 LSE [batch][q_heads][seq_q] fp32, natural log of the row sum of exp(scaled scores)
 //                   ([KV_SPLITS][...] when split); FUSED: 3 and 4 are the partials ([KV_SPLITS + MERGE_GROUPS][...]:
 //                   the group merges after the slices), 5 O, 6 LSE, 7 arrival counters [tiles][MERGE_GROUPS + 1]
-//                   (zero before the first launch; each launch leaves them zero)
-//   grid:           (ceil(rows / BR), q_heads (GQA_ROWS: kv_heads), batch * KV_SPLITS) with rows = seq_q
+//                   (zero before the first launch; each launch leaves them zero); WAIT: as FUSED without group
+//                   slots, counters [tiles][2]
+//   grid:           (ceil(rows / BR), q_heads (GQA_ROWS: kv_heads), batch * KV_SPLITS [+ MERGE_LAYERS]) with rows = seq_q
 //                   (GQA_ROWS: group * seq_q); offsets are 32-bit (elements < 2^32)
 #include "vkcoop/common.glsl"
 #extension GL_EXT_control_flow_attributes : enable
@@ -76,6 +80,7 @@ layout(constant_id = 9) const bool Q_SHARED = false;
 layout(constant_id = 10) const bool V_EARLY = false;
 layout(constant_id = 11) const bool KV_STAGED = false;
 layout(constant_id = 12) const bool KEYS_ALIGNED = false;
+layout(constant_id = 13) const uint MERGE_LAYERS = 1;
 const bool KV_ALIGNED = ALIGNED || KEYS_ALIGNED;
 layout(local_size_x_id = 0) in;
 
@@ -110,7 +115,8 @@ layout(set = 0, binding = 1) readonly buffer KeyVectors { uvec4 k4[]; };      //
 layout(set = 0, binding = 2) readonly buffer ValueVectors { uvec4 v4[]; };
 #define PASS 1
 #define FUSED 2
-#if SPLIT_MERGE == FUSED
+#define WAIT 3
+#if SPLIT_MERGE == FUSED || SPLIT_MERGE == WAIT
 // Device-coherent: another workgroup's partials are read by the merger of their group.
 layout(set = 0, binding = 3) devicecoherent buffer PartialOutput { float o_partial[]; };
 layout(set = 0, binding = 3) devicecoherent buffer PartialOutputQuads { vec4 o_partial4[]; };   // the merges' view
@@ -126,7 +132,7 @@ layout(set = 0, binding = 4) writeonly buffer LogSumExp { float lse[]; };
 layout(set = 0, binding = 3) writeonly buffer PartialOutput { float o_partial[]; };
 #define LSE_OUT lse
 #else
-#error "SPLIT_MERGE must be PASS or FUSED"
+#error "SPLIT_MERGE must be PASS, FUSED or WAIT"
 #endif
 
 layout(push_constant) uniform Shape {
@@ -246,9 +252,34 @@ void merge_when_last(const uint tile, const uint split, const uint base_row, con
     }
     merge_slots(KV_SPLITS, MERGE_GROUPS, ~0u, base_row, row_count, total_rows);
 }
+#elif SPLIT_MERGE == WAIT
+#include "merge_waiting.glsl"
+
+// A merger workgroup (gl_WorkGroupID.z past the slices): layer z - batch * KV_SPLITS of tile (x, y), every batch.
+void merge_as_waiting_workgroup() {
+    const uint heads_per_tile = GQA_ROWS ? shape.group : 1;
+    const uint rows = heads_per_tile * shape.seq_q;
+    const uint q_tiles = (rows + BR - 1) / BR;
+    const uint row0 = (CAUSAL ? q_tiles - 1 - gl_WorkGroupID.x : gl_WorkGroupID.x) * BR;   // the slices' tile
+    const uint layer = gl_WorkGroupID.z - shape.batch * KV_SPLITS;
+    const uint total_rows = shape.batch * shape.q_heads * shape.seq_q;
+    for (uint batch = 0; batch < shape.batch; ++batch) {
+        const uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+        const bool ready = wait_for_slices(tile);
+        leave_tile(tile);
+        const uint bh = batch * shape.q_heads + gl_WorkGroupID.y * heads_per_tile;
+        merge_tile_layer(bh * shape.seq_q + row0, min(BR, rows - row0), total_rows, layer, ready);
+    }
+}
 #endif
 
 void main() {
+#if SPLIT_MERGE == WAIT
+    if (gl_WorkGroupID.z >= shape.batch * KV_SPLITS) {
+        merge_as_waiting_workgroup();
+        return;
+    }
+#endif
     // A tile's rows: one head's seq_q queries, or (GQA_ROWS) the group's heads stacked, group * seq_q rows.
     const uint heads_per_tile = GQA_ROWS ? shape.group : 1;
     const uint rows = heads_per_tile * shape.seq_q;
@@ -490,5 +521,7 @@ void main() {
 #if SPLIT_MERGE == FUSED
     const uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     merge_when_last(tile, split, bh * shape.seq_q + row0, min(BR, rows - row0), planes * shape.seq_q);
+#elif SPLIT_MERGE == WAIT
+    arrive_slice((batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x);
 #endif
 }

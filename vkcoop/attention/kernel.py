@@ -2,7 +2,9 @@
 
 One dispatch of ``attention/flash_attention.comp`` writes O and the log-sum-exp; with ``kv_splits`` > 1 it writes
 fp32 partial results per key slice and a second dispatch (``attention/attention_combine.comp``) merges them
-(flash decoding: a decode step has one query row per head, too few workgroups to fill the GPU otherwise).
+(flash decoding: a decode step has one query row per head, too few workgroups to fill the GPU otherwise), or the
+same dispatch does: its last slices (``fused_merge``) or workgroups after the slices that wait for them
+(``waiting_merge``).
 """
 from __future__ import annotations
 
@@ -35,6 +37,13 @@ MAX_FUSED_SPLITS = 512
 WORKGROUPS_PER_SM = 4
 #: Workgroups aimed at when the SM count is unknown (4 per SM on a 132-SM GPU).
 DEFAULT_TARGET_WORKGROUPS = 528
+
+
+#: The waiting merge (SPLIT_MERGE=WAIT) launches at most one merger per SM, so that the slices they wait for always
+#: find a slot whatever order the workgroups start in; where the driver does not give the SM count, this many.
+MIN_SM_COUNT = 16
+#: Invocations of a merger that share one output quad's slices (MERGE_LANES in merge_waiting.glsl).
+MERGE_LANES = 8
 
 
 def target_workgroups(sm_count: int | None) -> int:
@@ -105,6 +114,18 @@ def launch_choices(shape: AttentionShape, tile: AttentionTile, *, gqa_rows: bool
     return gqa, kv_splits or choose_kv_splits(shape, tile, target_workgroups, gqa)
 
 
+def waiting_mergers(tiles_xy: int, tile_rows: int, head_dim: int, workgroup_size: int,
+                    sm_count: int | None) -> int:
+    """Merger layers per (x, y) tile of the waiting merge: enough for one round of MERGE_LANES loads per output quad
+    of a tile's ``tile_rows`` rows, at most one merger per SM in all; 0 where even one layer would pass that (the
+    launch then merges in a second pass)."""
+    limit = sm_count or MIN_SM_COUNT
+    if tiles_xy > limit:
+        return 0
+    wanted = -(-tile_rows * head_dim // 4 // (workgroup_size // MERGE_LANES))
+    return max(1, min(wanted, limit // tiles_xy))
+
+
 def check_kv_splits(kv_splits) -> int:
     if isinstance(kv_splits, bool) or not isinstance(kv_splits, (int, np.integer)) or kv_splits < 1:
         raise AttentionInputError(f"kv_splits={kv_splits!r} must be a whole number >= 1")
@@ -117,7 +138,8 @@ class AttentionKernel:
     def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
                  kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
                  q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
-                 kv_staged: bool | None = None, subgroup_rows: bool = False):
+                 kv_staged: bool | None = None, subgroup_rows: bool = False, waiting_merge: bool = False,
+                 sm_count: int | None = None):
         check_dtype(dtype)
         check_head_dim(head_dim)
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
@@ -126,31 +148,38 @@ class AttentionKernel:
         self.q_shared, self.v_early = bool(q_shared), bool(v_early)
         self.kv_staged = stages_kv(tile, head_dim) if kv_staged is None else bool(kv_staged)
         self.fused_merge = bool(fused_merge) and self.kv_splits > 1
+        self.waiting_merge = bool(waiting_merge) and self.kv_splits > 1
+        self.sm_count = sm_count
+        if self.fused_merge and self.waiting_merge:
+            raise AttentionInputError("the fused and the waiting merge exclude each other")
         self.subgroup_rows = bool(subgroup_rows)
         if self.subgroup_rows and tile.subgroup_rows() is None:
             raise AttentionInputError(f"tile {tile.label()}: subgroup rows need whole {SUBGROUP_SIZE}-wide subgroups "
                                       "that share BR evenly")
         if self.fused_merge and self.kv_splits > MAX_FUSED_SPLITS:
             raise AttentionInputError(f"kv_splits={self.kv_splits}: the fused merge takes at most {MAX_FUSED_SPLITS}")
-        split = f" split{self.kv_splits}{' fused' if self.fused_merge else ''}" if self.kv_splits > 1 else ""
+        merge = " fused" if self.fused_merge else " waiting" if self.waiting_merge else ""
+        split = f" split{self.kv_splits}{merge}" if self.kv_splits > 1 else ""
         rows = (" gqa-rows" if self.gqa_rows else "") + (" subgroup-rows" if self.subgroup_rows else "")
         self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}{rows}"
 
-    def defines(self) -> dict:
-        """flash_attention.comp's defines (attention_combine.comp takes ELEMENT only)."""
-        return {"ELEMENT": ELEMENT_DEFINES[self.dtype], "SPLIT_MERGE": "FUSED" if self.fused_merge else "PASS",
+    def defines(self, merge: str | None = None) -> dict:
+        """flash_attention.comp's defines (attention_combine.comp takes ELEMENT only); ``merge`` overrides
+        SPLIT_MERGE (a waiting merge that cannot spread its mergers falls back to PASS)."""
+        merge = merge or ("FUSED" if self.fused_merge else "WAIT" if self.waiting_merge else "PASS")
+        return {"ELEMENT": ELEMENT_DEFINES[self.dtype], "SPLIT_MERGE": merge,
                 "SCOPE": "SUBGROUP" if self.subgroup_rows else "WORKGROUP"}
 
     def pipeline_options(self) -> dict:
         """Subgroup rows split BR by gl_SubgroupID assuming 32-wide subgroups: ask for exactly that."""
         return {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True} if self.subgroup_rows else {}
 
-    def specialization(self, aligned: bool = False, keys_aligned: bool = False) -> dict:
+    def specialization(self, aligned: bool = False, keys_aligned: bool = False, merge_layers: int = 1) -> dict:
         return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
                 "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits,
                 "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols,
                 "Q_SHARED": self.q_shared, "V_EARLY": self.v_early, "KV_STAGED": self.kv_staged,
-                "KEYS_ALIGNED": bool(aligned or keys_aligned)}
+                "KEYS_ALIGNED": bool(aligned or keys_aligned), "MERGE_LAYERS": merge_layers}
 
     def template_launch(self) -> Launch:
         """The smallest launch: its dispatches name every pipeline this kernel needs."""
@@ -192,13 +221,25 @@ class AttentionKernel:
         slots = s + (merge_groups(s) if self.fused_merge else 0)
         outputs["O partial"] = ((slots, b, hq, sq, d), np.dtype(np.float32))
         outputs["LSE partial"] = ((slots, b, hq, sq), np.dtype(np.float32))
+        x, y = groups[0], groups[1]
+        tile_rows = min(self.tile.br, (shape.group if self.gqa_rows else 1) * sq)
+        layers = waiting_mergers(x * y, tile_rows, d, self.tile.workgroup_size, self.sm_count) \
+            if self.waiting_merge else 0
+        if layers and b * s + layers <= MAX_GROUPS_YZ:
+            # one dispatch: the slices, then `layers` mergers per (x, y); two counters per tile, left zero
+            outputs["arrivals"] = ((x * y * b * 2,), np.dtype(np.uint32))
+            specialization["MERGE_LAYERS"] = layers
+            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
+                             ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"),
+                             (x, y, b * s + layers), push, self.pipeline_options())
+            return Launch([flash], inputs, outputs, "O", dims)
         if self.fused_merge:   # one dispatch; a counter per group and tile plus one per tile, zero-filled, left zero
             outputs["arrivals"] = ((groups[0] * groups[1] * b * (merge_groups(s) + 1),), np.dtype(np.uint32))
             flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
                              ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"), groups, push,
                              self.pipeline_options())
             return Launch([flash], inputs, outputs, "O", dims)
-        flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
+        flash = Dispatch(ATTENTION_SHADER, self.defines("PASS"), specialization,
                          ("Q", "K", "V", "O partial", "LSE partial"), groups, push, self.pipeline_options())
         rows = b * hq * sq
         combine = Dispatch(COMBINE_SHADER, {"ELEMENT": ELEMENT_DEFINES[self.dtype]}, {},

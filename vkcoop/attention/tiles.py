@@ -84,8 +84,9 @@ class AttentionConfig:
     :func:`stats_columns`. ``kv_staged`` passes K and V through the shader's own shared memory (KV_STAGED; None:
     :func:`vkcoop.attention.kernel.stages_kv`, label ``k`` on and ``u`` off); ``q_shared`` and ``v_early`` are
     staging experiments (Q_SHARED, V_EARLY in flash_attention.comp); ``fused_merge`` merges the key slices in the same
-    dispatch (SPLIT_MERGE=FUSED); ``subgroup_rows`` gives each subgroup its own rows as subgroup-scope matrices
-(SCOPE=SUBGROUP). Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][r][k|u]``."""
+    dispatch (SPLIT_MERGE=FUSED: its last slices), ``waiting_merge`` too (SPLIT_MERGE=WAIT: workgroups after the slices
+    wait for them); ``subgroup_rows`` gives each subgroup its own rows as subgroup-scope matrices
+(SCOPE=SUBGROUP). Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f|m][r][k|u]``."""
     tile: AttentionTile
     kv_splits: int | None = None
     gqa_rows: bool | None = None
@@ -95,31 +96,33 @@ class AttentionConfig:
     fused_merge: bool = False
     kv_staged: bool | None = None
     subgroup_rows: bool = False
+    waiting_merge: bool = False
 
     def label(self) -> str:
         splits = f"s{self.kv_splits}" if self.kv_splits else ""
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
         flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge),
-                                              ("r", self.subgroup_rows), ("k", self.kv_staged is True),
+                                              ("m", self.waiting_merge), ("r", self.subgroup_rows), ("k", self.kv_staged is True),
                                               ("u", self.kv_staged is False)) if on)
         return f"{self.tile.label()}{splits}{rows}{stats}{flags}"
 
 
-_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)(f?)(r?)([ku]?)$")
+#: What an :class:`AttentionConfig` label holds, in order (the flags ``f`` and ``m`` exclude each other).
+CONFIG_GRAMMAR = "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f|m][r][k|u]"
+_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)([fm]?)(r?)([ku]?)$")
 
 
 def parse_attention_config(text: str) -> AttentionConfig:
     """The inverse of :meth:`AttentionConfig.label`."""
     match = _CONFIG.match(text.strip())
     if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4)):
-        raise AttentionInputError(f"configuration {text!r} is not "
-                                  "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][r][k|u] "
-                                  "(e.g. 64:16x128s32g)")
+        raise AttentionInputError(f"configuration {text!r} is not {CONFIG_GRAMMAR} (e.g. 64:16x128s32g)")
     splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
     gqa_rows, kv_staged = {"g": True, "n": False}.get(match.group(3)), {"k": True, "u": False}.get(match.group(9))
     return AttentionConfig(parse_attention_tile(match.group(1)), splits, gqa_rows, stats,
-                           *(bool(match.group(i)) for i in (5, 6, 7)), kv_staged, bool(match.group(8)))
+                           *(bool(match.group(i)) for i in (5, 6)), match.group(7) == "f", kv_staged,
+                           bool(match.group(8)), match.group(7) == "m")
 
 
 def _fits(row, tile: AttentionTile, head_dim: int, subgroup_rows: bool = False) -> bool:
@@ -209,8 +212,12 @@ def choose_config_for(flexible, shape, dtype: str, max_dimension: int | None = N
                       staging_bytes: int | None = None) -> AttentionConfig:
     """The configuration for an :class:`vkcoop.attention.AttentionShape`: the decode tile for decode steps; for
     prefill the split of :func:`choose_split_config` where ``staging_bytes`` (shared memory a workgroup may fill)
-    allows it, else the prefill tile. Key splits and GQA rows stay open (None)."""
-    if not is_decode(shape) and staging_bytes:
+    allows it, else the prefill tile. Key splits and GQA rows stay open (None). Decode merges its key slices in the
+    same dispatch, by workgroups that wait for them (``waiting_merge``; on the H100 4-12 % faster than the combine
+    pass at kv 8k-32k, docs/attention.md experiment 32)."""
+    if is_decode(shape):
+        return AttentionConfig(choose_tile_for(flexible, shape, dtype, max_dimension), waiting_merge=True)
+    if staging_bytes:
         split = choose_split_config(flexible, dtype, shape.head_dim, staging_bytes, max_dimension)
         if split is not None:
             return split

@@ -13,7 +13,7 @@ import numpy as np
 from ..gemm import accumulating_types
 from ..gemm.types import SUBGROUP_SIZE_FEATURES
 from ..gemm.vulkan import VulkanGemm
-from .kernel import AttentionKernel, check_kv_splits, launch_choices, target_workgroups
+from .kernel import WORKGROUPS_PER_SM, AttentionKernel, check_kv_splits, launch_choices, target_workgroups
 from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
 from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_config_for,
                     stats_columns)
@@ -75,7 +75,9 @@ def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bo
                                       target_workgroups=target_workgroups)
     return {"tile": config.tile, "causal": causal, "kv_splits": splits, "gqa_rows": gqa_rows,
             "stats_cols": config.stats_cols, "q_shared": config.q_shared, "v_early": config.v_early,
-            "fused_merge": config.fused_merge, "kv_staged": config.kv_staged, "subgroup_rows": config.subgroup_rows}
+            "fused_merge": config.fused_merge, "kv_staged": config.kv_staged, "subgroup_rows": config.subgroup_rows,
+            "waiting_merge": config.waiting_merge,
+            "sm_count": target_workgroups // WORKGROUPS_PER_SM if target_workgroups else None}
 
 
 class VulkanAttention(VulkanGemm):
@@ -84,12 +86,14 @@ class VulkanAttention(VulkanGemm):
     def __init__(self, device, dtype: str, head_dim: int, tile: AttentionTile | None = None, *,
                  causal: bool = False, kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
                  flexible=None, q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
-                 kv_staged: bool | None = None, subgroup_rows: bool = False):
+                 kv_staged: bool | None = None, subgroup_rows: bool = False, waiting_merge: bool = False,
+                 sm_count: int | None = None):
         super().__init__(device, device_kernel(device.physical, dtype, head_dim, tile, flexible=flexible,
                                                stats_cols=stats_cols, causal=causal, kv_splits=kv_splits,
                                                gqa_rows=gqa_rows, q_shared=q_shared, v_early=v_early,
                                                fused_merge=fused_merge, kv_staged=kv_staged,
-                                               subgroup_rows=subgroup_rows))
+                                               subgroup_rows=subgroup_rows, waiting_merge=waiting_merge,
+                                               sm_count=sm_count))
 
     @classmethod
     def from_config(cls, device, dtype: str, shape: AttentionShape, config: AttentionConfig, *,
@@ -102,7 +106,7 @@ class VulkanAttention(VulkanGemm):
         """The configuration as launched: every choice resolved."""
         k = self.kernel
         return AttentionConfig(k.tile, k.kv_splits, k.gqa_rows, k.stats_cols, k.q_shared, k.v_early, k.fused_merge,
-                               k.kv_staged, k.subgroup_rows)
+                               k.kv_staged, k.subgroup_rows, k.waiting_merge)
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))
@@ -148,7 +152,8 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
         flexible = gpu.physical.flexible_shapes()
         config = AttentionConfig(tile) if tile is not None else choose_config(gpu.physical, shape, dtype, flexible)
         config = dataclasses.replace(config, kv_splits=kv_splits)
-        with VulkanAttention.from_config(gpu, dtype, shape, config, causal=causal, flexible=flexible) as runner:
+        with VulkanAttention.from_config(gpu, dtype, shape, config, causal=causal, flexible=flexible,
+                                         target_workgroups=device_target_workgroups(gpu.physical)) as runner:
             out, lse = runner.run(q, k, v, scale)
     finally:
         if owned:

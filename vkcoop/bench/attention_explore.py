@@ -7,7 +7,7 @@ One process, many jobs, so every number of a sweep comes from the same device st
 
 A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
 dtype, head dim and sequence length (``c``: causal; decode is never causal), and configurations as
-:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f][r][k|u]``;
+:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f|m][r][k|u]``;
 without ``s`` the key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen
 by the kernel's rule, without ``w`` m and l are as narrow as the table allows, without ``k``/``u`` K and V are staged
 through the shader's own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch). Each

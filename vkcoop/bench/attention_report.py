@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..attention.tiles import CONFIG_GRAMMAR
 from .attention_paths import VULKAN_PATH
 
 STYLES = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}
@@ -59,9 +60,8 @@ def print_table(outcome, console=None) -> None:
     if env.get("ceilings_error"):
         footer.append(f"[yellow]the ceilings could not be measured: {escape(env['ceilings_error'])}[/]")
     if any(r.path == VULKAN_PATH and r.status == "ok" for r in outcome.results):
-        footer.append("[dim]" + escape(f"{VULKAN_PATH} config: INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f]"
-                                       "[r][k|u]; vkcoop inspect --attention KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG "
-                                       "shows its machine code") + "[/]")
+        footer.append("[dim]" + escape(f"{VULKAN_PATH} config: {CONFIG_GRAMMAR}; vkcoop inspect --attention "
+                                       "KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG shows its machine code") + "[/]")
     if outcome.failed:
         footer.append(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
     console.print(table, *footer, sep="\n")
