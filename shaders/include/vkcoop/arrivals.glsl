@@ -10,10 +10,13 @@
 shared bool arrived_last;
 
 // Whether this workgroup is the last of `count` to arrive at arrivals[slot]. Every invocation's buffer writes are
-// made visible to the device before the workgroup arrives (release), and the last one sees the others' (acquire).
-// Called in uniform control flow.
+// ordered before the workgroup arrives (release), and the last one sees the others' (acquire). The buffers the
+// workgroups hand over must be devicecoherent: each access is then made available (visible) to the device as it is
+// made, so the barriers need only workgroup scope, and invocation 0's device-scope atomic carries the order between
+// workgroups. Device-scope barriers here cost the memory-bound GEMMs 0.5-0.8 us a launch on the H100
+// (docs/gemm-notes.md, session 21). Called in uniform control flow.
 bool arrive_last(const uint slot, const uint count) {
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
     if (gl_LocalInvocationIndex == 0) {
         const uint before = atomicAdd(arrivals[slot], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
@@ -23,7 +26,7 @@ bool arrive_last(const uint slot, const uint count) {
             atomicExchange(arrivals[slot], 0u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
         }
     }
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
     return arrived_last;
 }
