@@ -243,6 +243,17 @@ def test_a_waiting_merge_launch_puts_its_mergers_after_the_slices():
     assert int(lanes.group(1)) == kernel_module.MERGE_LANES
 
 
+def test_the_waiting_merge_sizes_its_layers_by_the_rows_a_tile_really_holds():
+    """Without GQA rows a decode tile of 16 rows holds seq_q of them: 3 rows x 16 quads at head_dim 64, 8 quads per
+    round of a 64-invocation merger, 6 layers per (x, y) tile, after the batch's slices in z."""
+    q, k, v = arrays(b=2, hq=4, hkv=4, sq=3, skv=777, d=64)
+    kernel = attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 128), kv_splits=9, waiting_merge=True,
+                                  sm_count=132)
+    (flash,) = kernel.launch(q, k, v).dispatches
+    assert flash.specialization["MERGE_LAYERS"] == 6 and flash.groups == (1, 4, 2 * 9 + 6)
+    assert kernel.launch(q, k, v).outputs["arrivals"] == ((1 * 4 * 2 * 2,), np.uint32)
+
+
 @pytest.mark.parametrize("tiles_xy, rows, sm_count, layers", [
     (8, 4, 132, 16), (8, 4, 64, 8), (8, 16, 132, 16), (1, 16, 132, 64), (8, 4, None, 2), (20, 4, None, 0),
     (133, 1, 132, 0), (132, 1, 132, 1)])

@@ -1,12 +1,13 @@
 // SPLIT_MERGE=WAIT for flash_attention.comp: flash decoding's merge, O = sum_s exp(lse_s - lse) O_s with
 // lse = log sum_s exp(lse_s), by workgroups of the same dispatch that wait for the key slices instead of a second
 // dispatch. The grid's z holds batch * KV_SPLITS slices and then MERGE_LAYERS mergers per (x, y) tile; merger layer
-// l of tile (x, y) merges item l, l + MERGE_LAYERS, ... (8 output quads per item round) of that tile for every batch.
+// l of tile (x, y) takes rounds l, l + MERGE_LAYERS, ... of MERGE_ITEMS output quads of that tile, for every batch.
 // Each slice counts its arrival (release) after storing its partials; a merger polls the count (acquire) until all
-// KV_SPLITS have arrived, merges, and the last of a tile's MERGE_LAYERS mergers sets the count back to zero.
+// KV_SPLITS have arrived, and the last of a tile's MERGE_LAYERS mergers past its wait sets the counts back to zero.
 // Deadlock-free whatever order the workgroups start in, as long as the mergers leave the slices a slot: the host
 // launches at most one merger per SM (vkcoop.attention.kernel.waiting_mergers). The poll gives up after
-// WAIT_POLLS reads and writes NaN, so a broken assumption shows as a failed check, not a hung device.
+// WAIT_POLLS reads and writes NaN, so a broken assumption shows as a failed check, not a hung device (slices that
+// arrive after that leave the counts of the next launch wrong: the NaN has already said the device cannot run this).
 // Counters: arrivals[2 * tile] (slices), arrivals[2 * tile + 1] (mergers past their wait), tile = (b * y_count + y) *
 // x_count + x; zero before the first launch, and each launch leaves them zero.
 #ifndef VKCOOP_MERGE_WAITING_GLSL
