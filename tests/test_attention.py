@@ -268,8 +268,13 @@ def test_a_waiting_merge_that_cannot_spread_falls_back_to_the_combine_pass():
     q, k, v = arrays(b=1, hq=8, hkv=8, sq=1, skv=1000, d=64)
     kernel = attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 64), kv_splits=5, waiting_merge=True,
                                   sm_count=4)
-    flash, combine = kernel.launch(q, k, v).dispatches   # 8 (x, y) tiles on 4 SMs
+    launch = kernel.launch(q, k, v)
+    flash, combine = launch.dispatches   # 8 (x, y) tiles on 4 SMs
     assert flash.defines["SPLIT_MERGE"] == "PASS" and combine.shader == attn.COMBINE_SHADER
+    assert not kernel.merges_waiting(launch)   # what VulkanAttention.config() reports of a bound launch
+    spread = attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 64), kv_splits=5, waiting_merge=True,
+                                  sm_count=8)
+    assert spread.merges_waiting(spread.launch(q, k, v))
     with pytest.raises(attn.AttentionInputError, match="exclude each other"):
         attn.AttentionKernel("fp16", 64, attn.AttentionTile(64, 16, 64), kv_splits=5, waiting_merge=True,
                              fused_merge=True)

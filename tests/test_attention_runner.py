@@ -58,6 +58,8 @@ def run_flash(pipeline, buffers, push):
         out, lse = out[0], lse[0]
     buffers[3].array[...] = out.astype(buffers[3].array.dtype)
     buffers[4].array[...] = lse
+    if len(buffers) == 8:   # the merge in the same dispatch (SPLIT_MERGE=WAIT): partials, then O and lse
+        run_combine([buffers[3], buffers[4], buffers[5], buffers[6]])
 
 
 def run_combine(buffers):
@@ -164,9 +166,29 @@ def test_attention_opens_and_closes_its_own_device(monkeypatch):
 
     monkeypatch.setattr(vk, "Device", Recording)
     q, k, v = inputs(2, 2, 2, 1, 300, 128, BF16)
-    out = attn.attention(q, k, v)   # decode: the key splits are chosen to fill the GPU
+    out = attn.attention(q, k, v)   # decode: the key splits are chosen to fill the GPU, merged in the same dispatch
     assert len(opened) == 1 and opened[0].closed
+    ref, _ = attn.reference_attention(q, k, v)
+    assert attn.check_attention(out, ref, attn.tolerance_for(q, k, v))[0]
+    assert len(opened[0].pipelines) == 1 and opened[0].pipelines[0].specialization["MERGE_LAYERS"] >= 1
     assert "shaderBFloat16CooperativeMatrix" in opened[0].features
     assert opened[0].pipelines[0].specialization["KV_SPLITS"] == attn.choose_kv_splits(
         attn.AttentionShape(2, 2, 2, 1, 300, 128), attn.AttentionTile(128, 64, 64))
     assert math.isfinite(float(out.astype(np.float32).sum()))
+
+
+@pytest.mark.parametrize("sms, waiting", [(132, True), (4, False)])
+def test_the_configuration_reports_the_merge_the_bound_launch_takes(sms, waiting):
+    """8 (x, y) tiles: on 132 SMs the waiting merge spreads its mergers and the launch is one dispatch; on 4 it takes
+    the combine pass, and the configuration (what bench attention prints) says so once bound."""
+    q, k, v = inputs(1, 8, 8, 1, 1000, 64, np.float16)
+    config = attn.AttentionConfig(attn.AttentionTile(64, 16, 64), kv_splits=5, waiting_merge=True)
+    with attn.VulkanAttention.from_config(Device(), "fp16", attn.AttentionShape(1, 8, 8, 1, 1000, 64), config,
+                                          target_workgroups=4 * sms) as runner:
+        assert runner.config().waiting_merge   # asked for
+        runner.bind(q, k, v)
+        label = runner.config().label()
+        assert runner.config().waiting_merge is waiting and attn.parse_attention_config(label).waiting_merge is waiting
+        out, _ = runner.outputs()
+    ref, _ = attn.reference_attention(q, k, v)
+    assert attn.check_attention(out, ref, attn.tolerance_for(q, k, v))[0]

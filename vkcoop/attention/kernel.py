@@ -170,6 +170,11 @@ class AttentionKernel:
         return {"ELEMENT": ELEMENT_DEFINES[self.dtype], "SPLIT_MERGE": merge,
                 "SCOPE": "SUBGROUP" if self.subgroup_rows else "WORKGROUP"}
 
+    def merges_waiting(self, launch: Launch) -> bool:
+        """Whether ``launch`` (one of this kernel's) merges its key slices by waiting workgroups: False where the
+        waiting merge was asked for but could not spread its mergers, and the launch took the combine pass."""
+        return self.waiting_merge and launch.dispatches[0].defines["SPLIT_MERGE"] == "WAIT"
+
     def pipeline_options(self) -> dict:
         """Subgroup rows split BR by gl_SubgroupID assuming 32-wide subgroups: ask for exactly that."""
         return {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True} if self.subgroup_rows else {}

@@ -103,10 +103,12 @@ class VulkanAttention(VulkanGemm):
         return cls(device, dtype, shape.head_dim, flexible=flexible, **options)
 
     def config(self) -> AttentionConfig:
-        """The configuration as launched: every choice resolved."""
+        """The configuration as launched: every choice resolved (a waiting merge that the bound launch could not
+        spread, and so merged in a second pass, is reported as not taken)."""
         k = self.kernel
+        waiting = k.waiting_merge if self._bound is None else k.merges_waiting(self._bound[0])
         return AttentionConfig(k.tile, k.kv_splits, k.gqa_rows, k.stats_cols, k.q_shared, k.v_early, k.fused_merge,
-                               k.kv_staged, k.subgroup_rows, k.waiting_merge)
+                               k.kv_staged, k.subgroup_rows, waiting)
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))
