@@ -38,7 +38,8 @@ def test_bad_jobs_are_one_line_errors_before_any_gpu_work(job, message, capsys):
 
 def test_configuration_labels_parse_back_and_bad_ones_are_refused():
     for label in ("128:64x64", "64:16x128s32g", "64:16x64n", "256:128x64s3w32", "64:16x64gw16", "128:64x64w16qv",
-                  "64:16x64s66gv", "128:64x64k", "64:16x64s9gfk", "128:64x64u", "128:64x64rk", "64:32x64s9gfr", "64:16x64s66gmk"):
+                  "64:16x64s66gv", "128:64x64k", "64:16x64s9gfk", "128:64x64u", "128:64x64rk", "64:32x64s9gfr",
+                  "64:16x64s66gmk"):
         assert attn.parse_attention_config(label).label() == label
     config = attn.parse_attention_config(" 64:16x128s32gw16 ")
     assert config == attn.AttentionConfig(attn.AttentionTile(64, 16, 128), 32, True, 16)

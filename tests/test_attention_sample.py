@@ -263,7 +263,8 @@ def test_the_waiting_merge_specialised_validates(head_dim, bc, causal, layers):
 @pytest.mark.gpu
 @on_gpu
 @pytest.mark.parametrize("merge", [{"fused_merge": True}, {"waiting_merge": True, "sm_count": 132},
-                                   {"waiting_merge": True, "sm_count": 8}], ids=["fused", "waiting", "waiting-few-layers"])
+                                   {"waiting_merge": True, "sm_count": 8}],
+                         ids=["fused", "waiting", "waiting-few-layers"])
 @pytest.mark.parametrize("shape, tile, splits", [
     ((1, 32, 8, 1, 4099, 128), (64, 16, 64), 20), ((2, 4, 4, 3, 777, 64), (64, 16, 128), 9),
     ((1, 8, 2, 1, 9000, 128), (64, 16, 64), 70)])

@@ -55,8 +55,8 @@
 //                   the group merges after the slices), 5 O, 6 LSE, 7 arrival counters [tiles][MERGE_GROUPS + 1]
 //                   (zero before the first launch; each launch leaves them zero); WAIT: as FUSED without group
 //                   slots, counters [tiles][2]
-//   grid:           (ceil(rows / BR), q_heads (GQA_ROWS: kv_heads), batch * KV_SPLITS [+ MERGE_LAYERS]) with rows = seq_q
-//                   (GQA_ROWS: group * seq_q); offsets are 32-bit (elements < 2^32)
+//   grid:           (ceil(rows / BR), q_heads (GQA_ROWS: kv_heads), batch * KV_SPLITS [+ MERGE_LAYERS]) with
+//                   rows = seq_q (GQA_ROWS: group * seq_q); offsets are 32-bit (elements < 2^32)
 #include "vkcoop/common.glsl"
 #extension GL_EXT_control_flow_attributes : enable
 #if SCOPE == SUBGROUP

@@ -103,8 +103,8 @@ class AttentionConfig:
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
         flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge),
-                                              ("m", self.waiting_merge), ("r", self.subgroup_rows), ("k", self.kv_staged is True),
-                                              ("u", self.kv_staged is False)) if on)
+                                              ("m", self.waiting_merge), ("r", self.subgroup_rows),
+                                              ("k", self.kv_staged is True), ("u", self.kv_staged is False)) if on)
         return f"{self.tile.label()}{splits}{rows}{stats}{flags}"
 
 
@@ -213,8 +213,8 @@ def choose_config_for(flexible, shape, dtype: str, max_dimension: int | None = N
     """The configuration for an :class:`vkcoop.attention.AttentionShape`: the decode tile for decode steps; for
     prefill the split of :func:`choose_split_config` where ``staging_bytes`` (shared memory a workgroup may fill)
     allows it, else the prefill tile. Key splits and GQA rows stay open (None). Decode merges its key slices in the
-    same dispatch, by workgroups that wait for them (``waiting_merge``; on the H100 4-12 % faster than the combine
-    pass at kv 8k-32k, docs/attention.md experiment 32)."""
+    same dispatch, by workgroups that wait for them (``waiting_merge``; on the H100 9-18 % faster than the combine
+    pass at kv 8k-16k and 1-5 % at 32k-64k, docs/attention.md experiment 32)."""
     if is_decode(shape):
         return AttentionConfig(choose_tile_for(flexible, shape, dtype, max_dimension), waiting_merge=True)
     if staging_bytes:
