@@ -184,7 +184,7 @@ def test_the_configuration_reports_the_merge_the_bound_launch_takes(sms, waiting
     q, k, v = inputs(1, 8, 8, 1, 1000, 64, np.float16)
     config = attn.AttentionConfig(attn.AttentionTile(64, 16, 64), kv_splits=5, waiting_merge=True)
     with attn.VulkanAttention.from_config(Device(), "fp16", attn.AttentionShape(1, 8, 8, 1, 1000, 64), config,
-                                          target_workgroups=4 * sms) as runner:
+                                          sm_count=sms) as runner:
         assert runner.config().waiting_merge   # asked for
         runner.bind(q, k, v)
         label = runner.config().label()

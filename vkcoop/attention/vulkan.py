@@ -13,7 +13,7 @@ import numpy as np
 from ..gemm import accumulating_types
 from ..gemm.types import SUBGROUP_SIZE_FEATURES
 from ..gemm.vulkan import VulkanGemm
-from .kernel import WORKGROUPS_PER_SM, AttentionKernel, check_kv_splits, launch_choices, target_workgroups
+from .kernel import AttentionKernel, check_kv_splits, launch_choices, target_workgroups
 from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
 from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_config_for,
                     stats_columns)
@@ -44,10 +44,14 @@ def _max_dimension(physical) -> int | None:
 
 
 def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | None = None, *, flexible=None,
-                  stats_cols: int | None = None, subgroup_rows: bool = False, **options) -> AttentionKernel:
+                  stats_cols: int | None = None, subgroup_rows: bool = False, sm_count: int | None = None,
+                  **options) -> AttentionKernel:
     """The :class:`AttentionKernel` for a physical device: the tile chosen from (or checked against) the driver's
-    flexible-dimensions table, m and l as narrow as the table allows unless ``stats_cols`` is given; ``options``
-    are AttentionKernel's (causal, kv_splits, gqa_rows, ...)."""
+    flexible-dimensions table, m and l as narrow as the table allows unless ``stats_cols`` is given, the SM count
+    (which bounds the waiting merge's mergers) the driver's unless given; ``options`` are AttentionKernel's
+    (causal, kv_splits, gqa_rows, ...)."""
+    from .. import vk
+    sm_count = sm_count or vk.sm_count(physical)
     flexible = physical.flexible_shapes() if flexible is None else flexible
     limit = _max_dimension(physical)
     if tile is None:
@@ -55,7 +59,8 @@ def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | Non
     else:
         check_attention_tile(flexible, dtype, head_dim, tile, limit, subgroup_rows)
     stats_cols = stats_cols or stats_columns(flexible, dtype, tile, subgroup_rows)
-    return AttentionKernel(dtype, head_dim, tile, stats_cols=stats_cols, subgroup_rows=subgroup_rows, **options)
+    return AttentionKernel(dtype, head_dim, tile, stats_cols=stats_cols, subgroup_rows=subgroup_rows,
+                           sm_count=sm_count, **options)
 
 
 def choose_config(physical, shape: AttentionShape, dtype: str, flexible=None) -> AttentionConfig:
@@ -76,8 +81,7 @@ def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bo
     return {"tile": config.tile, "causal": causal, "kv_splits": splits, "gqa_rows": gqa_rows,
             "stats_cols": config.stats_cols, "q_shared": config.q_shared, "v_early": config.v_early,
             "fused_merge": config.fused_merge, "kv_staged": config.kv_staged, "subgroup_rows": config.subgroup_rows,
-            "waiting_merge": config.waiting_merge,
-            "sm_count": target_workgroups // WORKGROUPS_PER_SM if target_workgroups else None}
+            "waiting_merge": config.waiting_merge}
 
 
 class VulkanAttention(VulkanGemm):
@@ -97,10 +101,12 @@ class VulkanAttention(VulkanGemm):
 
     @classmethod
     def from_config(cls, device, dtype: str, shape: AttentionShape, config: AttentionConfig, *,
-                    causal: bool = False, target_workgroups: int | None = None, flexible=None) -> "VulkanAttention":
-        """The kernel an :class:`AttentionConfig` describes for ``shape`` (see :func:`config_options`)."""
+                    causal: bool = False, target_workgroups: int | None = None, flexible=None,
+                    sm_count: int | None = None) -> "VulkanAttention":
+        """The kernel an :class:`AttentionConfig` describes for ``shape`` (see :func:`config_options`); ``sm_count``
+        stands in for the driver's (the waiting merge's bound on its mergers)."""
         options = config_options(shape, config, causal=causal, target_workgroups=target_workgroups)
-        return cls(device, dtype, shape.head_dim, flexible=flexible, **options)
+        return cls(device, dtype, shape.head_dim, flexible=flexible, sm_count=sm_count, **options)
 
     def config(self) -> AttentionConfig:
         """The configuration as launched: every choice resolved (a waiting merge that the bound launch could not
