@@ -172,7 +172,7 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
 def device_target_workgroups(physical) -> int:
     """The workgroups a key split aims at on ``physical``: :data:`vkcoop.attention.kernel.WORKGROUPS_PER_SM` per SM
     of the driver's count (VK_NV_shader_sm_builtins), or the default where the driver does not say. ``bench
-    attention``, its explore tool and ``inspect --attention`` all aim here."""
+    attention``, its explore tool, ``inspect --attention`` and :func:`attention` all aim here."""
     from .. import vk
     return target_workgroups(vk.sm_count(physical))
 

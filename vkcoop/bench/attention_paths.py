@@ -58,8 +58,7 @@ class VulkanPath:
         if key not in self._runners:
             try:
                 self._runners[key] = VulkanAttention.from_config(self.device, case.dtype, case.shape, config,
-                                                                 causal=case.causal, flexible=self.flexible,
-                                                                 target_workgroups=self.target_workgroups)
+                                                                 causal=case.causal, flexible=self.flexible)
             except AttentionInputError as error:
                 raise Unsupported(str(error)) from None
         runner = self._runners[key]
