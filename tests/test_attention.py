@@ -238,7 +238,7 @@ def test_a_waiting_merge_launch_puts_its_mergers_after_the_slices():
     # 8 kv heads x 16 = 128 mergers, not more than the 132 SMs
     assert launch.outputs["O partial"] == ((66, 2, 32, 1, 128), np.float32)
     assert flash.specialization["MERGE_LAYERS"] == 16 and flash.groups == (1, 8, 2 * 66 + 16)
-    assert launch.outputs["arrivals"] == ((8 * 2 * 2,), np.uint32)
+    assert launch.outputs["arrivals"] == ((8 * 2 * 16,), np.uint32)   # a counter per merger
     lanes = re.search(r"const uint MERGE_LANES = (\d+);", (shader_root() / "attention/merge_waiting.glsl").read_text())
     assert int(lanes.group(1)) == kernel_module.MERGE_LANES
 
@@ -251,7 +251,7 @@ def test_the_waiting_merge_sizes_its_layers_by_the_rows_a_tile_really_holds():
                                   sm_count=132)
     (flash,) = kernel.launch(q, k, v).dispatches
     assert flash.specialization["MERGE_LAYERS"] == 6 and flash.groups == (1, 4, 2 * 9 + 6)
-    assert kernel.launch(q, k, v).outputs["arrivals"] == ((1 * 4 * 2 * 2,), np.uint32)
+    assert kernel.launch(q, k, v).outputs["arrivals"] == ((1 * 4 * 2 * 6,), np.uint32)
 
 
 @pytest.mark.parametrize("tiles_xy, rows, sm_count, layers", [

@@ -36,11 +36,12 @@
 //                   row's value: the N granularity keeps them small, and a row reduction smears m onto S's shape)
 //                   9 Q_SHARED (Q is copied once to shared memory and loaded from there for every block, so it
 //                   holds no registers across the key loop; with SUBGROUP rows of 32 and KV_STAGED this is
-//                   FlashAttention-2's split, the head_dim 64 prefill default), 10 V_EARLY (V's load is issued with K's, before the
-//                   softmax, so both blocks are in flight together), 11 KV_STAGED (the blocks that need no clamp
-//                   pass K and V through shared memory that this shader fills, in FlashAttention-2's order: V of
-//                   block j is fetched while S of block j is computed, K of block j + 1 while P V of block j is;
-//                   when the invocations do not share a block's vectors evenly, the last round is partial),
+//                   FlashAttention-2's split, the head_dim 64 prefill default), 10 V_EARLY (V's load is issued with
+//                   K's, before the softmax, so both blocks are in flight together), 11 KV_STAGED (the blocks that
+//                   need no clamp pass K and V through shared memory that this shader fills, in FlashAttention-2's
+//                   order: V of block j is fetched while S of block j is computed, K of block j + 1 while P V of
+//                   block j is; when the invocations do not share a block's vectors evenly, the last round is
+//                   partial),
 //                   12 KEYS_ALIGNED (seq_kv is a multiple of BC, whatever the rows: K and V move through unclamped
 //                   layouts and, without CAUSAL, the clamped key loop is not compiled; implied by ALIGNED)
 //                   13 MERGE_LAYERS (SPLIT_MERGE=WAIT: mergers per (x, y) tile)
@@ -54,7 +55,7 @@
 //                   ([KV_SPLITS][...] when split); FUSED: 3 and 4 are the partials ([KV_SPLITS + MERGE_GROUPS][...]:
 //                   the group merges after the slices), 5 O, 6 LSE, 7 arrival counters [tiles][MERGE_GROUPS + 1]
 //                   (zero before the first launch; each launch leaves them zero); WAIT: as FUSED without group
-//                   slots, counters [tiles][2]
+//                   slots, counters [tiles][MERGE_LAYERS]
 //   grid:           (ceil(rows / BR), q_heads (GQA_ROWS: kv_heads), batch * KV_SPLITS [+ MERGE_LAYERS]) with
 //                   rows = seq_q (GQA_ROWS: group * seq_q); offsets are 32-bit (elements < 2^32)
 #include "vkcoop/common.glsl"
@@ -141,6 +142,38 @@ layout(push_constant) uniform Shape {
     float scale_log2;
 } shape;
 
+#ifdef TRACE
+// TRACE (an extra define, not a variant: python -m vkcoop.bench.attention_explore --trace; vkcoop.bench.attention_trace
+// reads it): invocation 0 of every workgroup writes the device clock at TRACE_EVENTS points, after a barrier so that
+// the workgroup's earlier work has issued, and its SM into trace[workgroup][TRACE_EVENTS] (workgroups numbered x
+// fastest, then y, then z; TRACE_EVENTS + 1 entries each). Slices: 0 start, 1 first block done, 2 key loop done,
+// 3 its output stored (and, with a merge in the dispatch, counted or merged); mergers: 0 start, 1 wait over, 2 merged.
+#extension GL_EXT_shader_realtime_clock : require
+#extension GL_NV_shader_sm_builtins : require
+const uint TRACE_EVENTS = 4;
+#if SPLIT_MERGE == PASS
+layout(set = 0, binding = 5) writeonly buffer Trace { uvec2 trace[]; };
+#else
+layout(set = 0, binding = 8) writeonly buffer Trace { uvec2 trace[]; };
+#endif
+void stamp(const uint event) {
+    barrier();
+    if (gl_LocalInvocationIndex == 0) {
+        const uint workgroup = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x
+                               + gl_WorkGroupID.x;
+        trace[workgroup * (TRACE_EVENTS + 1) + event] = clockRealtime2x32EXT();
+        if (event == 0) {
+            trace[workgroup * (TRACE_EVENTS + 1) + TRACE_EVENTS] = uvec2(gl_SMIDNV, gl_WarpIDNV);
+        }
+    }
+}
+#define STAMP(EVENT) stamp(EVENT);
+#define STAMP_FIRST_BLOCK if (block == block_begin) { stamp(1); }
+#else
+#define STAMP(EVENT)
+#define STAMP_FIRST_BLOCK
+#endif
+
 #define MAT_Q coopmat<ELEMENT_TYPE, MATRIX_SCOPE, OWN_ROWS, HEAD_DIM, gl_MatrixUseA>
 #define MAT_KT coopmat<ELEMENT_TYPE, MATRIX_SCOPE, HEAD_DIM, BC, gl_MatrixUseB>
 #define MAT_V coopmat<ELEMENT_TYPE, MATRIX_SCOPE, BC, HEAD_DIM, gl_MatrixUseB>
@@ -175,6 +208,11 @@ float mask_scores(const in uint32_t row, const in uint32_t col, const in float s
 // Natural log-sum-exp of a row from its log2-unit max m and its sum l of exp2(s - m).
 float log_sum_exp(const in uint32_t row, const in uint32_t col, const in float m, const in float l) {
     return (m + log2(l)) * LN2;
+}
+
+// The number of this workgroup's (query tile, head) pair in `batch`, whose slices a merge counts and merges.
+uint tile_index(const uint batch) {
+    return (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
 }
 
 #if SPLIT_MERGE == FUSED
@@ -257,6 +295,7 @@ void merge_when_last(const uint tile, const uint split, const uint base_row, con
 
 // A merger workgroup (gl_WorkGroupID.z past the slices): layer z - batch * KV_SPLITS of tile (x, y), every batch.
 void merge_as_waiting_workgroup() {
+    STAMP(0)
     const uint heads_per_tile = GQA_ROWS ? shape.group : 1;
     const uint rows = heads_per_tile * shape.seq_q;
     const uint q_tiles = (rows + BR - 1) / BR;
@@ -264,12 +303,13 @@ void merge_as_waiting_workgroup() {
     const uint layer = gl_WorkGroupID.z - shape.batch * KV_SPLITS;
     const uint total_rows = shape.batch * shape.q_heads * shape.seq_q;
     for (uint batch = 0; batch < shape.batch; ++batch) {
-        const uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-        const bool ready = wait_for_slices(tile);
-        leave_tile(tile);
+        const uint tile = tile_index(batch);
+        const bool ready = wait_for_slices(tile, layer);
+        STAMP(1)
         const uint bh = batch * shape.q_heads + gl_WorkGroupID.y * heads_per_tile;
         merge_tile_layer(bh * shape.seq_q + row0, min(BR, rows - row0), total_rows, layer, ready);
     }
+    STAMP(2)
 }
 #endif
 
@@ -280,6 +320,7 @@ void main() {
         return;
     }
 #endif
+    STAMP(0)
     // A tile's rows: one head's seq_q queries, or (GQA_ROWS) the group's heads stacked, group * seq_q rows.
     const uint heads_per_tile = GQA_ROWS ? shape.group : 1;
     const uint rows = heads_per_tile * shape.seq_q;
@@ -457,28 +498,34 @@ void main() {
         }
         [[dont_unroll]] for (; block < unmasked; ++block) {
             STAGED_STEP(false)
+            STAMP_FIRST_BLOCK
         }
         if (KV_ALIGNED && CAUSAL) {
             [[dont_unroll]] for (; block < block_end; ++block) {
                 STAGED_STEP(true)
+                STAMP_FIRST_BLOCK
             }
         }
     } else {
         [[dont_unroll]] for (; block < unmasked; ++block) {
             ATTENTION_STEP(layout_kv, false)
+            STAMP_FIRST_BLOCK
         }
         if (KV_ALIGNED && CAUSAL) {
             [[dont_unroll]] for (; block < block_end; ++block) {
                 ATTENTION_STEP(layout_kv, true)
+                STAMP_FIRST_BLOCK
             }
         }
     }
     if (!KV_ALIGNED) {   // the blocks that cross seq_kv or need the mask, through the clamped layout
         [[dont_unroll]] for (; block < block_end; ++block) {
             ATTENTION_STEP(layout_kv_clamped, true)
+            STAMP_FIRST_BLOCK
         }
     }
 
+    STAMP(2)
     // O = acc / l. An empty split (no blocks) has l = 0: it writes O = 0 and a log-sum-exp of MASKED, which
     // the combine pass weighs by exp(MASKED - lse) = 0.
     const bool empty = block_begin >= block_end;
@@ -519,9 +566,10 @@ void main() {
                          sliceTensorLayoutNV(layout_lse, plane / heads_per_tile, 1, own_row0, OWN_ROWS, 0,
                                              STATS_COLS));
 #if SPLIT_MERGE == FUSED
-    const uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    const uint tile = tile_index(batch);
     merge_when_last(tile, split, bh * shape.seq_q + row0, min(BR, rows - row0), planes * shape.seq_q);
 #elif SPLIT_MERGE == WAIT
-    arrive_slice((batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x);
+    arrive_slice(tile_index(batch));
 #endif
+    STAMP(3)
 }

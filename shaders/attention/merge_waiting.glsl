@@ -2,14 +2,15 @@
 // lse = log sum_s exp(lse_s), by workgroups of the same dispatch that wait for the key slices instead of a second
 // dispatch. The grid's z holds batch * KV_SPLITS slices and then MERGE_LAYERS mergers per (x, y) tile; merger layer
 // l of tile (x, y) takes rounds l, l + MERGE_LAYERS, ... of MERGE_ITEMS output quads of that tile, for every batch.
-// Each slice counts its arrival (release) after storing its partials; a merger polls the count (acquire) until all
-// KV_SPLITS have arrived, and the last of a tile's MERGE_LAYERS mergers past its wait sets the counts back to zero.
+// Each merger has its own arrival counter: each slice, after storing its partials, counts itself on all MERGE_LAYERS
+// counters of its tile (release, one invocation per counter); a merger polls its counter until all KV_SPLITS have
+// arrived (acquire), then sets it back to zero for the next launch, which no slice of this launch can reach again.
 // Deadlock-free whatever order the workgroups start in, as long as the mergers leave the slices a slot: the host
 // launches at most one merger per SM (vkcoop.attention.kernel.waiting_mergers). The poll gives up after
 // WAIT_POLLS reads and writes NaN, so a broken assumption shows as a failed check, not a hung device (slices that
 // arrive after that leave the counts of the next launch wrong: the NaN has already said the device cannot run this).
-// Counters: arrivals[2 * tile] (slices), arrivals[2 * tile + 1] (mergers past their wait), tile = (b * y_count + y) *
-// x_count + x; zero before the first launch, and each launch leaves them zero.
+// Counters: arrivals[tile * MERGE_LAYERS + layer], tile = (b * y_count + y) * x_count + x; zero before the first
+// launch, and each launch leaves them zero.
 #ifndef VKCOOP_MERGE_WAITING_GLSL
 #define VKCOOP_MERGE_WAITING_GLSL
 
@@ -22,26 +23,31 @@ shared float lane_largest[WORKGROUP_SIZE];
 shared float lane_weight[WORKGROUP_SIZE];
 shared bool merge_ready;
 
-// A slice's partials are stored: count it. The partial buffers are devicecoherent, so each store is made available
-// to the device as it is made; the barrier (workgroup scope) orders every invocation's stores before invocation 0's
-// device-scope release, which carries them to the merger's acquire. A device-scope barrier here cost 0.5-0.7 us a
-// launch on the H100 (docs/attention.md, experiment 32).
+// A slice's partials are stored: count it on each merger's counter. The partial buffers are devicecoherent, so each
+// store is made available to the device as it is made; the barrier (workgroup scope) orders every invocation's
+// stores before the counting invocations' device-scope releases, which carry them to the mergers' acquires. A
+// device-scope barrier here cost 0.5-0.7 us a launch on the H100 (docs/attention.md, experiment 32).
 void arrive_slice(const uint tile) {
     controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease);
-    if (gl_LocalInvocationIndex == 0) {
-        atomicAdd(arrivals[2 * tile], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
+    for (uint layer = gl_LocalInvocationIndex; layer < MERGE_LAYERS; layer += WORKGROUP_SIZE) {
+        atomicAdd(arrivals[tile * MERGE_LAYERS + layer], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+                  gl_SemanticsRelease);
     }
 }
 
-// Waits until the tile's KV_SPLITS slices have arrived; false if WAIT_POLLS reads did not see them. The polls are
+// Waits until this merger's counter of the tile says that its KV_SPLITS slices have arrived, then sets it back to
+// zero (no slice of this launch counts on it again); false if WAIT_POLLS reads did not see them. The polls are
 // relaxed (a device-scope acquire on every read costs a fence each); one acquire after the last orders the reads.
-bool wait_for_slices(const uint tile) {
+// The reset is a relaxed store whose result nobody waits for (a returned count cost a round trip per merger).
+bool wait_for_slices(const uint tile, const uint layer) {
     if (gl_LocalInvocationIndex == 0) {
+        const uint counter = tile * MERGE_LAYERS + layer;
         uint polls = 0;
-        while (atomicLoad(arrivals[2 * tile], gl_ScopeDevice, 0, gl_SemanticsRelaxed)
-               < KV_SPLITS && ++polls < WAIT_POLLS) {
+        while (atomicLoad(arrivals[counter], gl_ScopeDevice, 0, gl_SemanticsRelaxed) < KV_SPLITS
+               && ++polls < WAIT_POLLS) {
         }
-        atomicLoad(arrivals[2 * tile], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+        atomicLoad(arrivals[counter], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+        atomicStore(arrivals[counter], 0u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
         merge_ready = polls < WAIT_POLLS;
     }
     // Workgroup scope: invocation 0's acquire ordered the slices' stores before it, the barrier orders it before the
@@ -51,34 +57,23 @@ bool wait_for_slices(const uint tile) {
     return merge_ready;
 }
 
-// After a merger's wait: the last of the tile's MERGE_LAYERS sets both counters back to zero for the next launch
-// (which a pipeline barrier separates from this one). Relaxed: each merger counts itself only after its own wait
-// ended, so the reset cannot reach a merger still waiting, and nothing else is ordered by it.
-void leave_tile(const uint tile) {
-    if (gl_LocalInvocationIndex == 0 &&
-        atomicAdd(arrivals[2 * tile + 1], 1u, gl_ScopeDevice, 0, gl_SemanticsRelaxed)
-        == MERGE_LAYERS - 1) {
-        atomicExchange(arrivals[2 * tile], 0u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
-        atomicExchange(arrivals[2 * tile + 1], 0u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
-    }
-}
-
-// One output quad (4 columns of one row) over this lane's slices lane, lane + MERGE_LANES, ...: merged online, the
-// loads independent of each other so that all LANE_SLICES are in flight at once.
+// One output quad (4 columns of one row) over this lane's slices lane, lane + MERGE_LANES, ...: every load is
+// independent, so all LANE_SLICES are in flight at once, and so is every weight (the largest log-sum-exp first).
 void merge_lane_slices(const uint row, const uint quad, const uint lane, const uint total_rows, inout float largest,
                        inout float weight_sum, inout vec4 value) {
     const uint QUADS = HEAD_DIM / 4;
+    float lse_s[LANE_SLICES];
+    vec4 o_s[LANE_SLICES];
     [[unroll]] for (uint u = 0; u < LANE_SLICES; ++u) {
         const uint s = lane + u * MERGE_LANES;
-        if (s < KV_SPLITS) {
-            const float lse_s = lse_partial[s * total_rows + row];
-            const vec4 o_s = o_partial4[(s * total_rows + row) * QUADS + quad];
-            const float grown = max(largest, lse_s);
-            const float rescale = exp(largest - grown), weight = exp(lse_s - grown);
-            value = value * rescale + weight * o_s;
-            weight_sum = weight_sum * rescale + weight;
-            largest = grown;
-        }
+        lse_s[u] = s < KV_SPLITS ? lse_partial[s * total_rows + row] : largest;
+        o_s[u] = s < KV_SPLITS ? o_partial4[(s * total_rows + row) * QUADS + quad] : vec4(0.0);
+        largest = max(largest, lse_s[u]);
+    }
+    [[unroll]] for (uint u = 0; u < LANE_SLICES; ++u) {
+        const float weight = lane + u * MERGE_LANES < KV_SPLITS ? exp(lse_s[u] - largest) : 0.0;
+        value += weight * o_s[u];
+        weight_sum += weight;
     }
 }
 

@@ -231,8 +231,8 @@ class AttentionKernel:
         layers = waiting_mergers(x * y, tile_rows, d, self.tile.workgroup_size, self.sm_count) \
             if self.waiting_merge else 0
         if layers and b * s + layers <= MAX_GROUPS_YZ:
-            # one dispatch: the slices, then `layers` mergers per (x, y); two counters per tile, left zero
-            outputs["arrivals"] = ((x * y * b * 2,), np.dtype(np.uint32))
+            # one dispatch: the slices, then `layers` mergers per (x, y); a counter per merger, left zero
+            outputs["arrivals"] = ((x * y * b * layers,), np.dtype(np.uint32))
             specialization["MERGE_LAYERS"] = layers
             flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
                              ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"),
