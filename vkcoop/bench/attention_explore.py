@@ -20,11 +20,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import statistics
+from pathlib import Path
 
 from ..attention import VulkanAttention, attention_features
 from ..attention.vulkan import device_target_workgroups
 from ..attention.tiles import parse_attention_config
+from . import attention_trace
 from .attention import check_planes, make_cases, make_inputs, measure
 
 
@@ -49,13 +52,15 @@ def parse_job(text: str):
 
 
 class _ConfigPath:
-    """One configuration as a path of ``vkcoop.bench.attention.measure``."""
+    """One configuration as a path of ``vkcoop.bench.attention.measure``; with ``trace_dir``, after its timing, one
+    launch's timeline (:mod:`vkcoop.bench.attention_trace`) written there as a plot and JSON."""
     name = "vk-coopmat2"
 
-    def __init__(self, device, flexible, choice, target_workgroups, each_pass=False):
+    def __init__(self, device, flexible, choice, target_workgroups, each_pass=False, trace_dir=None):
         self.device, self.flexible, self.choice, self.target = device, flexible, choice, target_workgroups
-        self.label, self.runner = choice.label(), None
+        self.label, self.runner, self.inputs, self.case = choice.label(), None, None, None
         self.each_pass, self.pass_ms = each_pass, None
+        self.trace_dir, self.trace_lines = trace_dir, []
 
     @property
     def config(self) -> str:
@@ -68,6 +73,7 @@ class _ConfigPath:
                                                   flexible=self.flexible)
         self.runner.bind(*inputs)
         self.label = self.runner.config().label()
+        self.inputs, self.case = inputs, case
         return self
 
     def rows(self, b, h, rows):
@@ -77,7 +83,20 @@ class _ConfigPath:
         times = self.runner.time(iters, warmup, warmup_seconds=warmup_seconds)
         if self.each_pass:
             self.pass_ms = [statistics.median(t) * 1e3 for t in self.runner.dispatch_times(iters, warmup)]
+        if self.trace_dir:
+            self._trace()
         return times
+
+    def _trace(self):
+        timeline = attention_trace.trace_runner(self.runner, self.inputs)
+        timeline.label = f"{self.case.label} {self.label}"
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"trace {self.case.label} {self.label}")   # no ':' or '/'
+        stem = Path(self.trace_dir) / name
+        attention_trace.plot_timeline(timeline, stem.with_suffix(".png"))
+        stem.with_suffix(".json").write_text(json.dumps({"label": timeline.label, "span_us": timeline.span_us,
+                                                         "percentiles": list(attention_trace.PERCENTILES),
+                                                         "rows": dict(timeline.rows())}, indent=1))
+        self.trace_lines = timeline.lines()
 
     def release(self):
         if self.runner is not None:
@@ -89,7 +108,8 @@ def run_job(device, flexible, case, configs, args, records) -> None:
     inputs = make_inputs(case)
     planes, tolerance = check_planes(case, inputs)
     for index, config in enumerate(configs + configs[:1]):
-        path = _ConfigPath(device, flexible, config, args.target_workgroups, args.pass_times)
+        trace_dir = args.trace_dir if index < len(configs) else None   # the repeat is timed, not traced again
+        path = _ConfigPath(device, flexible, config, args.target_workgroups, args.pass_times, trace_dir)
         try:
             result = measure(path, case, inputs, planes, tolerance, args.iters, args.warmup)
             record = {**dataclasses.asdict(result), "repeat": index == len(configs), "pass_ms": path.pass_ms}
@@ -104,6 +124,8 @@ def run_job(device, flexible, case, configs, args, records) -> None:
             figure += " (passes alone: " + " + ".join(f"{ms:.4f}" for ms in record["pass_ms"]) + " ms)"
         print(f"{case.label:>44} {record['config']:>18}{' (repeat)' if record['repeat'] else '':9} "
               f"{record['status']:>6}: {figure}", flush=True)
+        for line in path.trace_lines:
+            print(line, flush=True)
         records.append(record)
         if args.json_path:
             with open(args.json_path, "w") as handle:
@@ -122,6 +144,9 @@ def main(argv=None) -> int:
     parser.add_argument("--pass-times", action="store_true",
                         help="also time each pass of a launch on its own (the key-split pass and the combine)")
     parser.add_argument("--json", dest="json_path", default=None, help="write every record to this file")
+    parser.add_argument("--trace", dest="trace_dir", default=None,
+                        help="after each configuration's timing, trace one launch (device clock per workgroup: "
+                             "VK_KHR_shader_clock, VK_NV_shader_sm_builtins) and write its plot and JSON here")
     args = parser.parse_args(argv)
     try:
         jobs = [parse_job(j) for j in args.job]   # every argument error before any GPU work
@@ -132,8 +157,13 @@ def main(argv=None) -> int:
 
     dtypes = sorted({case.dtype for case, _ in jobs})
     records: list = []
+    extensions, features = list(EXTENSIONS), list(attention_features(dtypes))
+    if args.trace_dir:
+        Path(args.trace_dir).mkdir(parents=True, exist_ok=True)
+        extensions += attention_trace.TRACE_EXTENSIONS
+        features += attention_trace.TRACE_FEATURES
     try:
-        device = vk.Device(extensions=EXTENSIONS, features=attention_features(dtypes))
+        device = vk.Device(extensions=extensions, features=features)
     except vk.VulkanError as error:
         parser.exit(3, f"attention_explore: {str(error).splitlines()[0]}\n")
     with device:

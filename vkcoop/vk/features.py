@@ -23,6 +23,8 @@ FEATURE_STRUCTS = {
     "VkPhysicalDeviceCooperativeMatrixFeaturesKHR": (side.KHR_COOPERATIVE_MATRIX_EXTENSION_NAME, (1, 0)),
     "VkPhysicalDeviceCooperativeMatrix2FeaturesNV": (side.NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME, (1, 0)),
     "VkPhysicalDeviceShaderBfloat16FeaturesKHR": (side.KHR_SHADER_BFLOAT16_EXTENSION_NAME, (1, 1)),
+    "VkPhysicalDeviceShaderClockFeaturesKHR": ("VK_KHR_shader_clock", (1, 0)),         # in-shader timelines
+    "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV": ("VK_NV_shader_sm_builtins", (1, 0)),   # gl_SMIDNV
 }
 
 #: Extensions that another extension depends on (vk.xml ``depends``), enabled along with it.
