@@ -44,6 +44,8 @@ DEFAULT_TARGET_WORKGROUPS = 528
 MIN_SM_COUNT = 16
 #: Invocations of a merger that share one output quad's slices (MERGE_LANES in merge_waiting.glsl).
 MERGE_LANES = 8
+#: The bindings of a launch that merges its key slices in the same dispatch (SPLIT_MERGE=FUSED or WAIT).
+MERGED_BUFFERS = ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals")
 
 
 def target_workgroups(sm_count: int | None) -> int:
@@ -234,14 +236,12 @@ class AttentionKernel:
             # one dispatch: the slices, then `layers` mergers per (x, y); a counter per merger, left zero
             outputs["arrivals"] = ((x * y * b * layers,), np.dtype(np.uint32))
             specialization["MERGE_LAYERS"] = layers
-            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
-                             ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"),
+            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, MERGED_BUFFERS,
                              (x, y, b * s + layers), push, self.pipeline_options())
             return Launch([flash], inputs, outputs, "O", dims)
         if self.fused_merge:   # one dispatch; a counter per group and tile plus one per tile, zero-filled, left zero
-            outputs["arrivals"] = ((groups[0] * groups[1] * b * (merge_groups(s) + 1),), np.dtype(np.uint32))
-            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization,
-                             ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals"), groups, push,
+            outputs["arrivals"] = ((x * y * b * (merge_groups(s) + 1),), np.dtype(np.uint32))
+            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, MERGED_BUFFERS, groups, push,
                              self.pipeline_options())
             return Launch([flash], inputs, outputs, "O", dims)
         flash = Dispatch(ATTENTION_SHADER, self.defines("PASS"), specialization,
