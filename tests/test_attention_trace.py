@@ -2,6 +2,8 @@
 TRACE shader variants through spirv-val; on a GPU, a traced decode launch whose events keep the kernel's order."""
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
@@ -64,7 +66,8 @@ def test_a_timeline_counts_from_the_first_start_and_leaves_unreached_events_out(
     assert rows["slice start"] == pytest.approx([0.0, 0.075, 0.375, 0.85, 1.0])
     assert rows["slice first block (duration)"][0] == 2.0 and rows["slice first block (duration)"][-1] == 2.5
     assert rows["merger merge (duration)"] == pytest.approx([0.6, 0.69, 1.05, 1.41, 1.5])
-    assert timeline.lines()[0] == "case: 6 workgroups (2 mergers) on 5 SMs, 11.00 us from the first start to the last end"
+    assert timeline.lines()[0] == ("case: 6 workgroups (2 mergers) on 5 SMs, 11.00 us from the first start to the "
+                                   "last end")
 
 
 class FakeRunner:
@@ -84,7 +87,7 @@ class FakeRunner:
         assert name == "trace" and self.bound.dispatches[0].defines["TRACE"] == "1"
         span = self.spans[self.runs - 1]
         words = _words((1, 1, 2), [[10, 20, 30, 40], [15, 25, span, span + 10]], [0, 1])
-        return type("Buffer", (), {"read": lambda self: words})()
+        return types.SimpleNamespace(read=lambda: words)
 
 
 def test_the_runner_keeps_the_run_whose_span_is_the_median():
@@ -109,6 +112,26 @@ def test_explore_refuses_a_bad_job_before_it_opens_a_device_for_a_trace(tmp_path
         attention_explore.main(["--job", "decode/fp16/96/8192/64:16x64", "--trace", str(tmp_path / "t")])
     assert stop.value.code == 2 and "--head-dims 96: choose from 64, 128" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
+
+
+def test_explore_asks_for_the_device_clock_and_says_in_one_line_when_the_device_lacks_it(tmp_path, monkeypatch,
+                                                                                         capsys):
+    from vkcoop import vk
+    from vkcoop.bench import attention_explore
+    asked = {}
+
+    def no_clock(*args, extensions=(), features=()):
+        asked.update(extensions=list(extensions), features=list(features))
+        raise vk.MissingFeatureError("a GPU", missing_features=["shaderDeviceClock"])
+
+    monkeypatch.setattr(vk, "Device", no_clock)
+    with pytest.raises(SystemExit) as stop:
+        attention_explore.main(["--job", "decode/fp16/128/8192/64:16x64", "--trace", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 3 and err.startswith("attention_explore: ") and err.count("\n") == 1
+    assert "shaderDeviceClock" in err
+    assert set(trace.TRACE_EXTENSIONS) <= set(asked["extensions"])
+    assert set(trace.TRACE_FEATURES) <= set(asked["features"])
 
 
 @pytest.mark.toolchain
