@@ -90,11 +90,15 @@ def test_block_ranges_cover_each_tiles_keys_once_and_skip_the_mask_only_where_sa
     br, bc = tile
     row0 -= row0 % br
     ranges = [attn.block_ranges(row0, seq_kv, br, bc, causal, splits, s) for s in range(splits)]
-    covered = [block for r in ranges for block in range(r.begin, r.end)]
+    covered = [block for r in ranges for block in r.blocks]
     last_key = min(seq_kv, row0 + br) if causal else seq_kv
-    assert covered == list(range(-(-last_key // bc)))      # every needed block once, in order
+    assert sorted(covered) == list(range(-(-last_key // bc)))      # every needed block once
+    counts = [len(r.blocks) for r in ranges]
+    assert max(counts) - min(counts) <= 1                           # the slices share the blocks evenly
+    keys = np.concatenate([attn.slice_keys(r, bc, seq_kv) for r in ranges])
+    assert np.array_equal(np.sort(keys), np.arange(min(seq_kv, len(covered) * bc)))   # each key once
     for r in ranges:
-        for block in range(r.begin, min(r.unmasked, r.end)):
+        for block in (b for b in r.blocks if b < r.unmasked):
             keys = np.arange(block * bc, block * bc + bc)
             assert keys[-1] < seq_kv                          # no padded key
             assert not causal or keys[-1] <= row0             # visible to the tile's first row, so to all

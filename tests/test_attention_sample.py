@@ -70,8 +70,8 @@ def test_the_split_cases_expect_what_the_shaders_loop_computes(cases):
     o_partial, lse_partial = first.bindings[3], first.bindings[4]
     for split in range(3):
         ranges = attn.block_ranges(0, 323, 64, 64, False, 3, split)
-        assert ranges.end - ranges.begin == 2
-        keys = slice(ranges.begin * 64, min(323, ranges.end * 64))
+        assert list(ranges.blocks) == [split, split + 3]    # the shader's strided slices of the 6 blocks
+        keys = attn.slice_keys(ranges, 64, 323)
         got, got_lse = attn.blocked_attention(q, k[:, :, keys], v[:, :, keys], attn.AttentionTile(128, 64, 64),
                                               emulate=True)
         assert not case.compare_within(got.astype(np.float32), o_partial.expected[split],

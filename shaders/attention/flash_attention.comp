@@ -25,7 +25,7 @@
 //   spec constants: 0 WORKGROUP_SIZE, 1 BR (query rows), 2 BC (keys per step), 3 HEAD_DIM (64 or 128),
 //                   4 CAUSAL (key j is visible to query i iff j <= i: torch's is_causal, top-left aligned),
 //                   5 KV_SPLITS (> 1: the keys are cut into that many slices, gl_WorkGroupID.z = batch *
-//                   KV_SPLITS + slice; each slice writes its normalised fp32 O and its log-sum-exp to the
+//                   KV_SPLITS + slice, slice s holding key blocks s, s + KV_SPLITS, ...; each slice writes its normalised fp32 O and its log-sum-exp to the
 //                   partial buffers, and attention_combine.comp merges them: flash decoding)
 //                   6 GQA_ROWS (the q heads of one kv head share a tile: rows are (head in group, query)
 //                   pairs, group * seq_q of them, contiguous in Q and O; gl_WorkGroupID.y is the kv head. One
@@ -386,9 +386,11 @@ void main() {
     // Keys this tile sees: causal rows stop at the tile's last row. Blocks [0, unmasked) need no mask at all.
     const uint kv_end = CAUSAL ? min(shape.seq_kv, last_query + 1) : shape.seq_kv;
     const uint blocks_total = (kv_end + BC - 1) / BC;
-    const uint per_split = (blocks_total + KV_SPLITS - 1) / KV_SPLITS;
-    const uint block_begin = min(blocks_total, split * per_split);
-    const uint block_end = min(blocks_total, block_begin + per_split);
+    // Slice s takes blocks s, s + KV_SPLITS, ...: at any moment a tile's slices read neighbouring blocks, and
+    // the slices of one tile differ by at most one block.
+    const uint block_step = KV_SPLITS;
+    const uint block_begin = min(blocks_total, split);
+    const uint block_end = blocks_total;
     const uint inside = shape.seq_kv / BC;                          // blocks that end inside seq_kv
     const uint unmasked = min(block_end, CAUSAL ? min(inside, (first_query + 1) / BC) : inside);
     uint block = block_begin;
@@ -475,13 +477,13 @@ void main() {
         ONLINE_SOFTMAX(MASK)                                                                                  \
         STAGE_BLOCK(v_stage)                                                                                  \
         barrier();                                                                                            \
-        if (block + 1 < staged_end) {                                                                         \
-            FETCH_BLOCK(k4, (kv_base + col0 * HEAD_DIM + BC * HEAD_DIM) / 8)                                  \
+        if (block + block_step < staged_end) {                                                                \
+            FETCH_BLOCK(k4, (kv_base + (col0 + BC * block_step) * HEAD_DIM) / 8)                              \
         }                                                                                                     \
         MAT_V tile_v;                                                                                         \
         coopMatLoad(tile_v, v_stage, 0, KV_ROW, gl_CooperativeMatrixLayoutRowMajor);                          \
         acc = coopMatMulAdd(MAT_P(p), tile_v, acc);                                                           \
-        if (block + 1 < staged_end) {                                                                         \
+        if (block + block_step < staged_end) {                                                                \
             STAGE_BLOCK(k_stage)                                                                              \
         }                                                                                                     \
         barrier();                                                                                            \
@@ -496,30 +498,30 @@ void main() {
             STAGE_BLOCK(k_stage)
             barrier();
         }
-        [[dont_unroll]] for (; block < unmasked; ++block) {
+        [[dont_unroll]] for (; block < unmasked; block += block_step) {
             STAGED_STEP(false)
             STAMP_FIRST_BLOCK
         }
         if (KV_ALIGNED && CAUSAL) {
-            [[dont_unroll]] for (; block < block_end; ++block) {
+            [[dont_unroll]] for (; block < block_end; block += block_step) {
                 STAGED_STEP(true)
                 STAMP_FIRST_BLOCK
             }
         }
     } else {
-        [[dont_unroll]] for (; block < unmasked; ++block) {
+        [[dont_unroll]] for (; block < unmasked; block += block_step) {
             ATTENTION_STEP(layout_kv, false)
             STAMP_FIRST_BLOCK
         }
         if (KV_ALIGNED && CAUSAL) {
-            [[dont_unroll]] for (; block < block_end; ++block) {
+            [[dont_unroll]] for (; block < block_end; block += block_step) {
                 ATTENTION_STEP(layout_kv, true)
                 STAMP_FIRST_BLOCK
             }
         }
     }
     if (!KV_ALIGNED) {   // the blocks that cross seq_kv or need the mask, through the clamped layout
-        [[dont_unroll]] for (; block < block_end; ++block) {
+        [[dont_unroll]] for (; block < block_end; block += block_step) {
             ATTENTION_STEP(layout_kv_clamped, true)
             STAMP_FIRST_BLOCK
         }

@@ -15,7 +15,7 @@
 """
 from .kernel import (ATTENTION_SHADER, COMBINE_SHADER, AttentionKernel, check_kv_splits, choose_kv_splits,
                      use_gqa_rows)
-from .model import blocked_attention, block_ranges, combine_splits, key_block_ranges, query_span
+from .model import blocked_attention, block_ranges, combine_splits, key_block_ranges, query_span, slice_keys
 from .reference import (AttentionTolerance, attention_tolerance, check_attention, reference_attention,
                         tolerance_for)
 from .shapes import HEAD_DIMS, AttentionInputError, AttentionShape, check_inputs, dtype_name, resolve_scale
@@ -26,7 +26,7 @@ from .vulkan import ATTENTION_FEATURES, EXTENSIONS, VulkanAttention, attention, 
 __all__ = [
     "attention", "VulkanAttention", "ATTENTION_FEATURES", "EXTENSIONS", "attention_features", "choose_config",
     "ATTENTION_SHADER", "COMBINE_SHADER", "AttentionKernel", "check_kv_splits", "choose_kv_splits", "use_gqa_rows",
-    "blocked_attention", "block_ranges", "combine_splits", "key_block_ranges", "query_span",
+    "blocked_attention", "block_ranges", "combine_splits", "key_block_ranges", "query_span", "slice_keys",
     "AttentionTolerance", "attention_tolerance", "check_attention", "reference_attention", "tolerance_for",
     "HEAD_DIMS", "AttentionInputError", "AttentionShape", "check_inputs", "dtype_name", "resolve_scale",
     "AttentionConfig", "AttentionTile", "check_attention_tile", "choose_attention_tile", "choose_config_for",

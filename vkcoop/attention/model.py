@@ -22,8 +22,13 @@ MASKED = -1.0e30   # the shader's finite mask value
 @dataclass(frozen=True)
 class BlockRange:
     begin: int        # first key block of this slice
-    unmasked: int     # blocks [begin, unmasked) need no mask
-    end: int          # one past the last block
+    unmasked: int     # blocks below this need no mask
+    end: int          # no block of this slice reaches it
+    step: int = 1     # the slice holds begin, begin + step, ... below end
+
+    @property
+    def blocks(self) -> range:
+        return range(self.begin, self.end, self.step)
 
 
 def query_span(row0: int, br: int, rows: int, seq_q: int, gqa_rows: bool) -> tuple[int, int]:
@@ -40,15 +45,22 @@ def query_span(row0: int, br: int, rows: int, seq_q: int, gqa_rows: bool) -> tup
 def key_block_ranges(first_query: int, last_query: int, seq_kv: int, bc: int, causal: bool, kv_splits: int,
                      split: int) -> BlockRange:
     """Key blocks of a query tile holding queries ``first_query..last_query`` in key slice ``split``
-    (flash_attention.comp, main)."""
+    (flash_attention.comp, main): ``split``, ``split + kv_splits``, ... up to the tile's last block."""
     kv_end = min(seq_kv, last_query + 1) if causal else seq_kv
     blocks_total = (kv_end + bc - 1) // bc
-    per_split = (blocks_total + kv_splits - 1) // kv_splits
-    begin = min(blocks_total, split * per_split)
-    end = min(blocks_total, begin + per_split)
+    step = kv_splits
+    begin = min(blocks_total, split)
+    end = blocks_total
     inside = seq_kv // bc
     unmasked = min(end, min(inside, (first_query + 1) // bc) if causal else inside)
-    return BlockRange(begin, unmasked, end)
+    return BlockRange(begin, unmasked, end, step)
+
+
+def slice_keys(ranges: BlockRange, bc: int, seq_kv: int) -> np.ndarray:
+    """The key indices that the blocks of ``ranges`` hold, in the order the slice reads them."""
+    starts = np.asarray(ranges.blocks, dtype=np.int64) * bc
+    keys = (starts[:, None] + np.arange(bc)[None, :]).ravel()
+    return keys[keys < seq_kv]
 
 
 def block_ranges(row0: int, seq_kv: int, br: int, bc: int, causal: bool, kv_splits: int, split: int) -> BlockRange:
@@ -66,7 +78,7 @@ def _tile(q_tile, k_plane, v_plane, scale_log2, queries, ranges: BlockRange, cau
     l = np.zeros(br, work)
     acc = np.zeros((br, d), work)
     seq_kv = k_plane.shape[0]
-    for block in range(ranges.begin, ranges.end):
+    for block in ranges.blocks:
         col0 = block * bc
         keys = np.zeros((bc, d), work)
         values = np.zeros((bc, d), work)

@@ -70,8 +70,8 @@ def split_references(kernel: attn.AttentionKernel, q, k, v) -> tuple[np.ndarray,
     outs, lses = [], []
     for split in range(kernel.kv_splits):
         ranges = attn.block_ranges(0, seq_kv, kernel.tile.br, kernel.tile.bc, False, kernel.kv_splits, split)
-        keys = slice(ranges.begin * kernel.tile.bc, min(seq_kv, ranges.end * kernel.tile.bc))
-        if keys.start >= keys.stop:   # an empty slice: O = 0, lse = the shader's mask value
+        keys = attn.slice_keys(ranges, kernel.tile.bc, seq_kv)
+        if not keys.size:   # an empty slice: O = 0, lse = the shader's mask value
             outs.append(np.zeros(q.shape))
             lses.append(np.full(q.shape[:3], np.float32(attn.model.MASKED)))
             continue
