@@ -71,17 +71,23 @@ def test_a_timeline_counts_from_the_first_start_and_leaves_unreached_events_out(
 
 
 class FakeRunner:
-    """What trace_runner needs of a VulkanAttention: its kernel, bind_launch, result and the bound trace buffer,
-    which holds the next of ``spans_ns`` per run (a launch of two key slices, 1 x 1 x 2 workgroups)."""
+    """What trace_runner needs of a VulkanAttention: its kernel, bind_launch, result, time and the bound trace
+    buffer, which holds the next of ``spans_ns`` per run (a launch of two key slices, 1 x 1 x 2 workgroups)."""
 
     def __init__(self, kernel, spans_ns):
         self.kernel, self.spans, self.runs, self.bound = kernel, list(spans_ns), 0, None
+        self.streams = []
 
     def bind_launch(self, launch):
         self.bound = launch
 
     def result(self):
         self.runs += 1
+        self.streams.append(1)
+
+    def time(self, iterations, warmup, warmup_seconds):
+        self.runs += 1
+        self.streams.append(iterations + warmup)
 
     def bound_buffer(self, name):
         assert name == "trace" and self.bound.dispatches[0].defines["TRACE"] == "1"
@@ -96,6 +102,15 @@ def test_the_runner_keeps_the_run_whose_span_is_the_median():
     runner = FakeRunner(kernel, [9_000, 1_000, 5_000, 7_000, 3_000])
     timeline = trace.trace_runner(runner, (q, k, v), runs=5)
     assert runner.runs == 5 and timeline.span_us == 5.0
+    assert runner.streams == [trace.STREAM_LAUNCHES + 1] * 5   # each run: launches back to back, the last one kept
+
+
+def test_the_runner_can_trace_launches_that_each_start_from_an_idle_device():
+    kernel = attn.AttentionKernel("fp16", 128, attn.AttentionTile(64, 16, 64), kv_splits=2)
+    q, k, v = arrays(1, 1, 1, 1, 64, 128)
+    runner = FakeRunner(kernel, [4_000, 2_000, 6_000])
+    timeline = trace.trace_runner(runner, (q, k, v), runs=3, stream=None)
+    assert runner.streams == [1, 1, 1] and timeline.span_us == 4.0
 
 
 def test_the_plot_is_a_png(tmp_path):

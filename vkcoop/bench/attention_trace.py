@@ -1,7 +1,8 @@
 """Where one attention launch spends its time, workgroup by workgroup: flash_attention.comp compiled with TRACE
 writes the device's realtime clock (VK_KHR_shader_clock) at a few points of every workgroup, and its SM
 (VK_NV_shader_sm_builtins). ``python -m vkcoop.bench.attention_explore --trace DIR`` records one timeline per
-configuration; docs/attention.md, session 22, reads them.
+configuration, of the last of 20 launches run back to back as the benchmarks time them; docs/attention.md, sessions
+22 and 23, reads them.
 
 Events (trace[workgroup][event], workgroups numbered x fastest, then y, then z, as the shader numbers them):
 a key slice records its start, the end of its first key block, the end of its key loop and the moment its partials
@@ -23,6 +24,7 @@ TRACE_FEATURES = ("shaderDeviceClock", "shaderSMBuiltins")
 EVENTS = 4                                       # clock readings per workgroup; one more uvec2 holds its SM
 SLICE_EVENTS = ("start", "first block done", "key loop done", "counted")
 MERGER_EVENTS = ("start", "wait over", "merged")
+STREAM_LAUNCHES = 20                             # launches back to back per traced run, as bench attention times
 PERCENTILES = (0, 10, 50, 90, 100)
 _LATEST_US = 1e5                                 # a reading further than this from the first start was not written
 
@@ -97,9 +99,11 @@ def parse_trace(words: np.ndarray, groups: tuple, slice_layers: int, label: str 
                     index % (x * y))
 
 
-def trace_runner(runner, inputs, runs: int = 30) -> Timeline:
+def trace_runner(runner, inputs, runs: int = 7, stream: int | None = STREAM_LAUNCHES) -> Timeline:
     """Bind ``runner``'s launch on ``inputs`` with TRACE, run it ``runs`` times and keep the run whose span is the
-    median (each run is one submission: its timeline is of a launch alone, not of one in a timed stream)."""
+    median. With ``stream`` each run is that many launches back to back, as the benchmarks time them, and the last
+    one's stamps are kept; with None each run is one submission, a launch that starts from an idle device (on the
+    H100 its first key block takes 2-3x as long: docs/attention.md, experiment 40)."""
     kernel = runner.kernel
     launch = traced_launch(kernel.launch(*inputs))
     runner.bind_launch(launch)
@@ -107,7 +111,10 @@ def trace_runner(runner, inputs, runs: int = 30) -> Timeline:
     slices = len(inputs[0]) * kernel.kv_splits
     timelines = []
     for _ in range(runs):
-        runner.result()
+        if stream:
+            runner.time(stream, 1, warmup_seconds=0.0)
+        else:
+            runner.result()
         timelines.append(parse_trace(runner.bound_buffer("trace").read(), groups, slices))
     spans = [t.span_us for t in timelines]
     return timelines[spans.index(statistics.median_low(spans))]
