@@ -147,19 +147,31 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
     measured = {"vulkan": {"mma": {"coopmat2-workgroup": {"fp16->fp32": {"tflops": 600.0}}},
                            "bandwidth": {"read": {"gb_per_s": 3000.0}}}}
     monkeypatch.setattr(bench, "measured_ceilings", lambda device=None: (measured, 600.0, 3000.0))
+    kv_bytes = 2 * 8 * 256 * 64 * 2
+    asked = []
+    monkeypatch.setattr(bench, "measured_read_floors",
+                        lambda cases, device=None: asked.append([c.label for c in cases]) or {kv_bytes: 1.5})
     options = dict(kinds=("decode",), head_dims=(64,), decode_seqs=(256,), iters=3, warmup=0, progress=False,
                    ceilings=True)
     outcome = bench.run_attention_bench(**options)
     decode = next(r for r in outcome.results if r.path == "vk-coopmat2")
     assert decode.roofline == pytest.approx(decode.gbs / 3000.0) and decode.ratio_ceiling == pytest.approx(
         decode.tflops / 600.0)
+    assert asked == [["decode fp16 b1 h32/8 q1 kv256 d64"]]
+    assert decode.read_floor == pytest.approx(1.5e-3 / decode.median_ms)     # the floor's time over ours
+    assert outcome.environment["read_floor_us"] == {str(kv_bytes): 1.5}
     assert outcome.settings["bandwidth_source"] == "measured read bandwidth"
     assert outcome.environment["ceilings"] is measured
     def broken(device=None):
         raise RuntimeError("no peak shader here\nsecond line")
     monkeypatch.setattr(bench, "measured_ceilings", broken)
+    def no_floor(cases, device=None):
+        raise ValueError("a read floor of 9 bytes passes the range\nmore")
+    monkeypatch.setattr(bench, "measured_read_floors", no_floor)
     failed = bench.run_attention_bench(**options)   # the cases stand; the spec sheet's bandwidth is used
     assert failed.environment["ceilings_error"] == "RuntimeError: no peak shader here"
+    assert failed.environment["read_floor_error"] == "ValueError: a read floor of 9 bytes passes the range"
+    assert all(r.read_floor is None for r in failed.results)
     assert failed.settings["bandwidth_source"] == "spec sheet" and failed.settings["bandwidth_gbs"] == 4800.0
     assert all(r.status != "error" for r in failed.results if r.path == "vk-coopmat2")
     given = bench.run_attention_bench(**options, bandwidth_gbs=2500.0, ceiling_tflops=100.0)
@@ -181,10 +193,15 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     assert "x bandwidth: over 4,800 GB/s (spec sheet)" in text.getvalue()
     assert "x ceiling: over 100.0 TFLOP/s" in text.getvalue() and "could not be measured" not in text.getvalue()
     assert "inspect --attention KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG" in text.getvalue()
+    assert "x read floor:" not in text.getvalue()                  # no floors measured, no legend for them
     outcome.environment["ceilings_error"] = "RuntimeError: no peak shader here"
+    outcome.environment["read_floor_us"] = {"4": 1.0}
+    outcome.results[0].read_floor = 0.625
     text = io.StringIO()
-    attention_report.print_table(outcome, Console(file=text, width=200))
+    attention_report.print_table(outcome, Console(file=text, width=220))
     assert "the ceilings could not be measured: RuntimeError: no peak shader here" in text.getvalue()
+    assert "x read floor: one dispatch of a plain read" in text.getvalue()
+    assert attention_report.table_rows(outcome)[0][0][9] == "0.62"   # the column after x bandwidth
     assert attention_report.plot(outcome, tmp_path / "a" / "plot.png").stat().st_size > 1000
     assert report.write_json(outcome, tmp_path / "r.json").exists()
 

@@ -79,6 +79,7 @@ class AttentionResult(Outcome):
     ratio_best_torch: float | None = None
     ratio_ceiling: float | None = None
     roofline: float | None = None    # decode: gbs / the GPU's bandwidth
+    read_floor: float | None = None  # decode: one READ dispatch of the same K and V bytes (--ceilings) / this time
 
 
 def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS, decode_seqs=DECODE_SEQS,
@@ -166,8 +167,10 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
     return result
 
 
-def add_ratios(results, ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None) -> None:
-    """Each timed result over the fastest torch backend of its case, the ceiling, and (decode) the bandwidth."""
+def add_ratios(results, ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None,
+               read_floors: dict | None = None) -> None:
+    """Each timed result over the fastest torch backend of its case, the ceiling, and (decode) the bandwidth and
+    the read floor of its K and V bytes (``read_floors``: {bytes: µs})."""
     best = {}
     for r in results:
         if r.path in TORCH_BACKENDS and r.tflops:
@@ -181,6 +184,9 @@ def add_ratios(results, ceiling_tflops: float | None = None, bandwidth_gbs: floa
             r.ratio_ceiling = r.tflops / ceiling_tflops
         if bandwidth_gbs and r.kind == "decode":
             r.roofline = r.gbs / bandwidth_gbs
+        floor_us = (read_floors or {}).get(r.shape.kv_bytes(DTYPES[r.dtype].itemsize)) if r.kind == "decode" else None
+        if floor_us:
+            r.read_floor = floor_us / (r.median_ms * 1e3)
 
 
 def bandwidth_for(name: str | None) -> float | None:
@@ -261,6 +267,13 @@ def measured_ceilings(device=None) -> tuple[dict, float | None, float | None]:
     return found, mma.get("tflops"), vulkan.get("bandwidth", {}).get("read", {}).get("gb_per_s")
 
 
+def measured_read_floors(cases, device=None) -> dict[int, float]:
+    """{K and V bytes: µs of one READ dispatch of them} for the decode cases, measured now on ``device``
+    (:func:`vkcoop.bench.read_floor.read_floors`)."""
+    from .read_floor import read_floors
+    return read_floors([c.shape.kv_bytes(DTYPES[c.dtype].itemsize) for c in cases if c.kind == "decode"], device)
+
+
 def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS,
                         decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
                         tokens: int = PREFILL_TOKENS, decode_batch: int = 1, tile=None,
@@ -269,7 +282,8 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                         ceilings: bool = False) -> BenchResult:
     """Check and time every path on every case; bad arguments raise ValueError before any GPU work. ``ceilings``:
     afterwards measure the coopmat2 ceiling and the read bandwidth in this process (:func:`measured_ceilings`) for
-    the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give."""
+    the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give, and the read floor of each decode case's
+    K and V bytes (:func:`measured_read_floors`)."""
     wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
     _at_least("--iters", [iters], 1)
     _at_least("--warmup", [warmup], 0)
@@ -294,6 +308,7 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
     finally:
         available.close()
     source = "given" if bandwidth_gbs else "spec sheet"
+    floors = {}
     if ceilings and not interrupted:
         try:
             environment["ceilings"], measured_tflops, measured_gbs = measured_ceilings(device)
@@ -303,7 +318,19 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
         ceiling_tflops = ceiling_tflops or measured_tflops
         if not bandwidth_gbs and measured_gbs:
             bandwidth_gbs, source = measured_gbs, "measured read bandwidth"
+        floors = _read_floors(cases, device, environment)
     bandwidth_gbs = bandwidth_gbs or bandwidth_for(environment["nvidia_smi"].get("name") or available.vulkan_name)
     settings.update(bandwidth_gbs=bandwidth_gbs, bandwidth_source=source, ceiling_tflops=ceiling_tflops)
-    add_ratios(results, ceiling_tflops, bandwidth_gbs)
+    add_ratios(results, ceiling_tflops, bandwidth_gbs, floors)
     return BenchResult(results, environment, settings, interrupted)
+
+
+def _read_floors(cases, device, environment) -> dict[int, float]:
+    """:func:`measured_read_floors`, recorded in ``environment`` (or why they could not be measured)."""
+    try:
+        floors = measured_read_floors(cases, device)
+    except Exception as error:  # noqa: BLE001 - the cases' results stand without the floors
+        environment["read_floor_error"] = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+        return {}
+    environment["read_floor_us"] = {str(count): us for count, us in floors.items()}
+    return floors

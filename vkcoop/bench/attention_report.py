@@ -11,7 +11,7 @@ from .attention_paths import VULKAN_PATH
 STYLES = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}
 COLUMNS = (("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"), ("TFLOP/s", "right"),
            ("GB/s", "right"), ("x best torch", "right"), ("x ceiling", "right"), ("x bandwidth", "right"),
-           ("config / reason", "left"))
+           ("x read floor", "right"), ("config / reason", "left"))
 
 
 def _number(value, spec: str) -> str:
@@ -27,7 +27,8 @@ def table_rows(outcome) -> tuple[list[tuple], dict]:
             note = f"see note {notes.setdefault(r.reason, len(notes) + 1)}"
         rows.append((r.case if r.case != previous else "", r.path, r.status, _number(r.median_ms, ".3f"),
                      _number(r.tflops, ".1f"), _number(r.gbs, ".0f"), _number(r.ratio_best_torch, ".2f"),
-                     _number(r.ratio_ceiling, ".2f"), _number(r.roofline, ".2f"), note[:160]))
+                     _number(r.ratio_ceiling, ".2f"), _number(r.roofline, ".2f"), _number(r.read_floor, ".2f"),
+                     note[:160]))
         previous = r.case
     return rows, notes
 
@@ -40,7 +41,7 @@ def print_table(outcome, console=None) -> None:
     if console is None:
         console = Console()
         if not console.is_terminal:   # logs and pipes: keep the columns
-            console = Console(width=190)
+            console = Console(width=205)
     env = outcome.environment
     smi = env.get("nvidia_smi", {})
     table = Table(title=f"vkcoop bench attention: {env.get('vulkan_device') or env.get('cuda_device') or 'no GPU'}"
@@ -55,6 +56,11 @@ def print_table(outcome, console=None) -> None:
     if settings.get("bandwidth_gbs"):
         footer.append(f"[dim]x bandwidth: over {settings['bandwidth_gbs']:,.0f} GB/s "
                       f"({escape(settings.get('bandwidth_source', 'given'))})[/]")
+    if env.get("read_floor_us"):
+        footer.append("[dim]x read floor: one dispatch of a plain read of the case's K and V bytes, timed in this "
+                      "process, over the path's time[/]")
+    if env.get("read_floor_error"):
+        footer.append(f"[yellow]the read floors could not be measured: {escape(env['read_floor_error'])}[/]")
     if settings.get("ceiling_tflops"):
         footer.append(f"[dim]x ceiling: over {settings['ceiling_tflops']:,.1f} TFLOP/s[/]")
     if env.get("ceilings_error"):

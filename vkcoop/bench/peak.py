@@ -266,7 +266,7 @@ def measure_mma(device, form: MmaForm, spirv: bytes, *, groups: int, target_ms: 
         pipeline.close()
 
 
-def _check_bandwidth(device, pipeline, mode: str) -> str:
+def check_bandwidth_kernel(device, pipeline, mode: str) -> str:
     """Empty string when a small READ/COPY dispatch returns what numpy computes, else what differs."""
     groups, rounds = 2, 7
     invocations = groups * 256
@@ -291,7 +291,7 @@ def measure_bandwidth(device, mode: str, *, megabytes: int, groups: int, repeats
                                name=f"bandwidth {mode}")
     buffers = []
     try:
-        problem = _check_bandwidth(device, pipeline, mode)
+        problem = check_bandwidth_kernel(device, pipeline, mode)
         shape = f"{count * 16 >> 20} MiB"
         if problem:
             return PeakRow("Vulkan", "bandwidth", mode, "", shape, "failed", problem, unit="GB/s")

@@ -53,7 +53,8 @@ def add_arguments(parser) -> None:
                              "else the spec sheet's by GPU name)")
     parser.add_argument("--ceilings", action="store_true",
                         help="then measure the coopmat2 fp16->fp32 ceiling and the read bandwidth (bench peak) in "
-                             "this process for the 'x ceiling' and 'x bandwidth' columns")
+                             "this process for the 'x ceiling' and 'x bandwidth' columns, and one plain read of each "
+                             "decode case's K and V bytes for 'x read floor'")
     parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
     parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
     parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
