@@ -25,8 +25,9 @@
 //   spec constants: 0 WORKGROUP_SIZE, 1 BR (query rows), 2 BC (keys per step), 3 HEAD_DIM (64 or 128),
 //                   4 CAUSAL (key j is visible to query i iff j <= i: torch's is_causal, top-left aligned),
 //                   5 KV_SPLITS (> 1: the keys are cut into that many slices, gl_WorkGroupID.z = batch *
-//                   KV_SPLITS + slice, slice s holding key blocks s, s + KV_SPLITS, ...; each slice writes its normalised fp32 O and its log-sum-exp to the
-//                   partial buffers, and attention_combine.comp merges them: flash decoding)
+//                   KV_SPLITS + slice, slice s holding key blocks s, s + KV_SPLITS, ...; each slice writes its
+//                   normalised fp32 O and its log-sum-exp to the partial buffers, and attention_combine.comp
+//                   merges them: flash decoding)
 //                   6 GQA_ROWS (the q heads of one kv head share a tile: rows are (head in group, query)
 //                   pairs, group * seq_q of them, contiguous in Q and O; gl_WorkGroupID.y is the kv head. One
 //                   pass over K and V serves the whole group, and a decode step fills group rows instead of 1)
