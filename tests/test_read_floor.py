@@ -34,3 +34,15 @@ def test_more_bytes_take_longer_than_an_empty_dispatch_on_any_device():
     assert floors[8 << 20] > floors[0]
     with pytest.raises(ValueError, match="storage buffer range"):
         read_floor.read_floors([1 << 44], iterations=1, warmup=0, warmup_seconds=0.0)
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
+def test_a_read_kernel_that_fails_its_check_is_not_timed(monkeypatch):
+    toolchain_or_skip()
+    from vkcoop.bench import peak
+    monkeypatch.setattr(peak, "check_bandwidth_kernel", lambda device, pipeline, mode: "the read kernel's output "
+                        "differs from numpy")
+    with pytest.raises(RuntimeError, match="the read kernel's output differs from numpy"):
+        read_floor.read_floors([1 << 20], iterations=1, warmup=0, warmup_seconds=0.0)
+
