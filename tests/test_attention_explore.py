@@ -39,7 +39,8 @@ def test_bad_jobs_are_one_line_errors_before_any_gpu_work(job, message, capsys):
 def test_configuration_labels_parse_back_and_bad_ones_are_refused():
     for label in ("128:64x64", "64:16x128s32g", "64:16x64n", "256:128x64s3w32", "64:16x64gw16", "128:64x64w16qv",
                   "64:16x64s66gv", "128:64x64k", "64:16x64s9gfk", "128:64x64u", "128:64x64rk", "64:32x64s9gfr",
-                  "64:16x64s66gmk"):
+                  "64:16x64s66gmk", "128:64x128c19", "128:64x64w16c3qk", "128:64x64t9",
+                  "128:64x64s1c4t9k"):
         assert attn.parse_attention_config(label).label() == label
     config = attn.parse_attention_config(" 64:16x128s32gw16 ")
     assert config == attn.AttentionConfig(attn.AttentionTile(64, 16, 128), 32, True, 16)
@@ -51,8 +52,11 @@ def test_configuration_labels_parse_back_and_bad_ones_are_refused():
         attn.AttentionTile(128, 128, 64), kv_staged=True, subgroup_rows=True)
     assert attn.parse_attention_config("64:16x64s66gm") == attn.AttentionConfig(
         attn.AttentionTile(64, 16, 64), 66, True, waiting_merge=True)
+    assert attn.parse_attention_config("128:64x128c19").order_chunk == 19
+    assert attn.parse_attention_config("128:64x64c4t9").order_tail == 9
     for bad in ("64:16x64w0", "64:16x64s", "64:16x64gn", "64x16:64", "64:16x64x", "128:64x64vq", "128:64x64kf",
-                "64:16x64fm", "64:16x64mf",
+                "64:16x64fm", "64:16x64mf", "128:64x64c0", "128:64x64c", "128:64x64qc2", "128:64x64t0",
+                "128:64x64t3c2",
                 "128:64x64ku", "128:64x64kr", "128:64x64rr"):
         with pytest.raises(attn.AttentionInputError, match="INVOCATIONS:BRxBC"):
             attn.parse_attention_config(bad)

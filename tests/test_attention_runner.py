@@ -192,3 +192,20 @@ def test_the_configuration_reports_the_merge_the_bound_launch_takes(sms, waiting
         out, _ = runner.outputs()
     ref, _ = attn.reference_attention(q, k, v)
     assert attn.check_attention(out, ref, attn.tolerance_for(q, k, v))[0]
+
+
+def test_the_configuration_reports_the_causal_order_the_bound_launch_takes():
+    """A causal prefill launch reorders its query tiles in chunks of (head, batch) pairs: the configuration leaves the
+    order open until bound, then names the one the launch runs, in a label that takes it back."""
+    shape = attn.AttentionShape(2, 8, 8, 256, 256, 64)   # 4 query tiles x 16 pairs, all in one tail chunk
+    q, k, v = inputs(2, 8, 8, 256, 256, 64, np.float16)
+    config = attn.AttentionConfig(attn.AttentionTile(128, 64, 32), kv_splits=1)
+    with attn.VulkanAttention.from_config(Device(), "fp16", shape, config, causal=True, sm_count=4) as runner:
+        assert (runner.config().order_chunk, runner.config().order_tail) == (None, None)
+        runner.bind(q, k, v)
+        assert runner.config().label() == "128:64x32s1nw16c1t16k"
+    with attn.VulkanAttention.from_config(Device(), "fp16", shape, attn.parse_attention_config("128:64x32s1c3t4"),
+                                          causal=True) as runner:
+        runner.bind(q, k, v)
+        assert [int(x) for x in runner._bound[0].dispatches[0].push[7:]] == [4, 4]
+        assert (runner.config().order_chunk, runner.config().order_tail) == (3, 4)

@@ -25,7 +25,7 @@ def cases():
 
 
 def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
-    assert len(cases) == 52 + 26   # 13 per type and head dim, and FlashAttention-2's split at head_dim 64
+    assert len(cases) == 56 + 28   # 14 per type and head dim, and FlashAttention-2's split at head_dim 64
     labels = [f"{dtype} d{d} 128:64x{ {64: 128, 128: 64}[d]}"   # 8192-element blocks of K
               for dtype in ("fp16", "bf16") for d in (64, 128)]
     for label in labels + ["fp16 d64 128:128x64qrk", "bf16 d64 128:128x64qrk"]:
@@ -40,6 +40,8 @@ def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
             assert (b.tolerance is None) == exact, (c.name, b.name)
             assert not np.array_equal(b.expected.view(np.uint8), np.zeros_like(b.data).view(np.uint8))
     assert cases["fp16 d64 128:64x128 causal GQA 4/2 q61 kv137"].groups == (1, 4, 2)
+    ordered = cases["fp16 d64 128:64x128 causal order 7 heads by 2 tail 2 q=kv=131"]
+    assert ordered.groups == (3, 7, 1) and [int(v) for v in ordered.push[7:]] == [3, 2]   # 2, 2, 1 pairs; tail 2
     split = cases["bf16 d64 128:128x64qrk rescale kv384"]
     assert dict(split.variant().defines)["SCOPE"] == "SUBGROUP"
     assert all(split.specialization[name] for name in ("Q_SHARED", "KV_STAGED", "ALIGNED"))
@@ -80,8 +82,10 @@ def test_the_split_cases_expect_what_the_shaders_loop_computes(cases):
                                        *lse_partial.tolerance).any()
     combine = cases["bf16 d128 128:64x64 decode split 3 kv323 combine"]
     expected = next(b for b in combine.bindings if b.name == "O").expected
-    whole = attn.reference_attention(q, k, v)[0].astype(BF16)   # merging exact slices gives the whole
-    assert not case.compare_within(expected, whole, 0.0, 2.0 ** -8).any()
+    # merging exact slices gives the whole, to one bf16 step: the merge's fp32 value and the float64 one may round to
+    # either side of a midpoint between two bf16 values
+    whole = attn.reference_attention(q, k, v)[0].astype(BF16)
+    assert not case.compare_within(expected, whole, 0.0, 2.0 ** -7).any()
 
 
 def test_within_tolerance_comparison_counts_nan_and_far_values():
@@ -221,10 +225,10 @@ def test_the_attention_sample_passes_on_the_gpu():
     result = get_sample("attention").run(validate=os.environ.get("VKCOOP_VALIDATE", "") == "1")
     assert result.status == "pass", (result.reason, [m.to_dict() for m in result.mismatches],
                                      result.validation_messages[:5])
-    # 6 tile sets (2 types x 2 head dims, and FlashAttention-2's split at head_dim 64 for both types) of 13 cases;
+    # 6 tile sets (2 types x 2 head dims, and FlashAttention-2's split at head_dim 64 for both types) of 14 cases;
     # 2 exact cases each, whose O is bit-exact; every case has 2 outputs
-    assert result.cases == 6 * 13 and result.reason == (f"{6 * 13} cases: {6 * 2} outputs bit-exact, "
-                                                        f"{6 * 13 * 2 - 6 * 2} within their documented tolerance")
+    assert result.cases == 6 * 14 and result.reason == (f"{6 * 14} cases: {6 * 2} outputs bit-exact, "
+                                                        f"{6 * 14 * 2 - 6 * 2} within their documented tolerance")
 
 
 @pytest.mark.gpu

@@ -49,7 +49,10 @@
 //                   BR, BC, HEAD_DIM and STATS_COLS are multiples of a flexible-dimensions granularity row whose
 //                   workgroupInvocations == WORKGROUP_SIZE (vkcoop.attention.tiles).
 //   push constants: batch, seq_q, seq_kv, q_heads, kv_heads, group (= q_heads / kv_heads: GQA maps q head h to kv
-//                   head h / group), scale_log2 (softmax scale · log2 e)
+//                   head h / group), scale_log2 (softmax scale · log2 e); CAUSAL without key slices: order_tail (the
+//                   last order_tail (head, batch) pairs form one chunk) and order_chunks (the pairs before them fall
+//                   into that many chunks, sizes within one); the query tiles of a chunk's pairs start heaviest first
+//                   together
 //   bindings:       0 Q [batch][q_heads][seq_q][HEAD_DIM], 1 K and 2 V [batch][kv_heads][seq_kv][HEAD_DIM],
 //                   3 O [batch][q_heads][seq_q][HEAD_DIM] (ELEMENT; fp32 [KV_SPLITS][...] when split),
 //                   4 LSE [batch][q_heads][seq_q] fp32, natural log of the row sum of exp(scaled scores)
@@ -141,6 +144,7 @@ layout(push_constant) uniform Shape {
     uint batch, seq_q, seq_kv;
     uint q_heads, kv_heads, group;
     float scale_log2;
+    uint order_chunks, order_tail;
 } shape;
 
 #ifdef TRACE
@@ -314,6 +318,40 @@ void merge_as_waiting_workgroup() {
 }
 #endif
 
+// The (query tile, y, z) this workgroup computes. Causal tiles further down carry more keys, so they start first and
+// the short ones fill the tail. Without key slices the order runs across the (head, batch) pairs of a chunk: the
+// grid's workgroups are numbered x fastest, and taking the tiles of one head heaviest first before the next head's
+// would start the last heads' longest tiles near the end. Small chunks keep the K and V that the running tiles read
+// in L2; the last chunk (order_tail pairs) is wide enough that its longest tiles start a wave or more before the end
+// (docs/attention.md, experiment 41).
+uvec3 scheduled_tile(const uint q_tiles) {
+    if (!CAUSAL) {
+        return gl_WorkGroupID;
+    }
+    if (KV_SPLITS > 1) {   // the merges find a tile's slices by (x, y): keep them where the grid puts them
+        return uvec3(q_tiles - 1 - gl_WorkGroupID.x, gl_WorkGroupID.yz);
+    }
+    const uint pairs = gl_NumWorkGroups.y * gl_NumWorkGroups.z;
+    const uint tail = min(shape.order_tail, pairs);
+    const uint body = pairs - tail;
+    const uint linear = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * q_tiles + gl_WorkGroupID.x;
+    uint first_pair = body;
+    uint in_chunk = tail;
+    if (linear < body * q_tiles) {
+        const uint chunks = clamp(shape.order_chunks, 1u, body);
+        const uint small = body / chunks;                    // pairs of a chunk; the first `large` hold one more
+        const uint large = body % chunks;
+        const uint large_workgroups = large * (small + 1) * q_tiles;
+        const uint chunk = linear < large_workgroups ? linear / ((small + 1) * q_tiles)
+                                                     : large + (linear - large_workgroups) / (small * q_tiles);
+        first_pair = chunk * small + min(chunk, large);
+        in_chunk = small + (chunk < large ? 1 : 0);
+    }
+    const uint rank = linear - first_pair * q_tiles;         // heaviest tile of every pair first, then the next
+    const uint pair = first_pair + rank % in_chunk;
+    return uvec3(q_tiles - 1 - rank / in_chunk, pair % gl_NumWorkGroups.y, pair / gl_NumWorkGroups.y);
+}
+
 void main() {
 #if SPLIT_MERGE == WAIT
     if (gl_WorkGroupID.z >= shape.batch * KV_SPLITS) {
@@ -326,11 +364,11 @@ void main() {
     const uint heads_per_tile = GQA_ROWS ? shape.group : 1;
     const uint rows = heads_per_tile * shape.seq_q;
     const uint q_tiles = (rows + BR - 1) / BR;
-    // Causal tiles further down carry more keys: start those first so the short ones fill the tail.
-    const uint q_tile = CAUSAL ? q_tiles - 1 - gl_WorkGroupID.x : gl_WorkGroupID.x;
-    const uint first_head = gl_WorkGroupID.y * heads_per_tile;
-    const uint batch = gl_WorkGroupID.z / KV_SPLITS;
-    const uint split = gl_WorkGroupID.z % KV_SPLITS;
+    const uvec3 tile_id = scheduled_tile(q_tiles);
+    const uint q_tile = tile_id.x;
+    const uint first_head = tile_id.y * heads_per_tile;
+    const uint batch = tile_id.z / KV_SPLITS;
+    const uint split = tile_id.z % KV_SPLITS;
     const uint kv_head = first_head / shape.group;
     const uint row0 = q_tile * BR;
     // The first of the rows this invocation's matrices hold: the tile's, or (SUBGROUP) its subgroup's.

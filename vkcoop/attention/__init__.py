@@ -13,8 +13,8 @@
   ``AttentionConfig`` label), ``device_kernel`` and ``config_options`` (the kernel for a device and a label), the
   device features.
 """
-from .kernel import (ATTENTION_SHADER, COMBINE_SHADER, AttentionKernel, check_kv_splits, choose_kv_splits,
-                     use_gqa_rows)
+from .kernel import (ATTENTION_SHADER, COMBINE_SHADER, AttentionKernel, CausalOrder, causal_order, causal_schedule,
+                     check_kv_splits, choose_kv_splits, use_gqa_rows)
 from .model import blocked_attention, block_ranges, combine_splits, key_block_ranges, query_span, slice_keys
 from .reference import (AttentionTolerance, attention_tolerance, check_attention, reference_attention,
                         tolerance_for)
@@ -26,6 +26,7 @@ from .vulkan import ATTENTION_FEATURES, EXTENSIONS, VulkanAttention, attention, 
 __all__ = [
     "attention", "VulkanAttention", "ATTENTION_FEATURES", "EXTENSIONS", "attention_features", "choose_config",
     "ATTENTION_SHADER", "COMBINE_SHADER", "AttentionKernel", "check_kv_splits", "choose_kv_splits", "use_gqa_rows",
+    "CausalOrder", "causal_order", "causal_schedule",
     "blocked_attention", "block_ranges", "combine_splits", "key_block_ranges", "query_span", "slice_keys",
     "AttentionTolerance", "attention_tolerance", "check_attention", "reference_attention", "tolerance_for",
     "HEAD_DIMS", "AttentionInputError", "AttentionShape", "check_inputs", "dtype_name", "resolve_scale",

@@ -8,6 +8,7 @@ same dispatch does: its last slices (``fused_merge``) or workgroups after the sl
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -128,10 +129,60 @@ def waiting_mergers(tiles_xy: int, tile_rows: int, head_dim: int, workgroup_size
     return max(1, min(wanted, limit // tiles_xy))
 
 
+#: K and V bytes of the (head, batch) pairs whose causal query tiles start together. On the H100 (docs/attention.md,
+#: experiment 41) 4-8 MB chunks were the fastest; 16 MB and more lost what the order won, to reads that left L2.
+ORDER_KV_BYTES = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class CausalOrder:
+    """``chunk``: at most this many (head, batch) pairs per chunk; ``tail``: the pairs of the last chunk."""
+    chunk: int
+    tail: int
+
+    def push(self, pairs: int) -> tuple[int, int]:
+        """flash_attention.comp's (order_chunks, order_tail): the pairs before the tail in chunks, sizes within one."""
+        tail = min(self.tail, pairs)
+        return max(1, -(-(pairs - tail) // self.chunk)), tail
+
+
+def causal_order(query_tiles: int, pairs: int, pair_bytes: int, target_workgroups: int | None = None) -> CausalOrder:
+    """How a causal launch without key slices orders its query tiles (flash_attention.comp's ``scheduled_tile``):
+    chunks of (head, batch) pairs whose K and V (``pair_bytes`` each) fit :data:`ORDER_KV_BYTES`, and a last chunk
+    with at least ``target_workgroups`` tiles, so that its longest tiles start a wave before the end."""
+    target = target_workgroups or DEFAULT_TARGET_WORKGROUPS
+    chunk = max(1, min(pairs, ORDER_KV_BYTES // max(pair_bytes, 1)))
+    return CausalOrder(chunk, min(pairs, max(chunk, -(-target // query_tiles))))
+
+
+def causal_schedule(query_tiles: int, y: int, z: int, chunks: int, tail: int) -> np.ndarray:
+    """The (query tile, y, z) each workgroup of a causal launch without key slices computes, in the order the grid
+    numbers them (x fastest): the model of flash_attention.comp's ``scheduled_tile`` for its push constants."""
+    pairs = y * z
+    tail = min(tail, pairs)
+    body = pairs - tail
+    linear = np.arange(query_tiles * pairs)
+    chunks = min(max(chunks, 1), max(body, 1))
+    small, large = divmod(body, chunks)
+    large_workgroups = large * (small + 1) * query_tiles
+    chunk = np.where(linear < large_workgroups, linear // ((small + 1) * query_tiles),
+                     large + (linear - large_workgroups) // max(small * query_tiles, 1))
+    in_body = linear < body * query_tiles
+    first_pair = np.where(in_body, chunk * small + np.minimum(chunk, large), body)
+    in_chunk = np.where(in_body, small + (chunk < large), tail)
+    rank = linear - first_pair * query_tiles
+    pair = first_pair + rank % in_chunk
+    return np.stack([query_tiles - 1 - rank // in_chunk, pair % y, pair // y], axis=1)
+
+
 def check_kv_splits(kv_splits) -> int:
-    if isinstance(kv_splits, bool) or not isinstance(kv_splits, (int, np.integer)) or kv_splits < 1:
-        raise AttentionInputError(f"kv_splits={kv_splits!r} must be a whole number >= 1")
-    return int(kv_splits)
+    return _check_whole("kv_splits", kv_splits)
+
+
+def _check_whole(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise AttentionInputError(f"{name}={value!r} must be a whole number >= 1")
+    return int(value)
 
 
 class AttentionKernel:
@@ -141,7 +192,7 @@ class AttentionKernel:
                  kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
                  q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
                  kv_staged: bool | None = None, subgroup_rows: bool = False, waiting_merge: bool = False,
-                 sm_count: int | None = None):
+                 sm_count: int | None = None, order_chunk: int | None = None, order_tail: int | None = None):
         check_dtype(dtype)
         check_head_dim(head_dim)
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
@@ -152,6 +203,8 @@ class AttentionKernel:
         self.fused_merge = bool(fused_merge) and self.kv_splits > 1
         self.waiting_merge = bool(waiting_merge) and self.kv_splits > 1
         self.sm_count = sm_count
+        self.order_chunk = None if order_chunk is None else _check_whole("order_chunk", order_chunk)
+        self.order_tail = None if order_tail is None else _check_whole("order_tail", order_tail)
         if self.fused_merge and self.waiting_merge:
             raise AttentionInputError("the fused and the waiting merge exclude each other")
         self.subgroup_rows = bool(subgroup_rows)
@@ -177,6 +230,16 @@ class AttentionKernel:
         waiting merge was asked for but could not spread its mergers, and the launch took the combine pass."""
         return self.waiting_merge and launch.dispatches[0].defines["SPLIT_MERGE"] == "WAIT"
 
+    def bound_order(self, launch: Launch) -> CausalOrder | None:
+        """The order ``launch`` (one of this kernel's) runs its query tiles in: the most pairs a chunk holds before
+        the tail, and the tail; None where it keeps the grid's order."""
+        flash = launch.dispatches[0]
+        chunks, tail = (int(v) for v in flash.push[7:9])
+        if not self.causal or self.kv_splits > 1:
+            return None
+        body = flash.groups[1] * flash.groups[2] - tail
+        return CausalOrder(max(1, -(-body // chunks)), tail)
+
     def pipeline_options(self) -> dict:
         """Subgroup rows split BR by gl_SubgroupID assuming 32-wide subgroups: ask for exactly that."""
         return {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True} if self.subgroup_rows else {}
@@ -187,6 +250,20 @@ class AttentionKernel:
                 "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols,
                 "Q_SHARED": self.q_shared, "V_EARLY": self.v_early, "KV_STAGED": self.kv_staged,
                 "KEYS_ALIGNED": bool(aligned or keys_aligned), "MERGE_LAYERS": merge_layers}
+
+    def causal_order(self, groups: tuple[int, int, int], shape: AttentionShape) -> CausalOrder | None:
+        """The launch's order of its query tiles (the chunk and tail given, the others by :func:`causal_order`); None
+        where the shader does not reorder (no mask, or key slices, whose merges find a tile by its place)."""
+        if not self.causal or self.kv_splits > 1:
+            return None
+        x, y, z = groups
+        pair_bytes = 2 * shape.seq_kv * self.head_dim * check_dtype(self.dtype).itemsize
+        rule = causal_order(x, y * z, pair_bytes, target_workgroups(self.sm_count))
+        return CausalOrder(self.order_chunk or rule.chunk, self.order_tail or rule.tail)
+
+    def order_push(self, groups: tuple[int, int, int], shape: AttentionShape) -> tuple[int, int]:
+        order = self.causal_order(groups, shape)
+        return order.push(groups[1] * groups[2]) if order else (1, 0)
 
     def template_launch(self) -> Launch:
         """The smallest launch: its dispatches name every pipeline this kernel needs."""
@@ -211,9 +288,9 @@ class AttentionKernel:
         shape = self.check(q, k, v)
         scale = resolve_scale(scale, shape.head_dim)
         b, hq, sq, d = shape.batch, shape.q_heads, shape.seq_q, shape.head_dim
-        push = (np.uint32(b), np.uint32(sq), np.uint32(shape.seq_kv), np.uint32(hq), np.uint32(shape.kv_heads),
-                np.uint32(shape.group), np.float32(scale * LOG2_E))
         groups = (*query_workgroups(shape, self.tile, self.gqa_rows), b * self.kv_splits)
+        push = (np.uint32(b), np.uint32(sq), np.uint32(shape.seq_kv), np.uint32(hq), np.uint32(shape.kv_heads),
+                np.uint32(shape.group), np.float32(scale * LOG2_E), *map(np.uint32, self.order_push(groups, shape)))
         specialization = self.specialization(is_aligned(shape, self.tile, self.gqa_rows),
                                              keys_aligned(shape, self.tile))
         inputs = {"Q": np.ascontiguousarray(q), "K": np.ascontiguousarray(k), "V": np.ascontiguousarray(v)}

@@ -86,7 +86,9 @@ class AttentionConfig:
     staging experiments (Q_SHARED, V_EARLY in flash_attention.comp); ``fused_merge`` merges the key slices in the same
     dispatch (SPLIT_MERGE=FUSED: its last slices), ``waiting_merge`` too (SPLIT_MERGE=WAIT: workgroups after the slices
     wait for them); ``subgroup_rows`` gives each subgroup its own rows as subgroup-scope matrices
-(SCOPE=SUBGROUP). Label: ``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f|m][r][k|u]``."""
+(SCOPE=SUBGROUP); ``order_chunk`` and ``order_tail`` are the (head, batch) pairs whose causal query tiles start
+heaviest first together, before the last chunk and in it (None: :func:`vkcoop.attention.kernel.causal_order`). Label:
+``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]``."""
     tile: AttentionTile
     kv_splits: int | None = None
     gqa_rows: bool | None = None
@@ -97,11 +99,14 @@ class AttentionConfig:
     kv_staged: bool | None = None
     subgroup_rows: bool = False
     waiting_merge: bool = False
+    order_chunk: int | None = None
+    order_tail: int | None = None
 
     def label(self) -> str:
         splits = f"s{self.kv_splits}" if self.kv_splits else ""
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
+        stats += "".join(f"{flag}{value}" for flag, value in (("c", self.order_chunk), ("t", self.order_tail)) if value)
         flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge),
                                               ("m", self.waiting_merge), ("r", self.subgroup_rows),
                                               ("k", self.kv_staged is True), ("u", self.kv_staged is False)) if on)
@@ -109,20 +114,20 @@ class AttentionConfig:
 
 
 #: What an :class:`AttentionConfig` label holds, in order (the flags ``f`` and ``m`` exclude each other).
-CONFIG_GRAMMAR = "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f|m][r][k|u]"
-_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(q?)(v?)([fm]?)(r?)([ku]?)$")
+CONFIG_GRAMMAR = "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]"
+_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(?:c(\d+))?(?:t(\d+))?(q?)(v?)([fm]?)(r?)([ku]?)$")
 
 
 def parse_attention_config(text: str) -> AttentionConfig:
     """The inverse of :meth:`AttentionConfig.label`."""
     match = _CONFIG.match(text.strip())
-    if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4)):
+    if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4, 5, 6)):
         raise AttentionInputError(f"configuration {text!r} is not {CONFIG_GRAMMAR} (e.g. 64:16x128s32g)")
-    splits, stats = (int(match.group(i)) if match.group(i) else None for i in (2, 4))
-    gqa_rows, kv_staged = {"g": True, "n": False}.get(match.group(3)), {"k": True, "u": False}.get(match.group(9))
+    splits, stats, chunk, tail = (int(match.group(i)) if match.group(i) else None for i in (2, 4, 5, 6))
+    gqa_rows, kv_staged = {"g": True, "n": False}.get(match.group(3)), {"k": True, "u": False}.get(match.group(11))
     return AttentionConfig(parse_attention_tile(match.group(1)), splits, gqa_rows, stats,
-                           *(bool(match.group(i)) for i in (5, 6)), match.group(7) == "f", kv_staged,
-                           bool(match.group(8)), match.group(7) == "m")
+                           *(bool(match.group(i)) for i in (7, 8)), match.group(9) == "f", kv_staged,
+                           bool(match.group(10)), match.group(9) == "m", chunk, tail)
 
 
 def _fits(row, tile: AttentionTile, head_dim: int, subgroup_rows: bool = False) -> bool:

@@ -81,7 +81,8 @@ def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bo
     return {"tile": config.tile, "causal": causal, "kv_splits": splits, "gqa_rows": gqa_rows,
             "stats_cols": config.stats_cols, "q_shared": config.q_shared, "v_early": config.v_early,
             "fused_merge": config.fused_merge, "kv_staged": config.kv_staged, "subgroup_rows": config.subgroup_rows,
-            "waiting_merge": config.waiting_merge}
+            "waiting_merge": config.waiting_merge, "order_chunk": config.order_chunk,
+            "order_tail": config.order_tail}
 
 
 class VulkanAttention(VulkanGemm):
@@ -91,13 +92,14 @@ class VulkanAttention(VulkanGemm):
                  causal: bool = False, kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
                  flexible=None, q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
                  kv_staged: bool | None = None, subgroup_rows: bool = False, waiting_merge: bool = False,
-                 sm_count: int | None = None):
+                 sm_count: int | None = None, order_chunk: int | None = None, order_tail: int | None = None):
         super().__init__(device, device_kernel(device.physical, dtype, head_dim, tile, flexible=flexible,
                                                stats_cols=stats_cols, causal=causal, kv_splits=kv_splits,
                                                gqa_rows=gqa_rows, q_shared=q_shared, v_early=v_early,
                                                fused_merge=fused_merge, kv_staged=kv_staged,
                                                subgroup_rows=subgroup_rows, waiting_merge=waiting_merge,
-                                               sm_count=sm_count))
+                                               sm_count=sm_count, order_chunk=order_chunk,
+                                               order_tail=order_tail))
 
     @classmethod
     def from_config(cls, device, dtype: str, shape: AttentionShape, config: AttentionConfig, *,
@@ -113,8 +115,10 @@ class VulkanAttention(VulkanGemm):
         spread, and so merged in a second pass, is reported as not taken)."""
         k = self.kernel
         waiting = k.waiting_merge if self._bound is None else k.merges_waiting(self._bound[0])
+        order = k.bound_order(self._bound[0]) if self._bound is not None else None
+        chunk, tail = (order.chunk, order.tail) if order else (k.order_chunk, k.order_tail)
         return AttentionConfig(k.tile, k.kv_splits, k.gqa_rows, k.stats_cols, k.q_shared, k.v_early, k.fused_merge,
-                               k.kv_staged, k.subgroup_rows, waiting)
+                               k.kv_staged, k.subgroup_rows, waiting, chunk, tail)
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))

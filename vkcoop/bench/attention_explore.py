@@ -7,11 +7,13 @@ One process, many jobs, so every number of a sweep comes from the same device st
 
 A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
 dtype, head dim and sequence length (``c``: causal; decode is never causal), and configurations as
-:class:`vkcoop.attention.AttentionConfig` labels (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][q][v][f|m][r][k|u]``;
-without ``s`` the key splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen
-by the kernel's rule, without ``w`` m and l are as narrow as the table allows, without ``k``/``u`` K and V are staged
-through the shader's own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch). Each
-configuration is checked against the float64 reference on sampled rows before it is timed (after the benchmark's
+:class:`vkcoop.attention.AttentionConfig` labels
+(``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]``; without ``s`` the key
+splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the kernel's rule,
+without ``w`` m and l are as narrow as the table allows, without ``k``/``u`` K and V are staged through the shader's
+own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch; without ``c``/``t`` a causal
+launch orders its query tiles in the chunks of (head, batch) pairs of :func:`vkcoop.attention.kernel.causal_order`).
+Each configuration is checked against the float64 reference on sampled rows before it is timed (after the benchmark's
 warm-up, :data:`vkcoop.bench.attention.WARMUP_SECONDS`), and the first configuration of each job is timed again at its
 end (``repeat``), which exposes drift. Output: one line per configuration, and ``--json`` writes them all.
 """

@@ -204,6 +204,9 @@ class AttentionSample(Sample):
                            *inputs(2, 4, 2, br - 3, bc + 9)),
             attention_case(f"{label} rescale kv{rescale}", plain, q, k, v),
             attention_case(f"{label} causal aligned q=kv={whole}", causal, *inputs(1, 2, 1, whole, whole)),
+            # the heaviest-first order across 7 (head, batch) pairs: chunks of 2, 2 and 1 pairs, then a tail of 2
+            attention_case(f"{label} causal order 7 heads by 2 tail 2 q=kv={2 * br + 3}",
+                           kernel(causal=True, order_chunk=2, order_tail=2), *inputs(1, 7, 1, 2 * br + 3, 2 * br + 3)),
             *split_cases(f"{label} decode split {KV_SPLITS} kv{5 * bc + 3}", split_keys,
                          *inputs(1, 8, 2, 1, 5 * bc + 3)),
             # GQA rows: the 4 q heads of a kv head stacked in one tile; seq_q = BR/2 + 3 puts a head boundary
