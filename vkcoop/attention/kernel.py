@@ -130,7 +130,8 @@ def waiting_mergers(tiles_xy: int, tile_rows: int, head_dim: int, workgroup_size
 
 
 #: K and V bytes of the (head, batch) pairs whose causal query tiles start together. On the H100 (docs/attention.md,
-#: experiment 41) 4-8 MB chunks were the fastest; 16 MB and more lost what the order won, to reads that left L2.
+#: experiments 41-43) chunks of 8 MB were at or near the fastest at both head dims; from 16 MB on, reads that left L2
+#: took back what the order won.
 ORDER_KV_BYTES = 8 << 20
 
 
