@@ -234,10 +234,10 @@ class AttentionKernel:
     def bound_order(self, launch: Launch) -> CausalOrder | None:
         """The order ``launch`` (one of this kernel's) runs its query tiles in: the most pairs a chunk holds before
         the tail, and the tail; None where it keeps the grid's order."""
-        flash = launch.dispatches[0]
-        chunks, tail = (int(v) for v in flash.push[7:9])
         if not self.causal or self.kv_splits > 1:
             return None
+        flash = launch.dispatches[0]
+        chunks, tail = (int(v) for v in flash.push[7:9])
         body = flash.groups[1] * flash.groups[2] - tail
         return CausalOrder(max(1, -(-body // chunks)), tail)
 
@@ -252,7 +252,7 @@ class AttentionKernel:
                 "Q_SHARED": self.q_shared, "V_EARLY": self.v_early, "KV_STAGED": self.kv_staged,
                 "KEYS_ALIGNED": bool(aligned or keys_aligned), "MERGE_LAYERS": merge_layers}
 
-    def causal_order(self, groups: tuple[int, int, int], shape: AttentionShape) -> CausalOrder | None:
+    def tile_order(self, groups: tuple[int, int, int], shape: AttentionShape) -> CausalOrder | None:
         """The launch's order of its query tiles (the chunk and tail given, the others by :func:`causal_order`); None
         where the shader does not reorder (no mask, or key slices, whose merges find a tile by its place)."""
         if not self.causal or self.kv_splits > 1:
@@ -263,7 +263,8 @@ class AttentionKernel:
         return CausalOrder(self.order_chunk or rule.chunk, self.order_tail or rule.tail)
 
     def order_push(self, groups: tuple[int, int, int], shape: AttentionShape) -> tuple[int, int]:
-        order = self.causal_order(groups, shape)
+        """The push constants order_chunks and order_tail of a launch on ``groups`` (unused where not reordered)."""
+        order = self.tile_order(groups, shape)
         return order.push(groups[1] * groups[2]) if order else (1, 0)
 
     def template_launch(self) -> Launch:
