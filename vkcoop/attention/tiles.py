@@ -106,11 +106,11 @@ heaviest first together, before the last chunk and in it (None: :func:`vkcoop.at
         splits = f"s{self.kv_splits}" if self.kv_splits else ""
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
-        stats += "".join(f"{flag}{value}" for flag, value in (("c", self.order_chunk), ("t", self.order_tail)) if value)
+        order = "".join(f"{flag}{value}" for flag, value in (("c", self.order_chunk), ("t", self.order_tail)) if value)
         flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge),
                                               ("m", self.waiting_merge), ("r", self.subgroup_rows),
                                               ("k", self.kv_staged is True), ("u", self.kv_staged is False)) if on)
-        return f"{self.tile.label()}{splits}{rows}{stats}{flags}"
+        return f"{self.tile.label()}{splits}{rows}{stats}{order}{flags}"
 
 
 #: What an :class:`AttentionConfig` label holds, in order (the flags ``f`` and ``m`` exclude each other).
