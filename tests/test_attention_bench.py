@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from vkcoop.attention import AttentionShape, reference_attention
+from vkcoop.attention import AttentionConfig, AttentionShape, AttentionTile, reference_attention
 from vkcoop.bench import attention as bench
 from vkcoop.bench import attention_report, report
 from vkcoop.cli import attention as command
@@ -57,10 +57,15 @@ def test_unknown_paths_and_iterations_are_refused_before_any_gpu_work():
 class FakePath:
     """Returns the reference (or something off by ``error``) and fixed times."""
 
+    tile, identity, device_name = None, None, "Fake GPU H200"   # the Vulkan path's: no tuning (no identity)
+
     def __init__(self, name, ms, error=0.0, unsupported=None):
         self.name, self.ms, self.error, self.unsupported, self.timed = name, ms, error, unsupported, 0
 
-    def bind(self, case, inputs):
+    def default_config(self, case):
+        return AttentionConfig(AttentionTile(128, 64, 64))
+
+    def bind(self, case, inputs, config=None):
         if self.unsupported:
             raise bench.Unsupported(self.unsupported)
         q, k, v = inputs if isinstance(inputs, tuple) else inputs.arrays

@@ -13,6 +13,7 @@ import numpy as np
 from ..gemm import accumulating_types
 from ..gemm.types import SUBGROUP_SIZE_FEATURES
 from ..gemm.vulkan import VulkanGemm
+from .candidates import tuning_candidates
 from .kernel import AttentionKernel, check_kv_splits, launch_choices, target_workgroups
 from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
 from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_config_for,
@@ -69,6 +70,15 @@ def choose_config(physical, shape: AttentionShape, dtype: str, flexible=None) ->
     from .. import vk
     flexible = physical.flexible_shapes() if flexible is None else flexible
     return choose_config_for(flexible, shape, dtype, _max_dimension(physical), vk.staging_bytes(physical))
+
+
+def candidate_configs(physical, shape: AttentionShape, dtype: str, flexible=None) -> list[AttentionConfig]:
+    """What tuning measures on ``physical`` for ``shape``, :func:`choose_config`'s choice first
+    (:func:`vkcoop.attention.candidates.tuning_candidates` with the device's table, dimension limit and shared
+    memory)."""
+    from .. import vk
+    flexible = physical.flexible_shapes() if flexible is None else flexible
+    return tuning_candidates(flexible, shape, dtype, _max_dimension(physical), vk.staging_bytes(physical))
 
 
 def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bool = False,
@@ -182,4 +192,5 @@ def device_target_workgroups(physical) -> int:
 
 
 __all__ = ["ATTENTION_FEATURES", "EXTENSIONS", "VulkanAttention", "attention", "attention_features",
-           "choose_config", "config_options", "device_kernel", "device_target_workgroups", "AttentionInputError"]
+           "candidate_configs", "choose_config", "config_options", "device_kernel", "device_target_workgroups",
+           "AttentionInputError"]

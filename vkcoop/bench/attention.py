@@ -21,7 +21,7 @@ API: :func:`run_attention_bench` returns a :class:`vkcoop.bench.sparse.BenchResu
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from ..gemm import DTYPES
 from . import report
 from .attention_paths import TORCH_BACKENDS, VULKAN_PATH, TorchInputs, TorchSdpaPath, Unsupported, VulkanPath
 from .attention_paths import torch_status
+from .attention_tuning import AttentionTuner, tune_case
 from .measure import Outcome
 from .sparse import BenchResult
 
@@ -49,6 +50,8 @@ DECODE_HEADS = (32, 8)     # q heads, kv heads (GQA)
 #: Spec-sheet HBM bandwidth in GB/s by a substring of the GPU's name (more specific first).
 BANDWIDTH_GBS = (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100 NVL", 3900.0), ("H100", 3350.0),
                  ("A100-SXM4-80GB", 2039.0), ("A100", 1555.0))
+#: Seconds all tunings of a run share (``--tune-budget``).
+DEFAULT_TUNE_BUDGET = 600.0
 #: Exit codes, the CLI's (vkcoop.cli.common.Exit): all ran and passed, a check failed, nothing could run, Ctrl-C.
 EXIT_OK, EXIT_FAILED, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 3, 130
 
@@ -80,6 +83,8 @@ class AttentionResult(Outcome):
     ratio_ceiling: float | None = None
     roofline: float | None = None    # decode: gbs / the GPU's bandwidth
     read_floor: float | None = None  # decode: one READ dispatch of the same K and V bytes (--ceilings) / this time
+    config_source: str = ""          # vk-coopmat2: "given", "tuned", "cache", "seed" or "default" (attention_tuning)
+    tuning: list = field(default_factory=list)   # a tuned case: every candidate, what it ran as and its time
 
 
 def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS, decode_seqs=DECODE_SEQS,
@@ -139,12 +144,12 @@ def result_for(path: str, case: AttentionCase, status: str, reason: str = "") ->
 
 
 def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int,
-            warmup_seconds: float = WARMUP_SECONDS) -> AttentionResult:
-    """Bind, check the sampled rows, then time after a warm-up of ``warmup`` runs lasting at least
-    ``warmup_seconds``; every failure is a result, never an exception."""
+            warmup_seconds: float = WARMUP_SECONDS, config=None) -> AttentionResult:
+    """Bind (the Vulkan path: to ``config`` if given), check the sampled rows, then time after a warm-up of
+    ``warmup`` runs lasting at least ``warmup_seconds``; every failure is a result, never an exception."""
     result = result_for(path.name, case, "ok")
     try:
-        bound = path.bind(case, inputs)
+        bound = path.bind(case, inputs) if config is None else path.bind(case, inputs, config)
     except Unsupported as why:
         result.status, result.reason = "skipped", str(why)
         return result
@@ -164,6 +169,26 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
     result.median_ms, result.min_ms = statistics.median(times) * 1e3, min(times) * 1e3
     result.tflops = case.shape.flops(case.causal) / (result.median_ms * 1e-3) / 1e12
     result.gbs = case.shape.kv_bytes(DTYPES[case.dtype].itemsize) / (result.median_ms * 1e-3) / 1e9
+    return result
+
+
+def measure_vulkan(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int,
+                   tuner) -> AttentionResult:
+    """The Vulkan path on one case, in the configuration ``tuner`` plans (:mod:`.attention_tuning`); a tuning checks
+    and times every candidate, stores the fastest, and times it again with the run's own warm-up."""
+    try:
+        plan = tuner.plan(case, path)
+    except Unsupported as why:
+        return result_for(path.name, case, "skipped", str(why))
+    config, tried = plan.configs[0], []
+    if plan.source == "tuned":
+        def measure_one(candidate, seconds):
+            return measure(path, case, inputs, planes, tolerance, iters, warmup, seconds, candidate)
+        winner, tried = tune_case(path, case, plan, measure_one)
+        tuner.finish(plan, case, tried, winner)
+        config = winner or config
+    result = measure(path, case, inputs, planes, tolerance, iters, warmup, config=config)
+    result.config_source, result.tuning = plan.source, tried
     return result
 
 
@@ -233,7 +258,7 @@ def _at_least(option: str, values, minimum: int) -> None:
         raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
 
 
-def _run_case(case, wanted, available, iters, warmup) -> list[AttentionResult]:
+def _run_case(case, wanted, available, iters, warmup, tuner) -> list[AttentionResult]:
     if not any(name in available.objects for name in wanted):   # nothing runs here: make no inputs either
         return [result_for(name, case, "skipped", available.skipped[name]) for name in wanted]
     inputs = make_inputs(case)
@@ -246,9 +271,13 @@ def _run_case(case, wanted, available, iters, warmup) -> list[AttentionResult]:
                 continue
             if name in TORCH_BACKENDS and device_inputs is None:
                 device_inputs = TorchInputs(inputs)
-            operands = device_inputs if name in TORCH_BACKENDS else inputs
             try:
-                results.append(measure(available.objects[name], case, operands, planes, tolerance, iters, warmup))
+                if name == VULKAN_PATH:
+                    results.append(measure_vulkan(available.objects[name], case, inputs, planes, tolerance, iters,
+                                                  warmup, tuner))
+                else:
+                    results.append(measure(available.objects[name], case, device_inputs, planes, tolerance, iters,
+                                           warmup))
             except Exception as error:  # noqa: BLE001 - report it and go on with the next path
                 results.append(result_for(name, case, "error", f"{type(error).__name__}: {error}"))
     finally:
@@ -278,30 +307,39 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                         decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
                         tokens: int = PREFILL_TOKENS, decode_batch: int = 1, tile=None,
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
-                        validate: bool = False, console=None, progress: bool = True,
-                        ceilings: bool = False) -> BenchResult:
+                        validate: bool = False, console=None, progress: bool = True, ceilings: bool = False,
+                        tune: bool = False, retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET,
+                        tuning_root=None) -> BenchResult:
     """Check and time every path on every case; bad arguments raise ValueError before any GPU work. ``ceilings``:
     afterwards measure the coopmat2 ceiling and the read bandwidth in this process (:func:`measured_ceilings`) for
     the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give, and the read floor of each decode case's
-    K and V bytes (:func:`measured_read_floors`)."""
+    K and V bytes (:func:`measured_read_floors`). The Vulkan configuration of each case comes from
+    :mod:`.attention_tuning` (``tune``, ``retune``: tune within ``tune_budget`` seconds; ``tuning_root``: the tuning
+    cache's folder, default ``vkcoop.bench.tuning.cache_dir()``)."""
     wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
     _at_least("--iters", [iters], 1)
     _at_least("--warmup", [warmup], 0)
+    if not tune_budget > 0:
+        raise ValueError(f"--tune-budget must be > 0 seconds (got {tune_budget})")
     cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch)
     settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
                 "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
                 "warmup": warmup, "warmup_seconds": WARMUP_SECONDS, "tokens": tokens, "decode_batch": decode_batch,
-                "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING}
+                "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING,
+                "tune": tune, "retune": retune, "tune_budget": tune_budget}
     available = _Paths(wanted, dtypes, device, validate, tile)
     environment = report.environment(available.vulkan_name, available.torch_name)
     environment["skip_reasons"] = dict(available.skipped)
+    tuner = _tuner(available, cases, tune, retune, tune_budget, tuning_root)
+    environment["tuning"] = {"cache_dir": str(tuner.cache.root), "messages": tuner.cache.messages,
+                             "stored": tuner.stored}
     results, interrupted = [], False
     try:
         with report.progress_bar(console, enabled=progress) as bar:
             task = bar.add_task("bench attention", total=len(cases))
             for case in cases:
                 bar.update(task, description=case.label)
-                results += _run_case(case, wanted, available, iters, warmup)
+                results += _run_case(case, wanted, available, iters, warmup, tuner)
                 bar.advance(task)
     except KeyboardInterrupt:
         interrupted = True   # report what was measured
@@ -323,6 +361,16 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
     settings.update(bandwidth_gbs=bandwidth_gbs, bandwidth_source=source, ceiling_tflops=ceiling_tflops)
     add_ratios(results, ceiling_tflops, bandwidth_gbs, floors)
     return BenchResult(results, environment, settings, interrupted)
+
+
+def _tuner(available, cases, tune: bool, retune: bool, budget: float, root) -> AttentionTuner:
+    """The run's :class:`AttentionTuner`: the Vulkan device's identity (None without the path: nothing is tuned)."""
+    from .tuning import TuningCache
+    vulkan = available.objects.get(VULKAN_PATH)
+    identity = vulkan.identity if vulkan is not None else None
+    tuner = AttentionTuner(TuningCache(root), identity, tune=tune, retune=retune, budget=budget)
+    tuner.count_tunings(cases)
+    return tuner
 
 
 def _read_floors(cases, device, environment) -> dict[int, float]:

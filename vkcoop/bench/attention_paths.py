@@ -12,7 +12,7 @@ import warnings
 
 from ..attention import AttentionConfig, AttentionInputError, VulkanAttention, attention_features
 from ..attention.kernel import launch_choices
-from ..attention.vulkan import choose_config, device_target_workgroups
+from ..attention.vulkan import candidate_configs, choose_config, device_kernel, device_target_workgroups
 
 VULKAN_PATH = "vk-coopmat2"
 #: Path name -> torch.nn.attention.SDPBackend member.
@@ -40,20 +40,51 @@ class VulkanPath:
         self.target_workgroups = device_target_workgroups(self.device.physical)
         self._runners: dict = {}
 
-    def config(self, case) -> AttentionConfig:
-        """The case's configuration: the given tile, else the device's choice (decode, prefill or FlashAttention-2's
-        split, :func:`vkcoop.attention.choose_config`), with its key splits and GQA rows resolved."""
+    @property
+    def device_name(self) -> str:
+        return self.device.physical.name
+
+    @property
+    def identity(self):
+        """The device's key in the tuning cache (:func:`vkcoop.bench.identity.vulkan_identity`)."""
+        from .identity import vulkan_identity
+        return vulkan_identity(self.device.physical)
+
+    def default_config(self, case) -> AttentionConfig:
+        """The rule's choice for the case (decode, prefill or FlashAttention-2's split,
+        :func:`vkcoop.attention.choose_config`), its launch choices open; Unsupported where the table has none."""
         try:
-            config = (AttentionConfig(self.tile) if self.tile else
-                      choose_config(self.device.physical, case.shape, case.dtype, self.flexible))
+            return choose_config(self.device.physical, case.shape, case.dtype, self.flexible)
         except AttentionInputError as error:
             raise Unsupported(str(error)) from None
+
+    def candidates(self, case) -> list[AttentionConfig]:
+        """What tuning measures for the case, the default first (:func:`vkcoop.attention.candidate_configs`)."""
+        try:
+            return candidate_configs(self.device.physical, case.shape, case.dtype, self.flexible)
+        except AttentionInputError as error:
+            raise Unsupported(str(error)) from None
+
+    def fits(self, case, config: AttentionConfig) -> bool:
+        """Whether the device's table takes ``config`` for the case (a cached entry or seed that does not is
+        passed over)."""
+        try:
+            device_kernel(self.device.physical, case.dtype, case.shape.head_dim, config.tile, flexible=self.flexible,
+                          subgroup_rows=config.subgroup_rows)
+        except AttentionInputError:
+            return False
+        return True
+
+    def config(self, case, config: AttentionConfig | None = None) -> AttentionConfig:
+        """``config`` (default: the given tile, else :meth:`default_config`) with its key splits and GQA rows
+        resolved for the case."""
+        config = config or (AttentionConfig(self.tile) if self.tile else self.default_config(case))
         gqa_rows, splits = launch_choices(case.shape, config.tile, gqa_rows=config.gqa_rows,
                                           kv_splits=config.kv_splits, target_workgroups=self.target_workgroups)
         return dataclasses.replace(config, gqa_rows=gqa_rows, kv_splits=splits)
 
-    def bind(self, case, inputs):
-        config = self.config(case)
+    def bind(self, case, inputs, config: AttentionConfig | None = None):
+        config = self.config(case, config)
         key = (case.dtype, case.shape.head_dim, case.causal, config)
         if key not in self._runners:
             try:

@@ -22,7 +22,10 @@ def table_rows(outcome) -> tuple[list[tuple], dict]:
     """(cells of each row, skip reason -> note number): what :func:`print_table` shows, as plain strings."""
     rows, notes, previous = [], {}, None
     for r in outcome.results:
-        note = r.config if r.status == "ok" else r.reason
+        note = r.reason
+        if r.status == "ok":
+            source = getattr(r, "config_source", "")
+            note = f"{r.config} ({source})" if source else r.config
         if r.status == "skipped":   # one reason usually repeats for every case: number it once
             note = f"see note {notes.setdefault(r.reason, len(notes) + 1)}"
         rows.append((r.case if r.case != previous else "", r.path, r.status, _number(r.median_ms, ".3f"),
@@ -67,7 +70,13 @@ def print_table(outcome, console=None) -> None:
         footer.append(f"[yellow]the ceilings could not be measured: {escape(env['ceilings_error'])}[/]")
     if any(r.path == VULKAN_PATH and r.status == "ok" for r in outcome.results):
         footer.append("[dim]" + escape(f"{VULKAN_PATH} config: {CONFIG_GRAMMAR}; vkcoop inspect --attention "
-                                       "KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG shows its machine code") + "[/]")
+                                       "KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG shows its machine code; in brackets where "
+                                       "it came from (the tuning cache, the device's seed, this run's tuning, the "
+                                       "table's default or --tile)") + "[/]")
+    for message in env.get("tuning", {}).get("messages", []):
+        footer.append(f"[yellow]{escape(message)}[/]")
+    for stored in dict.fromkeys(env.get("tuning", {}).get("stored", [])):
+        footer.append(f"[dim]tuned configurations stored in {escape(stored)}[/]")
     if outcome.failed:
         footer.append(f"[bold red]{len(outcome.failed)} path(s) failed their check or errored[/]")
     console.print(table, *footer, sep="\n")

@@ -8,11 +8,12 @@ import sys
 from ..attention import parse_attention_tile
 from ..attention.shapes import HEAD_DIMS
 from ..bench import report
-from ..bench.attention import (DECODE_SEQS, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, KINDS,
-                               PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, run_attention_bench)
+from ..bench.attention import (DECODE_SEQS, DEFAULT_TUNE_BUDGET, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED,
+                               EXIT_OK, KINDS, PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, run_attention_bench)
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
+from .common import positive_seconds
 
 
 def _list_of(kind, allowed=None):
@@ -44,8 +45,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
     parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
     parser.add_argument("--tile", type=parse_attention_tile, default=None,
-                        help="Vulkan tile INVOCATIONS:BRxBC (default: the device's choice, from the flexible-dimensions "
-                             "table and its shared memory: FlashAttention-2's split for prefill where it fits)")
+                        help="Vulkan tile INVOCATIONS:BRxBC (default: the tuning cache's entry, the device's seed, "
+                             "else the choice from the flexible-dimensions table and its shared memory: "
+                             "FlashAttention-2's split for prefill where it fits)")
     parser.add_argument("--ceiling", type=float, default=None, metavar="TFLOPS",
                         help="coopmat2 ceiling from `vkcoop bench peak`, for the 'x ceiling' column")
     parser.add_argument("--bandwidth", type=float, default=None, metavar="GB/S",
@@ -55,6 +57,13 @@ def add_arguments(parser) -> None:
                         help="then measure the coopmat2 fp16->fp32 ceiling and the read bandwidth (bench peak) in "
                              "this process for the 'x ceiling' and 'x bandwidth' columns, and one plain read of each "
                              "decode case's K and V bytes for 'x read floor'")
+    parser.add_argument("--tune", action="store_true",
+                        help="tune the Vulkan kernel for each class (kind, head_dim, mask) the tuning cache lacks on "
+                             "this device: check and time every candidate the device's table allows, cache the "
+                             "fastest (`vkcoop bench tuning` lists them)")
+    parser.add_argument("--retune", action="store_true", help="tune every class again, replacing cached winners")
+    parser.add_argument("--tune-budget", type=positive_seconds, default=DEFAULT_TUNE_BUDGET, metavar="SECONDS",
+                        help="seconds all tunings of the run share (default: %(default)s)")
     parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
     parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
     parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
@@ -71,7 +80,8 @@ def run(args, console=None) -> int:
                                   warmup=args.warmup, tokens=args.tokens, decode_batch=args.decode_batch,
                                   tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
                                   device=args.device, validate=args.validate, console=console,
-                                  ceilings=args.ceilings)
+                                  ceilings=args.ceilings, tune=args.tune, retune=args.retune,
+                                  tune_budget=args.tune_budget)
     print_table(outcome, console)
     if args.json_path:
         print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)

@@ -8,20 +8,11 @@ import json
 from . import attention
 from . import peak as peak_command
 from .common import (CliError, Exit, add_device_argument, add_module_command, check_device, choice_list, console,
-                     emit_json, err_console, non_negative_int, output_path, positive_int, size_list, wrote)
+                     emit_json, err_console, non_negative_int, output_path, positive_int, positive_seconds, size_list,
+                     wrote)
 
 
 # --- bench ---------------------------------------------------------------------------------------------------
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
-    return value
-
-
 def fraction(text: str) -> float:
     try:
         value = float(text)

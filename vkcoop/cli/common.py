@@ -151,3 +151,13 @@ def add_module_command(sub, name: str, module, help: str, description: str, *, n
     module.add_arguments(parser)
     parser.set_defaults(func=module.run, needs_toolchain=needs_toolchain)
     return parser
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
+    return value
