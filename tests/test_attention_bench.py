@@ -227,9 +227,15 @@ def test_the_arguments_parse_lists_and_refuse_bad_values(capsys):
     args = _parse("--kinds", "decode", "--head-dims", "128", "--decode-seqs", "4096,8192", "--tile", "128:64x32")
     assert args.kinds == ["decode"] and args.head_dims == [128] and args.decode_seqs == [4096, 8192]
     assert args.tile.label() == "128:64x32" and args.paths is None and args.causal == "both"
-    for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"]):
-        with pytest.raises(SystemExit):
+    assert not args.tune and not args.retune and args.tune_budget == bench.DEFAULT_TUNE_BUDGET
+    tuning = _parse("--tune", "--retune", "--tune-budget", "90")
+    assert tuning.tune and tuning.retune and tuning.tune_budget == 90.0
+    for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"],
+                ["--tune-budget", "0"], ["--tune-budget", "soon"]):
+        with pytest.raises(SystemExit) as exited:
             _parse(*bad)
+        assert exited.value.code == 2
+    assert "must be a positive number of seconds" in capsys.readouterr().err
 
 
 def test_run_reports_an_environment_error_when_nothing_can_run(monkeypatch, tmp_path, capsys):

@@ -99,7 +99,8 @@ def cmd_bench_tuning(args) -> int:
         emit_json(rows, args.json)
         return Exit.OK
     if not rows:
-        console.print(f"no tuned configurations under {cache_dir()} (run `vkcoop bench sparse --tune`)")
+        console.print(f"no tuned configurations under {cache_dir()} (run `vkcoop bench sparse --tune` or "
+                      "`vkcoop bench attention --tune`)")
         return Exit.OK
     table = Table(title=f"tuned configurations ({cache_dir()})")
     for column in ("device", "driver", "path", "dtype", "class", "config", "TFLOP/s", "measured on", "tried",
@@ -181,8 +182,8 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write the comparison as JSON")
     p.set_defaults(func=cmd_bench_compare)
     p = kinds.add_parser("tuning", help="the per-device tuning cache: tuned configuration per path, dtype and class",
-                         description="What `vkcoop bench sparse --tune` stored under the tuning cache "
-                                     "(~/.cache/vkcoop/tuning; $VKCOOP_CACHE_DIR/tuning).")
+                         description="What `vkcoop bench sparse --tune` and `vkcoop bench attention --tune` stored "
+                                     "under the tuning cache (~/.cache/vkcoop/tuning; $VKCOOP_CACHE_DIR/tuning).")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="print (or write) the entries as JSON")
     p.set_defaults(func=cmd_bench_tuning)
 
