@@ -18,7 +18,7 @@ from vkcoop.attention.vulkan import config_options
 from vkcoop.bench import attention as bench
 from vkcoop.bench import attention_report
 from vkcoop.bench.attention_tuning import (ATTENTION_SEEDS, TUNING_MARGIN, TUNING_PATH, TUNING_WARMUP_SECONDS,
-                                           attention_class)
+                                           AttentionPlan, attention_class, tune_case)
 from vkcoop.bench.identity import DeviceIdentity
 from vkcoop.bench.tuning import TuningCache, cached_entries
 from vkcoop.gemm.configs import recorded_device
@@ -225,6 +225,20 @@ def test_a_seeded_device_tunes_with_its_seed_as_the_incumbent(monkeypatch, tmp_p
     first = _run(monkeypatch, tmp_path, vulkan, tune=True).results[0]
     assert [t["config"] for t in first.tuning] == [FAST.label(), SLOW.label(), WRONG.label()]
     assert first.config == FAST.label() + "s1"
+
+
+def test_each_candidate_is_announced_before_it_runs():
+    heard, ran = [], []
+    plan = AttentionPlan([AttentionConfig(SLOW), AttentionConfig(FAST)], "tuned")
+
+    def measure_one(config, seconds):
+        ran.append(config.label())
+        assert heard[-1][2] == config.label()          # the progress line names the candidate that runs now
+        return bench.AttentionResult("vk-coopmat2", "case", "prefill", "fp16", False, _shapes(64)[0], status="ok",
+                                     config=config.label(), median_ms=FakeVulkan.times_ms[config.tile])
+    winner, tried = tune_case(plan, measure_one, lambda *args: heard.append(args))
+    assert heard == [(0, 2, SLOW.label()), (1, 2, FAST.label())] and ran == [SLOW.label(), FAST.label()]
+    assert winner == AttentionConfig(FAST) and [t["median_ms"] for t in tried] == [3.0, 1.0]
 
 
 def test_without_a_device_identity_nothing_is_tuned_or_stored(monkeypatch, tmp_path):

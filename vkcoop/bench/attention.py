@@ -173,9 +173,10 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
 
 
 def measure_vulkan(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int,
-                   tuner) -> AttentionResult:
+                   tuner, progress=None) -> AttentionResult:
     """The Vulkan path on one case, in the configuration ``tuner`` plans (:mod:`.attention_tuning`); a tuning checks
-    and times every candidate, stores the fastest, and times it again with the run's own warm-up."""
+    and times every candidate (``progress(done, total, label)`` hears of each), stores the winner, and times it
+    again with the run's own warm-up."""
     try:
         plan = tuner.plan(case, path)
     except Unsupported as why:
@@ -184,7 +185,7 @@ def measure_vulkan(path, case: AttentionCase, inputs, planes, tolerance, iters: 
     if plan.source == "tuned":
         def measure_one(candidate, seconds):
             return measure(path, case, inputs, planes, tolerance, iters, warmup, seconds, candidate)
-        winner, tried = tune_case(path, case, plan, measure_one)
+        winner, tried = tune_case(plan, measure_one, progress)
         tuner.finish(plan, case, tried, winner)
         config = winner or config
     result = measure(path, case, inputs, planes, tolerance, iters, warmup, config=config)
@@ -258,7 +259,7 @@ def _at_least(option: str, values, minimum: int) -> None:
         raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
 
 
-def _run_case(case, wanted, available, iters, warmup, tuner) -> list[AttentionResult]:
+def _run_case(case, wanted, available, iters, warmup, tuner, progress=None) -> list[AttentionResult]:
     if not any(name in available.objects for name in wanted):   # nothing runs here: make no inputs either
         return [result_for(name, case, "skipped", available.skipped[name]) for name in wanted]
     inputs = make_inputs(case)
@@ -274,7 +275,7 @@ def _run_case(case, wanted, available, iters, warmup, tuner) -> list[AttentionRe
             try:
                 if name == VULKAN_PATH:
                     results.append(measure_vulkan(available.objects[name], case, inputs, planes, tolerance, iters,
-                                                  warmup, tuner))
+                                                  warmup, tuner, progress))
                 else:
                     results.append(measure(available.objects[name], case, device_inputs, planes, tolerance, iters,
                                            warmup))
@@ -339,7 +340,10 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
             task = bar.add_task("bench attention", total=len(cases))
             for case in cases:
                 bar.update(task, description=case.label)
-                results += _run_case(case, wanted, available, iters, warmup, tuner)
+
+                def tuning(done, total, label, case=case):
+                    bar.update(task, description=f"{case.label}: tuning {done + 1}/{total} {label}")
+                results += _run_case(case, wanted, available, iters, warmup, tuner, tuning)
                 bar.advance(task)
     except KeyboardInterrupt:
         interrupted = True   # report what was measured

@@ -139,13 +139,16 @@ def _parsed(label) -> AttentionConfig | None:
         return None
 
 
-def tune_case(path, case, plan: AttentionPlan, measure_one) -> tuple[AttentionConfig | None, list[dict]]:
+def tune_case(plan: AttentionPlan, measure_one, progress=None) -> tuple[AttentionConfig | None, list[dict]]:
     """Check and time each candidate of a tuning plan (``measure_one(config, warmup_seconds)`` returns an
-    :class:`vkcoop.bench.attention.AttentionResult`); the first is always tried, the others until the deadline.
-    Returns the winner (None if no candidate passed) and a record of every candidate: the fastest that passed,
-    but the first (the incumbent) where none beats it by :data:`TUNING_MARGIN`."""
+    :class:`vkcoop.bench.attention.AttentionResult`; ``progress(done, total, label)`` hears of each before it runs);
+    the first is always tried, the others until the deadline. Returns the winner (None if no candidate passed) and
+    a record of every candidate: the fastest that passed, but the first (the incumbent) where none beats it by
+    :data:`TUNING_MARGIN`."""
     tried, best, incumbent = [], None, None
     for index, config in enumerate(plan.configs):
+        if progress is not None:
+            progress(index, len(plan.configs), config.label())
         record = {"config": config.label(), "status": "not tried", "ran": "", "median_ms": None, "tflops": None,
                   "reason": ""}
         tried.append(record)
