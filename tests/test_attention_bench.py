@@ -26,21 +26,24 @@ def test_the_default_cases_fill_the_gpu_with_the_same_tokens():
     cases = bench.make_cases(dtypes=("fp16", "bf16"))
     prefill = [c for c in cases if c.kind == "prefill"]
     decode = [c for c in cases if c.kind == "decode"]
-    assert len(prefill) == 2 * 2 * 5 * 2 and len(decode) == 2 * 2 * 4
+    assert len(prefill) == 2 * 2 * 5 * 2 and len(decode) == 2 * 2 * 2 * 4
     for c in prefill:
         s = c.shape
         assert s.batch * s.seq_q == bench.PREFILL_TOKENS and s.seq_q == s.seq_kv
         assert s.q_heads * s.head_dim == bench.HIDDEN and s.q_heads == s.kv_heads
     assert {c.shape.seq_q for c in prefill} == {1024, 2048, 4096, 8192, 16384}
     assert {c.causal for c in prefill} == {False, True} and not any(c.causal for c in decode)
-    assert {(c.shape.seq_q, c.shape.q_heads, c.shape.kv_heads) for c in decode} == {(1, 32, 8)}
+    # decode with GQA (4 q heads per kv head) and without
+    assert {(c.shape.seq_q, c.shape.q_heads, c.shape.kv_heads) for c in decode} == {(1, 32, 8), (1, 32, 32)}
     assert {c.shape.seq_kv for c in decode} == {8192, 16384, 32768, 65536}
     assert prefill[1].label == "prefill fp16 b16 h32 q1024 kv1024 d64 causal"
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"kinds": ["train"]}, "--kinds 'train'"), ({"dtypes": ["fp8"]}, "--dtype 'fp8'"),
-    ({"head_dims": [96]}, "--head-dims 96"), ({"seqs": [0]}, "--seqs must be >= 1")])
+    ({"head_dims": [96]}, "--head-dims 96"), ({"seqs": [0]}, "--seqs must be >= 1"),
+    ({"decode_heads": [(32, 5)]}, "--decode-heads 32/5: the q heads must be a multiple"),
+    ({"decode_heads": [(32, 0)]}, "--decode-heads must be >= 1")])
 def test_bad_case_options_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         bench.make_cases(**kwargs)
@@ -120,7 +123,7 @@ def fake_run(monkeypatch):
     monkeypatch.setattr(bench, "TorchInputs", FakeTorchInputs)
     outcome = bench.run_attention_bench(kinds=("prefill", "decode"), head_dims=(64,), seqs=(64,), decode_seqs=(256,),
                                         causal=(True,), tokens=128, iters=3, warmup=0, ceiling_tflops=100.0,
-                                        progress=False)
+                                        progress=False, decode_heads=((32, 8),))
     return outcome, paths
 
 
@@ -157,7 +160,7 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
     monkeypatch.setattr(bench, "measured_read_floors",
                         lambda cases, device=None: asked.append([c.label for c in cases]) or {kv_bytes: 1.5})
     options = dict(kinds=("decode",), head_dims=(64,), decode_seqs=(256,), iters=3, warmup=0, progress=False,
-                   ceilings=True)
+                   ceilings=True, decode_heads=((32, 8),))
     outcome = bench.run_attention_bench(**options)
     decode = next(r for r in outcome.results if r.path == "vk-coopmat2")
     assert decode.roofline == pytest.approx(decode.gbs / 3000.0) and decode.ratio_ceiling == pytest.approx(
@@ -197,7 +200,7 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     assert "note 2: skipped because not today" in text.getvalue() and "2 path(s) failed" in text.getvalue()
     assert "x bandwidth: over 4,800 GB/s (spec sheet)" in text.getvalue()
     assert "x ceiling: over 100.0 TFLOP/s" in text.getvalue() and "could not be measured" not in text.getvalue()
-    assert "inspect --attention KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG" in text.getvalue()
+    assert "inspect --attention KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG" in text.getvalue()
     assert "x read floor:" not in text.getvalue()                  # no floors measured, no legend for them
     outcome.environment["ceilings_error"] = "RuntimeError: no peak shader here"
     outcome.environment["read_floor_us"] = {"4": 1.0}
@@ -228,10 +231,13 @@ def test_the_arguments_parse_lists_and_refuse_bad_values(capsys):
     assert args.kinds == ["decode"] and args.head_dims == [128] and args.decode_seqs == [4096, 8192]
     assert args.tile.label() == "128:64x32" and args.paths is None and args.causal == "both"
     assert not args.tune and not args.retune and args.tune_budget == bench.DEFAULT_TUNE_BUDGET
+    assert args.decode_heads == [(32, 8), (32, 32)]
+    assert _parse("--decode-heads", "16/16, 64/8").decode_heads == [(16, 16), (64, 8)]
     tuning = _parse("--tune", "--retune", "--tune-budget", "90")
     assert tuning.tune and tuning.retune and tuning.tune_budget == 90.0
     for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"],
-                ["--tune-budget", "0"], ["--tune-budget", "soon"]):
+                ["--tune-budget", "0"], ["--tune-budget", "soon"], ["--decode-heads", "32/5"],
+                ["--decode-heads", "32"], ["--decode-heads", ","]):
         with pytest.raises(SystemExit) as exited:
             _parse(*bad)
         assert exited.value.code == 2

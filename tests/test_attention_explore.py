@@ -16,11 +16,14 @@ def test_a_job_names_the_bench_case_and_its_configurations():
     assert [c.label() for c in configs] == ["64:16x64s66g", "128:64x64n", "64:16x64w64"]
     case, _ = explore.parse_job("prefill/fp16/64/4096c/128:64x64")
     assert case.causal and case.shape == attn.AttentionShape(4, 32, 32, 4096, 4096, 64)
+    case, _ = explore.parse_job("decode/fp16/64/8192n/64:16x128m")   # n: the bench's decode case without GQA
+    assert case.shape == attn.AttentionShape(1, 32, 32, 1, 8192, 64)
 
 
 @pytest.mark.parametrize("job, message", [
     ("decode/fp16/128/32768", "is not KIND/DTYPE/HEAD_DIM/SEQ"),
     ("decode/fp16/128/32768c/64:16x64", "decode is not causal"),
+    ("prefill/fp16/128/4096n/128:64x64", "n (no GQA) names a decode case"),
     ("train/fp16/128/4096/64:16x64", "--kinds 'train'"),
     ("prefill/fp32/128/4096/64:16x64", "--dtype 'fp32'"),
     ("prefill/fp16/96/4096/64:16x64", "--head-dims 96"),

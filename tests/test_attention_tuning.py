@@ -44,6 +44,8 @@ def test_classes_follow_kind_head_dim_and_mask():
     assert attention_class(bench.AttentionCase("prefill", "fp16", True, prefill)) == "prefill-d128-causal"
     assert attention_class(bench.AttentionCase("prefill", "bf16", False, prefill)) == "prefill-d128"
     assert attention_class(bench.AttentionCase("decode", "fp16", False, decode)) == "decode-d128"
+    mha = AttentionShape(1, 32, 32, 1, 16384, 64)
+    assert attention_class(bench.AttentionCase("decode", "bf16", False, mha)) == "decode-d64-mha"
 
 
 @pytest.mark.parametrize("report", RECORDED, ids=lambda p: p.name)

@@ -109,13 +109,15 @@ def test_the_child_builds_both_passes_of_a_split_decode(monkeypatch):
     assert made[0]["KV_SPLITS"] > 1 and made[0]["GQA_ROWS"] is True  # one query row per head: the group stacks
 
 
-@pytest.mark.parametrize("kind, seq", [("decode", 2048), ("prefill", 512)])
-def test_the_benchs_config_label_is_a_job_that_inspect_and_explore_take_back(monkeypatch, kind, seq):
+@pytest.mark.parametrize("kind, seq, heads", [("decode", "2048", (32, 8)), ("decode", "2048n", (32, 32)),
+                                              ("prefill", "512", None)])
+def test_the_benchs_config_label_is_a_job_that_inspect_and_explore_take_back(monkeypatch, kind, seq, heads):
     toolchain_or_skip()
     from vkcoop.bench import attention_paths
     from vkcoop.bench.attention_explore import parse_job
     monkeypatch.setattr(vk, "Device", ContextDevice)
-    (case,) = make_cases([kind], ["fp16"], [128], [seq], [seq], [False])
+    length = int(seq.rstrip("n"))
+    (case,) = make_cases([kind], ["fp16"], [128], [length], [length], [False], decode_heads=[heads or (1, 1)])
     path = attention_paths.VulkanPath(["fp16"])
     try:
         bound = path.bind(case, _zero_inputs(case))

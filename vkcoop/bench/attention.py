@@ -6,7 +6,8 @@ splits for decode) and ``torch-flash``, ``torch-efficient``, ``torch-cudnn``, ``
 refuses a case is reported as skipped with torch's reason.
 
 Cases: prefill (seq_q = seq_kv from 1k to 16k, batch = ``tokens`` // seq so every case carries the same number of
-query rows, q heads = ``hidden`` // head_dim, causal and not) and decode (seq_q = 1, long seq_kv, GQA 32/8).
+query rows, q heads = ``hidden`` // head_dim, causal and not) and decode (seq_q = 1, long seq_kv, 32 q heads on 8 kv
+heads (GQA) and on 32 (without GQA), ``decode_heads``).
 Every path is checked first on rows of the first and last (batch, head) planes against the float64 reference
 with the documented tolerance (:mod:`vkcoop.attention.reference`); one that fails is reported as failed and not
 timed. Throughput: 4·b·h·s_q·s_kv·d FLOPs (halved when causal) over the median time; decode also reports GB/s
@@ -46,7 +47,7 @@ DECODE_SEQS = (8192, 16384, 32768, 65536)
 WARMUP_SECONDS = 3.0
 PREFILL_TOKENS = 16384     # batch x seq of every prefill case
 HIDDEN = 2048              # q heads x head_dim
-DECODE_HEADS = (32, 8)     # q heads, kv heads (GQA)
+DECODE_HEADS = ((32, 8), (32, 32))   # (q heads, kv heads) of the decode cases: GQA 4:1, and without GQA
 #: Spec-sheet HBM bandwidth in GB/s by a substring of the GPU's name (more specific first).
 BANDWIDTH_GBS = (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100 NVL", 3900.0), ("H100", 3350.0),
                  ("A100-SXM4-80GB", 2039.0), ("A100", 1555.0))
@@ -89,14 +90,18 @@ class AttentionResult(Outcome):
 
 def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS, decode_seqs=DECODE_SEQS,
                causal=(False, True), tokens: int = PREFILL_TOKENS, hidden: int = HIDDEN,
-               decode_batch: int = 1) -> list[AttentionCase]:
+               decode_batch: int = 1, decode_heads=DECODE_HEADS) -> list[AttentionCase]:
     """The prefill and decode cases; ValueError naming the option for anything out of range."""
     _choices("--kinds", kinds, KINDS)
     _choices("--dtype", dtypes, tuple(DTYPES))
     _choices("--head-dims", head_dims, HEAD_DIMS)
+    head_counts = [h for pair in decode_heads for h in pair]
     for option, values in (("--seqs", seqs), ("--decode-seqs", decode_seqs), ("--tokens", [tokens]),
-                           ("--decode-batch", [decode_batch])):
+                           ("--decode-batch", [decode_batch]), ("--decode-heads", head_counts)):
         _at_least(option, values, 1)
+    for q, kv in decode_heads:
+        if q % kv:
+            raise ValueError(f"--decode-heads {q}/{kv}: the q heads must be a multiple of the kv heads")
     cases = []
     for dtype in dtypes:
         check_dtype(dtype)
@@ -107,8 +112,8 @@ def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_
                                                                                   s, s, d))
                           for s in seqs for c in causal]
             if "decode" in kinds:
-                cases += [AttentionCase("decode", dtype, False, AttentionShape(decode_batch, *DECODE_HEADS, 1, s, d))
-                          for s in decode_seqs]
+                cases += [AttentionCase("decode", dtype, False, AttentionShape(decode_batch, q, kv, 1, s, d))
+                          for q, kv in decode_heads for s in decode_seqs]
     return cases
 
 
@@ -306,7 +311,7 @@ def measured_read_floors(cases, device=None) -> dict[int, float]:
 
 def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS,
                         decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
-                        tokens: int = PREFILL_TOKENS, decode_batch: int = 1, tile=None,
+                        tokens: int = PREFILL_TOKENS, decode_batch: int = 1, decode_heads=DECODE_HEADS, tile=None,
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
                         validate: bool = False, console=None, progress: bool = True, ceilings: bool = False,
                         tune: bool = False, retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET,
@@ -322,10 +327,12 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
     _at_least("--warmup", [warmup], 0)
     if not tune_budget > 0:
         raise ValueError(f"--tune-budget must be > 0 seconds (got {tune_budget})")
-    cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch)
+    cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch,
+                       decode_heads=decode_heads)
     settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
                 "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
                 "warmup": warmup, "warmup_seconds": WARMUP_SECONDS, "tokens": tokens, "decode_batch": decode_batch,
+                "decode_heads": [f"{q}/{kv}" for q, kv in decode_heads],
                 "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING,
                 "tune": tune, "retune": retune, "tune_budget": tune_budget}
     available = _Paths(wanted, dtypes, device, validate, tile)

@@ -5,8 +5,9 @@ One process, many jobs, so every number of a sweep comes from the same device st
     python -m vkcoop.bench.attention_explore --job decode/fp16/128/32768/128:64x64,64:16x128s32g \\
                                              --job prefill/fp16/128/4096c/128:64x64,256:128x64
 
-A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
-dtype, head dim and sequence length (``c``: causal; decode is never causal), and configurations as
+A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
+dtype, head dim and sequence length (``c``: causal; decode is never causal; decode has GQA unless ``n``, 32 q heads on
+8 kv heads or on 32), and configurations as
 :class:`vkcoop.attention.AttentionConfig` labels
 (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]``; without ``s`` the key
 splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the kernel's rule,
@@ -30,21 +31,24 @@ from ..attention import VulkanAttention, attention_features
 from ..attention.vulkan import device_target_workgroups
 from ..attention.tiles import parse_attention_config
 from . import attention_trace
-from .attention import check_planes, make_cases, make_inputs, measure
+from .attention import DECODE_HEADS, check_planes, make_cases, make_inputs, measure
 
 
 def parse_job(text: str):
     """(case, [AttentionConfig]); ValueError naming the job for anything malformed."""
     try:
         kind, dtype, head_dim, seq, configs = text.split("/")
-        causal = seq.endswith("c")
-        d, s = int(head_dim), int(seq.rstrip("c"))
+        causal, no_gqa = seq.endswith("c"), seq.endswith("n")
+        d, s = int(head_dim), int(seq.rstrip("cn"))
     except ValueError:
-        raise ValueError(f"job {text!r} is not KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]") from None
+        raise ValueError(f"job {text!r} is not KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG[,CONFIG...]") from None
     if causal and kind == "decode":
         raise ValueError(f"job {text!r}: decode is not causal")
+    if no_gqa and kind != "decode":
+        raise ValueError(f"job {text!r}: n (no GQA) names a decode case")
+    heads = DECODE_HEADS[-1:] if no_gqa else DECODE_HEADS[:1]
     try:   # the bench's own case, so the explored shapes are the benchmarked ones
-        (case,) = make_cases([kind], [dtype], [d], [s], [s], [causal])
+        (case,) = make_cases([kind], [dtype], [d], [s], [s], [causal], decode_heads=heads)
     except ValueError as error:
         raise ValueError(f"job {text!r}: {error}") from None
     labels = [c for c in configs.split(",") if c]
@@ -137,7 +141,7 @@ def run_job(device, flexible, case, configs, args, records) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.attention_explore")
     parser.add_argument("--job", action="append", required=True,
-                        help="KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG[,CONFIG...]")
+                        help="KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG[,CONFIG...]")
     parser.add_argument("--iters", type=int, default=20, help="timed runs per configuration (default 20)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
     parser.add_argument("--target-workgroups", type=int, default=None,

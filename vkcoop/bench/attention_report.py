@@ -70,7 +70,7 @@ def print_table(outcome, console=None) -> None:
         footer.append(f"[yellow]the ceilings could not be measured: {escape(env['ceilings_error'])}[/]")
     if any(r.path == VULKAN_PATH and r.status == "ok" for r in outcome.results):
         footer.append("[dim]" + escape(f"{VULKAN_PATH} config: {CONFIG_GRAMMAR}; vkcoop inspect --attention "
-                                       "KIND/DTYPE/HEAD_DIM/SEQ[c]/CONFIG shows its machine code; in brackets where "
+                                       "KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG shows its machine code; in brackets where "
                                        "it came from (the tuning cache, the device's seed, this run's tuning, the "
                                        "table's default or --tile)") + "[/]")
     for message in env.get("tuning", {}).get("messages", []):

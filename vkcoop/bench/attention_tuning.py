@@ -1,7 +1,7 @@
 """Which configuration ``vkcoop bench attention`` runs the Vulkan kernel with, and tuning, which finds it.
 
-A case belongs to a class by its kind, head_dim and mask (:func:`attention_class`: ``prefill-d128-causal``,
-``decode-d64``). Per device, dtype and class the configuration comes from, in this order:
+A case belongs to a class by its kind, head_dim and mask, and decode by whether it has GQA (:func:`attention_class`:
+``prefill-d128-causal``, ``decode-d64``, ``decode-d64-mha``). Per device, dtype and class the configuration comes from, in this order:
 
 * ``--tile``: the given tile (source ``given``);
 * tuning (``tune`` where the cache has no entry for the class, ``retune`` always): the seed and every candidate
@@ -46,8 +46,11 @@ TUNING_MARGIN = 0.02
 
 
 def attention_class(case) -> str:
-    """The tuning class of an attention case: its kind, head_dim and, for prefill, the causal mask."""
-    return f"{case.kind}-d{case.shape.head_dim}{'-causal' if case.causal and case.kind == 'prefill' else ''}"
+    """The tuning class of an attention case: its kind, head_dim and, for prefill, the causal mask; decode without
+    GQA (a kv head per q head, so a tile holds one query row) is a class of its own (``-mha``)."""
+    if case.kind == "decode":
+        return f"decode-d{case.shape.head_dim}{'' if case.shape.group > 1 else '-mha'}"
+    return f"prefill-d{case.shape.head_dim}{'-causal' if case.causal else ''}"
 
 
 def seed_config(device_name: str, case) -> AttentionConfig | None:

@@ -8,8 +8,9 @@ import sys
 from ..attention import parse_attention_tile
 from ..attention.shapes import HEAD_DIMS
 from ..bench import report
-from ..bench.attention import (DECODE_SEQS, DEFAULT_TUNE_BUDGET, EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_INTERRUPTED,
-                               EXIT_OK, KINDS, PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, run_attention_bench)
+from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DEFAULT_TUNE_BUDGET, EXIT_ENVIRONMENT, EXIT_FAILED,
+                               EXIT_INTERRUPTED, EXIT_OK, KINDS, PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS,
+                               run_attention_bench)
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
@@ -31,6 +32,20 @@ def _list_of(kind, allowed=None):
     return parse
 
 
+def _head_pairs(text: str) -> list[tuple[int, int]]:
+    """An argparse type: comma-separated Q/KV head counts, each Q a positive multiple of KV."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        q, _, kv = item.partition("/")
+        if not (q.isdigit() and kv.isdigit() and int(kv) > 0 and int(q) > 0 and int(q) % int(kv) == 0):
+            raise argparse.ArgumentTypeError(f"{item!r}: give Q/KV head counts, Q a positive multiple of KV "
+                                             "(e.g. 32/8)")
+        pairs.append((int(q), int(kv)))
+    if not pairs:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one Q/KV pair (e.g. 32/8,32/32)")
+    return pairs
+
+
 def add_arguments(parser) -> None:
     """The options of ``vkcoop bench attention`` on an argparse (sub)parser."""
     parser.add_argument("--kinds", type=_list_of(str, KINDS), default=list(KINDS), help="prefill,decode")
@@ -44,6 +59,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
     parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
     parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
+    parser.add_argument("--decode-heads", type=_head_pairs, default=list(DECODE_HEADS), metavar="Q/KV,...",
+                        help="decode q heads / kv heads (default: 32/8,32/32: GQA and without)")
     parser.add_argument("--tile", type=parse_attention_tile, default=None,
                         help="Vulkan tile INVOCATIONS:BRxBC (default: the tuning cache's entry, the device's seed, "
                              "else the choice from the flexible-dimensions table and its shared memory: "
@@ -78,6 +95,7 @@ def run(args, console=None) -> int:
     outcome = run_attention_bench(kinds=args.kinds, dtypes=args.dtype, head_dims=args.head_dims, seqs=args.seqs,
                                   decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,
                                   warmup=args.warmup, tokens=args.tokens, decode_batch=args.decode_batch,
+                                  decode_heads=args.decode_heads,
                                   tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
                                   device=args.device, validate=args.validate, console=console,
                                   ceilings=args.ceilings, tune=args.tune, retune=args.retune,
