@@ -201,7 +201,7 @@ def test_explore_writes_each_traced_configuration_as_a_plot_and_json_named_witho
     import json
     from vkcoop.bench import attention_explore
     from vkcoop.bench.attention import make_cases
-    (case,) = make_cases(["decode"], ["fp16"], [128], [8192], [8192], [False])
+    (case,) = make_cases(["decode"], ["fp16"], [128], [8192], [8192], [False], decode_heads=[(32, 8)])
     kernel = attn.AttentionKernel("fp16", 128, attn.AttentionTile(64, 16, 64), kv_splits=2)
     config = attn.parse_attention_config("64:16x64s2")
     path = attention_explore._ConfigPath(None, None, config, None, trace_dir=str(tmp_path))
