@@ -79,11 +79,14 @@ def test_the_h100_seeds_are_candidates_of_their_class_on_the_h100_table():
     assert name == H100_NAME and set(ATTENTION_SEEDS) == {H100_NAME}
     seeds = ATTENTION_SEEDS[H100_NAME]
     assert set(seeds) == {f"{kind}-d{d}{mask}" for d in (64, 128) for kind, mask in
-                          (("prefill", ""), ("prefill", "-causal"), ("decode", ""))}
+                          (("prefill", ""), ("prefill", "-causal"), ("decode", ""), ("decode", "-mha"))}
     for head_dim in (64, 128):
         prefill, decode = _shapes(head_dim)
+        mha = AttentionShape(1, 32, 32, 1, 16384, head_dim)
         for cls, shape in ((f"prefill-d{head_dim}", prefill), (f"prefill-d{head_dim}-causal", prefill),
-                           (f"decode-d{head_dim}", decode)):
+                           (f"decode-d{head_dim}", decode), (f"decode-d{head_dim}-mha", mha)):
+            kind = "decode" if shape.seq_q == 1 else "prefill"
+            assert attention_class(bench.AttentionCase(kind, "fp16", cls.endswith("causal"), shape)) == cls
             seed = parse_attention_config(seeds[cls])
             assert seed.label() == seeds[cls]
             assert seed in tuning_candidates(flexible, shape, "fp16", limit, staging), cls
