@@ -246,6 +246,19 @@ def test_each_candidate_is_announced_before_it_runs():
     assert winner == AttentionConfig(FAST) and [t["median_ms"] for t in tried] == [3.0, 1.0]
 
 
+def test_a_candidate_that_raises_is_recorded_in_one_line_and_the_others_still_run():
+    plan = AttentionPlan([AttentionConfig(SLOW), AttentionConfig(FAST)], "tuned")
+
+    def measure_one(config, seconds):
+        if config.tile == SLOW:
+            raise RuntimeError("vkCreateComputePipelines failed\nVK_ERROR_OUT_OF_DEVICE_MEMORY")
+        return bench.AttentionResult("vk-coopmat2", "case", "prefill", "fp16", False, _shapes(64)[0], status="ok",
+                                     config=config.label(), median_ms=1.0)
+    winner, tried = tune_case(plan, measure_one)
+    assert (tried[0]["status"], tried[0]["reason"]) == ("error", "RuntimeError: vkCreateComputePipelines failed")
+    assert winner == AttentionConfig(FAST) and tried[1]["status"] == "ok"
+
+
 def test_without_a_device_identity_nothing_is_tuned_or_stored(monkeypatch, tmp_path):
     outcome = _run(monkeypatch, tmp_path, FakeVulkan(identity=None), tune=True)
     assert {r.config_source for r in outcome.results} == {"default"} and not cached_entries(tmp_path)

@@ -78,9 +78,8 @@ def _prefill_tiles(flexible, dtype: str, head_dim: int, staging_bytes: int | Non
 
 def _fits(flexible, dtype: str, head_dim: int, config: AttentionConfig, max_dimension: int | None,
           staging_bytes: int | None) -> bool:
-    """Whether the table takes the configuration's tile and its staged rows fit the shared memory."""
-    if config.tile.bc < 1:
-        return False
+    """Whether the table takes the configuration's tile (every size positive) and its staged rows fit the shared
+    memory."""
     try:
         check_attention_tile(flexible, dtype, head_dim, config.tile, max_dimension, config.subgroup_rows)
     except AttentionInputError:

@@ -362,7 +362,7 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
         try:
             environment["ceilings"], measured_tflops, measured_gbs = measured_ceilings(device)
         except Exception as error:  # noqa: BLE001 - the cases' results stand without the ceilings
-            environment["ceilings_error"] = _error_line(error)
+            environment["ceilings_error"] = report.error_line(error)
             measured_tflops = measured_gbs = None
         ceiling_tflops = ceiling_tflops or measured_tflops
         if not bandwidth_gbs and measured_gbs:
@@ -389,12 +389,7 @@ def _read_floors(cases, device, environment) -> dict[int, float]:
     try:
         floors = measured_read_floors(cases, device)
     except Exception as error:  # noqa: BLE001 - the cases' results stand without the floors
-        environment["read_floor_error"] = _error_line(error)
+        environment["read_floor_error"] = report.error_line(error)
         return {}
     environment["read_floor_us"] = {str(count): us for count, us in floors.items()}
     return floors
-
-
-def _error_line(error: Exception) -> str:
-    """The error's type and the first line of its message: what the JSON and the table's footer say of it."""
-    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"

@@ -1,7 +1,8 @@
 """Which configuration ``vkcoop bench attention`` runs the Vulkan kernel with, and tuning, which finds it.
 
 A case belongs to a class by its kind, head_dim and mask, and decode by whether it has GQA (:func:`attention_class`:
-``prefill-d128-causal``, ``decode-d64``, ``decode-d64-mha``). Per device, dtype and class the configuration comes from, in this order:
+``prefill-d128-causal``, ``decode-d64``, ``decode-d64-mha``). Per device, dtype and class the configuration comes
+from, in this order:
 
 * ``--tile``: the given tile (source ``given``);
 * tuning (``tune`` where the cache has no entry for the class, ``retune`` always): the seed and every candidate
@@ -24,6 +25,7 @@ import time
 from dataclasses import dataclass
 
 from ..attention import AttentionConfig, AttentionInputError, parse_attention_config
+from .report import error_line
 
 #: The tuning cache's path name for the attention kernel (the GEMM paths are ``vk-coopmat2-dense`` ...).
 TUNING_PATH = "vk-coopmat2-attention"
@@ -113,7 +115,7 @@ class AttentionTuner:
             configs = list(dict.fromkeys(([seed] if seed else []) + candidates))
             return AttentionPlan(configs, "tuned", key, now + share, now)
         entry = self._cached(key) if self.identity is not None else None
-        cached = _parsed(entry["config"]) if entry else None
+        cached = _parsed(entry["config"]) if entry and entry["config"] else None
         if cached is not None and path.fits(case, cached):
             return AttentionPlan([cached], "cache", started=now)
         if seed is not None:
@@ -140,7 +142,7 @@ class AttentionTuner:
 def _parsed(label) -> AttentionConfig | None:
     try:
         return parse_attention_config(label)
-    except (AttentionInputError, AttributeError):
+    except AttentionInputError:
         return None
 
 
@@ -163,7 +165,7 @@ def tune_case(plan: AttentionPlan, measure_one, progress=None) -> tuple[Attentio
         try:
             result = measure_one(config, TUNING_WARMUP_SECONDS)
         except Exception as error:  # noqa: BLE001 - a candidate the driver refuses is recorded, not fatal
-            record.update(status="error", reason=f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
+            record.update(status="error", reason=error_line(error))
             continue
         record.update(status=result.status, ran=result.config, median_ms=result.median_ms, tflops=result.tflops,
                       reason=result.reason)

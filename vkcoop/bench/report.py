@@ -227,3 +227,8 @@ def plot(outcome, path, baseline: str | None = None) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def error_line(error: Exception) -> str:
+    """The error's type and the first line of its message: what the JSON and a table's footer say of it."""
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
