@@ -24,8 +24,7 @@ def table_rows(outcome) -> tuple[list[tuple], dict]:
     for r in outcome.results:
         note = r.reason
         if r.status == "ok":
-            source = getattr(r, "config_source", "")
-            note = f"{r.config} ({source})" if source else r.config
+            note = f"{r.config} ({r.config_source})" if r.config_source else r.config
         if r.status == "skipped":   # one reason usually repeats for every case: number it once
             note = f"see note {notes.setdefault(r.reason, len(notes) + 1)}"
         rows.append((r.case if r.case != previous else "", r.path, r.status, _number(r.median_ms, ".3f"),

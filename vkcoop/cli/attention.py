@@ -75,7 +75,7 @@ def add_arguments(parser) -> None:
                              "this process for the 'x ceiling' and 'x bandwidth' columns, and one plain read of each "
                              "decode case's K and V bytes for 'x read floor'")
     parser.add_argument("--tune", action="store_true",
-                        help="tune the Vulkan kernel for each class (kind, head_dim, mask) the tuning cache lacks on "
+                        help="tune the Vulkan kernel for each class (kind, head_dim, mask, GQA) the tuning cache lacks on "
                              "this device: check and time every candidate the device's table allows, cache the "
                              "fastest (`vkcoop bench tuning` lists them)")
     parser.add_argument("--retune", action="store_true", help="tune every class again, replacing cached winners")
