@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vkcoop import attention as attn
 from vkcoop import vk
@@ -388,11 +390,28 @@ def test_key_splits_fill_the_gpu_for_decode_only():
     prefill = attn.AttentionShape(4, 16, 16, 4096, 4096, 128)
     decode = attn.AttentionShape(1, 32, 8, 1, 32768, 128)
     assert attn.choose_kv_splits(prefill, tile) == 1
-    assert attn.choose_kv_splits(decode, tile, gqa_rows=False) == 17   # 32 workgroups -> 528
+    assert attn.choose_kv_splits(decode, tile, gqa_rows=False) == 16   # 32 workgroups -> 512 of 528
     assert attn.use_gqa_rows(decode, tile) and not attn.use_gqa_rows(prefill, tile)
     assert attn.choose_kv_splits(decode, tile) == 66                   # 8 stacked tiles -> 528
     assert attn.choose_kv_splits(decode, tile, target_workgroups(114)) == 57   # 4 per SM of 114
     assert attn.choose_kv_splits(attn.AttentionShape(1, 1, 1, 1, 100, 64), tile) == 2   # one slice per block
+
+
+@settings(max_examples=200, deadline=None)
+@given(heads=st.integers(1, 64), group=st.sampled_from([1, 2, 4, 8]), seq_kv=st.integers(1, 1 << 17),
+       sm_count=st.integers(1, 200), gqa=st.booleans())
+def test_key_slices_never_spill_into_a_second_wave(heads, group, seq_kv, sm_count, gqa):
+    """A slice left for a second wave runs alone after the others: the launch never holds more slices than the
+    target, unless the query tiles alone pass it (then one slice)."""
+    tile = attn.AttentionTile(64, 16, 64)
+    shape = attn.AttentionShape(1, heads * group, heads, 1, seq_kv, 128)
+    target = target_workgroups(sm_count)
+    splits = attn.choose_kv_splits(shape, tile, target, gqa)
+    x, y = kernel_module.query_workgroups(shape, tile, gqa)
+    assert splits == 1 or x * y * splits <= target
+    assert splits <= -(-seq_kv // tile.bc)
+    if splits < -(-seq_kv // tile.bc):       # not capped by the blocks: one more slice would spill
+        assert x * y * (splits + 1) > target
 
 
 def test_flash_attention_2_split_takes_the_most_keys_whose_staged_rows_fit():

@@ -74,6 +74,6 @@ def test_launch_choices_keep_what_is_given_and_choose_the_rest():
     decode = attn.AttentionShape(1, 32, 8, 1, 32768, 128)
     tile = attn.AttentionTile(64, 16, 64)
     assert launch_choices(decode, tile) == (True, 66)                     # 8 stacked tiles -> 528 workgroups
-    assert launch_choices(decode, tile, gqa_rows=False) == (False, 17)     # 32 one-head tiles
+    assert launch_choices(decode, tile, gqa_rows=False) == (False, 16)     # 32 one-head tiles, one wave
     assert launch_choices(decode, tile, kv_splits=5, target_workgroups=8) == (True, 5)
     assert launch_choices(decode, tile, target_workgroups=64) == (True, 8)

@@ -98,15 +98,18 @@ def query_workgroups(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool)
 
 def choose_kv_splits(shape: AttentionShape, tile: AttentionTile, target_workgroups: int | None = None,
                      gqa_rows: bool | None = None) -> int:
-    """Key slices so that about ``target_workgroups`` workgroups run at once; 1 when the query tiles alone fill
-    that (prefill), at most one slice per BC keys."""
+    """Key slices so that at most ``target_workgroups`` workgroups run at once, as many as fit one wave; 1 when
+    the query tiles alone fill that (prefill), at most one slice per BC keys.
+
+    The floor keeps every slice in the first wave: a slice left for a second wave starts when others end and runs
+    nearly alone, and its whole key loop is added to the launch (docs/attention.md, session 26)."""
     target = target_workgroups or DEFAULT_TARGET_WORKGROUPS
     x, y = query_workgroups(shape, tile, use_gqa_rows(shape, tile) if gqa_rows is None else gqa_rows)
     workgroups = x * y * shape.batch
     if workgroups >= target:
         return 1
     blocks = -(-shape.seq_kv // tile.bc)
-    return max(1, min(blocks, -(-target // workgroups), MAX_GROUPS_YZ // shape.batch))
+    return max(1, min(blocks, target // workgroups, MAX_GROUPS_YZ // shape.batch))
 
 
 def launch_choices(shape: AttentionShape, tile: AttentionTile, *, gqa_rows: bool | None = None,
