@@ -31,14 +31,14 @@ from .report import error_line
 TUNING_PATH = "vk-coopmat2-attention"
 #: The configurations measured best on each device, by class (docs/attention.md): on the H100, FlashAttention-2's
 #: split at head_dim 64 (experiment 28), 64 rows by 64 keys at 128 (experiments 16 and 31), and the 16-row decode
-#: tile merged by waiting workgroups (experiments 32 and 35), its keys per step those of one 16 KB block; without
-#: GQA at head_dim 64, 256 keys per step (experiment 45: 4-5 % ahead of 128 at kv 8k in fp16 and bf16).
+#: tile merged by waiting workgroups (experiments 32 and 35), its keys per step those of one 16 KB block, with GQA
+#: and without (experiment 47: since the key slices fit one wave, 128 keys beat 256 by 6-10 % at head_dim 64).
 ATTENTION_SEEDS = {
     "NVIDIA H100 80GB HBM3": {
         "prefill-d64": "128:128x64qrk", "prefill-d64-causal": "128:128x64qrk",
         "prefill-d128": "128:64x64", "prefill-d128-causal": "128:64x64",
         "decode-d64": "64:16x128m", "decode-d128": "64:16x64m",
-        "decode-d64-mha": "64:16x256m", "decode-d128-mha": "64:16x64m",
+        "decode-d64-mha": "64:16x128m", "decode-d128-mha": "64:16x64m",
     },
 }
 #: Least warm-up wall time before each candidate is timed: the winner is timed again with the run's own warm-up.
