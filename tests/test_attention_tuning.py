@@ -290,8 +290,9 @@ def test_a_tuning_on_the_device_stores_a_checked_winner_and_reads_it_back(tmp_pa
     if why:
         pytest.skip(why)
     support.toolchain_or_skip()
-    options = dict(kinds=("decode",), head_dims=(128,), decode_seqs=(8192,), paths=["vk-coopmat2"], iters=5,
-                   warmup=2, progress=False, tuning_root=tmp_path)
+    # One class: the GQA layout only (decode without GQA is a class of its own).
+    options = dict(kinds=("decode",), head_dims=(128,), decode_seqs=(8192,), decode_heads=((32, 8),),
+                   paths=["vk-coopmat2"], iters=5, warmup=2, progress=False, tuning_root=tmp_path)
     tuned = bench.run_attention_bench(**options, tune=True, tune_budget=120.0)
     result = tuned.results[0]
     assert result.status == "ok" and result.config_source == "tuned", result.reason
