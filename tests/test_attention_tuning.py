@@ -17,7 +17,8 @@ from vkcoop.attention.tiles import SPLIT_MAX_HEAD_DIM, choose_config_for, staged
 from vkcoop.attention.vulkan import config_options
 from vkcoop.bench import attention as bench
 from vkcoop.bench import attention_report
-from vkcoop.bench.attention_tuning import (ATTENTION_SEEDS, TUNING_MARGIN, TUNING_PATH, TUNING_WARMUP_SECONDS,
+from vkcoop.attention.seeds import ATTENTION_SEEDS
+from vkcoop.bench.attention_tuning import (TUNING_MARGIN, TUNING_PATH, TUNING_WARMUP_SECONDS,
                                            AttentionPlan, attention_class, tune_case)
 from vkcoop.bench.identity import DeviceIdentity
 from vkcoop.bench.tuning import TuningCache, cached_entries

@@ -5,6 +5,8 @@
 * :mod:`.shapes` -- dtypes, head dims, ``check_inputs``, ``AttentionShape`` (FLOPs, K/V bytes), ``AttentionInputError``.
 * :mod:`.tiles` -- ``AttentionTile`` (BR x BC) chosen from and checked against the flexible-dimensions table;
   ``AttentionConfig`` (a tile with its key splits and GQA row stacking).
+* :mod:`.seeds` -- the configurations measured best per device and class, which ``attention`` runs where the
+  device's table takes them.
 * :mod:`.kernel` -- ``AttentionKernel``: a :class:`vkcoop.gemm.Launch` (one dispatch, or two with key splits).
 * :mod:`.reference` -- the float64 reference, the documented tolerance (``attention_tolerance``,
   ``tolerance_for``) and ``check_attention``.

@@ -1,8 +1,9 @@
 """Flash attention on a Vulkan device: :class:`VulkanAttention` (the GEMM runner, reused) and the numpy API.
 
 ``attention(q, k, v, causal=False, scale=None, device=None)`` checks everything before it touches a device, creates
-one with exactly the features the kernel needs (or uses the :class:`vkcoop.vk.Device` it is given), picks the
-tile from the driver's flexible-dimensions table, dispatches, and returns O (and the log-sum-exp on request).
+one with exactly the features the kernel needs (or uses the :class:`vkcoop.vk.Device` it is given), runs the
+device's seed for the shape's class where the driver's flexible-dimensions table takes it (:mod:`.seeds`), else the
+table's own choice, dispatches, and returns O (and the log-sum-exp on request).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..gemm.types import SUBGROUP_SIZE_FEATURES
 from ..gemm.vulkan import VulkanGemm
 from .candidates import tuning_candidates
 from .kernel import AttentionKernel, check_kv_splits, launch_choices, target_workgroups
+from .seeds import seeded_config_for
 from .shapes import AttentionInputError, AttentionShape, check_dtype, check_inputs, resolve_scale
 from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose_attention_tile, choose_config_for,
                     stats_columns)
@@ -70,6 +72,16 @@ def choose_config(physical, shape: AttentionShape, dtype: str, flexible=None) ->
     from .. import vk
     flexible = physical.flexible_shapes() if flexible is None else flexible
     return choose_config_for(flexible, shape, dtype, _max_dimension(physical), vk.staging_bytes(physical))
+
+
+def device_config(physical, shape: AttentionShape, dtype: str, causal: bool = False,
+                  flexible=None) -> tuple[AttentionConfig, str]:
+    """(configuration, source) :func:`attention` runs on ``physical`` for ``shape``: the device's seed where its
+    table takes it (``"seed"``), else :func:`choose_config` (``"default"``); :func:`.seeds.seeded_config_for`."""
+    from .. import vk
+    flexible = physical.flexible_shapes() if flexible is None else flexible
+    return seeded_config_for(physical.name, flexible, shape, dtype, causal, _max_dimension(physical),
+                             vk.staging_bytes(physical))
 
 
 def candidate_configs(physical, shape: AttentionShape, dtype: str, flexible=None) -> list[AttentionConfig]:
@@ -172,7 +184,8 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
     gpu, owned = _open_device(device, dtype)
     try:
         flexible = gpu.physical.flexible_shapes()
-        config = AttentionConfig(tile) if tile is not None else choose_config(gpu.physical, shape, dtype, flexible)
+        config = (AttentionConfig(tile) if tile is not None
+                  else device_config(gpu.physical, shape, dtype, causal, flexible)[0])
         config = dataclasses.replace(config, kv_splits=kv_splits)
         with VulkanAttention.from_config(gpu, dtype, shape, config, causal=causal, flexible=flexible,
                                          target_workgroups=device_target_workgroups(gpu.physical)) as runner:
@@ -192,5 +205,6 @@ def device_target_workgroups(physical) -> int:
 
 
 __all__ = ["ATTENTION_FEATURES", "EXTENSIONS", "VulkanAttention", "attention", "attention_features",
-           "candidate_configs", "choose_config", "config_options", "device_kernel", "device_target_workgroups",
+           "candidate_configs", "choose_config", "config_options", "device_config", "device_kernel",
+           "device_target_workgroups",
            "AttentionInputError"]

@@ -11,7 +11,8 @@ from, in this order:
   less than :data:`TUNING_MARGIN` (source ``tuned``);
 * the per-device tuning cache, the files the GEMM's tuning also writes (:class:`vkcoop.bench.tuning.TuningCache`,
   path :data:`TUNING_PATH`, listed by ``vkcoop bench tuning``; source ``cache``);
-* the shipped seeds of the device (:data:`ATTENTION_SEEDS`, by the name the driver reports; source ``seed``);
+* the shipped seeds of the device (:data:`vkcoop.attention.seeds.ATTENTION_SEEDS`, by the name the driver reports,
+  which :func:`vkcoop.attention.attention` runs too; source ``seed``);
 * the rule (:func:`vkcoop.attention.choose_config`, from the device's table; source ``default``).
 
 An entry is a configuration label with the choices that follow the shape left open (key splits, GQA rows, the
@@ -24,23 +25,11 @@ import datetime
 import time
 from dataclasses import dataclass
 
-from ..attention import AttentionConfig, AttentionInputError, parse_attention_config
+from ..attention import AttentionConfig, AttentionInputError, parse_attention_config, seeds
 from .report import error_line
 
 #: The tuning cache's path name for the attention kernel (the GEMM paths are ``vk-coopmat2-dense`` ...).
 TUNING_PATH = "vk-coopmat2-attention"
-#: The configurations measured best on each device, by class (docs/attention.md): on the H100, FlashAttention-2's
-#: split at head_dim 64 (experiment 28), 64 rows by 64 keys at 128 (experiments 16 and 31), and the 16-row decode
-#: tile merged by waiting workgroups (experiments 32 and 35), its keys per step those of one 16 KB block, with GQA
-#: and without (experiment 47: since the key slices fit one wave, 128 keys beat 256 by 6-10 % at head_dim 64).
-ATTENTION_SEEDS = {
-    "NVIDIA H100 80GB HBM3": {
-        "prefill-d64": "128:128x64qrk", "prefill-d64-causal": "128:128x64qrk",
-        "prefill-d128": "128:64x64", "prefill-d128-causal": "128:64x64",
-        "decode-d64": "64:16x128m", "decode-d128": "64:16x64m",
-        "decode-d64-mha": "64:16x128m", "decode-d128-mha": "64:16x64m",
-    },
-}
 #: Least warm-up wall time before each candidate is timed: the winner is timed again with the run's own warm-up.
 TUNING_WARMUP_SECONDS = 1.0
 #: A candidate replaces the incumbent (the seed, else the table's default) only when this much faster: on the H100
@@ -50,16 +39,13 @@ TUNING_MARGIN = 0.02
 
 
 def attention_class(case) -> str:
-    """The tuning class of an attention case: its kind, head_dim and, for prefill, the causal mask; decode without
-    GQA (a kv head per q head, so a tile holds one query row) is a class of its own (``-mha``)."""
-    if case.kind == "decode":
-        return f"decode-d{case.shape.head_dim}{'' if case.shape.group > 1 else '-mha'}"
-    return f"prefill-d{case.shape.head_dim}{'-causal' if case.causal else ''}"
+    """The tuning class of an attention case (:func:`vkcoop.attention.seeds.attention_class`): its kind, head_dim
+    and, for prefill, the causal mask; decode without GQA is a class of its own (``-mha``)."""
+    return seeds.attention_class(case.shape, case.causal, case.kind == "decode")
 
 
 def seed_config(device_name: str, case) -> AttentionConfig | None:
-    label = ATTENTION_SEEDS.get(device_name, {}).get(attention_class(case))
-    return parse_attention_config(label) if label else None
+    return seeds.seed_config(device_name, case.shape, case.causal, case.kind == "decode")
 
 
 @dataclass
@@ -178,5 +164,5 @@ def tune_case(plan: AttentionPlan, measure_one, progress=None) -> tuple[Attentio
     return (best[0] if best else None), tried
 
 
-__all__ = ["ATTENTION_SEEDS", "AttentionPlan", "AttentionTuner", "TUNING_MARGIN", "TUNING_PATH",
+__all__ = ["AttentionPlan", "AttentionTuner", "TUNING_MARGIN", "TUNING_PATH",
            "TUNING_WARMUP_SECONDS", "attention_class", "seed_config", "tune_case"]
