@@ -132,6 +132,9 @@ def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(
     by = {(r.case, r.path): r for r in outcome.results}
     case = "prefill fp16 b2 h32 q64 kv64 d64 causal"
     assert by[(case, "vk-coopmat2")].status == "ok" and by[(case, "vk-coopmat2")].median_ms == 2.0
+    # the spread and the series behind it, as bench sparse records them (bench compare reads the spread)
+    vk = by[(case, "vk-coopmat2")]
+    assert vk.iterations == 3 and vk.times_ms == pytest.approx([2.0] * 3) and vk.p10_ms == vk.p90_ms == 2.0
     flops = AttentionShape(2, 32, 32, 64, 64, 64).flops(True)
     assert by[(case, "vk-coopmat2")].tflops == pytest.approx(flops / 2e-3 / 1e12)
     assert by[(case, "vk-coopmat2")].ratio_best_torch == pytest.approx(0.5)   # flash (1 ms) is the best torch

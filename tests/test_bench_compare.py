@@ -131,6 +131,57 @@ def test_the_recorded_h200_run_compares_with_itself():
     assert rows and all(r.verdict == "within noise" and r.ratio == pytest.approx(1.0) for r in rows)
 
 
+# --- attention runs ---------------------------------------------------------------------------------------------
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100"
+
+
+def _attention_row(path, tflops, case="decode fp16 b1 h32 q1 kv8192 d128", status="ok", median=1.0):
+    return {"path": path, "case": case, "kind": case.split()[0], "dtype": case.split()[1], "causal": False,
+            "shape": {"batch": 1, "q_heads": 32, "kv_heads": 32, "seq_q": 1, "seq_kv": 8192, "head_dim": 128},
+            "status": status, "tflops": tflops if status == "ok" else None,
+            "median_ms": median if status == "ok" else None, "min_ms": median if status == "ok" else None}
+
+
+def test_attention_runs_match_by_path_and_case(tmp_path, capsys):
+    prefill = "prefill bf16 b4 h16 q4096 kv4096 d128 causal"
+    a = _run(_attention_row("vk-coopmat2", 2.0), _attention_row("torch-cudnn", 2.5),
+             _attention_row("vk-coopmat2", 200.0, prefill))
+    b = _run(_attention_row("vk-coopmat2", 2.6), _attention_row("torch-cudnn", 2.5),
+             _attention_row("vk-coopmat2", 150.0, prefill), _attention_row("torch-flash", 2.2))
+    rows = {(r.path, r.case): r for r in compare.compare_runs(a, b)}
+    decode = rows[("vk-coopmat2", "decode fp16 b1 h32 q1 kv8192 d128")]
+    assert decode.ratio == pytest.approx(1.3) and decode.verdict == "faster" and decode.m is None
+    assert rows[("torch-cudnn", "decode fp16 b1 h32 q1 kv8192 d128")].verdict == "within noise"
+    assert rows[("vk-coopmat2", prefill)].verdict == "regression" and rows[("vk-coopmat2", prefill)].dtype == "bf16"
+    assert rows[("torch-flash", "decode fp16 b1 h32 q1 kv8192 d128")].verdict == "only in B"
+    assert cli.main(["bench", "compare", str(_write(tmp_path / "a.json", a)), str(_write(tmp_path / "b.json", b))]) == 1
+    out = capsys.readouterr().out
+    assert prefill in out and "1.300" in out
+
+
+def test_a_gemm_run_and_an_attention_run_do_not_compare(tmp_path, capsys):
+    gemm = _write(tmp_path / "gemm.json", _run(_row("cuBLAS", 100.0)))
+    attention = _write(tmp_path / "attention.json", _run(_attention_row("vk-coopmat2", 2.0)))
+    assert cli.main(["bench", "compare", str(gemm), str(attention)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bench sparse run" in err[0] and "bench attention run" in err[0]
+    mixed = _write(tmp_path / "mixed.json", _run(_row("cuBLAS", 100.0), _attention_row("vk-coopmat2", 2.0)))
+    with pytest.raises(ValueError, match="mixes bench sparse and bench attention"):
+        compare.load_run(mixed)
+
+
+def test_recorded_attention_runs_show_the_one_wave_key_split():
+    """Session 25's decode without GQA (17 key slices a head) against session 26's (16, one wave)."""
+    before, after = compare.load_run(RESULTS / "attention-s25-all.json"), compare.load_run(
+        RESULTS / "attention-s26-decode-fp16.json")
+    rows = {(r.path, r.case): r for r in compare.compare_runs(before, after)}
+    case = ("vk-coopmat2", "decode fp16 b1 h32 q1 kv65536 d128")
+    tflops = [next(r["tflops"] for r in run["results"] if (r["path"], r["case"]) == case) for run in (before, after)]
+    assert rows[case].ratio == pytest.approx(tflops[1] / tflops[0]) and rows[case].ratio > 1.2
+    assert rows[case].verdict == "faster"
+    assert rows[("vk-coopmat2", "prefill fp16 b4 h32 q4096 kv4096 d64")].verdict == "only in A"
+
+
 # --- table and plot ---------------------------------------------------------------------------------------------
 def _outcome():
     results = []

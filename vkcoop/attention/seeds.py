@@ -41,7 +41,8 @@ def seed_config(device_name: str, shape, causal: bool = False, decode: bool | No
 
 
 def seeded_config_for(device_name: str, flexible, shape, dtype: str, causal: bool = False,
-                      max_dimension: int | None = None, staging_bytes: int | None = None) -> tuple[AttentionConfig, str]:
+                      max_dimension: int | None = None,
+                      staging_bytes: int | None = None) -> tuple[AttentionConfig, str]:
     """(configuration, source) for ``shape`` on a device: its seed where the table takes it (``"seed"``), else
     :func:`vkcoop.attention.tiles.choose_config_for` (``"default"``)."""
     seed = seed_config(device_name, shape, causal)

@@ -21,7 +21,6 @@ API: :func:`run_attention_bench` returns a :class:`vkcoop.bench.sparse.BenchResu
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,7 +170,7 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
         times = bound.time(iters, warmup, warmup_seconds)
     finally:
         bound.release()
-    result.median_ms, result.min_ms = statistics.median(times) * 1e3, min(times) * 1e3
+    result.set_times(times)
     result.tflops = case.shape.flops(case.causal) / (result.median_ms * 1e-3) / 1e12
     result.gbs = case.shape.kv_bytes(DTYPES[case.dtype].itemsize) / (result.median_ms * 1e-3) / 1e9
     return result

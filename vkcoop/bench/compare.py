@@ -1,10 +1,12 @@
 """``vkcoop bench compare A.json B.json``: per-case throughput ratios B/A of two runs, with their noise band.
 
-Results are matched by path, dtype and M, N, K (not by label, so runs whose shape classes were named differently
-still compare). For each pair, ratio = TFLOP/s of B / TFLOP/s of A (> 1: B is faster). The noise band is the sum
-of both figures' relative noise (half their p10-p90 width over the median, :func:`vkcoop.bench.stats.
-relative_noise`), at least ``min_noise``: a ratio below 1 - band is a regression, above 1 + band an improvement,
-anything between is within noise. A path that passed in A and failed or errored in B is a regression too; one
+Both runs come from ``vkcoop bench sparse --json`` or both from ``vkcoop bench attention --json``. GEMM results are
+matched by path, dtype and M, N, K (not by label, so runs whose shape classes were named differently still compare),
+attention results by path and case (kind, dtype, heads, lengths, head_dim and mask). For each pair, ratio = TFLOP/s
+of B / TFLOP/s of A (> 1: B is faster). The noise band is the sum of both figures' relative noise (half their p10-p90
+width over the median, :func:`vkcoop.bench.stats.relative_noise`; attention runs before session 26 have only the
+minimum), at least ``min_noise``: a ratio below 1 - band is a regression, above 1 + band an improvement, anything
+between is within noise. A path that passed in A and failed or errored in B is a regression too; one
 that ran in only one of the runs is listed, not judged.
 """
 from __future__ import annotations
@@ -22,14 +24,19 @@ MIN_NOISE = 0.02
 VERDICTS = ("regression", "faster", "within noise", "lost", "not comparable", "only in A", "only in B")
 
 
+#: The fields every result of a run has, by the bench that wrote it.
+RESULT_FIELDS = {"sparse": {"path", "dtype", "m", "n", "k", "status"},
+                 "attention": {"path", "dtype", "case", "kind", "shape", "status"}}
+
+
 @dataclass
 class CaseComparison:
     path: str
     case: str
     dtype: str
-    m: int
-    n: int
-    k: int
+    m: int | None      # GEMM results; None for attention, whose case names its shape
+    n: int | None
+    k: int | None
     a_tflops: float | None
     b_tflops: float | None
     ratio: float | None
@@ -40,9 +47,25 @@ class CaseComparison:
     def regressed(self) -> bool:
         return self.verdict in ("regression", "lost")
 
+    @property
+    def label(self) -> str:
+        return self.case if self.m is None else f"{self.dtype} {self.m}x{self.n}x{self.k}"
+
+
+def result_bench(row) -> str | None:
+    """Which bench wrote a result ("sparse" or "attention"), or None where it has neither's fields."""
+    found = set(row) if isinstance(row, dict) else set()
+    return next((bench for bench, fields in RESULT_FIELDS.items() if fields <= found), None)
+
+
+def run_bench(run: dict) -> str:
+    """The bench a loaded run came from (an empty run counts as ``sparse``)."""
+    return result_bench(run["results"][0]) if run["results"] else "sparse"
+
 
 def load_run(path) -> dict:
-    """A ``vkcoop bench sparse --json`` file; a one-line ValueError naming the file if it is not one."""
+    """A ``vkcoop bench sparse --json`` or ``bench attention --json`` file; a one-line InputError naming the file if
+    it is neither."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -51,15 +74,23 @@ def load_run(path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise InputError(f"{path}: not JSON ({getattr(error, 'msg', error)})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise InputError(f"{path}: not a `vkcoop bench sparse --json` file (no results list)")
+        raise InputError(f"{path}: not a `vkcoop bench sparse` or `bench attention` JSON file (no results list)")
+    benches = set()
     for index, row in enumerate(data["results"]):
-        if not isinstance(row, dict) or not {"path", "dtype", "m", "n", "k", "status"} <= set(row):
-            raise InputError(f"{path}: result {index + 1} lacks path, dtype, m, n, k or status")
+        bench = result_bench(row)
+        if bench is None:
+            raise InputError(f"{path}: result {index + 1} lacks path, dtype, status and either m, n, k (bench "
+                             f"sparse) or case, kind, shape (bench attention)")
+        benches.add(bench)
+    if len(benches) > 1:
+        raise InputError(f"{path}: mixes bench sparse and bench attention results")
     return data
 
 
 def _key(row: dict) -> tuple:
-    return (row["path"], row["dtype"], int(row["m"]), int(row["n"]), int(row["k"]))
+    if "m" in row:
+        return (row["path"], row["dtype"], int(row["m"]), int(row["n"]), int(row["k"]))
+    return (row["path"], row["dtype"], row["case"])
 
 
 def compare_pair(a: dict | None, b: dict | None, min_noise: float = MIN_NOISE) -> CaseComparison:
@@ -67,8 +98,10 @@ def compare_pair(a: dict | None, b: dict | None, min_noise: float = MIN_NOISE) -
     row = a or b
     a_tflops = a.get("tflops") if a and a.get("status") == "ok" else None
     b_tflops = b.get("tflops") if b and b.get("status") == "ok" else None
-    case = dict(path=row["path"], case=row.get("case", ""), dtype=row["dtype"], m=int(row["m"]),
-                n=int(row["n"]), k=int(row["k"]), a_tflops=a_tflops, b_tflops=b_tflops)
+    gemm = "m" in row
+    case = dict(path=row["path"], case=row.get("case", ""), dtype=row["dtype"], m=int(row["m"]) if gemm else None,
+                n=int(row["n"]) if gemm else None, k=int(row["k"]) if gemm else None,
+                a_tflops=a_tflops, b_tflops=b_tflops)
     if a is None or b is None:
         return CaseComparison(**case, ratio=None, band=None, verdict="only in B" if a is None else "only in A")
     if a_tflops and b.get("status") in ("failed", "error"):
@@ -85,6 +118,9 @@ def compare_runs(a: dict, b: dict, min_noise: float = MIN_NOISE) -> list[CaseCom
     """Every case and path of either run, in A's order, then B's extra ones."""
     if min_noise < 0:
         raise InputError(f"--min-noise {min_noise}: must be >= 0")
+    if a["results"] and b["results"] and run_bench(a) != run_bench(b):
+        raise InputError(f"A is a bench {run_bench(a)} run and B a bench {run_bench(b)} run: no case of one is "
+                         f"a case of the other")
     left = {_key(r): r for r in a["results"]}
     right = {_key(r): r for r in b["results"]}
     keys = list(left) + [k for k in right if k not in left]
@@ -127,7 +163,7 @@ def print_comparison(rows: list[CaseComparison], a: dict, b: dict, a_name: str, 
         table.add_column(column, justify=justify)
     styles = {"regression": "bold red", "lost": "bold red", "faster": "green", "within noise": None}
     for r in rows:
-        table.add_row(f"{r.dtype} {r.m}x{r.n}x{r.k}", r.path, _number(r.a_tflops, ".1f"), _number(r.b_tflops, ".1f"),
+        table.add_row(r.label, r.path, _number(r.a_tflops, ".1f"), _number(r.b_tflops, ".1f"),
                       _number(r.ratio, ".3f"), "-" if r.band is None else f"±{100 * r.band:.1f}%", r.verdict,
                       style=styles.get(r.verdict, "dim"))
     console.print(table)

@@ -36,6 +36,18 @@ class Outcome:
     min_ms: float | None = None
     tflops: float | None = None
     max_abs_error: float | None = None
+    max_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    iterations: int = 0
+    times_ms: list = field(default_factory=list)   # every timed iteration of the reported figure, in order
+
+    def set_times(self, times_s) -> None:
+        """The spread of ``times_s`` (seconds per run: :func:`vkcoop.bench.stats.spread_ms`) and the series
+        itself, so that an outlier can be traced."""
+        for name, value in spread_ms(times_s).items():
+            setattr(self, name, value)
+        self.times_ms = [t * 1e3 for t in times_s]
 
 
 @dataclass
@@ -50,15 +62,10 @@ class PathResult(Outcome):
     ratio_cublas: float | None = None
     ratio_cusparselt: float | None = None
     tuning: list = field(default_factory=list)
-    max_ms: float | None = None
-    p10_ms: float | None = None
-    p90_ms: float | None = None
-    iterations: int = 0
     config_source: str = ""          # "seed", "cache", "tuned", "derived", "search", "default"
     ratio_baseline: float | None = None
     ceiling_tflops: float | None = None      # the roofline of this path's own form (vkcoop.bench.roofline)
     ratio_own_ceiling: float | None = None
-    times_ms: list = field(default_factory=list)   # every timed iteration of the reported figure, in order
     library: str = ""                # a library path: the library and version it ran on (``path.version()``)
     cusparselt_reference: str = ""   # which cuSPARSELt row ratio_cusparselt is over ("path (library)")
 
@@ -182,8 +189,6 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
             bound.release()
     result.status, result.reason, result.max_abs_error = "ok", "", max_abs
     result.config = bound_label
-    for name, value in spread_ms(times).items():
-        setattr(result, name, value)
-    result.times_ms = [t * 1e3 for t in times]   # the series behind the spread, so an outlier can be traced
+    result.set_times(times)
     result.tflops = problem.flops / (result.median_ms * 1e-3) / 1e12
     return result

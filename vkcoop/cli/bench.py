@@ -78,8 +78,12 @@ def cmd_bench_compare(args) -> int:
     try:
         a, b = compare.load_run(args.a), compare.load_run(args.b)
     except ValueError as error:
-        raise CliError(str(error), "give two `vkcoop bench sparse --json` files") from None
-    rows = compare.compare_runs(a, b, args.min_noise)
+        raise CliError(str(error), "give two `vkcoop bench sparse --json` or two `bench attention --json` files") \
+            from None
+    try:
+        rows = compare.compare_runs(a, b, args.min_noise)
+    except ValueError as error:
+        raise CliError(str(error), "compare two runs of the same bench") from None
     compare.print_comparison(rows, a, b, args.a, args.b, console)
     if json_path:
         json_path.write_text(json.dumps(compare.to_dict(rows, args.a, args.b), indent=2) + "\n")
@@ -172,7 +176,8 @@ def add_bench_parser(sub) -> None:
     bench = sub.add_parser("bench", help="benchmarks: `vkcoop bench sparse --help`")
     kinds = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     _add_sparse_parser(kinds)
-    p = kinds.add_parser("compare", help="per-case throughput ratios B/A of two `bench sparse --json` runs",
+    p = kinds.add_parser("compare", help="per-case throughput ratios B/A of two `bench sparse --json` runs, or of "
+                                         "two `bench attention --json` runs",
                          description="Per-case throughput ratios B/A with the noise band from both runs' spreads; "
                                      "exit 1 when any case regressed beyond it (or lost a passing path).")
     p.add_argument("a", metavar="A.json", help="the reference run")
