@@ -217,6 +217,11 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     assert report.write_json(outcome, tmp_path / "r.json").exists()
 
 
+def test_times_keep_four_significant_digits_below_a_millisecond():
+    assert [attention_report.time_ms(v) for v in (2.0, 12.3456, 0.3533, 0.0116, 0.00000123, None)] == \
+        ["2.000", "12.346", "0.3533", "0.01160", "0.000001", "-"]
+
+
 def test_bandwidth_comes_from_the_gpu_name():
     assert bench.bandwidth_for("NVIDIA H100 PCIe") == 2000.0 and bench.bandwidth_for("NVIDIA H100 80GB HBM3") == 3350.0
     assert bench.bandwidth_for("NVIDIA H200") == 4800.0 and bench.bandwidth_for("llvmpipe") is None

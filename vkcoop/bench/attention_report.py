@@ -3,6 +3,7 @@
 JSON goes through :func:`vkcoop.bench.report.write_json`, like ``bench sparse``."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ..attention.tiles import CONFIG_GRAMMAR
@@ -18,6 +19,16 @@ def _number(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def time_ms(value) -> str:
+    """A time in ms with three decimals, and below 1 ms with four significant digits, so that decode's launches of
+    10-50 µs keep theirs (0.01160, not 0.012)."""
+    if value is None:
+        return "-"
+    if value >= 1 or value <= 0:
+        return format(value, ".3f")
+    return format(value, f".{min(6, 3 - math.floor(math.log10(value)))}f")
+
+
 def table_rows(outcome) -> tuple[list[tuple], dict]:
     """(cells of each row, skip reason -> note number): what :func:`print_table` shows, as plain strings."""
     rows, notes, previous = [], {}, None
@@ -27,7 +38,7 @@ def table_rows(outcome) -> tuple[list[tuple], dict]:
             note = f"{r.config} ({r.config_source})" if r.config_source else r.config
         if r.status == "skipped":   # one reason usually repeats for every case: number it once
             note = f"see note {notes.setdefault(r.reason, len(notes) + 1)}"
-        rows.append((r.case if r.case != previous else "", r.path, r.status, _number(r.median_ms, ".3f"),
+        rows.append((r.case if r.case != previous else "", r.path, r.status, time_ms(r.median_ms),
                      _number(r.tflops, ".1f"), _number(r.gbs, ".0f"), _number(r.ratio_best_torch, ".2f"),
                      _number(r.ratio_ceiling, ".2f"), _number(r.roofline, ".2f"), _number(r.read_floor, ".2f"),
                      note[:160]))
