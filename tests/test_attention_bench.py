@@ -104,8 +104,7 @@ class FakeTorchInputs:
         pass
 
 
-@pytest.fixture
-def fake_run(monkeypatch):
+def _fake_bench(monkeypatch, **options):
     paths = {"vk-coopmat2": FakePath("vk-coopmat2", 2.0), "torch-flash": FakePath("torch-flash", 1.0),
              "torch-efficient": FakePath("torch-efficient", 1.5, error=0.5),
              "torch-cudnn": FakePath("torch-cudnn", 0.5, unsupported="No available kernel")}
@@ -123,8 +122,22 @@ def fake_run(monkeypatch):
     monkeypatch.setattr(bench, "TorchInputs", FakeTorchInputs)
     outcome = bench.run_attention_bench(kinds=("prefill", "decode"), head_dims=(64,), seqs=(64,), decode_seqs=(256,),
                                         causal=(True,), tokens=128, iters=3, warmup=0, ceiling_tflops=100.0,
-                                        progress=False, decode_heads=((32, 8),))
+                                        progress=False, decode_heads=((32, 8),), **options)
     return outcome, paths
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    return _fake_bench(monkeypatch)
+
+
+def test_the_warm_up_time_is_the_caller_s_and_recorded(monkeypatch):
+    outcome, paths = _fake_bench(monkeypatch, warmup_seconds=0.25)
+    assert paths["vk-coopmat2"].warmup_seconds == paths["torch-flash"].warmup_seconds == 0.25
+    assert outcome.settings["warmup_seconds"] == 0.25
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="--warmup-seconds"):
+            bench.run_attention_bench(warmup_seconds=bad)
 
 
 def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(fake_run):
@@ -243,13 +256,17 @@ def test_the_arguments_parse_lists_and_refuse_bad_values(capsys):
     assert _parse("--decode-heads", "16/16, 64/8").decode_heads == [(16, 16), (64, 8)]
     tuning = _parse("--tune", "--retune", "--tune-budget", "90")
     assert tuning.tune and tuning.retune and tuning.tune_budget == 90.0
+    assert args.warmup_seconds == bench.WARMUP_SECONDS and _parse("--warmup-seconds", "0").warmup_seconds == 0.0
     for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"],
                 ["--tune-budget", "0"], ["--tune-budget", "soon"], ["--decode-heads", "32/5"],
-                ["--decode-heads", "32"], ["--decode-heads", ","]):
+                ["--decode-heads", "32"], ["--decode-heads", ","], ["--warmup-seconds", "-1"],
+                ["--warmup-seconds", "inf"]):
         with pytest.raises(SystemExit) as exited:
             _parse(*bad)
         assert exited.value.code == 2
-    assert "must be a positive number of seconds" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "must be a positive number of seconds" in err and "must be 0 or more seconds" in err
+    assert "must be a finite number of seconds" in err
 
 
 def test_run_reports_an_environment_error_when_nothing_can_run(monkeypatch, tmp_path, capsys):

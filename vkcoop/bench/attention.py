@@ -177,7 +177,7 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
 
 
 def measure_vulkan(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int,
-                   tuner, progress=None) -> AttentionResult:
+                   tuner, progress=None, warmup_seconds: float = WARMUP_SECONDS) -> AttentionResult:
     """The Vulkan path on one case, in the configuration ``tuner`` plans (:mod:`.attention_tuning`); a tuning checks
     and times every candidate (``progress(done, total, label)`` hears of each), stores the winner, and times it
     again with the run's own warm-up."""
@@ -192,7 +192,7 @@ def measure_vulkan(path, case: AttentionCase, inputs, planes, tolerance, iters: 
         winner, tried = tune_case(plan, measure_one, progress)
         tuner.finish(plan, case, tried, winner)
         config = winner or config
-    result = measure(path, case, inputs, planes, tolerance, iters, warmup, config=config)
+    result = measure(path, case, inputs, planes, tolerance, iters, warmup, warmup_seconds, config=config)
     result.config_source, result.tuning = plan.source, tried
     return result
 
@@ -263,7 +263,8 @@ def _at_least(option: str, values, minimum: int) -> None:
         raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
 
 
-def _run_case(case, wanted, available, iters, warmup, tuner, progress=None) -> list[AttentionResult]:
+def _run_case(case, wanted, available, iters, warmup, tuner, progress=None,
+              warmup_seconds: float = WARMUP_SECONDS) -> list[AttentionResult]:
     if not any(name in available.objects for name in wanted):   # nothing runs here: make no inputs either
         return [result_for(name, case, "skipped", available.skipped[name]) for name in wanted]
     inputs = make_inputs(case)
@@ -279,10 +280,10 @@ def _run_case(case, wanted, available, iters, warmup, tuner, progress=None) -> l
             try:
                 if name == VULKAN_PATH:
                     results.append(measure_vulkan(available.objects[name], case, inputs, planes, tolerance, iters,
-                                                  warmup, tuner, progress))
+                                                  warmup, tuner, progress, warmup_seconds))
                 else:
                     results.append(measure(available.objects[name], case, device_inputs, planes, tolerance, iters,
-                                           warmup))
+                                           warmup, warmup_seconds))
             except Exception as error:  # noqa: BLE001 - report it and go on with the next path
                 results.append(result_for(name, case, "error", f"{type(error).__name__}: {error}"))
     finally:
@@ -314,23 +315,26 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
                         validate: bool = False, console=None, progress: bool = True, ceilings: bool = False,
                         tune: bool = False, retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET,
-                        tuning_root=None) -> BenchResult:
+                        tuning_root=None, warmup_seconds: float = WARMUP_SECONDS) -> BenchResult:
     """Check and time every path on every case; bad arguments raise ValueError before any GPU work. ``ceilings``:
     afterwards measure the coopmat2 ceiling and the read bandwidth in this process (:func:`measured_ceilings`) for
     the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give, and the read floor of each decode case's
     K and V bytes (:func:`measured_read_floors`). The Vulkan configuration of each case comes from
     :mod:`.attention_tuning` (``tune``, ``retune``: tune within ``tune_budget`` seconds; ``tuning_root``: the tuning
-    cache's folder, default ``vkcoop.bench.tuning.cache_dir()``)."""
+    cache's folder, default ``vkcoop.bench.tuning.cache_dir()``). Every path is timed after ``warmup`` runs lasting
+    at least ``warmup_seconds``."""
     wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
     _at_least("--iters", [iters], 1)
     _at_least("--warmup", [warmup], 0)
     if not tune_budget > 0:
         raise ValueError(f"--tune-budget must be > 0 seconds (got {tune_budget})")
+    if not 0 <= warmup_seconds < float("inf"):
+        raise ValueError(f"--warmup-seconds must be >= 0 and finite (got {warmup_seconds})")
     cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch,
                        decode_heads=decode_heads)
     settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
                 "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
-                "warmup": warmup, "warmup_seconds": WARMUP_SECONDS, "tokens": tokens, "decode_batch": decode_batch,
+                "warmup": warmup, "warmup_seconds": warmup_seconds, "tokens": tokens, "decode_batch": decode_batch,
                 "decode_heads": [f"{q}/{kv}" for q, kv in decode_heads],
                 "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING,
                 "tune": tune, "retune": retune, "tune_budget": tune_budget}
@@ -349,7 +353,7 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
 
                 def tuning(done, total, label, case=case):
                     bar.update(task, description=f"{case.label}: tuning {done + 1}/{total} {label}")
-                results += _run_case(case, wanted, available, iters, warmup, tuner, tuning)
+                results += _run_case(case, wanted, available, iters, warmup, tuner, tuning, warmup_seconds)
                 bar.advance(task)
     except KeyboardInterrupt:
         interrupted = True   # report what was measured

@@ -10,11 +10,11 @@ from ..attention.shapes import HEAD_DIMS
 from ..bench import report
 from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DEFAULT_TUNE_BUDGET, EXIT_ENVIRONMENT, EXIT_FAILED,
                                EXIT_INTERRUPTED, EXIT_OK, KINDS, PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS,
-                               run_attention_bench)
+                               WARMUP_SECONDS, run_attention_bench)
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
-from .common import positive_seconds
+from .common import positive_seconds, seconds_at_least_zero
 
 
 def _list_of(kind, allowed=None):
@@ -57,6 +57,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--paths", type=_list_of(str, PATH_NAMES), default=None, help=",".join(PATH_NAMES))
     parser.add_argument("--iters", type=int, default=20, help="timed runs per path (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
+    parser.add_argument("--warmup-seconds", type=seconds_at_least_zero, default=WARMUP_SECONDS, metavar="SECONDS",
+                        help="and at least this long (default: %(default)s; on the H100 a shorter warm-up left the "
+                             "first prefill timing 5-15 %% slow, docs/attention.md experiment 21)")
     parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
     parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
     parser.add_argument("--decode-heads", type=_head_pairs, default=list(DECODE_HEADS), metavar="Q/KV,...",
@@ -75,9 +78,9 @@ def add_arguments(parser) -> None:
                              "this process for the 'x ceiling' and 'x bandwidth' columns, and one plain read of each "
                              "decode case's K and V bytes for 'x read floor'")
     parser.add_argument("--tune", action="store_true",
-                        help="tune the Vulkan kernel for each class (kind, head_dim, mask, GQA) the tuning cache lacks on "
-                             "this device: check and time every candidate the device's table allows, cache the "
-                             "fastest (`vkcoop bench tuning` lists them)")
+                        help="tune the Vulkan kernel for each class (kind, head_dim, mask, GQA) the tuning cache "
+                             "lacks on this device: check and time every candidate the device's table allows, cache "
+                             "the fastest (`vkcoop bench tuning` lists them)")
     parser.add_argument("--retune", action="store_true", help="tune every class again, replacing cached winners")
     parser.add_argument("--tune-budget", type=positive_seconds, default=DEFAULT_TUNE_BUDGET, metavar="SECONDS",
                         help="seconds all tunings of the run share (default: %(default)s)")
@@ -99,7 +102,7 @@ def run(args, console=None) -> int:
                                   tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
                                   device=args.device, validate=args.validate, console=console,
                                   ceilings=args.ceilings, tune=args.tune, retune=args.retune,
-                                  tune_budget=args.tune_budget)
+                                  tune_budget=args.tune_budget, warmup_seconds=args.warmup_seconds)
     print_table(outcome, console)
     if args.json_path:
         print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)

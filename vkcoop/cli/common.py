@@ -153,11 +153,25 @@ def add_module_command(sub, name: str, module, help: str, description: str, *, n
     return parser
 
 
-def positive_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value != value or value == float("inf"):
+    if value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
+    return value
+
+
+def seconds_at_least_zero(text: str) -> float:
+    value = _seconds(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more seconds")
     return value
