@@ -66,31 +66,36 @@ def device_kernel(physical, dtype: str, head_dim: int, tile: AttentionTile | Non
                            sm_count=sm_count, **options)
 
 
-def choose_config(physical, shape: AttentionShape, dtype: str, flexible=None) -> AttentionConfig:
-    """The configuration ``vkcoop bench attention`` and :func:`attention` run on ``physical`` for ``shape``:
-    :func:`vkcoop.attention.tiles.choose_config_for` with the device's table, dimension limit and shared memory."""
+def _table(physical, flexible=None) -> tuple:
+    """(flexible-dimensions table, dimension limit, shared memory a workgroup may stage): what the table's rules
+    take from ``physical`` (``flexible``: the table already read, if given)."""
     from .. import vk
     flexible = physical.flexible_shapes() if flexible is None else flexible
-    return choose_config_for(flexible, shape, dtype, _max_dimension(physical), vk.staging_bytes(physical))
+    return flexible, _max_dimension(physical), vk.staging_bytes(physical)
+
+
+def choose_config(physical, shape: AttentionShape, dtype: str, flexible=None) -> AttentionConfig:
+    """The table's configuration on ``physical`` for ``shape`` (``vkcoop bench attention`` runs it where it has
+    neither a cached entry nor a seed): :func:`vkcoop.attention.tiles.choose_config_for` with the device's table,
+    dimension limit and shared memory."""
+    flexible, limit, staging = _table(physical, flexible)
+    return choose_config_for(flexible, shape, dtype, limit, staging)
 
 
 def device_config(physical, shape: AttentionShape, dtype: str, causal: bool = False,
-                  flexible=None) -> tuple[AttentionConfig, str]:
-    """(configuration, source) :func:`attention` runs on ``physical`` for ``shape``: the device's seed where its
-    table takes it (``"seed"``), else :func:`choose_config` (``"default"``); :func:`.seeds.seeded_config_for`."""
-    from .. import vk
-    flexible = physical.flexible_shapes() if flexible is None else flexible
-    return seeded_config_for(physical.name, flexible, shape, dtype, causal, _max_dimension(physical),
-                             vk.staging_bytes(physical))
+                  flexible=None) -> AttentionConfig:
+    """What :func:`attention` runs on ``physical`` for ``shape``: the device's seed where its table takes it, else
+    :func:`choose_config` (:func:`.seeds.seeded_config_for`)."""
+    flexible, limit, staging = _table(physical, flexible)
+    return seeded_config_for(physical.name, flexible, shape, dtype, causal, limit, staging)[0]
 
 
 def candidate_configs(physical, shape: AttentionShape, dtype: str, flexible=None) -> list[AttentionConfig]:
     """What tuning measures on ``physical`` for ``shape``, :func:`choose_config`'s choice first
     (:func:`vkcoop.attention.candidates.tuning_candidates` with the device's table, dimension limit and shared
     memory)."""
-    from .. import vk
-    flexible = physical.flexible_shapes() if flexible is None else flexible
-    return tuning_candidates(flexible, shape, dtype, _max_dimension(physical), vk.staging_bytes(physical))
+    flexible, limit, staging = _table(physical, flexible)
+    return tuning_candidates(flexible, shape, dtype, limit, staging)
 
 
 def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bool = False,
@@ -185,7 +190,7 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
     try:
         flexible = gpu.physical.flexible_shapes()
         config = (AttentionConfig(tile) if tile is not None
-                  else device_config(gpu.physical, shape, dtype, causal, flexible)[0])
+                  else device_config(gpu.physical, shape, dtype, causal, flexible))
         config = dataclasses.replace(config, kv_splits=kv_splits)
         with VulkanAttention.from_config(gpu, dtype, shape, config, causal=causal, flexible=flexible,
                                          target_workgroups=device_target_workgroups(gpu.physical)) as runner:
