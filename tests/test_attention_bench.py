@@ -62,8 +62,9 @@ class FakePath:
 
     tile, identity, device_name = None, None, "Fake GPU H200"   # the Vulkan path's: no tuning (no identity)
 
-    def __init__(self, name, ms, error=0.0, unsupported=None):
+    def __init__(self, name, ms, error=0.0, unsupported=None, series=()):
         self.name, self.ms, self.error, self.unsupported, self.timed = name, ms, error, unsupported, 0
+        self.warmups, self.series = {}, list(series)   # warm-up seconds by case kind; series to time, in turn
 
     def default_config(self, case):
         return AttentionConfig(AttentionTile(128, 64, 64))
@@ -85,7 +86,9 @@ class FakePath:
 
             def time(self, iters, warmup, warmup_seconds):
                 path.timed += 1
-                path.warmup_seconds = warmup_seconds
+                path.warmups.setdefault(case.kind, warmup_seconds)
+                if path.series:
+                    return [ms * 1e-3 for ms in path.series.pop(0)]
                 return [path.ms * 1e-3] * iters
 
             def release(self):
@@ -133,8 +136,8 @@ def fake_run(monkeypatch):
 
 def test_the_warm_up_time_is_the_caller_s_and_recorded(monkeypatch):
     outcome, paths = _fake_bench(monkeypatch, warmup_seconds=0.25)
-    assert paths["vk-coopmat2"].warmup_seconds == paths["torch-flash"].warmup_seconds == 0.25
-    assert outcome.settings["warmup_seconds"] == 0.25
+    assert paths["vk-coopmat2"].warmups == paths["torch-flash"].warmups == {"prefill": 0.25, "decode": 0.25}
+    assert outcome.settings["warmup_seconds"] == {"prefill": 0.25, "decode": 0.25}
     for bad in (-1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="--warmup-seconds"):
             bench.run_attention_bench(warmup_seconds=bad)
@@ -155,8 +158,11 @@ def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(
     wrong = by[(case, "torch-efficient")]
     assert wrong.status == "failed" and "outside the tolerance" in wrong.reason and wrong.tflops is None
     assert paths["torch-efficient"].timed == 0                     # a failing path is never timed
-    assert paths["vk-coopmat2"].warmup_seconds == paths["torch-flash"].warmup_seconds == bench.WARMUP_SECONDS >= 3
-    assert outcome.settings["warmup_seconds"] == bench.WARMUP_SECONDS          # the JSON says how long
+    # prefill warms up 3 s (experiment 21), decode 1 s (experiment 49); the JSON says how long
+    per_kind = {"prefill": bench.WARMUP_SECONDS, "decode": bench.DECODE_WARMUP_SECONDS}
+    assert paths["vk-coopmat2"].warmups == paths["torch-flash"].warmups == per_kind
+    assert bench.WARMUP_SECONDS >= 3 and 0 < bench.DECODE_WARMUP_SECONDS < bench.WARMUP_SECONDS
+    assert outcome.settings["warmup_seconds"] == per_kind
     assert outcome.settings["timing"].startswith("GPU work only")              # and what it measured
     assert by[(case, "torch-cudnn")].status == "skipped" and by[(case, "torch-cudnn")].reason == "No available kernel"
     assert by[(case, "torch-math")].reason == "not today"
@@ -256,7 +262,7 @@ def test_the_arguments_parse_lists_and_refuse_bad_values(capsys):
     assert _parse("--decode-heads", "16/16, 64/8").decode_heads == [(16, 16), (64, 8)]
     tuning = _parse("--tune", "--retune", "--tune-budget", "90")
     assert tuning.tune and tuning.retune and tuning.tune_budget == 90.0
-    assert args.warmup_seconds == bench.WARMUP_SECONDS and _parse("--warmup-seconds", "0").warmup_seconds == 0.0
+    assert args.warmup_seconds is None and _parse("--warmup-seconds", "0").warmup_seconds == 0.0   # None: per kind
     for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"],
                 ["--tune-budget", "0"], ["--tune-budget", "soon"], ["--decode-heads", "32/5"],
                 ["--decode-heads", "32"], ["--decode-heads", ","], ["--warmup-seconds", "-1"],
@@ -297,3 +303,24 @@ def test_a_small_real_run_checks_and_times_every_path_that_can_run():
     assert not outcome.failed, [(r.case, r.path, r.reason) for r in outcome.failed]
     assert any(r.path == "vk-coopmat2" and r.tflops for r in outcome.results)
     assert any(r.path.startswith("torch-") and r.tflops for r in outcome.results)
+
+
+def test_a_disturbed_series_is_timed_again_and_the_steadier_kept():
+    case = bench.make_cases(["decode"], head_dims=[64], decode_seqs=[256], decode_heads=((4, 1),))[0]
+    inputs = bench.make_inputs(case)
+    planes, tolerance = bench.check_planes(case, inputs)
+    disturbed = [1.0, 0.6, 0.4, 0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1]   # ms, decaying as session 27's torch-flash did
+    steady = [0.1, 0.1, 0.11, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.12]
+
+    def measured(*series):
+        path = FakePath("torch-flash", 0.1, series=series)
+        return path, bench.measure(path, case, inputs, planes, tolerance, iters=10, warmup=0, warmup_seconds=0.0)
+
+    path, result = measured(disturbed, steady)
+    assert path.timed == 2 and result.times_ms == pytest.approx(steady) and result.median_ms == pytest.approx(0.1)
+    assert result.unsteady_ms == pytest.approx(0.15)                 # the dropped series' median, on record
+    path, result = measured(steady, disturbed)
+    assert path.timed == 1 and result.unsteady_ms is None            # a steady series is timed once
+    wider = [3.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1]
+    path, result = measured(wider, disturbed)
+    assert path.timed == 2 and result.times_ms == pytest.approx(disturbed)   # both disturbed: the narrower

@@ -28,11 +28,14 @@ import numpy as np
 from ..attention import AttentionShape, check_attention, reference_attention, tolerance_for
 from ..attention.shapes import HEAD_DIMS, check_dtype
 from ..gemm import DTYPES
+from ..gemm import WARMUP_SECONDS as BUSY_WARMUP_SECONDS
 from . import report
 from .attention_paths import TORCH_BACKENDS, VULKAN_PATH, TorchInputs, TorchSdpaPath, Unsupported, VulkanPath
 from .attention_paths import torch_status
 from .attention_tuning import AttentionTuner, tune_case
 from .measure import Outcome
+from .random_fill import clipped_normal
+from .stats import steadier, unsteady
 from .sparse import BenchResult
 
 PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
@@ -42,8 +45,10 @@ DECODE_SEQS = (8192, 16384, 32768, 65536)
 #: Least warm-up wall time before a path is timed (vkcoop.gemm.warmup's rule takes 1 s after an idle gap). On the
 #: H100 the first timing after a case's inputs were made and checked measured prefill 5-15 % slow for all of its
 #: 20 or 100 runs after that 1 s, in 5 of 5 explore jobs, while the same configuration timed again seconds later was
-#: steady (docs/attention.md, "What is left"); 3 s of the same work first removes it.
+#: steady (docs/attention.md, experiment 21); 3 s of the same work first removes it.
 WARMUP_SECONDS = 3.0
+#: Decode's: every path timed the same after 1 s as after 3 s, within 1 % (docs/attention.md, experiment 49).
+DECODE_WARMUP_SECONDS = 1.0
 PREFILL_TOKENS = 16384     # batch x seq of every prefill case
 HIDDEN = 2048              # q heads x head_dim
 DECODE_HEADS = ((32, 8), (32, 32))   # (q heads, kv heads) of the decode cases: GQA 4:1, and without GQA
@@ -85,6 +90,7 @@ class AttentionResult(Outcome):
     read_floor: float | None = None  # decode: one READ dispatch of the same K and V bytes (--ceilings) / this time
     config_source: str = ""          # vk-coopmat2: "given", "tuned", "cache", "seed" or "default" (attention_tuning)
     tuning: list = field(default_factory=list)   # a tuned case: every candidate, what it ran as and its time
+    unsteady_ms: float | None = None  # the median of a disturbed series timed again (measure), else None
 
 
 def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS, decode_seqs=DECODE_SEQS,
@@ -117,12 +123,13 @@ def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_
 
 
 def make_inputs(case: AttentionCase, seed: int = 0):
-    """q, k, v: standard normal values clipped to ±3, in the case's dtype."""
-    rng = np.random.default_rng(seed)
+    """q, k, v: standard normal values clipped to ±3, in the case's dtype, drawn on every core
+    (:func:`vkcoop.bench.random_fill.clipped_normal`: the same values on any machine)."""
     s, dtype = case.shape, DTYPES[case.dtype]
     shapes = ((s.batch, s.q_heads, s.seq_q, s.head_dim), (s.batch, s.kv_heads, s.seq_kv, s.head_dim),
               (s.batch, s.kv_heads, s.seq_kv, s.head_dim))
-    return tuple(np.clip(rng.standard_normal(shape, np.float32), -3, 3).astype(dtype) for shape in shapes)
+    seeds = np.random.SeedSequence(seed).spawn(len(shapes))
+    return tuple(clipped_normal(shape, dtype, part) for shape, part in zip(shapes, seeds))
 
 
 def check_planes(case: AttentionCase, inputs, rows_per_plane: int = 48, seed: int = 1):
@@ -150,7 +157,9 @@ def result_for(path: str, case: AttentionCase, status: str, reason: str = "") ->
 def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, warmup: int,
             warmup_seconds: float = WARMUP_SECONDS, config=None) -> AttentionResult:
     """Bind (the Vulkan path: to ``config`` if given), check the sampled rows, then time after a warm-up of
-    ``warmup`` runs lasting at least ``warmup_seconds``; every failure is a result, never an exception."""
+    ``warmup`` runs lasting at least ``warmup_seconds``; a series wider than :data:`vkcoop.bench.stats.UNSTEADY_BAND`
+    is timed once more and the steadier kept (``unsteady_ms``: the other's median). Every failure is a result, never an
+    exception."""
     result = result_for(path.name, case, "ok")
     try:
         bound = path.bind(case, inputs) if config is None else path.bind(case, inputs, config)
@@ -168,6 +177,11 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
                 return result
         result.max_abs_error = worst
         times = bound.time(iters, warmup, warmup_seconds)
+        if unsteady(times):   # disturbed from outside: time it once more and keep the steadier series
+            again = bound.time(iters, warmup, BUSY_WARMUP_SECONDS)
+            kept = steadier(times, again)
+            result.unsteady_ms = float(np.median(again if kept is times else times)) * 1e3
+            times = kept
     finally:
         bound.release()
     result.set_times(times)
@@ -258,6 +272,14 @@ def _choices(option: str, values, allowed) -> list:
     return list(values)
 
 
+def warmup_seconds_for(kind: str, given: float | None = None) -> float:
+    """The least warm-up before a path is timed on a case of ``kind``: ``given``, else :data:`WARMUP_SECONDS` for
+    prefill and :data:`DECODE_WARMUP_SECONDS` for decode."""
+    if given is not None:
+        return given
+    return DECODE_WARMUP_SECONDS if kind == "decode" else WARMUP_SECONDS
+
+
 def _at_least(option: str, values, minimum: int) -> None:
     if any(int(v) < minimum for v in values):
         raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
@@ -315,26 +337,27 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
                         validate: bool = False, console=None, progress: bool = True, ceilings: bool = False,
                         tune: bool = False, retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET,
-                        tuning_root=None, warmup_seconds: float = WARMUP_SECONDS) -> BenchResult:
+                        tuning_root=None, warmup_seconds: float | None = None) -> BenchResult:
     """Check and time every path on every case; bad arguments raise ValueError before any GPU work. ``ceilings``:
     afterwards measure the coopmat2 ceiling and the read bandwidth in this process (:func:`measured_ceilings`) for
     the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give, and the read floor of each decode case's
     K and V bytes (:func:`measured_read_floors`). The Vulkan configuration of each case comes from
     :mod:`.attention_tuning` (``tune``, ``retune``: tune within ``tune_budget`` seconds; ``tuning_root``: the tuning
     cache's folder, default ``vkcoop.bench.tuning.cache_dir()``). Every path is timed after ``warmup`` runs lasting
-    at least ``warmup_seconds``."""
+    at least ``warmup_seconds`` (default: :func:`warmup_seconds_for` each case's kind)."""
     wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
     _at_least("--iters", [iters], 1)
     _at_least("--warmup", [warmup], 0)
     if not tune_budget > 0:
         raise ValueError(f"--tune-budget must be > 0 seconds (got {tune_budget})")
-    if not 0 <= warmup_seconds < float("inf"):
+    if warmup_seconds is not None and not 0 <= warmup_seconds < float("inf"):
         raise ValueError(f"--warmup-seconds must be >= 0 and finite (got {warmup_seconds})")
     cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch,
                        decode_heads=decode_heads)
     settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
                 "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
-                "warmup": warmup, "warmup_seconds": warmup_seconds, "tokens": tokens, "decode_batch": decode_batch,
+                "warmup": warmup, "warmup_seconds": {kind: warmup_seconds_for(kind, warmup_seconds) for kind in kinds},
+                "tokens": tokens, "decode_batch": decode_batch,
                 "decode_heads": [f"{q}/{kv}" for q, kv in decode_heads],
                 "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING,
                 "tune": tune, "retune": retune, "tune_budget": tune_budget}
@@ -353,7 +376,8 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
 
                 def tuning(done, total, label, case=case):
                     bar.update(task, description=f"{case.label}: tuning {done + 1}/{total} {label}")
-                results += _run_case(case, wanted, available, iters, warmup, tuner, tuning, warmup_seconds)
+                results += _run_case(case, wanted, available, iters, warmup, tuner, tuning,
+                                     warmup_seconds_for(case.kind, warmup_seconds))
                 bar.advance(task)
     except KeyboardInterrupt:
         interrupted = True   # report what was measured

@@ -15,8 +15,9 @@ without ``w`` m and l are as narrow as the table allows, without ``k``/``u`` K a
 own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch; without ``c``/``t`` a causal
 launch orders its query tiles in the chunks of (head, batch) pairs of :func:`vkcoop.attention.kernel.causal_order`).
 Each configuration is checked against the float64 reference on sampled rows before it is timed (after the benchmark's
-warm-up, :data:`vkcoop.bench.attention.WARMUP_SECONDS`), and the first configuration of each job is timed again at its
-end (``repeat``), which exposes drift. Output: one line per configuration, and ``--json`` writes them all.
+warm-up for its kind, :func:`vkcoop.bench.attention.warmup_seconds_for`), and the first configuration of each job is
+timed again at its end (``repeat``), which exposes drift. Output: one line per configuration, and ``--json`` writes
+them all.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from ..attention import VulkanAttention, attention_features
 from ..attention.vulkan import device_target_workgroups
 from ..attention.tiles import parse_attention_config
 from . import attention_trace
-from .attention import DECODE_HEADS, check_planes, make_cases, make_inputs, measure
+from .attention import DECODE_HEADS, check_planes, make_cases, make_inputs, measure, warmup_seconds_for
 
 
 def parse_job(text: str):
@@ -117,7 +118,8 @@ def run_job(device, flexible, case, configs, args, records) -> None:
         trace_dir = args.trace_dir if index < len(configs) else None   # the repeat is timed, not traced again
         path = _ConfigPath(device, flexible, config, args.target_workgroups, args.pass_times, trace_dir)
         try:
-            result = measure(path, case, inputs, planes, tolerance, args.iters, args.warmup)
+            result = measure(path, case, inputs, planes, tolerance, args.iters, args.warmup,
+                             warmup_seconds_for(case.kind))
             record = {**dataclasses.asdict(result), "repeat": index == len(configs), "pass_ms": path.pass_ms}
         except Exception as error:  # noqa: BLE001 - report and go on with the next configuration
             record = {"case": case.label, "config": config.label(), "status": "error",

@@ -4,6 +4,10 @@ Every reported time is the median of the timed iterations, with min, max and the
 (linear interpolation between order statistics, numpy's default). The *relative noise* of a figure is half the
 width of its p10-p90 band over the median; results written before the percentiles were recorded fall back to
 (median - min) / median.
+
+A timed series is *unsteady* when its p10-p90 band is wider than :data:`UNSTEADY_BAND` of its median: something
+outside the kernel (a host stall, another process) disturbed it. A benchmark times such a series once more and
+reports the steadier of the two (:func:`steadier`).
 """
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ import statistics
 from ..errors import InputError
 
 SPREAD_FIELDS = ("median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms")
+#: The p10-p90 width, over the median, past which a series is unsteady. Steady series on the H100 stay under 0.15
+#: (decode launches of 15 µs) and mostly under 0.05; a disturbed one measured 1.86 (docs/attention.md, session 27).
+UNSTEADY_BAND = 0.5
 
 
 def percentile(values, q: float) -> float:
@@ -51,3 +58,21 @@ def relative_noise(result) -> float | None:
         return max(0.0, (p90 - p10) / 2 / median)
     fastest = _get(result, "min_ms")
     return max(0.0, (median - fastest) / median) if fastest is not None else 0.0
+
+
+def band(times) -> float:
+    """The p10-p90 width of ``times`` over their median (any unit)."""
+    median = statistics.median(times) if times else 0.0
+    if median <= 0:
+        raise InputError("the band of a series needs a positive median")
+    return (percentile(times, 90) - percentile(times, 10)) / median
+
+
+def unsteady(times) -> bool:
+    """Whether a timed series is wider than :data:`UNSTEADY_BAND`."""
+    return band(times) > UNSTEADY_BAND
+
+
+def steadier(first, second):
+    """Of two timed series of the same work, the one with the narrower band (the first on a tie)."""
+    return second if band(second) < band(first) else first

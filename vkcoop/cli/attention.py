@@ -8,9 +8,9 @@ import sys
 from ..attention import parse_attention_tile
 from ..attention.shapes import HEAD_DIMS
 from ..bench import report
-from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DEFAULT_TUNE_BUDGET, EXIT_ENVIRONMENT, EXIT_FAILED,
-                               EXIT_INTERRUPTED, EXIT_OK, KINDS, PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS,
-                               WARMUP_SECONDS, run_attention_bench)
+from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS, DEFAULT_TUNE_BUDGET, EXIT_ENVIRONMENT,
+                               EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, KINDS, PATH_NAMES, PREFILL_SEQS,
+                               PREFILL_TOKENS, WARMUP_SECONDS, run_attention_bench)
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
@@ -57,9 +57,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--paths", type=_list_of(str, PATH_NAMES), default=None, help=",".join(PATH_NAMES))
     parser.add_argument("--iters", type=int, default=20, help="timed runs per path (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default: %(default)s)")
-    parser.add_argument("--warmup-seconds", type=seconds_at_least_zero, default=WARMUP_SECONDS, metavar="SECONDS",
-                        help="and at least this long (default: %(default)s; on the H100 a shorter warm-up left the "
-                             "first prefill timing 5-15 %% slow, docs/attention.md experiment 21)")
+    parser.add_argument("--warmup-seconds", type=seconds_at_least_zero, default=None, metavar="SECONDS",
+                        help=f"and at least this long (default: {WARMUP_SECONDS:g} for prefill, where on the H100 a "
+                             "shorter warm-up left the first timing 5-15 %% slow, and "
+                             f"{DECODE_WARMUP_SECONDS:g} for decode; docs/attention.md experiments 21 and 49)")
     parser.add_argument("--tokens", type=int, default=PREFILL_TOKENS, help="prefill batch x seq (default: %(default)s)")
     parser.add_argument("--decode-batch", type=int, default=1, help="decode batch (default: %(default)s)")
     parser.add_argument("--decode-heads", type=_head_pairs, default=list(DECODE_HEADS), metavar="Q/KV,...",
