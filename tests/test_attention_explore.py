@@ -18,12 +18,20 @@ def test_a_job_names_the_bench_case_and_its_configurations():
     assert case.causal and case.shape == attn.AttentionShape(4, 32, 32, 4096, 4096, 64)
     case, _ = explore.parse_job("decode/fp16/64/8192n/64:16x128m")   # n: the bench's decode case without GQA
     assert case.shape == attn.AttentionShape(1, 32, 32, 1, 8192, 64)
+    case, _ = explore.parse_job("decode/fp16/128/8192b40/64:16x64s2m")   # b: the batch of --decode-batch
+    assert case.shape == attn.AttentionShape(40, 32, 8, 1, 8192, 128)
+    case, _ = explore.parse_job("decode/fp16/64/8192nb3/64:16x128m")
+    assert case.shape == attn.AttentionShape(3, 32, 32, 1, 8192, 64)
 
 
 @pytest.mark.parametrize("job, message", [
     ("decode/fp16/128/32768", "is not KIND/DTYPE/HEAD_DIM/SEQ"),
     ("decode/fp16/128/32768c/64:16x64", "decode is not causal"),
     ("prefill/fp16/128/4096n/128:64x64", "n (no GQA) names a decode case"),
+    ("prefill/fp16/128/4096b2/128:64x64", "b (batch) names a decode case"),
+    ("decode/fp16/128/8192b/64:16x64", "is not KIND/DTYPE/HEAD_DIM/SEQ"),
+    ("decode/fp16/128/8192bn2/64:16x64", "is not KIND/DTYPE/HEAD_DIM/SEQ"),
+    ("decode/fp16/128/8192b0/64:16x64", "--decode-batch must be >= 1"),
     ("train/fp16/128/4096/64:16x64", "--kinds 'train'"),
     ("prefill/fp32/128/4096/64:16x64", "--dtype 'fp32'"),
     ("prefill/fp16/96/4096/64:16x64", "--head-dims 96"),

@@ -5,9 +5,9 @@ One process, many jobs, so every number of a sweep comes from the same device st
     python -m vkcoop.bench.attention_explore --job decode/fp16/128/32768/128:64x64,64:16x128s32g \\
                                              --job prefill/fp16/128/4096c/128:64x64,256:128x64
 
-A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with that kind,
-dtype, head dim and sequence length (``c``: causal; decode is never causal; decode has GQA unless ``n``, 32 q heads on
-8 kv heads or on 32), and configurations as
+A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with
+that kind, dtype, head dim and sequence length (``c``: causal; decode is never causal; decode has GQA unless ``n``, 32
+q heads on 8 kv heads or on 32; ``bBATCH``: decode at that batch, as ``--decode-batch``), and configurations as
 :class:`vkcoop.attention.AttentionConfig` labels
 (``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]``; without ``s`` the key
 splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the kernel's rule,
@@ -35,21 +35,25 @@ from . import attention_trace
 from .attention import DECODE_HEADS, check_planes, make_cases, make_inputs, measure, warmup_seconds_for
 
 
+_SEQ = re.compile(r"(\d+)([cn]?)(?:b(\d+))?")
+
+
 def parse_job(text: str):
     """(case, [AttentionConfig]); ValueError naming the job for anything malformed."""
     try:
         kind, dtype, head_dim, seq, configs = text.split("/")
-        causal, no_gqa = seq.endswith("c"), seq.endswith("n")
-        d, s = int(head_dim), int(seq.rstrip("cn"))
-    except ValueError:
-        raise ValueError(f"job {text!r} is not KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG[,CONFIG...]") from None
+        s, flag, batch = _SEQ.fullmatch(seq).groups()
+        d, s, causal, no_gqa = int(head_dim), int(s), flag == "c", flag == "n"
+    except (ValueError, AttributeError):
+        raise ValueError(f"job {text!r} is not KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG[,CONFIG...]") from None
     if causal and kind == "decode":
         raise ValueError(f"job {text!r}: decode is not causal")
-    if no_gqa and kind != "decode":
-        raise ValueError(f"job {text!r}: n (no GQA) names a decode case")
+    if (no_gqa or batch) and kind != "decode":
+        raise ValueError(f"job {text!r}: {'n (no GQA)' if no_gqa else 'b (batch)'} names a decode case")
     heads = DECODE_HEADS[-1:] if no_gqa else DECODE_HEADS[:1]
     try:   # the bench's own case, so the explored shapes are the benchmarked ones
-        (case,) = make_cases([kind], [dtype], [d], [s], [s], [causal], decode_heads=heads)
+        (case,) = make_cases([kind], [dtype], [d], [s], [s], [causal], decode_heads=heads,
+                             decode_batch=int(batch or 1))
     except ValueError as error:
         raise ValueError(f"job {text!r}: {error}") from None
     labels = [c for c in configs.split(",") if c]
