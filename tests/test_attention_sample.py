@@ -236,7 +236,8 @@ def test_the_attention_sample_passes_on_the_gpu():
 @pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("shape, causal, splits", [
     ((2, 8, 2, 300, 300, 128), True, None), ((1, 4, 4, 77, 1000, 64), False, None),
-    ((3, 16, 4, 1, 4099, 128), False, None), ((1, 2, 1, 130, 517, 64), True, 4)])
+    ((3, 16, 4, 1, 4099, 128), False, None), ((1, 2, 1, 130, 517, 64), True, 4),
+    ((40, 32, 8, 1, 2048, 128), False, None)])   # 320 query tiles: on 132 SMs 3 slices each, two waves
 def test_attention_matches_the_reference_on_the_gpu(dtype, shape, causal, splits):
     b, hq, hkv, sq, skv, d = shape
     rng = np.random.default_rng(sq + skv)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -38,6 +39,12 @@ MAX_FUSED_SPLITS = 512
 WORKGROUPS_PER_SM = 4
 #: Workgroups aimed at when the SM count is unknown (4 per SM on a 132-SM GPU).
 DEFAULT_TARGET_WORKGROUPS = 528
+#: The share of the target's slots whose workgroups draw the full read bandwidth. On the H100 a decode launch of
+#: 320 workgroups (0.61 of 528) read at 0.89-0.90 of the rate of the same bytes split over 960 (docs/attention.md,
+#: experiments 50-51): a wave of fewer workgroups takes as long as one of this many.
+SATURATING_SHARE = Fraction(2, 3)
+#: The most waves a key split may make of a launch that one wave cannot saturate.
+MAX_SPLIT_WAVES = 4
 
 
 #: The waiting merge (SPLIT_MERGE=WAIT) launches at most one merger per SM, so that the slices they wait for always
@@ -98,18 +105,34 @@ def query_workgroups(shape: AttentionShape, tile: AttentionTile, gqa_rows: bool)
 
 def choose_kv_splits(shape: AttentionShape, tile: AttentionTile, target_workgroups: int | None = None,
                      gqa_rows: bool | None = None) -> int:
-    """Key slices so that at most ``target_workgroups`` workgroups run at once, as many as fit one wave; 1 when
-    the query tiles alone fill that (prefill), at most one slice per BC keys.
+    """Key slices for a launch of at most ``target_workgroups`` workgroups at once: 1 when the query tiles alone
+    fill that (prefill), at most one slice per BC keys; else as many as fit one wave, where that wave holds at
+    least :data:`SATURATING_SHARE` of the slots; else the split of least :func:`wave_cost`.
 
     The floor keeps every slice in the first wave: a slice left for a second wave starts when others end and runs
-    nearly alone, and its whole key loop is added to the launch (docs/attention.md, session 26)."""
+    nearly alone, and its whole key loop is added to the launch (docs/attention.md, session 26). Where one wave
+    cannot reach the bandwidth (265-351 query tiles on the H100), whole waves of more slices are faster (session 27).
+    """
     target = target_workgroups or DEFAULT_TARGET_WORKGROUPS
     x, y = query_workgroups(shape, tile, use_gqa_rows(shape, tile) if gqa_rows is None else gqa_rows)
     workgroups = x * y * shape.batch
     if workgroups >= target:
         return 1
-    blocks = -(-shape.seq_kv // tile.bc)
-    return max(1, min(blocks, target // workgroups, MAX_GROUPS_YZ // shape.batch))
+    most = max(1, min(-(-shape.seq_kv // tile.bc), MAX_GROUPS_YZ // shape.batch))
+    one_wave = max(1, min(most, target // workgroups))
+    saturating = math.ceil(SATURATING_SHARE * target)
+    if one_wave * workgroups >= saturating or one_wave == most:
+        return one_wave
+    candidates = range(1, min(most, -(-MAX_SPLIT_WAVES * target // workgroups)) + 1)
+    return min(candidates, key=lambda splits: (wave_cost(splits * workgroups, target, saturating), splits))
+
+
+def wave_cost(workgroups: int, slots: int, saturating: int) -> Fraction:
+    """Slot time per workgroup of a launch of equal workgroups run ``slots`` at a time, when a wave of fewer than
+    ``saturating`` workgroups takes as long as one of ``saturating`` (memory-bound: the bandwidth, not the slots,
+    sets its pace). 1 for whole waves, more for a short last wave."""
+    full, last = divmod(workgroups, slots)
+    return Fraction(full * slots + (max(last, saturating) if last else 0), workgroups)
 
 
 def launch_choices(shape: AttentionShape, tile: AttentionTile, *, gqa_rows: bool | None = None,
