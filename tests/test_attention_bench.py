@@ -222,8 +222,9 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     assert "note 2: skipped because not today" in text.getvalue() and "2 path(s) failed" in text.getvalue()
     assert "x bandwidth: over 4,800 GB/s (spec sheet)" in text.getvalue()
     assert "x ceiling: over 100.0 TFLOP/s" in text.getvalue() and "could not be measured" not in text.getvalue()
-    assert "inspect --attention KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG" in text.getvalue()
+    assert "inspect --attention KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG" in text.getvalue()
     assert "x read floor:" not in text.getvalue()                  # no floors measured, no legend for them
+    assert "timed twice" not in text.getvalue()                    # nothing was unsteady
     outcome.environment["ceilings_error"] = "RuntimeError: no peak shader here"
     outcome.environment["read_floor_us"] = {"4": 1.0}
     outcome.results[0].read_floor = 0.625
@@ -232,6 +233,11 @@ def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, t
     assert "the ceilings could not be measured: RuntimeError: no peak shader here" in text.getvalue()
     assert "x read floor: one dispatch of a plain read" in text.getvalue()
     assert attention_report.table_rows(outcome)[0][0][9] == "0.62"   # the column after x bandwidth
+    outcome.results[0].unsteady_ms = 9.5                            # a series timed twice is marked, and said why
+    assert attention_report.table_rows(outcome)[0][0][3] == "2.000 *"
+    text = io.StringIO()
+    attention_report.print_table(outcome, Console(file=text, width=220))
+    assert "* timed twice: the first series was unsteady" in text.getvalue()
     assert attention_report.plot(outcome, tmp_path / "a" / "plot.png").stat().st_size > 1000
     assert report.write_json(outcome, tmp_path / "r.json").exists()
 

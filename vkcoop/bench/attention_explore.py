@@ -147,7 +147,7 @@ def run_job(device, flexible, case, configs, args, records) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.attention_explore")
     parser.add_argument("--job", action="append", required=True,
-                        help="KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG[,CONFIG...]")
+                        help="KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG[,CONFIG...]")
     parser.add_argument("--iters", type=int, default=20, help="timed runs per configuration (default 20)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
     parser.add_argument("--target-workgroups", type=int, default=None,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..attention.tiles import CONFIG_GRAMMAR
 from .attention_paths import VULKAN_PATH
+from .stats import UNSTEADY_BAND
 
 STYLES = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}
 COLUMNS = (("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"), ("TFLOP/s", "right"),
@@ -38,7 +39,8 @@ def table_rows(outcome) -> tuple[list[tuple], dict]:
             note = f"{r.config} ({r.config_source})" if r.config_source else r.config
         if r.status == "skipped":   # one reason usually repeats for every case: number it once
             note = f"see note {notes.setdefault(r.reason, len(notes) + 1)}"
-        rows.append((r.case if r.case != previous else "", r.path, r.status, time_ms(r.median_ms),
+        timed = time_ms(r.median_ms) + (" *" if getattr(r, "unsteady_ms", None) else "")
+        rows.append((r.case if r.case != previous else "", r.path, r.status, timed,
                      _number(r.tflops, ".1f"), _number(r.gbs, ".0f"), _number(r.ratio_best_torch, ".2f"),
                      _number(r.ratio_ceiling, ".2f"), _number(r.roofline, ".2f"), _number(r.read_floor, ".2f"),
                      note[:160]))
@@ -80,9 +82,13 @@ def print_table(outcome, console=None) -> None:
         footer.append(f"[yellow]the ceilings could not be measured: {escape(env['ceilings_error'])}[/]")
     if any(r.path == VULKAN_PATH and r.status == "ok" for r in outcome.results):
         footer.append("[dim]" + escape(f"{VULKAN_PATH} config: {CONFIG_GRAMMAR}; vkcoop inspect --attention "
-                                       "KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG shows its machine code; in brackets where "
-                                       "it came from (the tuning cache, the device's seed, this run's tuning, the "
-                                       "table's default or --tile)") + "[/]")
+                                       "KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG shows its machine code; in "
+                                       "brackets where it came from (the tuning cache, the device's seed, this run's "
+                                       "tuning, the table's default or --tile)") + "[/]")
+    if any(getattr(r, "unsteady_ms", None) for r in outcome.results):
+        footer.append(f"[yellow]* timed twice: the first series was unsteady (its p10-p90 band wider than "
+                      f"{UNSTEADY_BAND:g} of its median), the steadier is shown; the JSON keeps the other's median "
+                      "(unsteady_ms)[/]")
     for message in env.get("tuning", {}).get("messages", []):
         footer.append(f"[yellow]{escape(message)}[/]")
     for stored in dict.fromkeys(env.get("tuning", {}).get("stored", [])):

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--sample", help="every pipeline of a sample's cases (vkcoop list)")
     what.add_argument("--gemm", help="the pipelines vkcoop bench sparse builds for a Vulkan path: "
                                      + ", ".join(sorted(targets.GEMM_PATHS)))
-    what.add_argument("--attention", metavar="KIND/DTYPE/HEAD_DIM/SEQ[c|n]/CONFIG",
+    what.add_argument("--attention", metavar="KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG",
                       help="the pipelines of one flash-attention configuration on a case of vkcoop bench attention, "
                            "as the explore tool times it (python -m vkcoop.bench.attention_explore --help), e.g. "
                            "prefill/fp16/128/4096c/128:64x64")
