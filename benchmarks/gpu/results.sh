@@ -2,18 +2,16 @@
 # Writes one GPU's docs/results/<gpu>/ on the GPU host: every recorded figure the README cites, each file with
 # the exact command that made it. From the repository root, with .bundle carried (scripts/gpu_bundle.sh):
 #
-#   bash benchmarks/gpu/results.sh [PART...]       PART: core, attention-prefill, attention-decode, sparse-fp16,
-#                                                  sparse-bf16, memory-fp16, tests; attention is both of its parts
-#                                                  (default: all)
+#   bash benchmarks/gpu/results.sh [PART...]       PART: core, attention, sparse-fp16, sparse-bf16, memory-fp16,
+#                                                  tests (default: all)
 #
 #   core     facts.log, capabilities.json; run.json (vkcoop run --all --validate); fuzz.json (100k cases, hardware
 #            and portable); peak.json (vkcoop bench peak); inspect-dense.json, inspect-2-4.json, inspect-khr.json
 #            (vkcoop inspect --gemm ..., the driver's machine code)
-#   attention-prefill, attention-decode
-#            attention-prefill.json / .png, attention-decode.json / .png (vkcoop bench attention --ceilings: fp16
-#            and bf16, head_dim 64 and 128; prefill at 4k causal and not, decode at kv 8k-64k with GQA and without;
-#            torch's SDPA backends, the coopmat2 ceiling and the read bandwidth in the same process). One kind per
-#            process: both kinds with every backend take longer than one 10-minute device command on an H100
+#   attention
+#            attention.json / .png (vkcoop bench attention --ceilings: fp16 and bf16, head_dim 64 and 128; prefill
+#            at 4k causal and not, decode at kv 8k-64k with GQA and without; every torch SDPA backend, the coopmat2
+#            ceiling and the read bandwidth in the same process; 345 s on an H100 since decode warms up 1 s)
 #   sparse-fp16, sparse-bf16
 #            bench-fp16.json / .png, bench-bf16.json / .png (vkcoop bench sparse --dtype D --sizes 4096,8192
 #            --shapes square,llm --ceilings --search-budget 20: every path, the library searches in child
@@ -33,10 +31,8 @@ parts=("$@")
 expanded=()
 for part in "${parts[@]}"; do
   case "$part" in
-    attention) expanded+=(attention-prefill attention-decode) ;;
-    core|attention-prefill|attention-decode|sparse-fp16|sparse-bf16|memory-fp16|tests) expanded+=("$part") ;;
-    *) echo "results.sh: unknown part '$part' (core, attention, attention-prefill, attention-decode, sparse-fp16," \
-            "sparse-bf16, memory-fp16, tests)" >&2
+    core|attention|sparse-fp16|sparse-bf16|memory-fp16|tests) expanded+=("$part") ;;
+    *) echo "results.sh: unknown part '$part' (core, attention, sparse-fp16, sparse-bf16, memory-fp16, tests)" >&2
        exit 2 ;;
   esac
 done
@@ -87,11 +83,10 @@ for part in "${parts[@]}"; do
         STEP_TIMEOUT=60 record "inspect-${target/:/-}" "$file" -- "$py" -m vkcoop inspect --gemm "$target" --json "$file"
       done
       ;;
-    attention-prefill|attention-decode)
-      kind=${part#attention-}
-      record "$part" "$dir/$part.json" -- "$py" -m vkcoop bench attention --kinds "$kind" \
-        --dtype fp16,bf16 --head-dims 64,128 --seqs 4096 --ceilings --json "$dir/$part.json" \
-        --plot "$dir/$part.png" ;;
+    attention)
+      record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --kinds prefill,decode \
+        --dtype fp16,bf16 --head-dims 64,128 --seqs 4096 --ceilings --json "$dir/attention.json" \
+        --plot "$dir/attention.png" ;;
     sparse-fp16|sparse-bf16)
       dtype=${part#sparse-}
       record "bench-$dtype" "$dir/bench-$dtype.json" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \

@@ -40,7 +40,7 @@ WORKGROUPS_PER_SM = 4
 #: Workgroups aimed at when the SM count is unknown (4 per SM on a 132-SM GPU).
 DEFAULT_TARGET_WORKGROUPS = 528
 #: The share of the target's slots whose workgroups draw the full read bandwidth. On the H100 a decode launch of
-#: 320 workgroups (0.61 of 528) read at 0.89-0.90 of the rate of the same bytes split over 960 (docs/attention.md,
+#: 320 workgroups (0.61 of 528) read at 0.91-0.92 of the rate of the same bytes split over 960 (docs/attention.md,
 #: experiments 50-51): a wave of fewer workgroups takes as long as one of this many.
 SATURATING_SHARE = Fraction(2, 3)
 #: The most waves a key split may make of a launch that one wave cannot saturate.
