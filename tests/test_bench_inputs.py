@@ -48,7 +48,7 @@ def test_a_chunk_is_what_the_generator_seeded_from_it_draws(small_chunks):
 def test_the_band_is_the_p10_to_p90_width_over_the_median():
     assert band([1.0] * 10) == 0.0
     assert band([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx((4.6 - 1.4) / 3.0)
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="the band of a series needs a positive median"):
         band([0.0, 0.0])
 
 

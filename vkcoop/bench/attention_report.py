@@ -39,7 +39,7 @@ def table_rows(outcome) -> tuple[list[tuple], dict]:
             note = f"{r.config} ({r.config_source})" if r.config_source else r.config
         if r.status == "skipped":   # one reason usually repeats for every case: number it once
             note = f"see note {notes.setdefault(r.reason, len(notes) + 1)}"
-        timed = time_ms(r.median_ms) + (" *" if getattr(r, "unsteady_ms", None) else "")
+        timed = time_ms(r.median_ms) + (" *" if r.unsteady_ms else "")
         rows.append((r.case if r.case != previous else "", r.path, r.status, timed,
                      _number(r.tflops, ".1f"), _number(r.gbs, ".0f"), _number(r.ratio_best_torch, ".2f"),
                      _number(r.ratio_ceiling, ".2f"), _number(r.roofline, ".2f"), _number(r.read_floor, ".2f"),
@@ -85,7 +85,7 @@ def print_table(outcome, console=None) -> None:
                                        "KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG shows its machine code; in "
                                        "brackets where it came from (the tuning cache, the device's seed, this run's "
                                        "tuning, the table's default or --tile)") + "[/]")
-    if any(getattr(r, "unsteady_ms", None) for r in outcome.results):
+    if any(r.unsteady_ms for r in outcome.results):
         footer.append(f"[yellow]* timed twice: the first series was unsteady (its p10-p90 band wider than "
                       f"{UNSTEADY_BAND:g} of its median), the steadier is shown; the JSON keeps the other's median "
                       "(unsteady_ms)[/]")
