@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import json
+from io import StringIO
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from vkcoop import gemm
 from vkcoop import sparse as sparse24
@@ -254,3 +256,71 @@ def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
     assert made["khr16"].types.key == "fp16->fp16" and made["khr16"].tile.stages == 1
     assert made["khr"].pad_to_tiles and made["khr16"].pad_to_tiles   # as the bench's KHR paths
     assert type(made["sparse"]) is staging.StagedSparse24Kernel and type(made["staged24"]) is staging.StagedSparse24Kernel
+
+
+def _one_config_path(series, exact):
+    """A fake path of one configuration whose successive timings return ``series`` in turn (seconds)."""
+    config = SEED_CONFIGS["vk-coopmat2-dense"]["llm"][0]
+    pending = [list(s) for s in series]
+
+    class Bound:
+        def __init__(self):
+            self.config = config.label()
+
+        def output_rows(self, rows):
+            return exact[rows]
+
+        def time(self, iterations, warmup, flush_l2):
+            path.timed += 1
+            return pending.pop(0)
+
+        def release(self):
+            pass
+
+    class Path:
+        name, timed = "vk-coopmat2-dense", 0
+
+        def supports(self, problem):
+            return True, ""
+
+        def configs(self, problem, tune):
+            return [config]
+
+        def bind(self, operands, config):
+            return Bound()
+
+        def close(self):
+            pass
+
+    path = Path()
+    return path
+
+
+def test_a_disturbed_gemm_series_is_timed_again_the_steadier_kept_and_the_table_marks_it():
+    operands = GemmOperands.make(GemmProblem("fp16", "llm", 64, 32, 64))
+    exact = (operands.pruned.astype(np.float64) @ operands.b.astype(np.float64)).astype(np.float32)
+    disturbed = [1e-3, 6e-4, 4e-4, 3e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4]   # seconds, decaying
+    steady = [1e-4, 1e-4, 1.1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1.2e-4]
+
+    def measured(*series):
+        path = _one_config_path(series, exact)
+        return path, measure.measure_path(path, operands, iters=10, warmup=0, flush_l2=False, tune=False)
+
+    path, result = measured(disturbed, steady)
+    assert path.timed == 2 and result.times_ms == pytest.approx([t * 1e3 for t in steady])
+    assert result.median_ms == pytest.approx(0.1) and result.unsteady_ms == pytest.approx(0.15)
+    path, result = measured(steady, disturbed)
+    assert path.timed == 1 and result.unsteady_ms is None          # a steady series is timed once
+    wider = [3e-3, 2e-3, 1e-3, 5e-4, 2e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4]
+    path, result = measured(disturbed, wider)                     # timed again, but the first was the steadier
+    assert path.timed == 2 and result.times_ms == pytest.approx([t * 1e3 for t in disturbed])
+    assert result.unsteady_ms == pytest.approx(float(np.median(wider)) * 1e3)
+
+    outcome = bench.BenchResult([result], {}, {})
+    text = StringIO()
+    report.print_table(outcome, Console(file=text, width=200))
+    assert "0.150 *" in text.getvalue() and "* timed twice: the first series was unsteady" in text.getvalue()
+    result.unsteady_ms = None
+    text = StringIO()
+    report.print_table(outcome, Console(file=text, width=200))
+    assert "timed twice" not in text.getvalue() and " *" not in text.getvalue()

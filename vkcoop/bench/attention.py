@@ -35,7 +35,7 @@ from .attention_paths import torch_status
 from .attention_tuning import AttentionTuner, tune_case
 from .measure import Outcome
 from .random_fill import clipped_normal
-from .stats import steadier, unsteady
+from .stats import retime_if_unsteady
 from .sparse import BenchResult
 
 PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
@@ -90,7 +90,6 @@ class AttentionResult(Outcome):
     read_floor: float | None = None  # decode: one READ dispatch of the same K and V bytes (--ceilings) / this time
     config_source: str = ""          # vk-coopmat2: "given", "tuned", "cache", "seed" or "default" (attention_tuning)
     tuning: list = field(default_factory=list)   # a tuned case: every candidate, what it ran as and its time
-    unsteady_ms: float | None = None  # the median of a disturbed series timed again (measure), else None
 
 
 def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS, decode_seqs=DECODE_SEQS,
@@ -176,12 +175,8 @@ def measure(path, case: AttentionCase, inputs, planes, tolerance, iters: int, wa
                 result.status, result.reason, result.max_abs_error = "failed", f"plane b{b} h{h}: {why}", worst
                 return result
         result.max_abs_error = worst
-        times = bound.time(iters, warmup, warmup_seconds)
-        if unsteady(times):   # disturbed from outside: time it once more and keep the steadier series
-            again = bound.time(iters, warmup, BUSY_WARMUP_SECONDS)
-            kept = steadier(times, again)
-            result.unsteady_ms = float(np.median(again if kept is times else times)) * 1e3
-            times = kept
+        times, result.unsteady_ms = retime_if_unsteady(bound.time(iters, warmup, warmup_seconds),
+                                                       lambda: bound.time(iters, warmup, BUSY_WARMUP_SECONDS))
     finally:
         bound.release()
     result.set_times(times)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..attention.tiles import CONFIG_GRAMMAR
 from .attention_paths import VULKAN_PATH
-from .stats import UNSTEADY_BAND
+from .stats import UNSTEADY_NOTE
 
 STYLES = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}
 COLUMNS = (("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"), ("TFLOP/s", "right"),
@@ -86,9 +86,7 @@ def print_table(outcome, console=None) -> None:
                                        "brackets where it came from (the tuning cache, the device's seed, this run's "
                                        "tuning, the table's default or --tile)") + "[/]")
     if any(r.unsteady_ms for r in outcome.results):
-        footer.append(f"[yellow]* timed twice: the first series was unsteady (its p10-p90 band wider than "
-                      f"{UNSTEADY_BAND:g} of its median), the steadier is shown; the JSON keeps the other's median "
-                      "(unsteady_ms)[/]")
+        footer.append(f"[yellow]{UNSTEADY_NOTE}[/]")
     for message in env.get("tuning", {}).get("messages", []):
         footer.append(f"[yellow]{escape(message)}[/]")
     for stored in dict.fromkeys(env.get("tuning", {}).get("stored", [])):

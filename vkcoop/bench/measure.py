@@ -6,7 +6,9 @@ timed), and it is timed; with several configurations the fastest is timed again 
 A path may refine its search from what was measured (an optional ``refine(problem, tried) -> [configs]``
 method, called until it returns nothing). A ``deadline`` (``time.monotonic()``) bounds the configurations
 tried; those left are counted in the log. Every try is kept in ``PathResult.tuning``; the reported figure is the
-median over the timed iterations with its spread (:mod:`.stats`). A path whose results the case's operands cannot
+median over the timed iterations with its spread (:mod:`.stats`). A reported series that is unsteady (its p10-p90 band
+wider than :data:`.stats.UNSTEADY_BAND` of its median) is timed once more and the steadier kept, as ``bench
+attention`` does; ``PathResult.unsteady_ms`` keeps the other's median. A path whose results the case's operands cannot
 check exactly (one that accumulates in fp16) offers ``check_operands(operands)``: operands on which it must be exact
 (:attr:`vkcoop.gemm.GemmOperands.short_sums`); it is checked bound to those and timed bound to the case's.
 
@@ -23,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..gemm.path import GemmOperands, GemmPath, GemmProblem, check_and_time, check_bound, time_bound
-from .stats import spread_ms
+from .stats import retime_if_unsteady, spread_ms
 
 
 @dataclass(kw_only=True)
@@ -41,6 +43,7 @@ class Outcome:
     p90_ms: float | None = None
     iterations: int = 0
     times_ms: list = field(default_factory=list)   # every timed iteration of the reported figure, in order
+    unsteady_ms: float | None = None   # the median of a disturbed series timed again (stats.retime_if_unsteady)
 
     def set_times(self, times_s) -> None:
         """The spread of ``times_s`` (seconds per run: :func:`vkcoop.bench.stats.spread_ms`) and the series
@@ -108,6 +111,14 @@ def _try_config(path: GemmPath, operands: GemmOperands, config, probe_iters: int
     try:
         entry, measured = time_bound(bound, operands, probe_iters, warmup, flush_l2, max_abs)
         return {"config": config_label(config), **entry}, measured
+    finally:
+        bound.release()
+
+
+def _time_again(path, operands, config, iters: int, warmup: int, flush_l2: bool) -> list[float]:
+    bound = path.bind(operands, config)
+    try:
+        return bound.time(iters, warmup, flush_l2)
     finally:
         bound.release()
 
@@ -182,11 +193,9 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
         return result
     config, (_, max_abs, bound_label, times) = search.best
     if len(search.tried) > 1 or probe_iters != iters:  # re-time the winner with the full iteration count
-        bound = path.bind(operands, config)
-        try:
-            times = bound.time(iters, warmup, flush_l2)
-        finally:
-            bound.release()
+        times = _time_again(path, operands, config, iters, warmup, flush_l2)
+    times, result.unsteady_ms = retime_if_unsteady(
+        times, lambda: _time_again(path, operands, config, iters, warmup, flush_l2))
     result.status, result.reason, result.max_abs_error = "ok", "", max_abs
     result.config = bound_label
     result.set_times(times)

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from .shapes import SHAPES
-from .stats import relative_noise
+from .stats import UNSTEADY_NOTE, relative_noise
 
 #: What every timed figure of a run measures; both benchmarks' JSON settings carry it under "timing".
 TIMING = ("GPU work only: Vulkan paths between GPU timestamps of recorded command buffers, CUDA paths between CUDA "
@@ -112,7 +112,8 @@ def print_table(outcome, console=None) -> None:
         if r.status == "skipped":  # the same reason repeats for every case: print it once below
             number = skip_reasons.setdefault(r.reason, len(skip_reasons) + 1)
             note = f"see note {number}"
-        cells = [r.case if r.case != previous else "", r.path, r.status, _fmt(r.median_ms, ".3f"),
+        timed = _fmt(r.median_ms, ".3f") + (" *" if r.unsteady_ms else "")
+        cells = [r.case if r.case != previous else "", r.path, r.status, timed,
                  _spread(r) if r.status == "ok" else "-", _fmt(r.tflops, ".1f"), _fmt(r.ratio_cublas, ".2f"),
                  _fmt(r.ratio_cusparselt, ".2f")] + ([_fmt(r.ratio_baseline, ".2f")] if extra else [])
         cells += [_fmt(r.ratio_own_ceiling, ".2f")] if roofline else []
@@ -121,6 +122,8 @@ def print_table(outcome, console=None) -> None:
     console.print(table)
     for reason, number in skip_reasons.items():
         console.print(f"[dim]note {number}: skipped because {escape(reason)}[/]")
+    if any(r.unsteady_ms for r in outcome.results):
+        console.print(f"[yellow]{UNSTEADY_NOTE}[/]")
     for line in library_notes(outcome.results):
         console.print(f"[dim]{escape(line)}[/]")
     for message in outcome.environment.get("tuning", {}).get("messages", []):

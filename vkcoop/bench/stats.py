@@ -20,6 +20,9 @@ SPREAD_FIELDS = ("median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms")
 #: The p10-p90 width, over the median, past which a series is unsteady. Steady series on the H100 stay under 0.15
 #: (decode launches of 15 µs) and mostly under 0.05; a disturbed one measured 1.86 (docs/attention.md, session 27).
 UNSTEADY_BAND = 0.5
+#: What a table's footer says of a row marked ``*`` (a result with ``unsteady_ms``).
+UNSTEADY_NOTE = (f"* timed twice: the first series was unsteady (its p10-p90 band wider than {UNSTEADY_BAND:g} of its "
+                 "median), the steadier is shown; the JSON keeps the other's median (unsteady_ms)")
 
 
 def percentile(values, q: float) -> float:
@@ -76,3 +79,14 @@ def unsteady(times) -> bool:
 def steadier(first, second):
     """Of two timed series of the same work, the one with the narrower band (the first on a tie)."""
     return second if band(second) < band(first) else first
+
+
+def retime_if_unsteady(times, time_again):
+    """(series, unsteady_ms): ``times`` and None if it is steady; else ``time_again()`` is called once and the
+    steadier of the two is kept, with the other's median in milliseconds (``times`` in seconds). Both benches report
+    a figure this way (``unsteady_ms`` in their results)."""
+    if not unsteady(times):
+        return times, None
+    again = time_again()
+    kept = steadier(times, again)
+    return kept, statistics.median(again if kept is times else times) * 1e3
