@@ -137,8 +137,9 @@ def test_missing_feature_error_names_every_missing_item():
 @pytest.mark.vulkan
 @needs_vulkan
 def test_device_enables_exactly_the_declared_features():
+    # buffer_robustness "default": the device adds nothing of its own (its "disabled" adds pipelineRobustness)
     with vk.Device(features=["shaderInt16", "vulkanMemoryModel", "storageBuffer16BitAccess"],
-                   pipeline_cache=False) as device:
+                   pipeline_cache=False, buffer_robustness="default") as device:
         assert device.enabled_features == {"shaderInt16": True, "vulkanMemoryModel": True,
                                            "storageBuffer16BitAccess": True}
         assert device.enabled_extensions == []
@@ -218,7 +219,8 @@ def test_device_with_every_coopmat2_feature():
         supported = [n for n in vk.COOPMAT2_FEATURES if instance.physical_devices()[COOPMAT2_INDEX].features[n]]
     with vk.Device(COOPMAT2_INDEX, features=supported + ["cooperativeMatrix"], validate=validate,
                    pipeline_cache=False) as device:
-        assert device.enabled_extensions == ["VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"]
+        robust = ["VK_EXT_pipeline_robustness"] if device.buffer_robustness == "disabled" else []
+        assert device.enabled_extensions == ["VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"] + robust
     assert device.validation_messages == []
 
 

@@ -359,6 +359,8 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
     available = _Paths(wanted, dtypes, device, validate, tile)
     environment = report.environment(available.vulkan_name, available.torch_name)
     environment["skip_reasons"] = dict(available.skipped)
+    vulkan_device = getattr(available.objects.get(VULKAN_PATH), "device", None)
+    environment["buffer_robustness"] = getattr(vulkan_device, "buffer_robustness", None)
     tuner = _tuner(available, cases, tune, retune, tune_budget, tuning_root)
     environment["tuning"] = {"cache_dir": str(tuner.cache.root), "messages": tuner.cache.messages,
                              "stored": tuner.stored}

@@ -245,7 +245,8 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
     environment.update(vulkan_skip_reason=available.skipped.get(VULKAN_PATHS[0]),
                        cuda_skip_reason=None if available.cuda_ok else available.cuda_reason or None,
                        devices={api: i.to_dict() for api, i in available.identities.items() if i},
-                       sm_count=available.sm_count)
+                       sm_count=available.sm_count,
+                       buffer_robustness=getattr(getattr(available.vulkan, "device", None), "buffer_robustness", None))
     try:
         results, interrupted = run_cases(cases, available.objects, available.skipped, wanted, tuner, settings,
                                          console=console, progress=progress)

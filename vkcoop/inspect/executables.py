@@ -29,6 +29,7 @@ import vulkan as vk
 
 from ..vk import coopmat2_ffi as side
 from ..vk import features as feature_registry
+from ..vk import robustness
 from ..vk.chain import StructChain, ffi_for  # the runtime's own pNext chain builder, reused as is
 
 EXTENSION = "VK_KHR_pipeline_executable_properties"
@@ -63,6 +64,7 @@ class PipelineRecipe:
     specialization: list = field(default_factory=list)    # [SpecEntry]
     required_subgroup_size: int | None = None
     full_subgroups: bool = False
+    buffer_robustness: str = "default"                    # vkcoop.vk.robustness
 
     @classmethod
     def from_pipeline(cls, label: str, spirv: bytes, pipeline) -> PipelineRecipe:
@@ -70,20 +72,23 @@ class PipelineRecipe:
         return cls(label, bytes(spirv), {int(b): int(k) for b, k in pipeline.bindings.items()},
                    int(pipeline.push_constant_size or 0),
                    [SpecEntry(int(s.constant_id), bytes(s.data)) for s in pipeline.specialization],
-                   pipeline.required_subgroup_size, bool(pipeline.full_subgroups))
+                   pipeline.required_subgroup_size, bool(pipeline.full_subgroups),
+                   getattr(pipeline, "buffer_robustness", "default"))
 
     def to_dict(self) -> dict:
         return {"label": self.label, "spirv": base64.b64encode(self.spirv).decode("ascii"),
                 "bindings": [[b, k] for b, k in self.bindings.items()], "push_constant_size": self.push_constant_size,
                 "specialization": [[s.constant_id, s.data.hex()] for s in self.specialization],
-                "required_subgroup_size": self.required_subgroup_size, "full_subgroups": self.full_subgroups}
+                "required_subgroup_size": self.required_subgroup_size, "full_subgroups": self.full_subgroups,
+                "buffer_robustness": self.buffer_robustness}
 
     @classmethod
     def from_dict(cls, data: dict) -> PipelineRecipe:
         return cls(data["label"], base64.b64decode(data["spirv"]), {int(b): int(k) for b, k in data["bindings"]},
                    int(data["push_constant_size"]),
                    [SpecEntry(int(i), bytes.fromhex(h)) for i, h in data["specialization"]],
-                   data["required_subgroup_size"], bool(data["full_subgroups"]))
+                   data["required_subgroup_size"], bool(data["full_subgroups"]),
+                   data.get("buffer_robustness", "default"))
 
 
 def _check(result: int, what: str) -> None:
@@ -223,8 +228,10 @@ class CaptureDevice:
         entry = vk.ffi.new("char[]", b"main")
         module = self._module(spirv, context)
         flags = (CAPTURE_STATISTICS | CAPTURE_INTERNAL_REPRESENTATIONS) if self.capture else 0
+        robust = robustness.pipeline_info(getattr(pipeline, "buffer_robustness", "default"), keep)
         create_info = vk.ffi.new("VkComputePipelineCreateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "flags": flags, "layout": layout,
+            "sType": vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "pNext": robust, "flags": flags,
+            "layout": layout,
             "basePipelineIndex": -1,
             "stage": {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "pNext": subgroup,
                       "flags": _STAGE_REQUIRE_FULL_SUBGROUPS if pipeline.full_subgroups else 0, "stage": _COMPUTE,

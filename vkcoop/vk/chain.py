@@ -28,6 +28,8 @@ STYPE = {
     "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV,
     "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV,
     "VkPhysicalDeviceShaderClockFeaturesKHR": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR,
+    "VkPhysicalDevicePipelineRobustnessFeaturesEXT":
+        vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT,
 }
 SIDE_STRUCTS = {
     "VkPhysicalDeviceCooperativeMatrix2FeaturesNV",

@@ -14,6 +14,7 @@ from spirv_tools.cache import drop_entry, read_entry, write_entry
 from .. import paths
 from . import checks
 from . import features as feature_registry
+from . import robustness
 from .chain import StructChain
 from .commands import CommandBuffer, memory_barrier
 from .errors import MissingFeatureError, ValidationError, VulkanError, VulkanTypeError, check
@@ -42,12 +43,14 @@ class Device(Resource):
     :class:`MissingFeatureError` naming all of it, before a device is created.
     ``validate``: enable VK_LAYER_KHRONOS_validation (None: ``$VKCOOP_VALIDATE``); messages land in
     :attr:`validation_messages`. ``pipeline_cache``: True (under ``vkcoop.paths.cache_root()``), False, or a
-    directory.
+    directory. ``buffer_robustness``: ``"default"`` or ``"disabled"`` (None: ``$VKCOOP_BUFFER_ROBUSTNESS``, else
+    ``"disabled"``): how every pipeline of this device guards its buffer accesses (:mod:`vkcoop.vk.robustness`); the
+    effective choice is :attr:`buffer_robustness`, and :attr:`buffer_robustness_note` says why where it differs.
     """
 
     def __init__(self, device: int | str | None = None, *, extensions=(), features=(), validate: bool | None = None,
                  instance: Instance | None = None, pipeline_cache: bool | str | Path = True,
-                 fence_timeout_s: float = DEFAULT_FENCE_TIMEOUT_S):
+                 fence_timeout_s: float = DEFAULT_FENCE_TIMEOUT_S, buffer_robustness: str | None = None):
         self.handle = None
         self.pipeline_cache_handle = None
         # Strong references: a child the caller dropped without close() still holds Vulkan objects that must be
@@ -57,13 +60,17 @@ class Device(Resource):
         self._lost = False
         self._check_arguments(device, extensions, features, instance, pipeline_cache)
         self.fence_timeout_s = checks.timeout_seconds(fence_timeout_s, "fence_timeout_s")
+        robustness.requested(buffer_robustness)   # a bad value fails here, before any Vulkan object exists
         validate = checks.flag(validate, "validate", allow_none=True)
         if validate is None:
             validate = _env_flag(VALIDATE_ENV)
         self.instance = instance or Instance(validate=validate)
         try:
             self.physical: PhysicalDevice = self.instance.select(device)
-            self.enabled_extensions, self.enabled_features = self._resolve_requirements(extensions, features)
+            self.buffer_robustness, self.buffer_robustness_note, extra = robustness.resolve(
+                buffer_robustness, self.physical.features)
+            self.enabled_extensions, self.enabled_features = self._resolve_requirements(
+                extensions, list(features) + extra)
             self._create_device()
             self._setup_pipeline_cache(pipeline_cache)
         except BaseException:

@@ -25,6 +25,7 @@ FEATURE_STRUCTS = {
     "VkPhysicalDeviceShaderBfloat16FeaturesKHR": (side.KHR_SHADER_BFLOAT16_EXTENSION_NAME, (1, 1)),
     "VkPhysicalDeviceShaderClockFeaturesKHR": ("VK_KHR_shader_clock", (1, 0)),         # in-shader timelines
     "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV": ("VK_NV_shader_sm_builtins", (1, 0)),   # gl_SMIDNV
+    "VkPhysicalDevicePipelineRobustnessFeaturesEXT": ("VK_EXT_pipeline_robustness", (1, 0)),   # vk.robustness
 }
 
 #: Extensions that another extension depends on (vk.xml ``depends``), enabled along with it.

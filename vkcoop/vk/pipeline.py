@@ -7,7 +7,7 @@ import math
 import numpy as np
 import vulkan as vk
 
-from . import checks
+from . import checks, robustness
 from .errors import LimitError, MissingFeatureError, PipelineInputError, VulkanTypeError, check
 from .interface import (check_entry_point, reflect_module, resolve_bindings, resolve_push_constant_size,
                         validate_module)
@@ -53,6 +53,8 @@ class ComputePipeline(Resource):
         self.required_subgroup_size = None if required_subgroup_size is None else checks.integer(
             required_subgroup_size, "required_subgroup_size")
         self.full_subgroups = checks.flag(full_subgroups, "full_subgroups")
+        #: the device's VK_EXT_pipeline_robustness choice for buffers (vkcoop.vk.robustness), chained at creation
+        self.buffer_robustness = getattr(device, "buffer_robustness", robustness.DEFAULT)
         self._check_limits()
         validate_module(spirv, checks.flag(validate_spirv, "validate_spirv", allow_none=True),
                         device.enabled_features, name)
@@ -208,6 +210,7 @@ class ComputePipeline(Resource):
             entry_name = vk.ffi.new("char[]", entry_point.encode())
             pipeline_info = vk.ffi.new("VkComputePipelineCreateInfo*", {
                 "sType": vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                "pNext": robustness.pipeline_info(self.buffer_robustness, keep),
                 "stage": {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "pNext": stage_next,
                           "flags": flags, "stage": SHADER_STAGE_COMPUTE, "module": module[0], "pName": entry_name,
                           "pSpecializationInfo": spec_info},
