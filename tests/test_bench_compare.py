@@ -234,3 +234,22 @@ def test_a_run_recorded_before_the_percentiles_still_plots(tmp_path):
     data = json.loads(H200_RUN.read_text())
     outcome = BenchResult([PathResult(**row) for row in data["results"]], data["environment"], data["settings"])
     assert report.plot(outcome, tmp_path / "h200.png").stat().st_size > 1000
+
+
+def test_what_differs_between_the_runs_is_said_under_the_table_and_in_the_json(tmp_path, capsys):
+    a_run = _run(_row("vk-coopmat2-dense", 50.0))
+    b_run = _run(_row("vk-coopmat2-dense", 50.5))
+    a_run["environment"].update(buffer_robustness="default", torch="2.11.0")
+    a_run["environment"]["nvidia_smi"]["driver_version"] = "580.159.04"
+    b_run["environment"].update(buffer_robustness="disabled", torch="2.11.0")   # torch the same: not said
+    b_run["environment"]["nvidia_smi"]["driver_version"] = "580.160.01"
+    assert compare.environment_differences(a_run, b_run) == [
+        "driver: 580.159.04 -> 580.160.01", "buffer robustness: default -> disabled"]
+    assert compare.environment_differences(a_run, _run(_row("vk-coopmat2-dense", 50.0))) == []   # not recorded in B
+    a, b, out_json = _write(tmp_path / "a.json", a_run), _write(tmp_path / "b.json", b_run), tmp_path / "c.json"
+    assert cli.main(["bench", "compare", str(a), str(b), "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "the runs differ in driver: 580.159.04 -> 580.160.01" in out and "buffer robustness: default" in out
+    assert json.loads(out_json.read_text())["environment_differences"][1] == "buffer robustness: default -> disabled"
+    assert cli.main(["bench", "compare", str(a), str(a)]) == 0
+    assert "the runs differ" not in capsys.readouterr().out

@@ -7,7 +7,9 @@ of B / TFLOP/s of A (> 1: B is faster). The noise band is the sum of both figure
 width over the median, :func:`vkcoop.bench.stats.relative_noise`; attention runs before session 26 have only the
 minimum), at least ``min_noise``: a ratio below 1 - band is a regression, above 1 + band an improvement, anything
 between is within noise. A path that passed in A and failed or errored in B is a regression too; one
-that ran in only one of the runs is listed, not judged.
+that ran in only one of the runs is listed, not judged. What else differs between the two runs' environments (the
+GPU, its driver, the Vulkan device's buffer robustness, torch, cuSPARSELt) is said under the table and in the JSON
+(``environment_differences``): a ratio across two drivers is not a ratio across two kernels.
 """
 from __future__ import annotations
 
@@ -136,10 +138,31 @@ def geometric_means(rows: list[CaseComparison]) -> dict[str, float]:
     return {path: math.exp(sum(values) / len(values)) for path, values in logs.items()}
 
 
-def to_dict(rows: list[CaseComparison], a_name: str, b_name: str) -> dict:
+#: What a run's environment says that bears on its figures: (name in the report, getter).
+ENVIRONMENT_FACTS = (
+    ("GPU", lambda env: env.get("nvidia_smi", {}).get("name") or env.get("vulkan_device") or env.get("cuda_device")),
+    ("driver", lambda env: env.get("nvidia_smi", {}).get("driver_version")),
+    ("buffer robustness", lambda env: env.get("buffer_robustness")),
+    ("torch", lambda env: env.get("torch")),
+    ("cuSPARSELt", lambda env: env.get("cusparselt")),
+)
+
+
+def environment_differences(a: dict, b: dict) -> list[str]:
+    """One line per environment fact that both runs recorded and that differs between them, "name: A -> B"."""
+    env_a, env_b = a.get("environment", {}), b.get("environment", {})
+    lines = []
+    for name, fact in ENVIRONMENT_FACTS:
+        in_a, in_b = fact(env_a), fact(env_b)
+        if in_a is not None and in_b is not None and str(in_a) != str(in_b):
+            lines.append(f"{name}: {in_a} -> {in_b}")
+    return lines
+
+
+def to_dict(rows: list[CaseComparison], a_name: str, b_name: str, differences=()) -> dict:
     return {"a": a_name, "b": b_name, "cases": [asdict(r) for r in rows],
             "geometric_mean_ratio": geometric_means(rows),
-            "regressions": sum(r.regressed for r in rows)}
+            "regressions": sum(r.regressed for r in rows), "environment_differences": list(differences)}
 
 
 def _describe(run: dict, name: str) -> str:
@@ -170,6 +193,8 @@ def print_comparison(rows: list[CaseComparison], a: dict, b: dict, a_name: str, 
     means = geometric_means(rows)
     if means:
         console.print("geometric mean B/A: " + ", ".join(f"{p} {v:.3f}" for p, v in means.items()))
+    for line in environment_differences(a, b):
+        console.print(f"[yellow]the runs differ in {escape(line)}[/]")
     regressed = [r for r in rows if r.regressed]
     if regressed:
         console.print(f"[bold red]{len(regressed)} regression(s) beyond the noise band[/]")

@@ -86,7 +86,8 @@ def cmd_bench_compare(args) -> int:
         raise CliError(str(error), "compare two runs of the same bench") from None
     compare.print_comparison(rows, a, b, args.a, args.b, console)
     if json_path:
-        json_path.write_text(json.dumps(compare.to_dict(rows, args.a, args.b), indent=2) + "\n")
+        document = compare.to_dict(rows, args.a, args.b, compare.environment_differences(a, b))
+        json_path.write_text(json.dumps(document, indent=2) + "\n")
         wrote(json_path)
     return Exit.FAILED if any(r.regressed for r in rows) else Exit.OK
 
