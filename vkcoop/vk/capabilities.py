@@ -24,6 +24,7 @@ RELEVANT_EXTENSIONS = (
     "VK_KHR_shader_float16_int8", "VK_KHR_16bit_storage", "VK_KHR_8bit_storage", "VK_KHR_vulkan_memory_model",
     "VK_KHR_buffer_device_address", "VK_EXT_subgroup_size_control", "VK_KHR_shader_integer_dot_product",
     "VK_KHR_maintenance4", "VK_KHR_push_descriptor", "VK_EXT_pipeline_creation_cache_control",
+    "VK_EXT_pipeline_robustness",   # vkcoop.vk.robustness: whether the driver's per-load bounds tests can go
 )
 
 #: Core features relevant to compute samples.
@@ -31,7 +32,7 @@ RELEVANT_CORE_FEATURES = (
     "shaderFloat64", "shaderInt64", "shaderInt16", "shaderFloat16", "shaderInt8", "storageBuffer16BitAccess",
     "storageBuffer8BitAccess", "bufferDeviceAddress", "vulkanMemoryModel", "vulkanMemoryModelDeviceScope",
     "subgroupSizeControl", "computeFullSubgroups", "maintenance4", "synchronization2",
-    "shaderSubgroupExtendedTypes", "shaderIntegerDotProduct",
+    "shaderSubgroupExtendedTypes", "shaderIntegerDotProduct", "robustBufferAccess", "pipelineRobustness",
 )
 
 _LIMITS = (
