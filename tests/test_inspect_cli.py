@@ -252,3 +252,25 @@ def test_a_gemm_configuration_label_is_a_target_the_child_builds(monkeypatch):
     with pytest.raises(ValueError, match="cannot run llm"):
         with child._gemm(targets.gemm_target("2:4", "fp16", "llm", "256:128x256x32u8g8"), None):
             pass
+
+
+def test_the_report_title_says_under_which_buffer_robustness_the_pipelines_were_built():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from vkcoop.cli.inspect import print_report
+    from vkcoop.inspect import core
+
+    CACHE = {"files": 0, "frames": 0, "objects": {}}
+
+    def title(device):
+        text = StringIO()
+        print_report(core.InspectResult("--shader test/axpy.comp", device, [], [], CACHE, []),
+                     Console(file=text, width=300))
+        return text.getvalue().splitlines()[0]
+
+    built = {"name": "NVIDIA H100 80GB HBM3", "driver_version": "580.159.04", "buffer_robustness": "disabled"}
+    assert "(driver 580.159.04, buffer robustness disabled)" in title(built)
+    del built["buffer_robustness"]                     # a cache on disk: nobody knows how it was built
+    assert "(driver 580.159.04)" in title(built) and "robustness" not in title(built)

@@ -105,8 +105,9 @@ def print_report(result: core.InspectResult, console=None) -> None:
 
     console = console or Console(width=None if sys.stdout.isatty() else 180)
     device = result.device
+    robustness = f", buffer robustness {device['buffer_robustness']}" if device.get("buffer_robustness") else ""
     table = Table(title=f"vkcoop inspect: {result.target} on {device.get('name')} (driver "
-                        f"{device.get('driver_version')}); static instruction counts")
+                        f"{device.get('driver_version')}{robustness}); static instruction counts")
     for column in ("object / kernel", "regs", "scratch", "smem", "instr", "MMA", "LDG 8/16/32/64/128",
                    "STG 16/32/64/128", "LDS/LDSM/STS", "async copy", "BAR", "LDL/STL"):
         table.add_column(column, overflow="fold")

@@ -158,7 +158,8 @@ def _device_facts(device) -> dict:
     physical = device.physical
     properties = physical.properties
     return {"name": physical.name, "vendor_id": int(properties.vendorID), "driver_version": physical.driver_version,
-            "api_version": ".".join(map(str, physical.api_version))}
+            "api_version": ".".join(map(str, physical.api_version)),
+            "buffer_robustness": getattr(device, "buffer_robustness", None)}
 
 
 def _input_errors():
