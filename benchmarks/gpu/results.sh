@@ -22,8 +22,8 @@
 #   tests    pytest-gpu.log: python3 -m pytest -m "gpu or cuda or vulkan" (the whole GPU suite, nothing deselected)
 #
 # On an H100 each part fits one 10-minute device command. Every command's output goes to <name>.log beside its
-# files, and COMMANDS.md lists each file with its command and exit status. With $OUT set (an output folder the GPU host hands back), the
-# folder is also packed into $OUT/results-<gpu>-<part>.tgz, so it comes back as one file per part.
+# files, and COMMANDS.md lists each file with its command and exit status. With $OUT set (an output folder the GPU
+# host hands back), the folder is also packed into $OUT/results-<gpu>-<part>.tgz, so it comes back as one file per part.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
