@@ -138,9 +138,13 @@ def geometric_means(rows: list[CaseComparison]) -> dict[str, float]:
     return {path: math.exp(sum(values) / len(values)) for path, values in logs.items()}
 
 
+def _gpu(env: dict) -> str | None:
+    return env.get("nvidia_smi", {}).get("name") or env.get("vulkan_device") or env.get("cuda_device")
+
+
 #: What a run's environment says that bears on its figures: (name in the report, getter).
 ENVIRONMENT_FACTS = (
-    ("GPU", lambda env: env.get("nvidia_smi", {}).get("name") or env.get("vulkan_device") or env.get("cuda_device")),
+    ("GPU", _gpu),
     ("driver", lambda env: env.get("nvidia_smi", {}).get("driver_version")),
     ("buffer robustness", lambda env: env.get("buffer_robustness")),
     ("torch", lambda env: env.get("torch")),
@@ -167,7 +171,7 @@ def to_dict(rows: list[CaseComparison], a_name: str, b_name: str, differences=()
 
 def _describe(run: dict, name: str) -> str:
     env = run.get("environment", {})
-    device = env.get("nvidia_smi", {}).get("name") or env.get("vulkan_device") or env.get("cuda_device") or "?"
+    device = _gpu(env) or "?"
     return f"{name} ({device}, {env.get('timestamp_utc', '?')})"
 
 

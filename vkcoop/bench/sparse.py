@@ -246,7 +246,7 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
                        cuda_skip_reason=None if available.cuda_ok else available.cuda_reason or None,
                        devices={api: i.to_dict() for api, i in available.identities.items() if i},
                        sm_count=available.sm_count,
-                       buffer_robustness=getattr(getattr(available.vulkan, "device", None), "buffer_robustness", None))
+                       buffer_robustness=available.vulkan.device.buffer_robustness if available.vulkan else None)
     try:
         results, interrupted = run_cases(cases, available.objects, available.skipped, wanted, tuner, settings,
                                          console=console, progress=progress)

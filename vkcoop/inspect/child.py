@@ -159,7 +159,7 @@ def _device_facts(device) -> dict:
     properties = physical.properties
     return {"name": physical.name, "vendor_id": int(properties.vendorID), "driver_version": physical.driver_version,
             "api_version": ".".join(map(str, physical.api_version)),
-            "buffer_robustness": getattr(device, "buffer_robustness", None)}
+            "buffer_robustness": device.buffer_robustness}
 
 
 def _input_errors():

@@ -64,7 +64,7 @@ class PipelineRecipe:
     specialization: list = field(default_factory=list)    # [SpecEntry]
     required_subgroup_size: int | None = None
     full_subgroups: bool = False
-    buffer_robustness: str = "default"                    # vkcoop.vk.robustness
+    buffer_robustness: str = robustness.DRIVER_DEFAULT   # vkcoop.vk.robustness
 
     @classmethod
     def from_pipeline(cls, label: str, spirv: bytes, pipeline) -> PipelineRecipe:
@@ -73,7 +73,7 @@ class PipelineRecipe:
                    int(pipeline.push_constant_size or 0),
                    [SpecEntry(int(s.constant_id), bytes(s.data)) for s in pipeline.specialization],
                    pipeline.required_subgroup_size, bool(pipeline.full_subgroups),
-                   getattr(pipeline, "buffer_robustness", "default"))
+                   getattr(pipeline, "buffer_robustness", robustness.DRIVER_DEFAULT))
 
     def to_dict(self) -> dict:
         return {"label": self.label, "spirv": base64.b64encode(self.spirv).decode("ascii"),
@@ -88,7 +88,7 @@ class PipelineRecipe:
                    int(data["push_constant_size"]),
                    [SpecEntry(int(i), bytes.fromhex(h)) for i, h in data["specialization"]],
                    data["required_subgroup_size"], bool(data["full_subgroups"]),
-                   data.get("buffer_robustness", "default"))
+                   data.get("buffer_robustness", robustness.DRIVER_DEFAULT))
 
 
 def _check(result: int, what: str) -> None:
@@ -228,7 +228,7 @@ class CaptureDevice:
         entry = vk.ffi.new("char[]", b"main")
         module = self._module(spirv, context)
         flags = (CAPTURE_STATISTICS | CAPTURE_INTERNAL_REPRESENTATIONS) if self.capture else 0
-        robust = robustness.pipeline_info(getattr(pipeline, "buffer_robustness", "default"), keep)
+        robust = robustness.pipeline_info(pipeline.buffer_robustness, keep)
         create_info = vk.ffi.new("VkComputePipelineCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "pNext": robust, "flags": flags,
             "layout": layout,

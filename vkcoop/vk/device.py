@@ -60,7 +60,7 @@ class Device(Resource):
         self._lost = False
         self._check_arguments(device, extensions, features, instance, pipeline_cache)
         self.fence_timeout_s = checks.timeout_seconds(fence_timeout_s, "fence_timeout_s")
-        robustness.requested(buffer_robustness)   # a bad value fails here, before any Vulkan object exists
+        wanted_robustness = robustness.requested(buffer_robustness)   # a bad value fails before any Vulkan object
         validate = checks.flag(validate, "validate", allow_none=True)
         if validate is None:
             validate = _env_flag(VALIDATE_ENV)
@@ -68,7 +68,7 @@ class Device(Resource):
         try:
             self.physical: PhysicalDevice = self.instance.select(device)
             self.buffer_robustness, self.buffer_robustness_note, extra = robustness.resolve(
-                buffer_robustness, self.physical.features)
+                wanted_robustness, self.physical.features)
             self.enabled_extensions, self.enabled_features = self._resolve_requirements(
                 extensions, list(features) + extra)
             self._create_device()

@@ -54,7 +54,7 @@ class ComputePipeline(Resource):
             required_subgroup_size, "required_subgroup_size")
         self.full_subgroups = checks.flag(full_subgroups, "full_subgroups")
         #: the device's VK_EXT_pipeline_robustness choice for buffers (vkcoop.vk.robustness), chained at creation
-        self.buffer_robustness = getattr(device, "buffer_robustness", robustness.DEFAULT)
+        self.buffer_robustness = getattr(device, "buffer_robustness", robustness.DRIVER_DEFAULT)
         self._check_limits()
         validate_module(spirv, checks.flag(validate_spirv, "validate_spirv", allow_none=True),
                         device.enabled_features, name)

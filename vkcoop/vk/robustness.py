@@ -18,7 +18,9 @@ import os
 import vulkan as vk
 
 ENV = "VKCOOP_BUFFER_ROBUSTNESS"
-CHOICES = ("default", "disabled")
+#: The driver's own behaviour: nothing chained (what a pipeline of an object that names no behaviour gets too).
+DRIVER_DEFAULT = "default"
+CHOICES = (DRIVER_DEFAULT, "disabled")
 #: Our shaders stay inside their buffers (the clamped tensor layouts handle the edges, and the GPU tests check every
 #: dispatch); on the H100 the tests fell by 2-4 % of the instructions and the staged loads ran up to 1 % faster
 #: (docs/gemm-notes.md, session 28).
@@ -41,17 +43,17 @@ def requested(value: str | None) -> str:
 def resolve(value: str | None, supported_features: dict) -> tuple[str, str, list[str]]:
     """(effective behaviour, note, features to enable) on a device whose features are ``supported_features``."""
     wanted = requested(value)
-    if wanted == "default":
-        return "default", "", []
+    if wanted == DRIVER_DEFAULT:
+        return DRIVER_DEFAULT, "", []
     if not supported_features.get(FEATURE):
-        return "default", f"{wanted} buffer robustness needs the {FEATURE} feature (VK_EXT_pipeline_robustness)", []
+        return DRIVER_DEFAULT, f"{wanted} buffer robustness needs the {FEATURE} feature (VK_EXT_pipeline_robustness)", []
     return wanted, "", [FEATURE]
 
 
 def pipeline_info(behaviour: str, keep: list):
     """The ``VkPipelineRobustnessCreateInfoEXT`` to chain into a pipeline's create info (appended to ``keep``), or
     NULL for ``"default"``."""
-    if behaviour == "default":
+    if behaviour == DRIVER_DEFAULT:
         return vk.ffi.NULL
     device_default = vk.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT
     info = vk.ffi.new("VkPipelineRobustnessCreateInfoEXT*", {
