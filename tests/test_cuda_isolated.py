@@ -167,9 +167,13 @@ def test_an_out_of_range_algorithm_id_on_the_real_cusparselt_is_recorded_and_thi
     for i, alg in zip(refused, refused_ids):
         assert record[i]["reason"].startswith(f"alg {alg}"), record[i]
     at = refused[0]
-    # the search went on after it (split-K, the graph replay), in a new search process, and the rest were fine
-    assert any(e["status"] == "ok" for e in record[at + 1:]), record[at:]
     assert any(e["status"] == "ok" for e in record[:at])
+    # the search went on after it (the next stages), in a new search process that settled what came next. Whether
+    # cuSPARSELt runs those is its own choice: on the H100 it refused every split-K variant of algorithm 21 in one
+    # run (session 28), so a later refusal is a settled candidate as much as a run is; an abandoned one is not.
+    later = record[at + 1:]
+    abandoned = ("the search process ended before trying it", "while running it")
+    assert later and any(e["status"] == "ok" or not e["reason"].endswith(abandoned) for e in later), record[at:]
     timed = _timed(result)
     assert timed and all(e["status"] == "ok" for e in timed.values())
     # cuSPARSELt may refuse an out-of-range id in one variant (split-K, layout) and run it in another (the H100 did at
