@@ -30,6 +30,16 @@ SHAPES = {
 DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 
 
+def shape_of(name: str) -> tuple[int, int, int] | None:
+    """A named shape, or an explicit MxNxK such as 4096x32x4096 (positive integers); None if neither."""
+    if name in SHAPES:
+        return SHAPES[name]
+    parts = name.split("x")
+    if len(parts) == 3 and all(p.isdigit() and int(p) > 0 for p in parts):
+        return tuple(int(p) for p in parts)
+    return None
+
+
 def _gpu_facts() -> dict:
     import torch
     facts = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -116,7 +126,7 @@ def run(args) -> dict:
         report["mma_sp_peak_tflops"] = mma_sp_peak_tflops()
         print(f"# register-only mma.sp m16n8k32 fp16 ceiling: {report['mma_sp_peak_tflops']:.0f} TFLOP/s")
     for shape_name in args.shapes.split(","):
-        m, n, k = SHAPES[shape_name]
+        m, n, k = shape_of(shape_name)
         for dtype_key in args.dtype.split(","):
             dtype_name = DTYPES[dtype_key]
             a, b, prep_s = _make_problem(m, n, k, dtype_name, seed=args.seed)
@@ -181,7 +191,8 @@ def _print_rows(rows) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtype", default="fp16,bf16", help="comma list of fp16, bf16")
-    parser.add_argument("--shapes", default="square,llm", help=f"comma list of {', '.join(SHAPES)}")
+    parser.add_argument("--shapes", default="square,llm",
+                        help=f"comma list of {', '.join(SHAPES)} or MxNxK (e.g. 4096x32x4096)")
     parser.add_argument("--paths", default="cublas,cusparselt,mma,wgmma",
                         help="comma list of cublas, cusparselt, mma, wgmma")
     parser.add_argument("--all-configs", action="store_true", help="time every tile config of the kernels")
@@ -199,8 +210,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     for name in args.shapes.split(","):
-        if name not in SHAPES:
-            parser.error(f"unknown shape {name!r}; choose from {', '.join(SHAPES)}")
+        if shape_of(name) is None:
+            parser.error(f"unknown shape {name!r}; choose from {', '.join(SHAPES)} or give MxNxK")
     for name in args.dtype.split(","):
         if name not in DTYPES:
             parser.error(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}")

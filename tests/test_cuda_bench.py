@@ -26,6 +26,20 @@ def test_unknown_shape_and_dtype_are_rejected():
     assert proc.returncode == 2 and "unknown dtype 'fp8'" in proc.stderr
 
 
+def test_explicit_shapes_are_read_and_malformed_ones_rejected():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_cuda_sparse
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    assert bench_cuda_sparse.shape_of("4096x32x4096") == (4096, 32, 4096)
+    assert bench_cuda_sparse.shape_of("llm") == (14336, 16, 4096)
+    for bad in ("4096x32", "4096x0x4096", "4096x-32x4096", "axbxc", "4096x32x4096x1"):
+        assert bench_cuda_sparse.shape_of(bad) is None, bad
+    proc = _run("--shapes", "8192x32x8192,4096x32")
+    assert proc.returncode == 2 and "unknown shape '4096x32'" in proc.stderr
+
+
 def test_unknown_kernel_config_is_rejected_by_name():
     proc = _run("--configs", "auto,256x128k128p,9x9")
     assert proc.returncode == 2 and "unknown config(s) 9x9" in proc.stderr

@@ -37,12 +37,14 @@ def test_auto_picks_a_tile_that_divides_the_problem():
 
 
 SPLIT_KEYS = [key for key, cfg in MmaSpGemm.CONFIGS.items() if cfg.per_sm]
+MAX_CLUSTER_SPLITS = 8   # the portable thread-block cluster (CUDA programming guide)
 
 
 def test_skinny_problems_pick_a_split_tile():
-    for n, bn in ((16, 16), (32, 32), (64, 32)):
+    for n, bn in ((16, 16), (32, 32), (64, 64), (96, 32)):
         picked = MmaSpGemm()._pick(4096, n, 4096)
-        assert picked.per_sm and picked.bn == bn and picked.bk == 128 and picked.kernel_name("float16").endswith("_sk")
+        assert picked.per_sm and picked.cluster_sum and picked.bn == bn and picked.bk == 128
+        assert picked.kernel_name("float16").endswith("_cs")
     assert MmaSpGemm()._pick(4096, 32, 4160).bk == 64     # K not whole 128-wide slices
     assert MmaSpGemm()._pick(4096, 8, 4096).bn == 16     # nothing divides: the last tile, refused by supports()
     assert not MmaSpGemm()._pick(8192, 8192, 8192).per_sm  # square problems run the unsplit kernels
@@ -76,7 +78,58 @@ def test_split_fills_one_wave_and_leaves_no_split_empty(key, m, n, k, sms):
     assert 1 <= splits <= min(slices, MAX_SPLIT_K)
     assert (splits - 1) * per_split < slices, "the last split would have no slice"
     assert tiles * splits <= max(tiles, sms * cfg.per_sm), "more CTAs than one wave"
-    assert cfg.partial_floats(m, n, splits) == splits * m * n
+    if cfg.cluster_sum:   # one portable cluster a tile, and nothing in global memory
+        assert splits <= MAX_CLUSTER_SPLITS and cfg.partial_floats(m, n, splits) == 0
+    else:
+        assert cfg.partial_floats(m, n, splits) == splits * m * n
+
+
+def test_cluster_summed_splits_are_capped_at_a_portable_cluster_worked_by_hand():
+    # 128x32 BK 128 at 4096x32x4096 on 132 SMs: 32 tiles, 2 a SM fill 264 -> 8 splits of 4 slices either way;
+    # 128x16 BK 128, 3 a SM: 396 // 32 = 12 splits of 32 slices would be 11 (3 slices each): a cluster takes 8 of 4
+    plain, clustered = MmaSpGemm.CONFIGS["128x16k128w3"], MmaSpGemm.CONFIGS["128x16k128w3cs"]
+    assert plain.splits(4096, 16, 4096, 132) == 11 and clustered.splits(4096, 16, 4096, 132) == 8
+    assert MmaSpGemm.CONFIGS["128x32k128w2cs"].splits(4096, 32, 4096, 132) == 8
+    # 8192x32x8192: 64 tiles, 264 // 64 = 4 splits of 16 slices, below the cap
+    assert MmaSpGemm.CONFIGS["128x32k128w2cs"].splits(8192, 32, 8192, 132) == 4
+    assert clustered.kernel_name("bfloat16") == "mma_sp_bf16_128x16_k128_4x1_s3_cs"
+    assert plain.kernel_name("bfloat16") == "mma_sp_bf16_128x16_k128_4x1_s3_sk"
+
+
+def test_cluster_splits_step_down_until_every_cluster_runs_at_once(monkeypatch):
+    # 4096x32x4096, 32 tiles of 128x32: 8 splits wanted; a device that runs 31 clusters of 8 but 40 of 7 and 48 of
+    # 6 gets 7 splits (32 slices: 7 of 5, the last of 2); one that runs 33 of 8 keeps 8
+    from vkcoop.cuda import driver, gemm
+    cfg = MmaSpGemm.CONFIGS["128x32k128w2cs"]
+    asked = []
+
+    def fake(capacity):
+        def active(func, cluster, threads, smem, name):
+            asked.append(cluster)
+            assert threads == cfg.threads and smem == cfg.smem_bytes
+            return capacity[cluster]
+        return active
+
+    monkeypatch.setattr(driver, "max_active_clusters", fake({8: 31, 7: 40, 6: 48}))
+    assert gemm._splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 7
+    assert asked == [8, 7]
+    monkeypatch.setattr(driver, "max_active_clusters", fake({8: 33}))
+    assert gemm._splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 8
+    monkeypatch.setattr(driver, "max_active_clusters", fake({s: 0 for s in range(2, 9)}))
+    assert gemm._splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 1
+
+
+def test_a_cluster_sum_without_split_k_is_refused():
+    from vkcoop.cuda import gen_instances
+    from vkcoop.cuda.configs import MmaSpConfig
+    with pytest.raises(ValueError, match="cluster_sum adds up K splits"):
+        gen_instances.mma_sp_instance(MmaSpConfig(128, 32, 4, 1, 4, cluster_sum=True), "float16", "test")
+
+
+def test_a_cluster_that_does_not_divide_the_grid_is_refused_before_the_driver():
+    from vkcoop.cuda import driver
+    with pytest.raises(driver.CudaError, match="cluster of 4 blocks does not divide the grid's 10"):
+        driver.launch(None, (10,), (128,), 0, 0, [], "probe", cluster=4)
 
 
 def test_split_k_is_refused_on_the_pipelined_kernel():
@@ -147,6 +200,13 @@ def _problem(m, n, k, dtype_name, seed=0):
     (MmaSpGemm, "128x64k128w2", (384, 64, 2816)),
     (MmaSpGemm, "64x32k128w3", (128, 32, 896)),
     (MmaSpGemm, "256x32k128w1", (512, 32, 1024)),
+    # split-K summed in a cluster (ClusterSplitKernel): 8 splits of one slice, 8 of 2, uneven shares (11 of 2 slices
+    # capped to 8 of 3: the last has one), BK 64, and 3 splits of 64-row tiles
+    (MmaSpGemm, "128x32k128w2cs", (256, 32, 1024)),
+    (MmaSpGemm, "128x16k128w3cs", (256, 16, 2048)),
+    (MmaSpGemm, "128x64k128w2cs", (384, 64, 2816)),
+    (MmaSpGemm, "128x32w4cs", (512, 32, 1024)),
+    (MmaSpGemm, "64x32k128w3cs", (128, 32, 384)),
     (WgmmaSpGemm, "128x256", (256, 512, 1024)),
     (WgmmaSpGemm, "128x128", (128, 256, 768)),
     (WgmmaSpGemm, "64x16", (192, 16, 1024)),
@@ -170,10 +230,11 @@ def test_kernel_matches_reference_bit_exact(path_cls, config, shape, dtype_name)
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.parametrize("key", ["128x64k128w2", "128x32k128w2"])
+@pytest.mark.parametrize("key", ["128x64k128w2", "128x32k128w2", "128x64k128w2cs"])
 def test_split_kernel_repeats_and_leaves_its_counters_at_zero(key):
     """The last CTA of each tile puts the tile's counter back to 0: a second launch must write C again (C is
-    poisoned in between), bit for bit the same, and leave the counters as it found them."""
+    poisoned in between), bit for bit the same, and leave the counters as it found them. A cluster-summed split
+    keeps no counters: it must repeat bit for bit all the same, and match the split that sums in global memory."""
     import torch
     from vkcoop.cuda import compare, reference
     a, b = _problem(384, 64, 2816, "float16", seed=7)
@@ -186,6 +247,10 @@ def test_split_kernel_repeats_and_leaves_its_counters_at_zero(key):
         torch.cuda.synchronize()
         assert torch.equal(c, first)
     assert compare(first, reference(a, b))["exact_fraction"] == 1.0
+    if MmaSpGemm.CONFIGS[key].cluster_sum:
+        assert len(op.keep) == 2 and "cluster" in op.description
+        assert torch.equal(first, MmaSpGemm(key[:-2]).bind(a, b)())
+        return
     arrivals = op.keep[-1]
     assert arrivals.dtype == torch.int32 and int(arrivals.abs().sum()) == 0
 

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 from vkcoop.gemm.tiles import wave_split
 
+#: The most CTAs of a portable thread-block cluster (CUDA: 8 on every GPU with clusters): a cluster-summed split-K
+#: launch splits K at most this many ways.
+MAX_CLUSTER_SPLITS = 8
+
 
 @dataclass(frozen=True)
 class MmaSpConfig:
@@ -21,6 +25,9 @@ class MmaSpConfig:
     pipelined: bool = False  # PipelinedKernel: spread copies, A double-buffered, early barrier
     slide_a: bool = False  # pipelined with B double-buffered and A reloaded row by row instead
     per_sm: int = 0  # > 0: split-K (SplitKernel), as many K splits as fill one wave of per_sm CTAs per SM
+    #: with per_sm: the splits of a tile are one thread-block cluster and add their partials up through
+    #: distributed shared memory (ClusterSplitKernel), at most MAX_CLUSTER_SPLITS of them
+    cluster_sum: bool = False
 
     @property
     def threads(self) -> int:
@@ -36,21 +43,26 @@ class MmaSpConfig:
         short = "f16" if dtype_name == "float16" else "bf16"
         return (f"mma_sp_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}"
                 f"_s{self.stages}" + ("_pa" if self.slide_a else "_p" if self.pipelined else "")
-                + ("_sk" if self.per_sm else ""))
+                + ("_cs" if self.cluster_sum else "_sk" if self.per_sm else ""))
 
-    def splits(self, m: int, n: int, k: int, sm_count: int) -> int:
+    def splits(self, m: int, n: int, k: int, sm_count: int, max_cluster: int = MAX_CLUSTER_SPLITS) -> int:
         """The K splits of an M x N x K launch: the most whose CTAs fit one wave of ``per_sm`` per SM (a second
-        wave of a few CTAs costs as much as the first; the Vulkan kernels' ``w`` rule, :func:`wave_split`), then evened
-        out so that no split is left without a slice. 1 without ``per_sm``."""
+        wave of a few CTAs costs as much as the first; the Vulkan kernels' ``w`` rule, :func:`wave_split`), at most
+        ``max_cluster`` (:data:`MAX_CLUSTER_SPLITS`, or fewer where the device runs too few clusters at once) where a
+        cluster adds them up, then evened out so that no split is left without a slice. 1 without ``per_sm``."""
         if not self.per_sm:
             return 1
         slices = k // self.bk
-        per_split = -(-slices // wave_split((m // self.bm) * (n // self.bn), slices, sm_count, self.per_sm))
+        wanted = wave_split((m // self.bm) * (n // self.bn), slices, sm_count, self.per_sm)
+        if self.cluster_sum:
+            wanted = max(1, min(wanted, max_cluster, MAX_CLUSTER_SPLITS))
+        per_split = -(-slices // wanted)
         return -(-slices // per_split)
 
     def partial_floats(self, m: int, n: int, splits: int) -> int:
-        """fp32 elements of the split kernel's partial tiles: one M x N plane per split."""
-        return splits * m * n
+        """fp32 elements of the split kernel's partial tiles in global memory: one M x N plane per split (none
+        where a cluster adds them up in shared memory)."""
+        return 0 if self.cluster_sum else splits * m * n
 
 
 @dataclass(frozen=True)

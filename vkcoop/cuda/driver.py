@@ -113,14 +113,60 @@ class Module:
         return self._functions[name]
 
 
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute (cuda.h): the id, padding to 8 bytes, and a 64-byte value union, of which only
+    ``clusterDim`` (three unsigned ints) is written here."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h)."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+def _cluster_config(grid_x: int, threads: int, smem: int, stream: int, cluster: int):
+    """A CUlaunchConfig of a 1-D grid in clusters of ``cluster`` blocks along x (the attribute it points to is
+    returned with it and must outlive it)."""
+    attribute = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+    attribute.value[0], attribute.value[1], attribute.value[2] = cluster, 1, 1
+    config = _LaunchConfig(grid_x, 1, 1, threads, 1, 1, smem, ctypes.c_void_p(stream), ctypes.pointer(attribute), 1)
+    return config, attribute
+
+
+def max_active_clusters(func: ctypes.c_void_p, cluster: int, threads: int, smem: int, name: str) -> int:
+    """How many clusters of ``cluster`` blocks of ``func`` the device runs at once (cuOccupancyMaxActiveClusters):
+    a cluster's blocks share one GPC, so this can be less than the SMs' slots divided by ``cluster``."""
+    config, _attribute = _cluster_config(cluster, threads, smem, 0, cluster)
+    count = ctypes.c_int()
+    check(_libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(count), func, ctypes.byref(config)),
+          f"cuOccupancyMaxActiveClusters({name}, cluster {cluster})")
+    return count.value
+
+
 def launch(func: ctypes.c_void_p, grid: Sequence[int], block: Sequence[int], smem: int,
-           stream: int, args: Sequence[ctypes._SimpleCData | ctypes.Array], name: str) -> None:
-    """cuLaunchKernel with ``args`` given as ctypes objects (their addresses become kernelParams)."""
+           stream: int, args: Sequence[ctypes._SimpleCData | ctypes.Array], name: str, cluster: int = 1) -> None:
+    """cuLaunchKernel with ``args`` given as ctypes objects (their addresses become kernelParams); with
+    ``cluster`` > 1, cuLaunchKernelEx with thread-block clusters of that many consecutive blocks along x (the grid's
+    x must be a multiple)."""
     params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in args])
     gx, gy, gz = (list(grid) + [1, 1])[:3]
     bx, by, bz = (list(block) + [1, 1])[:3]
-    check(_libcuda().cuLaunchKernel(func, gx, gy, gz, bx, by, bz, smem, ctypes.c_void_p(stream),
-                                    params, None), f"cuLaunchKernel({name})")
+    if cluster == 1:
+        check(_libcuda().cuLaunchKernel(func, gx, gy, gz, bx, by, bz, smem, ctypes.c_void_p(stream),
+                                        params, None), f"cuLaunchKernel({name})")
+        return
+    if cluster < 1 or gx % cluster or (gy, gz, by, bz) != (1, 1, 1, 1):
+        raise CudaError(f"{name}: a cluster of {cluster} blocks does not divide the grid's {gx} "
+                        "(clusters run 1-D grids of 1-D blocks here)")
+    config, _attribute = _cluster_config(gx, bx, smem, stream, cluster)
+    check(_libcuda().cuLaunchKernelEx(ctypes.byref(config), func, params, None),
+          f"cuLaunchKernelEx({name}, cluster {cluster})")
 
 
 def encode_tiled_2d(data_type: int, address: int, inner: int, outer: int, row_stride_bytes: int,

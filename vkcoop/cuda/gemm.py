@@ -196,6 +196,15 @@ class HandWrittenSpGemm:
         return m, n, k, cfg, _b_column_major(b), c
 
 
+def _splits_whose_clusters_fit(func, cfg: MmaSpConfig, name: str, tiles: int, problem: tuple, splits: int) -> int:
+    """The most K splits, at most ``splits``, whose clusters (one a tile) all run at once: a cluster's CTAs share one
+    GPC, so the GPCs may hold fewer clusters than the SMs' slots suggest, and a second wave of a few clusters
+    would cost as much as the first."""
+    while splits > 1 and driver.max_active_clusters(func, splits, cfg.threads, cfg.smem_bytes, name) < tiles:
+        splits = cfg.splits(*problem, max_cluster=splits - 1)
+    return splits
+
+
 class MmaSpGemm(HandWrittenSpGemm):
     """``mma.sp::ordered_metadata`` m16n8k32 kernel (kernels/mma_sp.cu).
 
@@ -241,12 +250,19 @@ class MmaSpGemm(HandWrittenSpGemm):
         "256x32k128w1": MmaSpConfig(256, 32, 8, 1, 3, bk=128, per_sm=1),
         "128x32w4": MmaSpConfig(128, 32, 4, 1, 4, per_sm=4),
         "128x16w4": MmaSpConfig(128, 16, 4, 1, 4, per_sm=4),
+        # the same splits added up in a thread-block cluster through distributed shared memory (ClusterSplitKernel)
+        "128x32k128w2cs": MmaSpConfig(128, 32, 4, 1, 3, bk=128, per_sm=2, cluster_sum=True),
+        "128x16k128w3cs": MmaSpConfig(128, 16, 4, 1, 3, bk=128, per_sm=3, cluster_sum=True),
+        "128x64k128w2cs": MmaSpConfig(128, 64, 4, 1, 3, bk=128, per_sm=2, cluster_sum=True),
+        "64x32k128w3cs": MmaSpConfig(64, 32, 4, 1, 4, bk=128, per_sm=3, cluster_sum=True),
+        "128x32w4cs": MmaSpConfig(128, 32, 4, 1, 4, per_sm=4, cluster_sum=True),
     }
     # measured on the H200 at 8192^3 (docs/cuda-notes.md): the pipelined 256x128/BK128 tile first, then pipelined
-    # BK64 tiles for K not a multiple of 128; for N of 16 to 64 split-K (the H100's best at N = 32 and 16, within 5 %
-    # of the best at 64), with BK 64 where K needs it; then the small-N tile
-    AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "128x32k128w2", "128x16k128w3", "128x32w4", "128x16w4",
-                  "64x16")
+    # BK64 tiles for K not a multiple of 128; for N of 16 to 64 split-K summed in a cluster (the H100's best mma.sp
+    # tiles at M = K = 4096 and 8192, N = 16, 32 and 64, 2-18 % faster than the same splits summed through global
+    # memory; docs/cuda-notes.md, session 29), with BK 64 where K needs it; then the small-N tile
+    AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "128x64k128w2cs", "128x32k128w2cs", "128x16k128w3cs",
+                  "128x32w4", "128x16w4", "64x16")
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
         torch = _torch()
@@ -254,26 +270,32 @@ class MmaSpGemm(HandWrittenSpGemm):
         name = cfg.kernel_name(_dtype_name(a.dtype))
         func = _module("mma_sp").function(name, cfg.smem_bytes)
         tiles = (m // cfg.bm) * (n // cfg.bn)
-        splits = cfg.splits(m, n, k, torch.cuda.get_device_properties(b.device).multi_processor_count)
+        sms = torch.cuda.get_device_properties(b.device).multi_processor_count
+        splits = cfg.splits(m, n, k, sms)
+        if cfg.cluster_sum:
+            splits = _splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), splits)
         grid = (tiles * splits,)
         args = [ctypes.c_void_p(a.values.data_ptr()), ctypes.c_void_p(a.mma_metadata.data_ptr()),
                 ctypes.c_void_p(b_t.data_ptr()), ctypes.c_void_p(c.data_ptr())]
         keep = [a, b_t]
-        if cfg.per_sm:
+        split_buffers = cfg.per_sm and not cfg.cluster_sum   # a cluster adds its splits up on chip
+        if split_buffers:
             partials = torch.empty(cfg.partial_floats(m, n, splits), dtype=torch.float32, device=b.device)
             arrivals = torch.zeros(tiles, dtype=torch.int32, device=b.device)   # the kernel leaves them zero
             args += [ctypes.c_void_p(partials.data_ptr()), ctypes.c_void_p(arrivals.data_ptr())]
             keep += [partials, arrivals]
         args += [ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
-        if cfg.per_sm:
+        if split_buffers:
             args.append(ctypes.c_int(splits))
+        cluster = splits if cfg.cluster_sum else 1
 
         def run():
-            driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name)
+            driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name, cluster=cluster)
             return c
 
         run.keep = tuple(keep)  # the tensors the raw pointers refer to stay alive with the op
-        run.description = f"{name} grid={grid[0]}" + (f" splits={splits}" if cfg.per_sm else "")
+        run.description = (f"{name} grid={grid[0]}" + (f" splits={splits}" if cfg.per_sm else "")
+                           + (" (one cluster a tile)" if cfg.cluster_sum else ""))
         return run
 
 

@@ -78,7 +78,11 @@ def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
     macro = "VK_MMA_SP_ENTRY"
     if cfg.per_sm and (cfg.pipelined or cfg.slide_a):
         raise ValueError(f"{origin}: split-K runs the plain kernel only, not the pipelined one")
-    if cfg.per_sm:
+    if cfg.cluster_sum and not cfg.per_sm:
+        raise ValueError(f"{origin}: cluster_sum adds up K splits: it needs per_sm")
+    if cfg.cluster_sum:
+        kernel_type = f"mma_sp::ClusterSplitKernel<{args}>"
+    elif cfg.per_sm:
         kernel_type, macro = f"mma_sp::SplitKernel<{args}>", "VK_MMA_SP_SPLIT_ENTRY"
     elif cfg.pipelined or cfg.slide_a:
         kernel_type = f"mma_sp::PipelinedKernel<{args}, {_cxx_bool(cfg.slide_a)}>"

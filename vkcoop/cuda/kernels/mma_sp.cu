@@ -222,6 +222,61 @@ struct SplitKernel {
   }
 };
 
+// Split-K whose partial tiles stay on chip (Hopper's thread-block clusters): the `splits` CTAs of a tile are one
+// cluster, launched with cluster dimension (splits, 1, 1) (vkcoop.cuda.driver.launch's `cluster`; at most 8, the
+// portable size). Each CTA runs Kernel's loop over its share of the slices and leaves its fp32 partial tile in its
+// own shared memory ([fragment][thread] float4s, where the ring was); after a cluster barrier, CTA r adds fragments
+// r, r + splits, ... of every partial, read through distributed shared memory in split order from zero (the bits
+// SplitKernel gives), and stores them to C. No partial buffer in global memory, no counters, no fence to L2: the
+// cost SplitKernel pays after its loop is one round trip to L2 for the count and one for the partials, which one
+// CTA then reads alone.
+template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
+struct ClusterSplitKernel {
+  using Base = Kernel<kBf16, BM, BN, BK, WARPS_M, WARPS_N, STAGES>;
+  static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
+  static constexpr int MT = Base::MT, NT = Base::NT, FRAGMENTS = MT * NT;
+  static constexpr int MAX_SPLITS = 8;  // the portable cluster size; the launcher never asks for more
+  static_assert(FRAGMENTS * THREADS * 16 <= SMEM_BYTES, "the partial tile must fit where the ring was");
+
+  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
+                            const u16* __restrict__ b_t, u16* __restrict__ c, int M, int N, int K) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int splits = cluster_size(), split = cluster_rank();
+    ThreadTile<BM, BN, WARPS_N> at;
+    at.init_at(M, N, blockIdx.x / splits);
+    const int k_tiles = K / BK, per = (k_tiles + splits - 1) / splits;
+    const int kt0 = split * per;
+    float acc[MT][NT][4];
+    Base::accumulate(acc, a_values, a_meta, b_t, at, K, kt0, max(0, min(per, k_tiles - kt0)));
+
+    __syncthreads();  // every warp is done with the ring before it holds the partial
+    float4* partial = reinterpret_cast<float4*>(smem);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        partial[(i * NT + j) * THREADS + at.tid] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+    cluster_sync();  // every partial of the tile is in its CTA's shared memory, visible to the cluster
+
+    const u32 mine = smem_addr(smem) + at.tid * 16;
+    const int row0 = at.m0 + at.warp_m * Base::WM, col0 = at.n0 + at.warp_n * Base::WN;
+    for (int f = split; f < FRAGMENTS; f += splits) {
+      float parts[MAX_SPLITS][4];
+#pragma unroll
+      for (int s = 0; s < MAX_SPLITS; ++s)  // all loads in flight before the first add
+        if (s < splits) cluster_load4(parts[s], cluster_map(mine + f * THREADS * 16, s));
+      float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int s = 0; s < MAX_SPLITS; ++s)
+        if (s < splits)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sum[e] += parts[s][e];
+      store_fragment<kBf16>(c, N, sum, row0 + (f / NT) * 16, col0 + (f % NT) * 8, at.lane);
+    }
+    cluster_sync();  // no CTA leaves while another still reads its shared memory
+  }
+};
+
 }  // namespace mma_sp
 
 // One extern "C" entry point per (dtype, config), listed in the generated
@@ -234,6 +289,7 @@ struct SplitKernel {
       NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, int M, int N, int K) { \
     __VA_ARGS__::run(a_values, a_meta, b_t, c, M, N, K);                                          \
   }
+// ClusterSplitKernel takes VK_MMA_SP_ENTRY's parameters: its K splits are the cluster's size.
 // The split-K entry (SplitKernel): its fp32 partial tiles and per-tile arrival counters (zero before the first
 // launch; the kernel leaves them zero), and the number of K splits.
 #define VK_MMA_SP_SPLIT_ENTRY(NAME, NTHREADS, ...)                                               \

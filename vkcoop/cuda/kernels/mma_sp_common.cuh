@@ -79,6 +79,34 @@ struct ThreadTile {
   }
 };
 
+// Thread-block clusters (sm_90): this CTA's rank and the cluster's size, a barrier of every thread of the
+// cluster (release then acquire: shared-memory writes before it are visible to every CTA of the cluster after
+// it), and a shared::cta address mapped to the same offset in CTA `rank`'s shared memory.
+VK_DEVICE u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+VK_DEVICE u32 cluster_size() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+VK_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+VK_DEVICE u32 cluster_map(u32 addr, u32 rank) {
+  u32 mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+  return mapped;
+}
+VK_DEVICE void cluster_load4(float (&v)[4], u32 addr) {
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+               : "r"(addr)
+               : "memory");
+}
+
 template <int MT, int NT>
 VK_DEVICE void zero_accumulators(float (&acc)[MT][NT][4]) {
 #pragma unroll
@@ -89,21 +117,24 @@ VK_DEVICE void zero_accumulators(float (&acc)[MT][NT][4]) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 }
 
-// Epilogue: thread (g, t) of an m16n8 tile owns rows g and g+8, columns 2t, 2t+1;
-// (row0, col0) is the warp tile's first element in C.
+// Epilogue: thread (g, t) of an m16n8 tile owns rows g and g+8, columns 2t, 2t+1; (row, col) is the m16n8
+// tile's first element in C.
+template <bool kBf16>
+VK_DEVICE void store_fragment(u16* __restrict__ c, int N, const float (&v)[4], int row, int col, int lane) {
+  row += lane >> 2;
+  col += 2 * (lane & 3);
+  *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(v[0], v[1]);
+  *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) = pack2<kBf16>(v[2], v[3]);
+}
+
+// Every fragment of a warp tile whose first element in C is (row0, col0).
 template <bool kBf16, int MT, int NT>
 VK_DEVICE void store_accumulators(u16* __restrict__ c, int N, const float (&acc)[MT][NT][4], int row0,
                                   int col0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int row = row0 + i * 16 + g;
-      const int col = col0 + j * 8 + 2 * t;
-      *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) = pack2<kBf16>(acc[i][j][2], acc[i][j][3]);
-    }
+    for (int j = 0; j < NT; ++j) store_fragment<kBf16>(c, N, acc[i][j], row0 + i * 16, col0 + j * 8, lane);
 }
 
 }  // namespace mma_sp
