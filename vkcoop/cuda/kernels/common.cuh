@@ -35,3 +35,29 @@ VK_DEVICE void grouped_tile(int linear, int tiles_m, int tiles_n, int group_m,
   tile_m = first_m + (linear % per_group) % rows;
   tile_n = (linear % per_group) / rows;
 }
+
+// Thread-block clusters (sm_90): this CTA's rank and the cluster's size; a barrier of every thread of the cluster
+// (release then acquire: shared-memory writes before it are visible to every CTA of the cluster after it), in the
+// form any thread may reach and the `.aligned` form for code every thread of the CTA runs in step; and a
+// shared::cta address mapped to the same offset in CTA `rank`'s shared memory.
+VK_DEVICE u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+VK_DEVICE u32 cluster_size() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+VK_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+VK_DEVICE void cluster_sync_aligned() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+VK_DEVICE u32 cluster_map(u32 addr, u32 rank) {
+  u32 mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+  return mapped;
+}

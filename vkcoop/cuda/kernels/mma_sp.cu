@@ -256,7 +256,7 @@ struct ClusterSplitKernel {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
         partial[(i * NT + j) * THREADS + at.tid] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-    cluster_sync();  // every partial of the tile is in its CTA's shared memory, visible to the cluster
+    cluster_sync_aligned();  // every partial of the tile is in its CTA's shared memory, visible to the cluster
 
     const u32 mine = smem_addr(smem) + at.tid * 16;
     const int row0 = at.m0 + at.warp_m * Base::WM, col0 = at.n0 + at.warp_n * Base::WN;
@@ -273,7 +273,7 @@ struct ClusterSplitKernel {
           for (int e = 0; e < 4; ++e) sum[e] += parts[s][e];
       store_fragment<kBf16>(c, N, sum, row0 + (f / NT) * 16, col0 + (f % NT) * 8, at.lane);
     }
-    cluster_sync();  // no CTA leaves while another still reads its shared memory
+    cluster_sync_aligned();  // no CTA leaves while another still reads its shared memory
   }
 };
 

@@ -79,27 +79,7 @@ struct ThreadTile {
   }
 };
 
-// Thread-block clusters (sm_90): this CTA's rank and the cluster's size, a barrier of every thread of the
-// cluster (release then acquire: shared-memory writes before it are visible to every CTA of the cluster after
-// it), and a shared::cta address mapped to the same offset in CTA `rank`'s shared memory.
-VK_DEVICE u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-VK_DEVICE u32 cluster_size() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-  return r;
-}
-VK_DEVICE void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-VK_DEVICE u32 cluster_map(u32 addr, u32 rank) {
-  u32 mapped;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
-  return mapped;
-}
+// A float4 of another CTA's shared memory (an address from cluster_map, common.cuh).
 VK_DEVICE void cluster_load4(float (&v)[4], u32 addr) {
   asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
                : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])

@@ -69,18 +69,9 @@ VK_DEVICE void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int c0, int c1
       : "memory");
 }
 
-VK_DEVICE u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-VK_DEVICE void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-// Arrive on the mbarrier at the same offset in cluster CTA `rank`.
+// Arrive on the mbarrier at the same offset in cluster CTA `rank` (cluster_rank, cluster_sync: common.cuh).
 VK_DEVICE void mbar_arrive_cluster(u32 bar, u32 rank) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
+  const u32 remote = cluster_map(bar, rank);
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
                : "memory");
 }
