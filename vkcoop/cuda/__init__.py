@@ -22,7 +22,10 @@ GEMM and returns C [M][N] in the input dtype):
 * :class:`MmaSpGemm` (``config="auto"`` or a key of ``MmaSpGemm.CONFIGS``, e.g.
   ``"256x128k128"``, ``"128x128"``, ``"64x16"``): ``mma.sp::ordered_metadata``
   m16n8k32, cp.async multi-stage pipeline, ldmatrix, selector alternated
-  between the k32 steps of a K slice.
+  between the k32 steps of a K slice. Skinny problems split K (``...wN``); the
+  ``...cs`` keys add the splits of a tile up in a thread-block cluster through
+  distributed shared memory, launched with cluster dimensions
+  (:func:`vkcoop.cuda.driver.launch`).
 * :class:`WgmmaSpGemm` (``config="auto"`` or a key of ``WgmmaSpGemm.CONFIGS``,
   e.g. ``"128x256"``, ``"128x16"``): ``wgmma.mma_async.sp`` m64nNk32, TMA loads
   on an mbarrier ring, one producer and two consumer warpgroups.
@@ -75,7 +78,8 @@ ALL_PATHS = (MmaSpGemm, WgmmaSpGemm, CuSparseLtGemm, CublasGemm)
 
 __all__ = [
     "available", "DeviceSparse", "MmaSpGemm", "WgmmaSpGemm", "CuSparseLtGemm", "NvmathCuSparseLtGemm", "CublasGemm",
-    "SemiStructuredGemm", "CsltConfig", "BlasConfig", "ALL_PATHS", "ShapeError", "CudaError", "KernelBuildError", "reference", "compare", "passes",
+    "SemiStructuredGemm", "CsltConfig", "BlasConfig", "ALL_PATHS", "ShapeError", "CudaError", "KernelBuildError",
+    "reference", "compare", "passes",
     "time_cuda", "Timing", "mma_sp_peak_tflops",
 ]
 
