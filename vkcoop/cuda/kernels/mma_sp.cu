@@ -179,6 +179,15 @@ struct SplitKernel {
         partials[(i * NT + j) * THREADS + tid] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
   }
 
+  // acc = the product over split `split`'s share of the slices (the last share may be short or empty).
+  static VK_DEVICE void accumulate_split(float (&acc)[MT][NT][4], const u16* __restrict__ a_values,
+                                         const u32* __restrict__ a_meta, const u16* __restrict__ b_t,
+                                         const ThreadTile<BM, BN, WARPS_N>& at, int K, int split, int splits) {
+    const int k_tiles = K / BK, per = (k_tiles + splits - 1) / splits;
+    const int kt0 = split * per;
+    Base::accumulate(acc, a_values, a_meta, b_t, at, K, kt0, max(0, min(per, k_tiles - kt0)));
+  }
+
   static VK_DEVICE void add_partials(float (&acc)[MT][NT][4], const float4* partials, int splits, int tid) {
     zero_accumulators(acc);
     for (int s = 0; s < splits; ++s) {
@@ -203,10 +212,8 @@ struct SplitKernel {
     const int tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
     ThreadTile<BM, BN, WARPS_N> at;
     at.init_at(M, N, tile);
-    const int k_tiles = K / BK, per = (k_tiles + splits - 1) / splits;
-    const int kt0 = split * per;
     float acc[MT][NT][4];
-    Base::accumulate(acc, a_values, a_meta, b_t, at, K, kt0, max(0, min(per, k_tiles - kt0)));
+    accumulate_split(acc, a_values, a_meta, b_t, at, K, split, splits);
 
     float4* tile_partials = partials + (size_t)tile * splits * MT * NT * THREADS;
     write_partial(tile_partials + (size_t)split * MT * NT * THREADS, acc, at.tid);
@@ -233,6 +240,7 @@ struct SplitKernel {
 template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 struct ClusterSplitKernel {
   using Base = Kernel<kBf16, BM, BN, BK, WARPS_M, WARPS_N, STAGES>;
+  using Split = SplitKernel<kBf16, BM, BN, BK, WARPS_M, WARPS_N, STAGES>;   // its K shares and partial layout
   static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
   static constexpr int MT = Base::MT, NT = Base::NT, FRAGMENTS = MT * NT;
   static constexpr int MAX_SPLITS = 8;  // the portable cluster size; the launcher never asks for more
@@ -244,18 +252,11 @@ struct ClusterSplitKernel {
     const int splits = cluster_size(), split = cluster_rank();
     ThreadTile<BM, BN, WARPS_N> at;
     at.init_at(M, N, blockIdx.x / splits);
-    const int k_tiles = K / BK, per = (k_tiles + splits - 1) / splits;
-    const int kt0 = split * per;
     float acc[MT][NT][4];
-    Base::accumulate(acc, a_values, a_meta, b_t, at, K, kt0, max(0, min(per, k_tiles - kt0)));
+    Split::accumulate_split(acc, a_values, a_meta, b_t, at, K, split, splits);
 
     __syncthreads();  // every warp is done with the ring before it holds the partial
-    float4* partial = reinterpret_cast<float4*>(smem);
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-        partial[(i * NT + j) * THREADS + at.tid] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+    Split::write_partial(reinterpret_cast<float4*>(smem), acc, at.tid);
     cluster_sync_aligned();  // every partial of the tile is in its CTA's shared memory, visible to the cluster
 
     const u32 mine = smem_addr(smem) + at.tid * 16;
