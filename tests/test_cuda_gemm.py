@@ -130,6 +130,10 @@ def test_a_cluster_that_does_not_divide_the_grid_is_refused_before_the_driver():
     from vkcoop.cuda import driver
     with pytest.raises(driver.CudaError, match="cluster of 4 blocks does not divide the grid's 10"):
         driver.launch(None, (10,), (128,), 0, 0, [], "probe", cluster=4)
+    with pytest.raises(driver.CudaError, match="cluster of 0 blocks does not divide"):
+        driver.launch(None, (8,), (128,), 0, 0, [], "probe", cluster=0)
+    with pytest.raises(driver.CudaError, match=r"clusters run 1-D grids of 1-D blocks here, got grid \(8, 2\)"):
+        driver.launch(None, (8, 2), (128,), 0, 0, [], "probe", cluster=4)
 
 
 def test_split_k_is_refused_on_the_pipelined_kernel():

@@ -161,9 +161,11 @@ def launch(func: ctypes.c_void_p, grid: Sequence[int], block: Sequence[int], sme
         check(_libcuda().cuLaunchKernel(func, gx, gy, gz, bx, by, bz, smem, ctypes.c_void_p(stream),
                                         params, None), f"cuLaunchKernel({name})")
         return
-    if cluster < 1 or gx % cluster or (gy, gz, by, bz) != (1, 1, 1, 1):
-        raise CudaError(f"{name}: a cluster of {cluster} blocks does not divide the grid's {gx} "
-                        "(clusters run 1-D grids of 1-D blocks here)")
+    if (gy, gz, by, bz) != (1, 1, 1, 1):
+        raise CudaError(f"{name}: clusters run 1-D grids of 1-D blocks here, got grid {tuple(grid)} and block "
+                        f"{tuple(block)}")
+    if cluster < 1 or gx % cluster:
+        raise CudaError(f"{name}: a cluster of {cluster} blocks does not divide the grid's {gx}")
     config, _attribute = _cluster_config(gx, bx, smem, stream, cluster)
     check(_libcuda().cuLaunchKernelEx(ctypes.byref(config), func, params, None),
           f"cuLaunchKernelEx({name}, cluster {cluster})")
