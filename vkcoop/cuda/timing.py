@@ -16,7 +16,8 @@ from typing import Callable
 
 from ..gemm.warmup import mark_busy, minimum_warmup, settle
 
-#: Bytes written between iterations to evict L2 (H200 has 60 MiB of L2; 4x is safe).
+#: Bytes read between iterations to evict L2 (H200 has 60 MiB of L2; 4x is safe). Reading leaves clean lines; a
+#: flush that wrote them left dirty ones, whose write-back the timed run then waited for.
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 #: The GPU busy-wait before each timed run: twice the host's measured enqueue time of one run, within these bounds.
 LEAD_MIN_US, LEAD_MAX_US = 50.0, 20_000.0
@@ -56,15 +57,15 @@ class Lead:
 
 
 def _event_times(fn, count: int, flush, lead: Lead | None = None) -> list[float]:
-    """Milliseconds of ``count`` runs of ``fn``, each between its own pair of CUDA events (``flush`` zeroed
-    before each, outside them, then ``lead``'s busy-wait, so the events see GPU work only)."""
+    """Milliseconds of ``count`` runs of ``fn``, each between its own pair of CUDA events (``flush`` read before
+    each, outside them, then ``lead``'s busy-wait, so the events see GPU work only)."""
     import torch
 
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
     for start, end in zip(starts, ends):
         if flush is not None:
-            flush.zero_()
+            flush.max()   # a reduction reads every line; its result is not needed
         if lead is not None:
             lead()
         start.record()
@@ -80,14 +81,14 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
     an idle gap) and, when ``warmup_seconds`` > 0, until two consecutive timed warm-up rounds agree (the Vulkan
     paths' rule, :mod:`vkcoop.gemm.warmup`, so the GPU clocks are up), then time ``iters`` runs, each between its
     own pair of CUDA events on the current stream, behind a GPU busy-wait longer than the host takes to enqueue one
-    run (:class:`Lead`).  With ``flush_l2`` a 256 MiB buffer is zeroed before every timed run (outside the events)
-    so operands come from HBM."""
+    run (:class:`Lead`).  With ``flush_l2`` a 256 MiB buffer of zeros is read before every timed run (outside the
+    events) so operands come from HBM."""
     import torch
 
     if warmup < 0 or iters < 1 or not warmup_seconds >= 0:
         raise ValueError(f"need warmup >= 0, iters >= 1 and warmup_seconds >= 0, got warmup={warmup}, "
                          f"iters={iters}, warmup_seconds={warmup_seconds}")
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush_l2 else None
+    flush = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda") if flush_l2 else None
     warmup_seconds = minimum_warmup(warmup_seconds)
     started, runs, host_s = time.perf_counter(), 0, []
     while runs < warmup or time.perf_counter() - started < warmup_seconds:

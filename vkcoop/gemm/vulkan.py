@@ -73,13 +73,19 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
     return times[:iterations]
 
 
+#: What l2_flush.comp's folded loads would have to equal for it to store anything: its buffer is zero, so never.
+L2_FLUSH_NEVER = 0xFFFFFFFF
+
+
 class L2Flush:
-    """A compute dispatch that writes a buffer larger than the L2 cache, run before each timed GEMM."""
+    """A compute dispatch that reads a zero-filled buffer larger than the L2 cache, run before each timed GEMM: the
+    L2 then holds clean lines only (a flush that wrote left dirty ones for the timed run to write back)."""
 
     def __init__(self, device, megabytes: int = 256):
-        words = megabytes * (1 << 20) // 4
-        self.buffer = device.empty((words,), np.uint32, name="l2 flush")
-        flush = Dispatch("gemm/l2_flush.comp", {}, {}, ("buffer",), (min(words // 256, 65535), 1, 1), (words,))
+        quads = megabytes * (1 << 20) // 16
+        self.buffer = device.upload(np.zeros((quads, 4), np.uint32), name="l2 flush")
+        flush = Dispatch("gemm/l2_flush.comp", {}, {}, ("buffer",), (min(-(-quads // 256), 65535), 1, 1),
+                         (np.uint32(quads), np.uint32(L2_FLUSH_NEVER)))
         self.pipeline = device.pipeline(compile_dispatch(flush), name="l2_flush")
         self.groups, self.push = flush.groups, flush.push
 
