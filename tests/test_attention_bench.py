@@ -3,6 +3,7 @@ with fake paths, the CLI hooks; and (marked gpu, cuda) a small real run."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 
@@ -113,8 +114,10 @@ def _fake_bench(monkeypatch, **options):
              "torch-cudnn": FakePath("torch-cudnn", 0.5, unsupported="No available kernel")}
 
     class FakePaths:
-        def __init__(self, wanted, dtypes, device, validate, tile):
+        def __init__(self, wanted, dtypes, device, validate, tile, flush_l2=False):
             self.objects = {n: p for n, p in paths.items() if n in wanted}
+            for path in self.objects.values():
+                path.flush_l2 = flush_l2
             self.skipped = {"torch-math": "not today"}
             self.vulkan_name, self.torch_name = "Fake GPU H200", "fake torch"
 
@@ -141,6 +144,41 @@ def test_the_warm_up_time_is_the_caller_s_and_recorded(monkeypatch):
     for bad in (-1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="--warmup-seconds"):
             bench.run_attention_bench(warmup_seconds=bad)
+
+
+def test_the_l2_flush_reaches_every_path_and_the_run_says_so(monkeypatch):
+    from rich.console import Console
+    outcome, paths = _fake_bench(monkeypatch, flush_l2=True)
+    assert all(p.flush_l2 for p in paths.values()) and outcome.settings["flush_l2"] is True
+    text = io.StringIO()
+    attention_report.print_table(outcome, Console(file=text, width=200))
+    assert "--flush-l2: 256 MiB read before every timed run" in text.getvalue()
+    outcome, paths = _fake_bench(monkeypatch)
+    assert not any(p.flush_l2 for p in paths.values()) and outcome.settings["flush_l2"] is False
+
+
+def test_the_bound_paths_time_with_the_flush_they_were_given(monkeypatch):
+    """The Vulkan runner gets the path's L2Flush (None without --flush-l2); torch's time_cuda gets flush_l2."""
+    from vkcoop.bench import attention_paths
+    from vkcoop.cuda import timing
+    seen = []
+
+    class Runner:
+        def time(self, iters, warmup, flush=None, warmup_seconds=0.0):
+            seen.append(("vulkan", flush))
+            return [1e-3] * iters
+    flush = object()
+    assert attention_paths._BoundVulkan(Runner(), "label", flush).time(2, 0, 0.0) == [1e-3] * 2
+    attention_paths._BoundVulkan(Runner(), "label").time(1, 0, 0.0)
+
+    def fake_time_cuda(fn, *, warmup, iters, warmup_seconds, flush_l2):
+        seen.append(("torch", flush_l2))
+        return timing.Timing(1.0, 1.0, 1.0, iters, flush_l2, times_ms=(1.0,) * iters)
+    monkeypatch.setattr(timing, "time_cuda", fake_time_cuda)
+    for flushed in (True, False):
+        bound = attention_paths._BoundTorch(lambda: None, None, contextlib.nullcontext, flushed)
+        assert bound.time(3, 0, 0.0) == [1e-3] * 3
+    assert seen == [("vulkan", flush), ("vulkan", None), ("torch", True), ("torch", False)]
 
 
 def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(fake_run):
@@ -180,14 +218,15 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
     kv_bytes = 2 * 8 * 256 * 64 * 2
     asked = []
     monkeypatch.setattr(bench, "measured_read_floors",
-                        lambda cases, device=None: asked.append([c.label for c in cases]) or {kv_bytes: 1.5})
+                        lambda cases, device=None, flush_l2=False: asked.append(([c.label for c in cases], flush_l2))
+                        or {kv_bytes: 1.5})
     options = dict(kinds=("decode",), head_dims=(64,), decode_seqs=(256,), iters=3, warmup=0, progress=False,
                    ceilings=True, decode_heads=((32, 8),))
     outcome = bench.run_attention_bench(**options)
     decode = next(r for r in outcome.results if r.path == "vk-coopmat2")
     assert decode.roofline == pytest.approx(decode.gbs / 3000.0) and decode.ratio_ceiling == pytest.approx(
         decode.tflops / 600.0)
-    assert asked == [["decode fp16 b1 h32/8 q1 kv256 d64"]]
+    assert asked == [(["decode fp16 b1 h32/8 q1 kv256 d64"], False)]
     assert decode.read_floor == pytest.approx(1.5e-3 / decode.median_ms)     # the floor's time over ours
     assert outcome.environment["read_floor_us"] == {str(kv_bytes): 1.5}
     assert outcome.settings["bandwidth_source"] == "measured read bandwidth"
@@ -195,7 +234,7 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
     def broken(device=None):
         raise RuntimeError("no peak shader here\nsecond line")
     monkeypatch.setattr(bench, "measured_ceilings", broken)
-    def no_floor(cases, device=None):
+    def no_floor(cases, device=None, flush_l2=False):
         raise ValueError("a read floor of 9 bytes passes the range\nmore")
     monkeypatch.setattr(bench, "measured_read_floors", no_floor)
     failed = bench.run_attention_bench(**options)   # the cases stand; the spec sheet's bandwidth is used
@@ -269,6 +308,7 @@ def test_the_arguments_parse_lists_and_refuse_bad_values(capsys):
     tuning = _parse("--tune", "--retune", "--tune-budget", "90")
     assert tuning.tune and tuning.retune and tuning.tune_budget == 90.0
     assert args.warmup_seconds is None and _parse("--warmup-seconds", "0").warmup_seconds == 0.0   # None: per kind
+    assert not args.flush_l2 and _parse("--flush-l2").flush_l2
     for bad in (["--head-dims", "96"], ["--seqs", "0"], ["--paths", "torch-fast"], ["--tile", "64x64"],
                 ["--tune-budget", "0"], ["--tune-budget", "soon"], ["--decode-heads", "32/5"],
                 ["--decode-heads", "32"], ["--decode-heads", ","], ["--warmup-seconds", "-1"],
@@ -295,6 +335,24 @@ def test_run_reports_an_environment_error_when_nothing_can_run(monkeypatch, tmp_
     assert command.run(args) == bench.EXIT_ENVIRONMENT
     assert "no path could run here: no GPU here" in capsys.readouterr().err
     assert json.loads((tmp_path / "out" / "r.json").read_text())["results"][0]["status"] == "skipped"
+
+
+def test_run_passes_the_flush_to_the_paths_and_records_it(monkeypatch, tmp_path):
+    made = []
+
+    class NothingRuns:
+        def __init__(self, wanted, *rest):
+            made.append(rest)
+            self.objects, self.skipped = {}, {name: "no GPU here" for name in wanted}
+            self.vulkan_name = self.torch_name = None
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(bench, "_Paths", NothingRuns)
+    args = _parse("--kinds", "decode", "--decode-seqs", "64", "--flush-l2", "--json", str(tmp_path / "r.json"))
+    assert command.run(args) == bench.EXIT_ENVIRONMENT
+    assert made[-1][-1] is True and json.loads((tmp_path / "r.json").read_text())["settings"]["flush_l2"] is True
 
 
 # --------------------------------------------------------------------------- on the GPU

@@ -147,7 +147,7 @@ class FakeVulkan:
 
 def _run(monkeypatch, tmp_path, vulkan, **options):
     class Paths:
-        def __init__(self, wanted, dtypes, device, validate, tile):
+        def __init__(self, wanted, dtypes, device, validate, tile, flush_l2=False):
             vulkan.tile = tile
             self.objects, self.skipped = {"vk-coopmat2": vulkan}, {}
             self.vulkan_name, self.torch_name = vulkan.device_name, None

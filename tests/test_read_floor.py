@@ -46,3 +46,35 @@ def test_a_read_kernel_that_fails_its_check_is_not_timed(monkeypatch):
     with pytest.raises(RuntimeError, match="the read kernel's output differs from numpy"):
         read_floor.read_floors([1 << 20], iterations=1, warmup=0, warmup_seconds=0.0)
 
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(NO_VULKAN is not None, reason=str(NO_VULKAN))
+def test_a_flushed_floor_runs_the_flush_before_every_read(monkeypatch):
+    """``flush_l2``: the L2 flush's dispatch goes before each timed READ (time_dispatches' ``flush``), and the flush
+    is closed after."""
+    toolchain_or_skip()
+    from vkcoop.gemm import vulkan
+    made, given = [], []
+    real_flush, real_time = vulkan.L2Flush, vulkan.time_dispatches
+
+    class CountedFlush(real_flush):
+        def __init__(self, device, megabytes: int = 256):
+            super().__init__(device, 1)
+            made.append(self)
+
+        def close(self):
+            self.closed = True
+            super().close()
+
+    def recorded(device, dispatches, iterations, warmup, flush=None, **options):
+        given.append(flush)
+        return real_time(device, dispatches, iterations, warmup, flush, **options)
+    monkeypatch.setattr(vulkan, "L2Flush", CountedFlush)
+    monkeypatch.setattr(vulkan, "time_dispatches", recorded)
+    floors = read_floor.read_floors([1 << 20, 2 << 20], iterations=2, warmup=0, warmup_seconds=0.0, flush_l2=True)
+    assert list(floors) == [1 << 20, 2 << 20] and len(made) == 1 and made[0].closed
+    assert len(given) == 2 and all(f is not None and f[0] is made[0].pipeline for f in given)
+    given.clear()
+    read_floor.read_floors([1 << 20], iterations=1, warmup=0, warmup_seconds=0.0)
+    assert given == [None] and len(made) == 1

@@ -238,11 +238,11 @@ def bandwidth_for(name: str | None) -> float | None:
 class _Paths:
     """The path objects of a run, or for each one that cannot run here the reason."""
 
-    def __init__(self, wanted, dtypes, device, validate, tile):
+    def __init__(self, wanted, dtypes, device, validate, tile, flush_l2=False):
         self.objects, self.skipped, self.vulkan_name, self.torch_name = {}, {}, None, None
         if VULKAN_PATH in wanted:
             try:
-                path = VulkanPath(dtypes, device=device, validate=validate, tile=tile)
+                path = VulkanPath(dtypes, device=device, validate=validate, tile=tile, flush_l2=flush_l2)
                 self.objects[VULKAN_PATH], self.vulkan_name = path, path.device.physical.name
             except Exception as error:  # noqa: BLE001 - no Vulkan / no coopmat2: skip the path, say why
                 self.skipped[VULKAN_PATH] = f"{type(error).__name__}: {error}"
@@ -250,7 +250,7 @@ class _Paths:
         ok, why = torch_status() if torch_wanted else (False, "")
         for name in torch_wanted:
             if ok:
-                self.objects[name] = TorchSdpaPath(name)
+                self.objects[name] = TorchSdpaPath(name, flush_l2)
             else:
                 self.skipped[name] = why
         self.torch_name = why if ok else None
@@ -319,11 +319,12 @@ def measured_ceilings(device=None) -> tuple[dict, float | None, float | None]:
     return found, mma.get("tflops"), vulkan.get("bandwidth", {}).get("read", {}).get("gb_per_s")
 
 
-def measured_read_floors(cases, device=None) -> dict[int, float]:
-    """{K and V bytes: µs of one READ dispatch of them} for the decode cases, measured now on ``device``
-    (:func:`vkcoop.bench.read_floor.read_floors`)."""
+def measured_read_floors(cases, device=None, flush_l2: bool = False) -> dict[int, float]:
+    """{K and V bytes: µs of one READ dispatch of them} for the decode cases, measured now on ``device``, after an
+    L2 flush if ``flush_l2`` (:func:`vkcoop.bench.read_floor.read_floors`)."""
     from .read_floor import read_floors
-    return read_floors([c.shape.kv_bytes(DTYPES[c.dtype].itemsize) for c in cases if c.kind == "decode"], device)
+    return read_floors([c.shape.kv_bytes(DTYPES[c.dtype].itemsize) for c in cases if c.kind == "decode"], device,
+                       flush_l2=flush_l2)
 
 
 def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS,
@@ -332,14 +333,16 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
                         validate: bool = False, console=None, progress: bool = True, ceilings: bool = False,
                         tune: bool = False, retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET,
-                        tuning_root=None, warmup_seconds: float | None = None) -> BenchResult:
+                        tuning_root=None, warmup_seconds: float | None = None,
+                        flush_l2: bool = False) -> BenchResult:
     """Check and time every path on every case; bad arguments raise ValueError before any GPU work. ``ceilings``:
     afterwards measure the coopmat2 ceiling and the read bandwidth in this process (:func:`measured_ceilings`) for
     the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give, and the read floor of each decode case's
     K and V bytes (:func:`measured_read_floors`). The Vulkan configuration of each case comes from
     :mod:`.attention_tuning` (``tune``, ``retune``: tune within ``tune_budget`` seconds; ``tuning_root``: the tuning
     cache's folder, default ``vkcoop.bench.tuning.cache_dir()``). Every path is timed after ``warmup`` runs lasting
-    at least ``warmup_seconds`` (default: :func:`warmup_seconds_for` each case's kind)."""
+    at least ``warmup_seconds`` (default: :func:`warmup_seconds_for` each case's kind), and with ``flush_l2`` after
+    reading 256 MiB, so that no path finds its inputs in the L2 (the read floors too)."""
     wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
     _at_least("--iters", [iters], 1)
     _at_least("--warmup", [warmup], 0)
@@ -355,8 +358,8 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                 "tokens": tokens, "decode_batch": decode_batch,
                 "decode_heads": [f"{q}/{kv}" for q, kv in decode_heads],
                 "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING,
-                "tune": tune, "retune": retune, "tune_budget": tune_budget}
-    available = _Paths(wanted, dtypes, device, validate, tile)
+                "tune": tune, "retune": retune, "tune_budget": tune_budget, "flush_l2": bool(flush_l2)}
+    available = _Paths(wanted, dtypes, device, validate, tile, bool(flush_l2))
     environment = report.environment(available.vulkan_name, available.torch_name)
     environment["skip_reasons"] = dict(available.skipped)
     vulkan_device = getattr(available.objects.get(VULKAN_PATH), "device", None)
@@ -391,7 +394,7 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
         ceiling_tflops = ceiling_tflops or measured_tflops
         if not bandwidth_gbs and measured_gbs:
             bandwidth_gbs, source = measured_gbs, "measured read bandwidth"
-        floors = _read_floors(cases, device, environment)
+        floors = _read_floors(cases, device, environment, bool(flush_l2))
     bandwidth_gbs = bandwidth_gbs or bandwidth_for(environment["nvidia_smi"].get("name") or available.vulkan_name)
     settings.update(bandwidth_gbs=bandwidth_gbs, bandwidth_source=source, ceiling_tflops=ceiling_tflops)
     add_ratios(results, ceiling_tflops, bandwidth_gbs, floors)
@@ -408,10 +411,10 @@ def _tuner(available, cases, tune: bool, retune: bool, budget: float, root) -> A
     return tuner
 
 
-def _read_floors(cases, device, environment) -> dict[int, float]:
+def _read_floors(cases, device, environment, flush_l2: bool) -> dict[int, float]:
     """:func:`measured_read_floors`, recorded in ``environment`` (or why they could not be measured)."""
     try:
-        floors = measured_read_floors(cases, device)
+        floors = measured_read_floors(cases, device, flush_l2)
     except Exception as error:  # noqa: BLE001 - the cases' results stand without the floors
         environment["read_floor_error"] = report.error_line(error)
         return {}

@@ -30,15 +30,21 @@ class VulkanPath:
     """flash_attention.comp on one device; one VulkanAttention (pipelines) per kernel configuration."""
     name = VULKAN_PATH
 
-    def __init__(self, dtypes, device=None, validate: bool = False, tile=None):
+    def __init__(self, dtypes, device=None, validate: bool = False, tile=None, flush_l2: bool = False):
         from .. import vk
         from ..attention import EXTENSIONS
+        from ..gemm import L2Flush
         self.device = vk.Device(device, extensions=EXTENSIONS, features=attention_features(dtypes),
                                 validate=validate)
         self.flexible = self.device.physical.flexible_shapes()
         self.tile = tile
         self.target_workgroups = device_target_workgroups(self.device.physical)
         self._runners: dict = {}
+        try:   # read before every timed run (--flush-l2): K and V then come from DRAM, as a decode step meets them
+            self.flush = L2Flush(self.device) if flush_l2 else None
+        except BaseException:
+            self.device.close()
+            raise
 
     @property
     def device_name(self) -> str:
@@ -95,18 +101,20 @@ class VulkanPath:
         runner = self._runners[key]
         runner.bind(*inputs)
         # the explore tool's label, every choice resolved: `vkcoop inspect --attention` and explore take it back
-        return _BoundVulkan(runner, runner.config().label())
+        return _BoundVulkan(runner, runner.config().label(), self.flush)
 
     def close(self):
         for runner in self._runners.values():
             runner.close()
         self._runners.clear()
+        if self.flush is not None:
+            self.flush.close()
         self.device.close()
 
 
 class _BoundVulkan:
-    def __init__(self, runner, config: str):
-        self.runner, self.config, self._out = runner, config, None
+    def __init__(self, runner, config: str, flush=None):
+        self.runner, self.config, self.flush, self._out = runner, config, flush, None
 
     def rows(self, b: int, h: int, rows):
         if self._out is None:
@@ -114,7 +122,7 @@ class _BoundVulkan:
         return self._out[b, h, rows]
 
     def time(self, iters: int, warmup: int, warmup_seconds: float) -> list[float]:
-        return self.runner.time(iters, warmup, warmup_seconds=warmup_seconds)
+        return self.runner.time(iters, warmup, self.flush, warmup_seconds=warmup_seconds)
 
     def release(self):
         self._out = None
@@ -146,9 +154,9 @@ class TorchInputs:
 class TorchSdpaPath:
     """``torch.nn.functional.scaled_dot_product_attention`` restricted to one backend by ``sdpa_kernel``."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, flush_l2: bool = False):
         import torch.nn.attention as sdpa
-        self.name = name
+        self.name, self.flush_l2 = name, flush_l2
         self.backend = getattr(sdpa.SDPBackend, TORCH_BACKENDS[name])
 
     def call(self, case, device_inputs):
@@ -180,7 +188,7 @@ class TorchSdpaPath:
             except RuntimeError as error:   # "No available kernel", out of memory
                 why = [str(w.message).strip().splitlines()[0] for w in caught] + [str(error).strip()]
                 raise Unsupported(why[0][:200]) from None
-        return _BoundTorch(run, out, self.only_this_backend)
+        return _BoundTorch(run, out, self.only_this_backend, self.flush_l2)
 
     def close(self):
         pass
@@ -189,8 +197,8 @@ class TorchSdpaPath:
 class _BoundTorch:
     config = ""
 
-    def __init__(self, run, out, backend_context):
-        self.run, self.out, self.backend_context = run, out, backend_context
+    def __init__(self, run, out, backend_context, flush_l2: bool = False):
+        self.run, self.out, self.backend_context, self.flush_l2 = run, out, backend_context, flush_l2
 
     def rows(self, b: int, h: int, rows):
         import numpy as np
@@ -201,7 +209,8 @@ class _BoundTorch:
     def time(self, iters: int, warmup: int, warmup_seconds: float) -> list[float]:
         from ..cuda.timing import time_cuda
         with self.backend_context():   # entered once: its Python cost stays out of the timed calls
-            timing = time_cuda(self.run, warmup=warmup, iters=iters, warmup_seconds=warmup_seconds)
+            timing = time_cuda(self.run, warmup=warmup, iters=iters, warmup_seconds=warmup_seconds,
+                               flush_l2=self.flush_l2)
             return [t * 1e-3 for t in timing.times_ms]
 
     def release(self):

@@ -68,6 +68,9 @@ def print_table(outcome, console=None) -> None:
         table.add_row(*(escape(c) for c in cells), style=STYLES.get(result.status))
     footer = [f"[dim]note {number}: skipped because {escape(reason)}[/]" for reason, number in notes.items()]
     settings = outcome.settings or {}
+    if settings.get("flush_l2"):
+        footer.append("[dim]--flush-l2: 256 MiB read before every timed run and every read floor: the L2 held none "
+                      "of the inputs[/]")
     if settings.get("bandwidth_gbs"):
         footer.append(f"[dim]x bandwidth: over {settings['bandwidth_gbs']:,.0f} GB/s "
                       f"({escape(settings.get('bandwidth_source', 'given'))})[/]")

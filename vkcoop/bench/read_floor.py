@@ -1,6 +1,7 @@
 """The read floor: how long one dispatch of ``vkcoop bench peak``'s READ kernel (a grid-stride loop of 16-byte
 loads and nothing else) takes to read N bytes on this device, timed the way the benchmarks time a launch: GPU
-timestamps around dispatches run back to back in one command buffer, without an L2 flush.
+timestamps around dispatches run back to back in one command buffer, without an L2 flush unless asked for one
+(`--flush-l2`).
 
 A memory-bound kernel that must read the same bytes cannot expect to beat this, because the floor holds both the
 streaming bandwidth and what any dispatch costs. On the H100 an empty dispatch spans 3.5 µs and 67 MB take 25.4 µs,
@@ -35,11 +36,12 @@ def check_byte_counts(byte_counts) -> list[int]:
 
 
 def read_floors(byte_counts, device=None, *, iterations: int = 50, warmup: int = 5,
-                warmup_seconds: float = 0.5) -> dict[int, float]:
+                warmup_seconds: float = 0.5, flush_l2: bool = False) -> dict[int, float]:
     """{bytes: median µs of one READ dispatch of that many bytes (rounded down to 16)} on ``device`` (a selector,
-    as ``vkcoop.vk.Device`` takes it); the kernel's output is checked against numpy first."""
+    as ``vkcoop.vk.Device`` takes it), each after an L2 flush if ``flush_l2``; the kernel's output is checked
+    against numpy first."""
     from .. import shaders, vk
-    from ..gemm.vulkan import time_dispatches
+    from ..gemm.vulkan import L2Flush
     from .peak import BANDWIDTH_SHADER, check_bandwidth_kernel
     counts = check_byte_counts(byte_counts)
     if not counts:
@@ -56,11 +58,22 @@ def read_floors(byte_counts, device=None, *, iterations: int = 50, warmup: int =
             problem = check_bandwidth_kernel(gpu, pipeline, "read")
             if problem:
                 raise RuntimeError(problem)
-            with gpu.empty((max(largest, 1), 4), np.uint32, name="read floor source") as source, \
-                    gpu.empty((groups * INVOCATIONS, 4), np.uint32, name="read floor sink") as sink:
-                floors = {}
-                for count in counts:   # push: (vectors, 0, 1): zeros never fold to all-ones, so READ stores nothing
-                    times = time_dispatches(gpu, [(pipeline, [source, sink], (groups, 1, 1), (count // 16, 0, 1))],
-                                            iterations, warmup, name="read floor", warmup_seconds=warmup_seconds)
-                    floors[count] = statistics.median(times) * 1e6
+            flush = L2Flush(gpu) if flush_l2 else None
+            try:
+                return _timed_floors(gpu, pipeline, counts, groups, flush, iterations, warmup, warmup_seconds)
+            finally:
+                if flush is not None:
+                    flush.close()
+
+
+def _timed_floors(gpu, pipeline, counts, groups, flush, iterations, warmup, warmup_seconds) -> dict[int, float]:
+    from ..gemm.vulkan import time_dispatches
+    with gpu.empty((max(max(counts) // 16, 1), 4), np.uint32, name="read floor source") as source, \
+            gpu.empty((groups * INVOCATIONS, 4), np.uint32, name="read floor sink") as sink:
+        floors = {}
+        for count in counts:   # push: (vectors, 0, 1): zeros never fold to all-ones, so READ stores nothing
+            times = time_dispatches(gpu, [(pipeline, [source, sink], (groups, 1, 1), (count // 16, 0, 1))],
+                                    iterations, warmup, flush.dispatch_args() if flush else None,
+                                    name="read floor", warmup_seconds=warmup_seconds)
+            floors[count] = statistics.median(times) * 1e6
     return floors

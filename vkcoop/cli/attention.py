@@ -85,6 +85,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--retune", action="store_true", help="tune every class again, replacing cached winners")
     parser.add_argument("--tune-budget", type=positive_seconds, default=DEFAULT_TUNE_BUDGET, metavar="SECONDS",
                         help="seconds all tunings of the run share (default: %(default)s)")
+    parser.add_argument("--flush-l2", action="store_true",
+                        help="read 256 MiB before every timed run, so that no path finds its inputs in the L2 (decode "
+                             "K and V up to about 40 MB otherwise stay there between runs); the read floors too")
     parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
     parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
     parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
@@ -103,7 +106,8 @@ def run(args, console=None) -> int:
                                   tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
                                   device=args.device, validate=args.validate, console=console,
                                   ceilings=args.ceilings, tune=args.tune, retune=args.retune,
-                                  tune_budget=args.tune_budget, warmup_seconds=args.warmup_seconds)
+                                  tune_budget=args.tune_budget, warmup_seconds=args.warmup_seconds,
+                                  flush_l2=args.flush_l2)
     print_table(outcome, console)
     if args.json_path:
         print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)
