@@ -25,6 +25,7 @@ def _ramping(fake, schedule):
 def test_timing_starts_once_the_warm_up_rounds_agree(monkeypatch):
     fake = install(monkeypatch, FakeTorch())
     monkeypatch.setattr(vulkan_rule, "_last_busy", [time.perf_counter()])    # the GPU was busy just now: no cold start
+    monkeypatch.setattr(vulkan_rule, "_warmed_apis", {"cuda"})
     # one counted warm-up run, then timed rounds of 5 coming down to a steady 3.7 ms
     run, calls = _ramping(fake, [9.8] + [7.0] * 5 + [5.0] * 5 + [3.7])
     result = timing.time_cuda(run, warmup=1, iters=5, warmup_seconds=1e-6)

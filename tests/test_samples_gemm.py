@@ -675,6 +675,7 @@ def _time_with(schedule, monkeypatch, warmup_seconds=0.25, **limits):
     clock = [0.0]
     monkeypatch.setattr(kernel_runner.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(warmup_rule, "_last_busy", [limits.pop("last_busy", 0.0)])   # busy until now: warm
+    monkeypatch.setattr(warmup_rule, "_warmed_apis", set(limits.pop("warmed", {"vulkan"})))
     for name, value in limits.items():
         monkeypatch.setattr(warmup_rule, name, value)
 
@@ -707,6 +708,36 @@ def test_a_gpu_left_idle_gets_the_long_warm_up_first(monkeypatch):
     submits, times = _time_with([9.8] * 8 + [3.7], monkeypatch, last_busy=-5.0, COLD_WARMUP_SECONDS=0.95)
     assert submits == 11 and times == pytest.approx([3.7e-6] * 4)
     assert warmup_rule._last_busy[0] == pytest.approx(1.1)   # marked busy when timing ended
+
+
+def test_the_first_timing_of_an_api_gets_the_long_warm_up_and_later_ones_a_brief_one(monkeypatch):
+    # the GPU is busy (CUDA timed just now) but Vulkan has not timed in this process: the full warm-up first
+    submits, _ = _time_with([3.7] * 20, monkeypatch, warmed={"cuda"}, COLD_WARMUP_SECONDS=0.95)
+    assert submits == 11 and warmup_rule._warmed_apis == {"cuda", "vulkan"}
+    # then, within IDLE_SECONDS of the last timing, only the brief minimum (3 batches of 0.1 s) and the settle
+    submits, _ = _time_with([3.7] * 20, monkeypatch, last_busy=0.0, warmed={"cuda", "vulkan"},
+                            COLD_WARMUP_SECONDS=0.95, warmup_seconds=0.25)
+    assert submits == 4
+    # an idle gap longer than IDLE_SECONDS cools the GPU again
+    submits, _ = _time_with([3.7] * 20, monkeypatch, last_busy=-(warmup_rule.IDLE_SECONDS + 0.5),
+                            COLD_WARMUP_SECONDS=0.95)
+    assert submits == 11
+
+
+def test_a_series_stops_at_its_count_or_after_its_time_cap(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(warmup_rule.time, "perf_counter", lambda: clock[0])
+
+    def batch(seconds_each, size=2):
+        def measure():
+            clock[0] += seconds_each * size
+            return [seconds_each] * size
+        return measure
+
+    assert len(warmup_rule.timed_series(batch(0.001), 20)) == 20      # fast runs: the count
+    slow = warmup_rule.timed_series(batch(1.0), 20)                    # 1 s runs: the cap, after MIN_TIMED_RUNS
+    assert len(slow) == warmup_rule.MIN_TIMED_RUNS + 1
+    assert len(warmup_rule.timed_series(batch(5.0, size=1), 3)) == 3   # never fewer than asked below the minimum
 
 
 def test_a_warm_up_that_never_settles_stops_at_its_limit(monkeypatch):

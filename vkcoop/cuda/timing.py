@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..gemm.warmup import mark_busy, minimum_warmup, settle
+from ..gemm.warmup import mark_busy, minimum_warmup, settle, timed_series
 
 #: Bytes read between iterations to evict L2 (H200 has 60 MiB of L2; 4x is safe). Reading leaves clean lines; a
 #: flush that wrote them left dirty ones, whose write-back the timed run then waited for.
@@ -89,7 +89,7 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
         raise ValueError(f"need warmup >= 0, iters >= 1 and warmup_seconds >= 0, got warmup={warmup}, "
                          f"iters={iters}, warmup_seconds={warmup_seconds}")
     flush = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda") if flush_l2 else None
-    warmup_seconds = minimum_warmup(warmup_seconds)
+    warmup_seconds = minimum_warmup(warmup_seconds, "cuda")
     started, runs, host_s = time.perf_counter(), 0, []
     while runs < warmup or time.perf_counter() - started < warmup_seconds:
         enqueued = time.perf_counter()
@@ -102,8 +102,8 @@ def time_cuda(fn: Callable[[], object], *, warmup: int = 10, iters: int = 50,
     lead = Lead(torch, statistics.median(host_s) * 1e6 if host_s else 0.0)
     if warmup_seconds > 0:
         settle(lambda: _event_times(fn, min(iters, 10), flush, lead))
-    times = _event_times(fn, iters, flush, lead)
+    times = timed_series(lambda: _event_times(fn, min(iters, 10), flush, lead), iters)
     mark_busy()
     return Timing(median_ms=statistics.median(times), min_ms=min(times),
-                  mean_ms=statistics.fmean(times), iters=iters, flushed_l2=flush_l2,
+                  mean_ms=statistics.fmean(times), iters=len(times), flushed_l2=flush_l2,
                   times_ms=tuple(times), lead_us=lead.us)

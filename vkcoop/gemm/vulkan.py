@@ -17,7 +17,7 @@ from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
 from .staging import KhrKernel, KhrSparse24Kernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
 from .tiles import SubgroupTile, WorkgroupTile
 from .types import GemmInputError
-from .warmup import WARMUP_SECONDS, mark_busy, minimum_warmup, settle
+from .warmup import WARMUP_SECONDS, mark_busy, minimum_warmup, settle, timed_series
 
 def compile_dispatch(dispatch: Dispatch) -> bytes:
     """The SPIR-V of a dispatch's declared shader variant."""
@@ -38,8 +38,7 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
     time is left out.
     """
     per_iteration = len(dispatches) + (1 if flush else 0)
-    times = []
-    warmup_seconds = minimum_warmup(warmup_seconds)
+    warmup_seconds = minimum_warmup(warmup_seconds, "vulkan")
     batch = max(1, min(iterations, 64 // per_iteration))
     with device.command_buffer(timestamps=True, max_dispatches=batch * per_iteration,
                                name=f"{name} timing") as commands:
@@ -67,10 +66,9 @@ def time_dispatches(device, dispatches, iterations: int, warmup: int, flush=None
                 recent = [recent[1], runs()]
         if warmup_seconds > 0:
             settle(submitted_runs, *recent)
-        while len(times) < iterations:
-            times += submitted_runs()
+        times = timed_series(submitted_runs, iterations)
     mark_busy()
-    return times[:iterations]
+    return times
 
 
 #: What l2_flush.comp's folded loads would have to equal for it to store anything: its buffer is zero, so never.
