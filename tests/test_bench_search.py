@@ -15,12 +15,12 @@ from vkcoop.gemm.path import GemmOperands, GemmProblem
 PROBLEM = GemmProblem("fp16", "llm", 64, 32, 128)
 
 
-def _search(name: str, problem=PROBLEM, budget: float = 60.0, tmp_path=None):
+def _search(name: str, problem=PROBLEM, budget: float = 60.0, tmp_path=None, depth: str = "deep"):
     path = cuda_paths([name], warmup_seconds=0)[0]
-    tuner = Tuner(TuningCache(tmp_path), {"cuda": None}, search_budget=budget)
+    tuner = Tuner(TuningCache(tmp_path), {"cuda": None}, search_budget=budget, search_depth=depth)
     plan = tuner.plan(path, problem)
     result = measure.measure_path(path, GemmOperands.make(problem), iters=5, warmup=1, flush_l2=False,
-                                  tune=False, configs=plan.configs, deadline=plan.deadline)
+                                  tune=False, configs=plan.configs, deadline=plan.deadline, search=plan.search)
     return plan, result
 
 

@@ -230,21 +230,22 @@ def test_tunings_share_the_budget_and_stop_at_it(tmp_path):
 
 
 def test_the_progress_of_a_tuning_reaches_the_bar(tmp_path):
-    class Bar:
+    class Shown:
         def __init__(self):
-            self.updates = []
+            self.details = []
 
-        def update(self, task, **fields):
-            self.updates.append(fields)
+        def detail(self, text, done=None, total=None):
+            self.details.append((text, done, total))
 
-    path, bar = FakePath(), Bar()
+    path, shown = FakePath(), Shown()
     tuner = Tuner(TuningCache(tmp_path), {"vulkan": H100})
     settings = {"iters": 3, "warmup": 0, "flush_l2": False}
-    result = bench._measure(path, GemmOperands.make(SQUARE), tuner, bar, 1, settings)
+    result = bench._measure(path, GemmOperands.make(SQUARE), tuner, shown, settings)
     assert result.config_source == "tuned"
-    done = [u["completed"] for u in bar.updates if "completed" in u]
-    assert done[0] == 0 and max(done) == 4
-    assert any("tuned" in u.get("description", "") for u in bar.updates)
+    counts = [(done, total) for _, done, total in shown.details if done is not None]
+    assert [done for done, _ in counts] == [1, 2, 3, 4] and {total for _, total in counts} == {4}
+    assert shown.details[0] == (f"{path.name}: tuned", None, None)
+    assert all("(tuned)" in text for text, done, _ in shown.details if done is not None)
 
 
 # --- derivation from recorded tables ----------------------------------------------------------------------------

@@ -158,11 +158,14 @@ class _Search:
 
 
 def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: int, flush_l2: bool,
-                 tune: bool, configs=None, deadline: float | None = None, on_config=None) -> PathResult:
+                 tune: bool, configs=None, deadline: float | None = None, on_config=None,
+                 search: bool | dict = True) -> PathResult:
     """Check and time ``path`` on ``operands``; one bad configuration never sinks the others.
 
     ``configs``: the configurations to try (default ``path.configs(problem, tune)``). ``on_config(done, total,
-    label)`` is called after each try (progress)."""
+    label)`` is called after each try (progress). ``search``: whether a path with ``search`` tries ``configs``
+    in its search process first (a dict: the options of that search); False times them here directly (a
+    configuration that ran in a search before)."""
     problem = operands.problem
     result = path_result(path.name, problem, "ok")
     supported, why = path.supports(problem)
@@ -171,8 +174,9 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
         return result
     configs = list(path.configs(problem, tune) if configs is None else configs)
     record = []
-    if hasattr(path, "search") and configs:   # try the candidates elsewhere first; time only the survivors here
-        configs, record = path.search(operands, configs, deadline=deadline, progress=on_config)
+    if search and hasattr(path, "search") and configs:   # try the candidates elsewhere first; time the survivors
+        options = search if isinstance(search, dict) else {}
+        configs, record = path.search(operands, configs, deadline=deadline, progress=on_config, **options)
         deadline = None
     search = _Search(path, problem, configs, deadline, on_config, len(record))
     probe_iters = iters if len(configs) == 1 and not hasattr(path, "refine") else max(3, iters // 4)

@@ -29,6 +29,14 @@ SHAPES = ("square", "llm", "mlp")
 LLM_TOKENS = (1, 8, 32, 128, 256)
 #: (name, M, N, K): LLaMA-13B (hidden 5120, MLP 13824) and LLaMA-7B (4096, 11008) MLP projections.
 MLP_SHAPES = (("llama13b", 5120, 13824, 5120), ("llama7b", 4096, 11008, 4096))
+#: The named grids of ``bench sparse --preset``. ``default`` answers in about a minute: both dtypes, one
+#: compute-bound case (8192^3) and one memory-bound one (8192x32x8192: N = 32 is taken by every path, and A, 128
+#: MiB in fp16, is larger than the L2 of any current GPU, so it streams from memory). ``full`` is the wider grid.
+PRESETS = {
+    "default": {"dtypes": ("fp16", "bf16"), "sizes": (8192,), "shapes": ("square", "llm"), "llm_tokens": (32,)},
+    "full": {"dtypes": ("fp16", "bf16"), "sizes": (4096, 8192), "shapes": ("square", "llm"),
+             "llm_tokens": LLM_TOKENS},
+}
 #: K of every problem: one 2:4 metadata word covers 32 columns (vkcoop.sparse.K_ALIGNMENT).
 K_MULTIPLE = 32
 _LABEL = re.compile(r"[A-Za-z0-9_.:+-]{1,40}")
@@ -153,8 +161,21 @@ def _problems(dtype: str, shape, sizes, tokens) -> list[GemmProblem]:
     return [GemmProblem(dtype, "llm", size, n, size) for size in sizes for n in tokens]
 
 
+def preset_grid(preset: str, **given) -> dict:
+    """The grid of ``preset`` (:data:`PRESETS`) with every option in ``given`` that is not None put over it:
+    ``dtypes``, ``sizes``, ``shapes`` and ``llm_tokens``."""
+    if preset not in PRESETS:
+        raise InputError(f"--preset {preset!r}: choose from {', '.join(PRESETS)}")
+    unknown = set(given) - set(PRESETS[preset])
+    if unknown:
+        raise InputError(f"not a grid option: {', '.join(sorted(unknown))}")
+    return {name: given[name] if given.get(name) is not None else value for name, value in PRESETS[preset].items()}
+
+
 def make_cases(dtypes, sizes, shapes, llm_tokens=LLM_TOKENS) -> list[GemmProblem]:
-    """Every (dtype, shape) problem, in that order; duplicates dropped. Raises ValueError naming the option."""
+    """Every (dtype, shape) problem, duplicates dropped, in that order except that the problems sharing a dtype,
+    M and K follow each other (they share A: :func:`vkcoop.gemm.exact.eighths_inputs`). Raises ValueError
+    naming the option."""
     tokens = _tokens(llm_tokens)
     checked = []
     for size in sizes:
@@ -168,7 +189,11 @@ def make_cases(dtypes, sizes, shapes, llm_tokens=LLM_TOKENS) -> list[GemmProblem
             raise InputError(f"--dtype {dtype!r}: choose from {', '.join(DTYPES)}")
         for shape in shapes:
             cases.extend(_problems(dtype, shape, checked, tokens))
-    return list(dict.fromkeys(cases))
+    cases = list(dict.fromkeys(cases))
+    first = {}
+    for index, case in enumerate(cases):
+        first.setdefault((case.dtype, case.m, case.k), index)
+    return sorted(cases, key=lambda case: first[(case.dtype, case.m, case.k)])
 
 
 def describe_shapes(shapes) -> list:

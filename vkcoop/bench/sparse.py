@@ -23,17 +23,24 @@ cuBLAS                     CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B l
                                      cuBLASLt ``Matmul``; the label says which won
 =========================  ========  ===============================================================
 
+With no options a run answers the question in about a minute (:data:`vkcoop.bench.shapes.PRESETS`: both
+dtypes, 8192^3 and 8192x32x8192); ``preset="full"`` is the wider grid. The Vulkan pipelines a run needs are
+created first, on several threads (the driver compiles them concurrently), and the library searches of the run
+share one child process, started before the first inputs are made.
+
 Every path is a :class:`vkcoop.gemm.GemmPath` and goes through one loop (:func:`vkcoop.bench.measure.measure_path`):
 the inputs of a case are made once (:meth:`vkcoop.gemm.GemmOperands.make`: multiples of 1/8, A pruned 2:4, so
 any fp32 accumulation is exact), each configuration is checked on a sample of rows that includes the first and
 last ones (one that fails is reported and never timed), then timed after a warm-up of at least ``warmup`` runs
-and :data:`vkcoop.gemm.WARMUP_SECONDS` (1 s after an idle gap), continued until two timed warm-up batches agree
-(``vkcoop.gemm.warmup``) (Vulkan: GPU timestamps; CUDA: CUDA events behind a GPU busy-wait, so neither counts
+and :data:`vkcoop.gemm.WARMUP_SECONDS` (1 s the first time each API times, and after an idle gap), continued
+until two timed warm-up batches agree (``vkcoop.gemm.warmup``) (Vulkan: GPU timestamps; CUDA: CUDA events behind a GPU busy-wait, so neither counts
 the host's launch work: :mod:`vkcoop.cuda.timing`), optionally with an L2 flush before each run. Each figure is the median of ``iters`` timed runs with its spread (:mod:`.stats`). Throughput
 is dense-equivalent: 2*M*N*K / median time. Which configurations a path tries is decided per device by
 :mod:`.tuning` (cached, seeded, or tuned within a time budget); the shapes come from :mod:`.shapes`. The library
 baselines try their candidates in a child process first (``vkcoop.cuda.isolated``): one that crashes or poisons
-the CUDA context is recorded with its reason, and only those that ran and checked correctly are timed here.
+the CUDA context is recorded with its reason, and only those that ran and checked correctly are timed here. What
+such a search found is remembered per device, case and library versions (:mod:`.library_cache`); ``search``
+(quick, deep or cached) says how far a run searches where nothing is remembered.
 
 The **x cuSPARSELt** ratio of a case is over the fastest cuSPARSELt row that ran on it (torch's or nvmath's);
 ``PathResult.cusparselt_reference`` names that row and its library version.
@@ -45,8 +52,10 @@ from dataclasses import asdict, dataclass
 
 from ..errors import InputError
 from ..gemm.path import GemmOperands
+from .library_cache import SEARCH_DEPTHS
 from .measure import PathResult, measure_path, path_result
-from .shapes import LLM_TOKENS, SHAPES, describe_shapes, make_cases
+from .progress import PROGRESS_MODES, RunProgress
+from .shapes import LLM_TOKENS, PRESETS, SHAPES, describe_shapes, make_cases, preset_grid
 from .tuning import Tuner, TuningCache, cache_dir
 
 PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-coopmat2-2:4-expand",
@@ -60,7 +69,7 @@ DEFAULT_TUNE_BUDGET = 600.0
 DEFAULT_SEARCH_BUDGET = 15.0
 
 __all__ = ["run_sparse_bench", "run_cases", "make_cases", "add_ratios", "BenchResult", "PATH_NAMES", "SHAPES",
-           "LLM_TOKENS", "VULKAN_PATHS", "CUDA_PATHS"]
+           "LLM_TOKENS", "PRESETS", "SEARCH_DEPTHS", "VULKAN_PATHS", "CUDA_PATHS"]
 
 
 def cuda_status() -> tuple[bool, str]:
@@ -147,7 +156,11 @@ class _Paths:
             self.vulkan.close()
 
 
-def _check_settings(iters, warmup, paths, tune_budget, search_budget) -> list[str]:
+def _check_settings(iters, warmup, paths, tune_budget, search_budget, search="quick", progress="auto") -> list[str]:
+    if search not in SEARCH_DEPTHS:
+        raise InputError(f"--search {search!r}: choose from {', '.join(SEARCH_DEPTHS)}")
+    if progress not in PROGRESS_MODES:
+        raise InputError(f"--progress {progress!r}: choose from {', '.join(PROGRESS_MODES)}")
     if iters < 1 or warmup < 0:
         raise InputError(f"--iters must be >= 1 and --warmup >= 0 (got {iters}, {warmup})")
     if tune_budget <= 0 or search_budget <= 0:
@@ -159,87 +172,141 @@ def _check_settings(iters, warmup, paths, tune_budget, search_budget) -> list[st
     return wanted
 
 
-def _measure(path, operands, tuner: Tuner, bar, task, settings) -> PathResult:
+def _measure(path, operands, tuner: Tuner, progress: RunProgress, settings) -> PathResult:
     problem = operands.problem
     if not path.supports(problem)[0]:   # measure_path reports the reason
         return measure_path(path, operands, iters=1, warmup=0, flush_l2=False, tune=False)
     plan = tuner.plan(path, problem)
-    many = len(plan.configs) > 1 or hasattr(path, "refine") or hasattr(path, "search")
-    bar.update(task, completed=0, total=len(plan.configs), visible=many,
-               description=f"  {path.name}: {plan.source}")
+    progress.detail(f"{path.name}: {plan.source}")
 
     def on_config(done, total, label):
-        bar.update(task, completed=done, total=total, description=f"  {path.name} ({plan.source}): {label}")
+        progress.detail(f"{path.name} ({plan.source}): {label}", done, total)
 
     result = measure_path(path, operands, iters=settings["iters"], warmup=settings["warmup"],
                           flush_l2=settings["flush_l2"], tune=plan.source == "tuned", configs=plan.configs,
-                          deadline=plan.deadline, on_config=on_config)
+                          deadline=plan.deadline, on_config=on_config, search=plan.search)
     result.config_source = plan.source
-    tuner.finish(plan, problem, result)
-    bar.update(task, visible=False)
+    tuner.finish(plan, problem, result, path)
     return result
 
 
-def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, settings: dict, *, console=None,
-              progress: bool = True) -> tuple[list[PathResult], bool]:
-    """Measure every wanted path on every case: (results, interrupted). ``objects``: name -> GemmPath;
-    ``skipped``: name -> why it cannot run here."""
-    from . import report
+def summary_line(result: PathResult) -> str:
+    """One finished path in words: case, path, status, figure, where the configuration came from."""
+    head = f"{result.case}  {result.path}  {result.status}"
+    if result.tflops is not None:
+        return (f"{head}  {result.tflops:.1f} TFLOP/s ({result.median_ms:.3f} ms)  [{result.config_source}] "
+                f"{result.config}")[:220]
+    return f"{head}: {result.reason}"[:220]
 
+
+def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, settings: dict, *, console=None,
+              progress: str | bool = "auto") -> tuple[list[PathResult], bool]:
+    """Measure every wanted path on every case: (results, interrupted). ``objects``: name -> GemmPath;
+    ``skipped``: name -> why it cannot run here; ``progress``: a :data:`PROGRESS_MODES` mode (True: auto)."""
+    mode = {True: "auto", False: "none"}.get(progress, progress)
     results: list[PathResult] = []
     try:
-        with report.progress_bar(console, enabled=progress) as bar:
-            task = bar.add_task("bench sparse", total=len(cases) * len(wanted))
-            configs_task = bar.add_task("", total=1, visible=False)
+        with RunProgress(len(cases) * len(wanted), mode, console=console, title="bench sparse") as shown:
             tuner.count_tunings([objects[n] for n in wanted if n in objects], cases)
             for problem in cases:
-                bar.update(task, description=f"{problem.label}: inputs")
+                shown.step(f"{problem.label}: inputs")
                 started = time.perf_counter()
                 operands = GemmOperands.make(problem)
-                if progress and console is not None:
-                    console.log(f"{problem.label}: inputs prepared in {time.perf_counter() - started:.1f} s")
+                shown.note(f"{problem.label}: inputs prepared in {time.perf_counter() - started:.1f} s")
                 for name in wanted:
-                    bar.update(task, description=f"{problem.label}: {name}")
+                    shown.step(f"{problem.label}: {name}")
                     if name in objects:
-                        results.append(_measure(objects[name], operands, tuner, bar, configs_task, settings))
+                        results.append(_measure(objects[name], operands, tuner, shown, settings))
                     else:
                         results.append(path_result(name, problem, "skipped", skipped[name]))
-                    bar.advance(task)
+                    shown.finished(summary_line(results[-1]))
     except KeyboardInterrupt:
         return results, True    # report what was measured
     return results, False
 
 
-def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("square", "llm"), iters: int = 20,
-                     warmup: int = 5, flush_l2: bool = False, paths=None, tune: bool = False, retune: bool = False,
-                     tune_budget: float = DEFAULT_TUNE_BUDGET, search_budget: float = DEFAULT_SEARCH_BUDGET,
-                     llm_tokens=LLM_TOKENS, baseline: str = "cuBLAS", device=None, validate: bool = False,
-                     console=None, progress: bool = True, cache: TuningCache | None = None,
-                     ceilings: bool = False) -> BenchResult:
+def _start_searcher(objects: dict, cases, tuner: Tuner):
+    """The run's search process, started now (torch loads in it while the inputs are made) when some library
+    path will search on some case; None when none will. Every library path is handed it."""
+    library = [path for path in objects.values() if getattr(path, "always_search", False)]
+    if not any(tuner.needs_search(path, case) for path in library for case in cases if path.supports(case)[0]):
+        return None
+    from ..cuda.isolated import SearchProcess
+    from ..gemm import WARMUP_SECONDS
+
+    searcher = SearchProcess(warmup_seconds=WARMUP_SECONDS)
+    searcher.start()
+    for path in library:
+        path.searcher = searcher
+    return searcher
+
+
+def _prepare_vulkan(available: "_Paths", wanted, cases, tuner: Tuner, console=None) -> None:
+    """Create up front, on several threads, the kernels (pipelines) each Vulkan path will time on each case from
+    its cached or seed configuration (a tuning's candidates are created as they are tried)."""
+    if available.vulkan is None:
+        return
+    from .. import vk
+
+    makers = {}
+    for path in (available.objects[n] for n in wanted if n in available.objects and n in VULKAN_PATHS):
+        for problem in cases:
+            if not path.supports(problem)[0] or tuner.needs_tuning(path, problem):
+                continue
+            for config in tuner.plan(path, problem).configs[:1]:
+                resolved = path._for_problem(config, problem)
+                makers[(path.name, problem.dtype, resolved)] = (
+                    lambda path=path, dtype=problem.dtype, resolved=resolved: path.kernel(dtype, resolved))
+    started = time.perf_counter()
+    failed = sum(isinstance(r, Exception) for r in vk.create_concurrently(makers.values()))
+    if console is not None and makers:
+        console.log(f"Vulkan kernels of the run created in {time.perf_counter() - started:.1f} s "
+                    f"({len(makers)} kernels{f', {failed} failed: their paths report why' if failed else ''})")
+
+
+def _settings(grid: dict, wanted, **options) -> dict:
+    from . import report
+
+    tokens = grid["llm_tokens"]
+    return {"preset": options.pop("preset"), "dtypes": list(grid["dtypes"]), "sizes": [int(s) for s in grid["sizes"]],
+            "shapes": describe_shapes(grid["shapes"]),
+            "llm_tokens": [tokens] if isinstance(tokens, int) else list(tokens), "paths": wanted,
+            "timing": report.TIMING, **options}
+
+
+def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes=None, llm_tokens=None,
+                     iters: int = 20, warmup: int = 5, flush_l2: bool = False, paths=None, tune: bool = False,
+                     retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET, search: str = "quick",
+                     search_budget: float = DEFAULT_SEARCH_BUDGET, baseline: str = "cuBLAS", device=None,
+                     validate: bool = False, console=None, progress: str | bool = "auto",
+                     cache: TuningCache | None = None, ceilings: bool = False) -> BenchResult:
     """Run the comparison and return every result (printing and files are the caller's: :mod:`.report`).
 
-    ``paths``: a subset of :data:`PATH_NAMES` (default all). ``shapes``: class names and
-    :class:`vkcoop.bench.shapes.UserShape` objects. ``tune``: tune what the tuning cache lacks; ``retune``: tune
-    again; both share ``tune_budget`` seconds; the library searches take up to ``search_budget`` seconds per
-    case. ``ceilings``: afterwards measure ``vkcoop bench peak``'s ceilings in this process and set each result's
-    ``ratio_own_ceiling`` (:mod:`vkcoop.bench.roofline`). Bad arguments raise ValueError before any GPU work. A path that cannot run here is "skipped" with the
-    reason; one that fails its check is "failed" and not timed.
+    The grid is ``preset``'s (:data:`PRESETS`) with any of ``dtypes``, ``sizes``, ``shapes`` (class names and
+    :class:`vkcoop.bench.shapes.UserShape` objects) and ``llm_tokens`` given put over it. ``paths``: a subset of
+    :data:`PATH_NAMES` (default all). ``tune``: tune what the tuning cache lacks; ``retune``: tune again; both
+    share ``tune_budget`` seconds. ``search``: how far the library paths search where the library cache has
+    nothing (:mod:`.library_cache`); a deep search takes up to ``search_budget`` seconds per case and path.
+    ``progress``: :data:`PROGRESS_MODES` (:mod:`.progress`). ``ceilings``: afterwards measure ``vkcoop bench
+    peak``'s ceilings in this process and set each result's ``ratio_own_ceiling`` (:mod:`vkcoop.bench.roofline`).
+    Bad arguments raise ValueError before any GPU work. A path that cannot run here is "skipped" with the reason;
+    one that fails its check is "failed" and not timed.
     """
     from . import report
 
-    wanted = _check_settings(iters, warmup, paths, tune_budget, search_budget)
+    progress = {True: "auto", False: "none"}.get(progress, progress)
+    wanted = _check_settings(iters, warmup, paths, tune_budget, search_budget, search, progress)
     if baseline not in PATH_NAMES:
         raise InputError(f"--baseline {baseline!r}: choose from {', '.join(PATH_NAMES)}")
-    cases = make_cases(dtypes, sizes, shapes, llm_tokens)
-    settings = {"dtypes": list(dtypes), "sizes": [int(s) for s in sizes], "shapes": describe_shapes(shapes),
-                "iters": iters, "warmup": warmup, "flush_l2": flush_l2, "tune": tune, "retune": retune,
-                "tune_budget_s": tune_budget, "search_budget_s": search_budget, "baseline": baseline,
-                "llm_tokens": [llm_tokens] if isinstance(llm_tokens, int) else list(llm_tokens), "paths": wanted,
-                "timing": report.TIMING}
-    available = _Paths(wanted, dtypes, device, validate)
+    grid = preset_grid(preset, dtypes=dtypes, sizes=sizes, shapes=shapes, llm_tokens=llm_tokens)
+    cases = make_cases(grid["dtypes"], grid["sizes"], grid["shapes"], grid["llm_tokens"])
+    settings = _settings(grid, wanted, preset=preset, iters=iters, warmup=warmup, flush_l2=flush_l2, tune=tune,
+                         retune=retune, tune_budget_s=tune_budget, search=search, search_budget_s=search_budget,
+                         baseline=baseline)
+    available = _Paths(wanted, grid["dtypes"], device, validate)
     cache = cache or TuningCache(log=console.log if console is not None else None)
     tuner = Tuner(cache, available.identities, tune=tune, retune=retune, budget=tune_budget,
-                  search_budget=search_budget)
+                  search_budget=search_budget, search_depth=search)
     environment = report.environment(available.vulkan.name if available.vulkan else None,
                                      available.cuda_reason if available.cuda_ok else None)
     environment.update(vulkan_skip_reason=available.skipped.get(VULKAN_PATHS[0]),
@@ -247,13 +314,19 @@ def run_sparse_bench(*, dtypes=("fp16", "bf16"), sizes=(4096, 8192), shapes=("sq
                        devices={api: i.to_dict() for api, i in available.identities.items() if i},
                        sm_count=available.sm_count,
                        buffer_robustness=available.vulkan.device.buffer_robustness if available.vulkan else None)
+    searcher = None
     try:
+        searcher = _start_searcher(available.objects, cases, tuner)
+        _prepare_vulkan(available, wanted, cases, tuner, console if progress != "none" else None)
         results, interrupted = run_cases(cases, available.objects, available.skipped, wanted, tuner, settings,
                                          console=console, progress=progress)
     finally:
+        if searcher is not None:
+            searcher.close()
         available.close()
     environment["tuning"] = {"cache_dir": str(cache.root if cache else cache_dir()), "messages": cache.messages,
                              "stored": sorted(set(tuner.stored))}
+    environment["search_processes"] = searcher.started if searcher is not None else 0
     add_ratios(results, baseline)
     if ceilings and not interrupted:
         from .peak import ceilings as measure_ceilings

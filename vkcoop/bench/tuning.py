@@ -30,6 +30,7 @@ from ..gemm.configs import tuning_class
 from ..gemm.paths import SEEDS
 from ..paths import cache_root
 from .identity import DeviceIdentity
+from .library_cache import LibraryCache, entry_from_result
 from .measure import config_label
 
 CACHE_FORMAT = 1
@@ -98,9 +99,23 @@ class TuningCache:
         return self._load(identity)["entries"].get(entry_key(path, dtype, cls))
 
     def store(self, identity: DeviceIdentity, path: str, dtype: str, cls: str, entry: dict) -> Path:
+        self._load(identity)["entries"][entry_key(path, dtype, cls)] = entry
+        return self.save(identity)
+
+    def section(self, identity: DeviceIdentity, name: str) -> dict:
+        """A named section of the device's file besides the tuned entries (``library``: the library searches,
+        :mod:`.library_cache`), created empty; one that is not a mapping is replaced, with one line."""
+        data = self._load(identity)
+        if not isinstance(data.get(name, {}), dict):
+            self._say(f"tuning cache {self.file_for(identity)}: its {name!r} section is not a mapping; it is rebuilt")
+            data[name] = {}
+        return data.setdefault(name, {})
+
+    def save(self, identity: DeviceIdentity) -> Path:
+        """Write the device's file atomically (a temporary file renamed over it): a reader, or a run stopped
+        halfway, sees the old file or the new one, never a part."""
         data = self._load(identity)
         data["device"] = identity.to_dict()
-        data["entries"][entry_key(path, dtype, cls)] = entry
         target = self.file_for(identity)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
@@ -144,6 +159,10 @@ class Plan:
     deadline: float | None = None
     key: tuple | None = None      # (identity, path, dtype, class) when the winner is to be stored
     started: float = 0.0
+    #: a library path: the options of its search (``measure_path(search=...)``), False to time ``configs``
+    #: directly; and what its library cache entry is stored under (identity, versions, refused before)
+    search: bool | dict = False
+    library: tuple | None = None
 
 
 def best_entry(tried: list) -> dict | None:
@@ -155,8 +174,10 @@ class Tuner:
     """Decides, per path and problem, which configurations to measure (see the module docstring)."""
 
     def __init__(self, cache: TuningCache, identities: dict, *, tune: bool = False, retune: bool = False,
-                 budget: float = 600.0, search_budget: float = 15.0):
+                 budget: float = 600.0, search_budget: float = 15.0, search_depth: str = "quick"):
         self.cache, self.identities = cache, identities     # identities: {"vulkan"|"cuda": DeviceIdentity|None}
+        self.library = LibraryCache(cache)
+        self.search_depth = search_depth
         self.tune, self.retune = tune, retune
         self.budget_left, self.search_budget = float(budget), float(search_budget)
         self.tunings_left = 0
@@ -195,10 +216,40 @@ class Tuner:
         self.tunings_left = len(keys)
         return self.tunings_left
 
+    def _versions(self, path) -> str:
+        version = getattr(path, "version", None)
+        try:
+            return str(version()) if version is not None else ""
+        except Exception as error:  # noqa: BLE001 - unknown versions: never served from the cache
+            return f"unknown ({type(error).__name__})"
+
+    def library_plan(self, path, problem) -> Plan:
+        """A library path's plan: its cached winner, else a search of the run's depth (module docstring of
+        :mod:`.library_cache`)."""
+        now, depth = time.monotonic(), self.search_depth
+        identity, versions = self.identity(path), self._versions(path)
+        entry = self.library.lookup(identity, path.name, problem, versions) if identity is not None else None
+        if entry is not None and entry.serves(depth):
+            from ..cuda.isolated import decode
+            return Plan([decode(entry.config)], "cache", started=now)
+        quick = getattr(path, "quick_configs", lambda p: path.configs(p, True)[:1])(problem)
+        if depth == "cached":
+            return Plan(quick[:1], "default", started=now)
+        refused = self.library.refused(identity, path.name, problem, versions) if identity is not None else {}
+        deep = depth == "deep"
+        return Plan(path.configs(problem, True) if deep else quick, "search", now + self.search_budget,
+                    started=now, search={"staged": deep, "refused": refused},
+                    library=(identity, versions, refused) if identity is not None else None)
+
+    def needs_search(self, path, problem) -> bool:
+        """Whether measuring ``path`` on ``problem`` starts a library search (the run starts its search process
+        early when some case will)."""
+        return getattr(path, "always_search", False) and self.library_plan(path, problem).source == "search"
+
     def plan(self, path, problem) -> Plan:
         now = time.monotonic()
         if getattr(path, "always_search", False):
-            return Plan(path.configs(problem, True), "search", now + self.search_budget, started=now)
+            return self.library_plan(path, problem)
         identity = self.identity(path)
         cls = tuning_class(problem)
         key = (identity, path.name, problem.dtype, cls)
@@ -214,8 +265,11 @@ class Tuner:
         seeded = identity is not None and identity.name in SEEDS
         return Plan(path.configs(problem, False), "seed" if seeded else "default", started=now)
 
-    def finish(self, plan: Plan, problem, result) -> None:
-        """Store the winner of a tuning (and account its time against the budget)."""
+    def finish(self, plan: Plan, problem, result, path=None) -> None:
+        """Store the winner of a tuning (and account its time against the budget), or of a library search."""
+        if plan.library is not None:
+            self._store_search(plan, problem, result, path)
+            return
         if plan.source != "tuned":
             return
         self.budget_left = max(0.0, self.budget_left - (time.monotonic() - plan.started))
@@ -231,3 +285,15 @@ class Tuner:
                  "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         self.tuned[plan.key] = entry
         self.stored.append(str(self.cache.store(identity, name, dtype, cls, entry)))
+
+    def _store_search(self, plan: Plan, problem, result, path) -> None:
+        from ..cuda.isolated import encode
+
+        identity, versions, refused = plan.library
+        entry = entry_from_result(result, None, versions=versions, depth=self.search_depth,
+                                  device=identity.uuid, refused_before=refused)
+        config = getattr(path, "tried", {}).get(entry.label) if entry is not None else None
+        if config is None:      # nothing ran, or the winner is not a searched candidate: nothing to remember
+            return
+        entry.config = encode(config)
+        self.stored.append(str(self.library.store(identity, path.name, problem, entry)))

@@ -45,11 +45,13 @@ def cmd_bench_sparse(args) -> int:
 
     json_path, plot_path = output_path(args.json_path), output_path(args.plot_path, "--plot")
     check_device(args.device)
-    outcome = run_sparse_bench(dtypes=args.dtype, sizes=args.sizes, shapes=args.shapes, iters=args.iters,
-                               warmup=args.warmup, flush_l2=args.flush_l2, paths=args.paths, tune=args.tune,
-                               retune=args.retune, tune_budget=args.tune_budget, search_budget=args.search_budget,
-                               llm_tokens=args.llm_tokens, baseline=args.baseline, device=args.device,
-                               validate=args.validate, console=console, ceilings=args.ceilings)
+    outcome = run_sparse_bench(preset=args.preset, dtypes=args.dtype, sizes=args.sizes, shapes=args.shapes,
+                               llm_tokens=args.llm_tokens, iters=args.iters, warmup=args.warmup,
+                               flush_l2=args.flush_l2, paths=args.paths, tune=args.tune, retune=args.retune,
+                               tune_budget=args.tune_budget, search=args.search, search_budget=args.search_budget,
+                               baseline=args.baseline, device=args.device, validate=args.validate,
+                               console=err_console, progress="none" if args.quiet else args.progress,
+                               ceilings=args.ceilings)
     report.print_table(outcome)
     if outcome.interrupted:
         console.print("[yellow]interrupted: the table holds the paths measured so far[/yellow]")
@@ -120,24 +122,37 @@ def cmd_bench_tuning(args) -> int:
     return Exit.OK
 
 
+def _grid_help(preset: dict, name: str) -> str:
+    value = preset[name]
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
 def _add_sparse_parser(kinds) -> None:
-    from ..bench.shapes import LLM_TOKENS, SHAPES
-    from ..bench.sparse import DEFAULT_SEARCH_BUDGET, DEFAULT_TUNE_BUDGET, PATH_NAMES
+    from ..bench.progress import PROGRESS_MODES
+    from ..bench.shapes import PRESETS, SHAPES
+    from ..bench.sparse import DEFAULT_SEARCH_BUDGET, DEFAULT_TUNE_BUDGET, PATH_NAMES, SEARCH_DEPTHS
     from ..gemm import DTYPES
 
+    default, full = PRESETS["default"], PRESETS["full"]
     p = kinds.add_parser("sparse", help="2:4 sparse and dense GEMM paths, Vulkan and CUDA, checked then timed",
                          description="Every 2:4 sparse and dense GEMM path on the same exact inputs, in one "
                                      "process: each is checked, then timed. Launch configurations come from the "
-                                     "per-device tuning cache (`vkcoop bench tuning`), the shipped seeds (H200) "
-                                     "or, on a device with neither, a tuning run.")
-    p.add_argument("--dtype", type=choice_list(tuple(DTYPES)), default=list(DTYPES),
-                   help="input types")
-    p.add_argument("--sizes", type=size_list(64), default=[4096, 8192],
-                   help="M = K of the square and llm cases, multiples of 64")
-    p.add_argument("--shapes", type=shape_items, default=["square", "llm"], metavar="SHAPES",
+                                     "per-device tuning cache (`vkcoop bench tuning`), the shipped seeds (H100, "
+                                     "H200) or, on a device with neither, a tuning run. The library paths' searches "
+                                     "are remembered per device, case and library versions.")
+    p.add_argument("--preset", choices=list(PRESETS), default="default",
+                   help="the grid: default (both dtypes, 8192^3 and 8192x32x8192, about a minute) or full (sizes "
+                        f"{_grid_help(full, 'sizes')}, N = {_grid_help(full, 'llm_tokens')}); --dtype, --sizes, "
+                        "--shapes and --llm-tokens replace its own")
+    p.add_argument("--dtype", type=choice_list(tuple(DTYPES)), default=None,
+                   help=f"input types (default: the preset's, {_grid_help(default, 'dtypes')})")
+    p.add_argument("--sizes", type=size_list(64), default=None,
+                   help=f"M = K of the square and llm cases, multiples of 64 (default: the preset's, "
+                        f"{_grid_help(default, 'sizes')})")
+    p.add_argument("--shapes", type=shape_items, default=None, metavar="SHAPES",
                    help=f"classes ({','.join(SHAPES)}) and/or shape files (.json/.csv of label,m,n,k): square: "
                         "N = size; llm: N = --llm-tokens; mlp: LLaMA MLP projections 5120x13824x5120 and "
-                        "4096x11008x4096 (default: square,llm)")
+                        f"4096x11008x4096 (default: the preset's, {_grid_help(default, 'shapes')})")
     p.add_argument("--paths", type=choice_list(PATH_NAMES), default=None,
                    help=f"a subset of {','.join(PATH_NAMES)} (default: all)")
     p.add_argument("--iters", type=positive_int, default=20, help="timed runs per path")
@@ -151,15 +166,25 @@ def _add_sparse_parser(kinds) -> None:
     p.add_argument("--retune", action="store_true", help="tune every path again, replacing cached winners")
     p.add_argument("--tune-budget", type=positive_seconds, default=DEFAULT_TUNE_BUDGET, metavar="SECONDS",
                    help="wall time all tunings of the run share")
+    p.add_argument("--search", choices=SEARCH_DEPTHS, default="quick",
+                   help="how far the library paths (cuSPARSELt, cuBLAS...) search where the library cache has no "
+                        "winner for the case: quick, the library's own choice; deep, every option within "
+                        "--search-budget; cached, none (the library's own choice, timed directly). Winners are "
+                        "remembered; a deep one serves later quick runs")
     p.add_argument("--search-budget", type=positive_seconds, default=DEFAULT_SEARCH_BUDGET, metavar="SECONDS",
-                   help="wall time of each case's search of each library path (cuSPARSELt, cuBLAS...), which "
-                        "runs in a child process; its survivors are then timed")
-    p.add_argument("--llm-tokens", type=size_list(1), default=list(LLM_TOKENS),
-                   help="N of the llm shapes, 1 to 256 for the memory-bound class")
+                   help="wall time of a deep search of one library path on one case, in the search process; its "
+                        "survivors are then timed")
+    p.add_argument("--llm-tokens", type=size_list(1), default=None,
+                   help=f"N of the llm shapes, 1 to 256 for the memory-bound class (default: the preset's, "
+                        f"{_grid_help(default, 'llm_tokens')})")
     p.add_argument("--baseline", choices=PATH_NAMES, default="cuBLAS", metavar="PATH",
                    help="the path the plot (and an extra column) divides by")
     add_device_argument(p)
     p.add_argument("--validate", action="store_true", help="run the Vulkan paths under the validation layer")
+    p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                   help="auto: a bar with the time left on a terminal, else one line per finished path on stderr "
+                        "and a heartbeat every 10 s; bar, lines or none")
+    p.add_argument("--quiet", action="store_true", help="no progress (--progress none)")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
     p.add_argument("--plot", dest="plot_path", metavar="FILE.png",
                    help="write the x-baseline chart (log axis, one panel per shape class)")

@@ -10,11 +10,13 @@ correctly there are timed in the measuring process (``vkcoop.bench.measure.measu
 
 How a candidate flows:
 
-1. :func:`staged_search` starts a :class:`ChildSearch`: ``python -m vkcoop.cuda.search_child`` with the same
+1. A run starts one :class:`SearchProcess` early: ``python -m vkcoop.cuda.search_child`` with the same
    interpreter, ``PYTHONPATH`` led by this package's root, stdin and stdout as a line protocol (JSON, one
-   object a line, flushed). The child loads the problem's exact operands, which the parent saved once per
-   search (``GemmOperands.save``/``load``: a second, where rebuilding them took 8.5 s at 8192^3), builds the
-   path, and says ``ready``.
+   object a line, flushed). The child imports torch and makes its CUDA context while the parent prepares the
+   inputs, and says ``ready``. Each search (:func:`staged_search`) sends it the path and the folder where the
+   parent saved the case's exact operands, once per case (``GemmOperands.save``/``load``: a second, where
+   rebuilding them took 8.5 s at 8192^3); the child loads them, builds the path and says ``searching``. Starting
+   a child cost about 5 s on the H100 (Python, torch, a CUDA context), so one serves every case and path.
 2. Each stage's candidates go to the child as one batch (:func:`encode`: a dataclass configuration as its
    fields, a string as itself). For each the child says ``start``, binds it, checks its output rows with
    ``vkcoop.gemm.check_output`` against the reference and, if they match, times a few runs
@@ -22,23 +24,26 @@ How a candidate flows:
    entry and what the path learnt (``search_info()``: cuSPARSELt's largest algorithm id, the library version).
 3. A candidate that raises is recorded by the child in the library's own words ("alg 47: RuntimeError: CUDA
    error: internal error ..."), and the child exits, since its context may now be poisoned; a new child takes
-   the remaining candidates. A child that dies (a signal, an exit) or says nothing for ``timeout_s`` while on a
+   the remaining candidates (and the searches after them). A child that dies (a signal, an exit) or says nothing for ``timeout_s`` while on a
    candidate (the last ``start``) gets that candidate recorded as an error with the reason, is stopped, and the
    search goes on in a new child.
 4. The path's ``next_candidates(state)`` decides the next stage from the record so far (:class:`SearchState`),
    until it offers nothing or the deadline has passed with at least one candidate ok (or GIVE_UP_AFTER
    failed: a library that fails everything must not cost a new child per candidate for minutes). The survivors (the
-   fastest ``keep`` that were ok) are what the measuring process times.
+   fastest ``keep`` that were ok) are what the measuring process times. A quick search (``staged=False``)
+   probes the first stage only; candidates the library refused before under the same versions are skipped.
 
 Every entry of the record carries ``"where": "search process"``. ``progress(done, total, label)`` is called as
 candidates start and finish.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -125,17 +130,25 @@ def _spent(deadline) -> bool:
     return deadline is not None and time.monotonic() > deadline
 
 
-class ChildSearch:
-    """One child process at a time for one path and problem (see the module docstring); a context manager."""
+class SearchProcess:
+    """The child process of a run's library searches (see the module docstring): started once, early (``start``:
+    the child imports torch while the parent prepares inputs), it takes one search after another (``begin``: a
+    path and a case's operands, written to a folder once per case) and is replaced only after a candidate ended
+    it. A context manager; ``close`` stops it and removes the operand folders."""
 
-    def __init__(self, path_name: str, operands, *, warmup_seconds: float, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 setup_timeout_s: float = SETUP_TIMEOUT_S, progress=None):
-        self.path_name, self.operands, self.warmup_seconds = path_name, operands, warmup_seconds
-        self.timeout_s, self.setup_timeout_s, self.progress = timeout_s, setup_timeout_s, progress
+    def __init__(self, *, warmup_seconds: float, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 setup_timeout_s: float = SETUP_TIMEOUT_S):
+        self.warmup_seconds, self.timeout_s, self.setup_timeout_s = warmup_seconds, timeout_s, setup_timeout_s
+        self.progress = None
         self.info: dict = {}
         self.done = self.total = 0
         self.any_ok, self.failures = False, 0
+        self.started = 0                       # children started (a test and the progress line read it)
         self._proc = self._events = self._stderr = None
+        self._ready = False                    # the running child said "ready" to its setup
+        self._search: dict | None = None       # the search the parent is on
+        self._searching = False                # the running child has it
+        self._operands: tuple | None = None    # (the operands object, its folder)
         self._tmp = tempfile.TemporaryDirectory(prefix="vkcoop-search-")
 
     def __enter__(self):
@@ -145,32 +158,60 @@ class ChildSearch:
         self.close()
 
     # --- the child process ----------------------------------------------------------------------------------
-    def _start(self) -> str | None:
-        """Start a child and wait for ``ready``; the reason it failed, or None."""
+    def start(self) -> None:
+        """Start a child without waiting for it (no-op while one runs)."""
+        if self._proc is not None:
+            return
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(_PACKAGE_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
         self._stderr = open(Path(self._tmp.name) / f"stderr-{time.monotonic_ns()}.txt", "w+")
         self._proc = subprocess.Popen([sys.executable, "-m", CHILD_MODULE], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True, bufsize=1)
         self._events = queue.Queue()
+        self._ready = self._searching = False
+        self.started += 1
         threading.Thread(target=_read_lines, args=(self._proc.stdout, self._events), daemon=True).start()
-        problem = self.operands.problem
-        operands_dir = Path(self._tmp.name) / "operands"
-        if not operands_dir.is_dir():   # written once per search, read by each child it starts
-            self.operands.save(operands_dir)
-        setup = {"path": self.path_name, "seed": self.operands.seed, "warmup_seconds": self.warmup_seconds,
-                 "operands_dir": str(operands_dir),
-                 "probe_iters": PROBE_ITERS, "probe_warmup": PROBE_WARMUP,
-                 "problem": {"dtype": problem.dtype, "shape_class": problem.shape_class, "m": problem.m,
-                             "n": problem.n, "k": problem.k}}
-        if not self._send(setup):
-            return self._stop(f"the search process did not start: {self._tail()}")
-        event = self._next(self.setup_timeout_s)
-        if event == "timeout":
-            return self._stop(f"the search process took longer than {self.setup_timeout_s:.0f} s to start")
-        if event is None or event.get("event") != "ready":
-            return self._stop(f"the search process failed before its first candidate: {self._death()}")
-        self.info.update(event.get("info") or {})
+        self._send({"warmup_seconds": self.warmup_seconds, "probe_iters": PROBE_ITERS, "probe_warmup": PROBE_WARMUP})
+
+    def begin(self, path_name: str, operands, *, timeout_s: float | None = None, progress=None) -> None:
+        """The next search: ``path_name`` on ``operands`` (saved for the child once per operands object)."""
+        if self._operands is None or self._operands[0] is not operands:
+            folder = Path(self._tmp.name) / f"operands-{time.monotonic_ns()}"
+            operands.save(folder)
+            if self._operands is not None:
+                shutil.rmtree(self._operands[1], ignore_errors=True)   # one case's operands on disk at a time
+            self._operands = (operands, folder)
+        problem = operands.problem
+        self._search = {"path": path_name, "seed": operands.seed, "operands_dir": str(self._operands[1]),
+                        "problem": {"dtype": problem.dtype, "shape_class": problem.shape_class, "m": problem.m,
+                                    "n": problem.n, "k": problem.k}}
+        self._searching = False
+        self.timeout_s = timeout_s or self.timeout_s
+        self.progress, self.info = progress, {}
+        self.done = self.total = 0
+        self.any_ok, self.failures = False, 0
+
+    def _ensure(self) -> str | None:
+        """A child that is ready and on the current search; the reason it is not, or None."""
+        self.start()
+        if not self._ready:
+            event = self._next(self.setup_timeout_s)
+            if event == "timeout":
+                return self._stop(f"the search process took longer than {self.setup_timeout_s:.0f} s to start")
+            if event is None or event.get("event") != "ready":
+                return self._stop(f"the search process failed before its first candidate: {self._death()}")
+            self._ready = True
+        if not self._searching:
+            if not self._send({"search": self._search}):
+                return self._stop(f"the search process did not take the search: {self._tail()}")
+            event = self._next(self.setup_timeout_s)
+            if event == "timeout":
+                return self._stop(f"the search process took longer than {self.setup_timeout_s:.0f} s to load the "
+                                  "operands")
+            if event is None or event.get("event") != "searching":
+                return self._stop(f"the search process failed before its first candidate: {self._death()}")
+            self.info.update(event.get("info") or {})
+            self._searching = True
         return None
 
     def _send(self, message: dict) -> bool:
@@ -223,6 +264,7 @@ class ChildSearch:
     def _stop(self, reason: str | None = None):
         """Stop the child (it is ours: by its Popen) and forget it; returns ``reason``."""
         proc, self._proc = self._proc, None
+        self._ready = self._searching = False
         if proc is not None:
             try:
                 proc.stdin.close()
@@ -241,6 +283,7 @@ class ChildSearch:
 
     def close(self) -> None:
         self._stop()
+        self._operands = None
         self._tmp.cleanup()
 
     # --- the candidates -------------------------------------------------------------------------------------
@@ -266,11 +309,11 @@ class ChildSearch:
         pending, entries, stalled = list(candidates), [], 0
         self.total += len(pending)
         while pending:
-            if self._proc is None:
-                if _spent(deadline) and self.may_stop:
+            if self._proc is None or not self._searching:
+                if self._proc is None and _spent(deadline) and self.may_stop:
                     entries.append(_budget_entry(len(pending)))
                     break
-                failure = self._start()
+                failure = self._ensure()
                 if failure is not None:
                     for config in pending:
                         self._record(entries, _entry(config, "error", failure))
@@ -337,26 +380,41 @@ def _read_lines(stream, events: queue.Queue) -> None:
     events.put(None)
 
 
+def _refused_entry(refused: dict) -> dict:
+    sample = "; ".join(f"{label}: {reason}" for label, reason in list(refused.items())[:2])
+    return {"status": "skipped", "reason": f"{len(refused)} candidate(s) not tried: refused under these library "
+            f"versions before ({sample})"[:600], "where": WHERE}
+
+
 def staged_search(path, operands, configs, *, deadline: float | None = None, progress=None,
-                  timeout_s: float | None = None) -> SearchState:
-    """Probe ``configs`` and then each stage ``path.next_candidates(state)`` offers (labels already tried are
-    skipped) in one :class:`ChildSearch`; the deadline stops the stages once some candidate was ok or
-    :data:`GIVE_UP_AFTER` have failed."""
+                  timeout_s: float | None = None, process: SearchProcess | None = None, staged: bool = True,
+                  refused: dict | None = None) -> SearchState:
+    """Probe ``configs`` and then, with ``staged``, each stage ``path.next_candidates(state)`` offers (labels
+    already tried are skipped), in ``process`` (a run's :class:`SearchProcess`; a private one without); the
+    deadline stops the stages once some candidate was ok or :data:`GIVE_UP_AFTER` have failed. ``refused``
+    (label -> reason): candidates a library refused before under the same versions, never tried again."""
     state = SearchState(operands.problem)
-    with ChildSearch(path.name, operands, warmup_seconds=path.warmup_seconds,
-                     timeout_s=timeout_s or DEFAULT_TIMEOUT_S, progress=progress) as child:
-        candidates = list(configs)
+    refused = dict(refused or {})
+    with contextlib.ExitStack() as stack:
+        if process is None:
+            process = stack.enter_context(SearchProcess(warmup_seconds=path.warmup_seconds))
+        process.begin(path.name, operands, timeout_s=timeout_s or DEFAULT_TIMEOUT_S, progress=progress)
+        candidates, skipped = list(configs), {}
         while candidates and state.stage < _MAX_STAGES:
             fresh = list({label_of(c): c for c in candidates if label_of(c) not in state.configs}.values())
-            if fresh and _spent(deadline) and child.may_stop:
+            skipped.update((label_of(c), refused[label_of(c)]) for c in fresh if label_of(c) in refused)
+            fresh = [c for c in fresh if label_of(c) not in refused]
+            if fresh and _spent(deadline) and process.may_stop:
                 state.record.append(_budget_entry(len(fresh)))
                 break
             state.configs.update((label_of(c), c) for c in fresh)
             if fresh:
-                state.record += child.probe(fresh, deadline)
-                state.info.update(child.info)
+                state.record += process.probe(fresh, deadline)
+                state.info.update(process.info)
                 if state.record[-1].get("status") == "budget":   # the time is up: no further stages
                     break
             state.stage += 1
-            candidates = list(path.next_candidates(state))
+            candidates = list(path.next_candidates(state)) if staged else []
+        if skipped:
+            state.record.append(_refused_entry(skipped))
     return state

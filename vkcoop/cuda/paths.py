@@ -160,24 +160,38 @@ def alg_ids(max_alg_id: int | None) -> range:
 
 
 class LibraryPath(CudaPath):
-    """A library baseline: its candidates are tried in a child process first (:mod:`vkcoop.cuda.isolated`),
-    in the stages ``next_candidates`` offers; the ``keep`` fastest that ran and checked correctly there are the
-    configurations ``vkcoop.bench.measure.measure_path`` times in this process (``search``)."""
+    """A library baseline: its candidates are tried in a child process first (:mod:`vkcoop.cuda.isolated`): the
+    quick ones (``quick_configs``: what the library picks itself), or every stage ``next_candidates`` offers (a
+    deep search); the ``keep`` fastest that ran and checked correctly there are the configurations
+    ``vkcoop.bench.measure.measure_path`` times in this process (``search``). ``searcher``: the run's
+    :class:`vkcoop.cuda.isolated.SearchProcess` (None: each search starts its own)."""
     always_search = True
     keep = 3
     timeout_s = isolated.DEFAULT_TIMEOUT_S
 
+    def __init__(self, name, uploads, warmup_seconds: float = WARMUP_SECONDS):
+        super().__init__(name, uploads, warmup_seconds)
+        self.searcher: isolated.SearchProcess | None = None
+        self.tried: dict = {}      # label -> configuration, of every candidate searched (the library cache's)
+
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         return ["default"]
+
+    def quick_configs(self, problem: GemmProblem) -> list:
+        """What a quick search tries: the library's own choice (default: the first of ``configs``)."""
+        return self.configs(problem, True)[:1]
 
     def next_candidates(self, state: isolated.SearchState) -> list:
         """The next stage's candidates from what the search process reported so far (none: the search ends)."""
         return []
 
-    def search(self, operands: GemmOperands, configs, *, deadline=None, progress=None):
+    def search(self, operands: GemmOperands, configs, *, deadline=None, progress=None, staged: bool = True,
+               refused: dict | None = None):
         """(the survivors, fastest probe first; every entry of the search) for ``measure_path``."""
         state = isolated.staged_search(self, operands, configs, deadline=deadline, progress=progress,
-                                       timeout_s=self.timeout_s)
+                                       timeout_s=self.timeout_s, process=self.searcher, staged=staged,
+                                       refused=refused)
+        self.tried.update(state.configs)
         return state.ranked()[:self.keep], state.record
 
     def version(self) -> str:
@@ -198,6 +212,9 @@ class CuSparseLtPath(LibraryPath):
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         layouts = [CsltConfig(transpose_result=t, b_column_major=c) for c in (False, True) for t in (False, True)]
         return layouts + [CsltConfig(alg_id=0)]
+
+    def quick_configs(self, problem: GemmProblem) -> list:
+        return [CsltConfig()]   # cuSPARSELt's own search, as users call it
 
     def next_candidates(self, state: isolated.SearchState) -> list:
         ranked = [c for c in state.ranked() if isinstance(c, CsltConfig)]
@@ -232,6 +249,11 @@ class CublasPath(LibraryPath):
         # torch._scaled_mm is not offered: torch 2.11 takes fp8 operands only ("Invalid scaling configuration" for
         # fp16 and bf16 on the H100), and each refusal cost a new search process
         return configs
+
+    def quick_configs(self, problem: GemmProblem) -> list:
+        """torch.mm and nvmath-python's autotuned Matmul (cuBLASLt's own heuristics and timing): the Matmul beat
+        torch.mm by 11 % at 4096^3 on the H100."""
+        return [BlasConfig()] + ([BlasConfig(op="nvmath")] if nvmath_version() is not None else [])
 
     def next_candidates(self, state: isolated.SearchState) -> list:
         ranked = [c for c in state.ranked() if isinstance(c, BlasConfig)]

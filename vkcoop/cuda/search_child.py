@@ -1,10 +1,11 @@
 """The child side of :mod:`vkcoop.cuda.isolated`: ``python -m vkcoop.cuda.search_child``.
 
-Reads from stdin one setup line (path name, problem, operand seed, probe settings, the folder where the parent
-saved its operands), loads them (``GemmOperands.load``) and builds the path, says ``ready``; then for each batch
-line (candidates, seconds left, whether the deadline may end the search) tries the candidates in order and says
-``start``, ``result`` (the log entry and the path's ``search_info()``) for each, ``budget`` when the time is up
-and ``done``. Every line is one JSON object, flushed at once. The protocol has the original stdout to itself;
+Reads from stdin one setup line (warm-up and probe settings), imports torch and the CUDA paths, says ``ready``;
+then lines of two kinds: a search (path name, problem, operand seed, the folder where the parent saved the
+case's operands), for which it loads them (``GemmOperands.load``, once per folder) and builds the path (once per
+name), and says ``searching``; and a batch (candidates, seconds left, whether the deadline may end the search) of
+the current search, whose candidates it tries in order, saying ``start``, ``result`` (the log entry and the
+path's ``search_info()``) for each, ``budget`` when the time is up and ``done``. Every line is one JSON object, flushed at once. The protocol has the original stdout to itself;
 anything else printed goes to stderr.
 
 A candidate that raises is reported with the library's own words and the process exits at once (status 3,
@@ -12,6 +13,7 @@ without interpreter teardown): its CUDA context may be poisoned, and the parent 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -79,6 +81,33 @@ def _batch(batch: dict, path, operands, setup: dict, emit, state: dict) -> None:
     emit("done")
 
 
+class _Searches:
+    """The child's paths (one per name, built once) and the current search's operands (loaded once per folder)."""
+
+    def __init__(self, setup: dict):
+        self.setup, self.paths, self.folder, self.operands, self.path = setup, {}, None, None, None
+
+    def begin(self, search: dict) -> dict:
+        from ..gemm.path import GemmOperands, GemmProblem
+        from .paths import cuda_paths
+
+        if search["operands_dir"] != self.folder:
+            for path in self.paths.values():   # the uploads of the last case go with it
+                path.uploads.clear()
+            self.operands = GemmOperands.load(search["operands_dir"], GemmProblem(**search["problem"]),
+                                              seed=search["seed"])
+            self.folder = search["operands_dir"]
+        name = search["path"]
+        if name not in self.paths:
+            self.paths[name] = cuda_paths([name], warmup_seconds=self.setup["warmup_seconds"])[0]
+        self.path = self.paths[name]
+        return _info(self.path)
+
+    def close(self) -> None:
+        for path in self.paths.values():
+            path.close()
+
+
 def main() -> None:
     channel = _channel()
 
@@ -87,17 +116,24 @@ def main() -> None:
         channel.flush()
 
     setup = json.loads(sys.stdin.readline())
-    from ..gemm.path import GemmOperands, GemmProblem
-    from .paths import cuda_paths
+    from . import paths  # noqa: F401 - the CUDA paths, torch and a CUDA context load while the parent prepares
+    with contextlib.suppress(Exception):   # its inputs; a failure here shows again, in words, at the first search
+        import torch
+        torch.zeros(1, device="cuda")
 
-    operands = GemmOperands.load(setup["operands_dir"], GemmProblem(**setup["problem"]), seed=setup["seed"])
-    path = cuda_paths([setup["path"]], warmup_seconds=setup["warmup_seconds"])[0]
-    emit("ready", info=_info(path))
+    searches = _Searches(setup)
+    emit("ready")
     state = {"first": True, "ok": False, "failed": 0}
     for line in sys.stdin:
-        if line.strip():
-            _batch(json.loads(line), path, operands, setup, emit, state)
-    path.close()
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        if "search" in message:
+            emit("searching", info=searches.begin(message["search"]))
+            state.update(ok=False, failed=0)
+        else:
+            _batch(message, searches.path, searches.operands, setup, emit, state)
+    searches.close()
     channel.close()
 
 

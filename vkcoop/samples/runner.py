@@ -76,6 +76,7 @@ class Sample:
             caps = DeviceCaps.from_physical(gpu.physical)
             cases = self.prepared_cases(caps)
             pipelines: dict = {}
+            self._create_pipelines(gpu, cases, pipelines)
             try:
                 for case in cases:
                     self._run_case(gpu, case, pipelines, result, validate, max_mismatches)
@@ -96,9 +97,20 @@ class Sample:
         result.wall_time_s = time.perf_counter() - started
         return result
 
+    @staticmethod
+    def _pipeline_key(case: Case) -> tuple:
+        return (case.shader, case.variant().defines, tuple(sorted((str(k), repr(v))
+                                                                  for k, v in case.specialization.items())))
+
+    def _create_pipelines(self, gpu, cases, cache: dict) -> None:
+        """Every distinct pipeline of ``cases``, created at once on several threads (the driver compiles them
+        concurrently). One that fails is left out: its case creates it again and reports the failure."""
+        from .. import vk
+        distinct = {self._pipeline_key(case): case for case in cases}
+        vk.create_concurrently([lambda case=case: self._pipeline(gpu, case, cache) for case in distinct.values()])
+
     def _pipeline(self, gpu, case: Case, cache: dict):
-        key = (case.shader, case.variant().defines, tuple(sorted((str(k), repr(v))
-                                                                 for k, v in case.specialization.items())))
+        key = self._pipeline_key(case)
         if key not in cache:
             spirv = shader_catalog.compile_variant(case.variant())
             self.check_capabilities(spirv, case)

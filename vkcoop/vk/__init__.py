@@ -94,13 +94,13 @@ from .features import COOPMAT2_FEATURES, FEATURE_TO_STRUCT
 from .instance import Instance, PhysicalDevice, ValidationMessage, release_pooled_instances
 from .memory import Buffer, as_dtype
 from .packing import pack_push_constants
-from .pipeline import ComputePipeline
+from .pipeline import ComputePipeline, create_concurrently
 from .tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
 
 __all__ = [
     "release_pooled_instances",
     "ShapeEntry", "SCOPE_SUBGROUP", "SCOPE_WORKGROUP",
-    "Device", "Instance", "PhysicalDevice", "Buffer", "ComputePipeline", "CommandBuffer", "ValidationMessage",
+    "Device", "Instance", "PhysicalDevice", "Buffer", "ComputePipeline", "create_concurrently", "CommandBuffer", "ValidationMessage",
     "capabilities", "device_report", "sm_count", "staging_bytes", "pack_push_constants", "as_dtype", "COOPMAT2_FEATURES",
     "FEATURE_TO_STRUCT",
     "VulkanError", "NoDeviceError", "LayerNotFoundError", "MissingFeatureError", "FenceTimeoutError",

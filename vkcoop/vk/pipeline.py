@@ -242,3 +242,31 @@ class ComputePipeline(Resource):
 
     def __repr__(self):
         return f"<ComputePipeline {self.name} local_size={self.local_size} bindings={list(self.bindings)}>"
+
+
+#: The most pipelines created at once: the NVIDIA driver compiles them concurrently (H100, driver 580.159.04:
+#: 12 coopmat2 GEMM pipelines took 8.7 s one after another, 1.0 s on 4 threads, 0.7 s on 16).
+MAX_CONCURRENT_PIPELINES = 16
+
+
+def create_concurrently(makers, workers: int | None = None) -> list:
+    """Call each of ``makers`` (callables that create pipelines through a device) on a pool of threads and
+    return, in order, each one's result or the exception it raised. The ``vulkan`` package's calls release the
+    GIL, so the driver's compiles overlap; a pipeline cache is internally synchronized (Vulkan 10.7 "Pipeline
+    Cache"), and every Python-side structure a maker touches is created per call or guarded by the GIL."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    makers = list(makers)
+    workers = workers or min(MAX_CONCURRENT_PIPELINES, os.cpu_count() or 1)
+
+    def call(maker):
+        try:
+            return maker()
+        except Exception as error:  # noqa: BLE001 - handed back: the caller reports it where it matters
+            return error
+
+    if workers <= 1 or len(makers) <= 1:
+        return [call(m) for m in makers]
+    with ThreadPoolExecutor(max_workers=min(workers, len(makers)), thread_name_prefix="vkcoop-pipeline") as pool:
+        return list(pool.map(call, makers))
