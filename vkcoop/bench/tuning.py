@@ -136,18 +136,24 @@ def _format_problem(data) -> str | None:
 
 
 def cached_entries(root: Path | None = None, log=None) -> list[dict]:
-    """Every entry of every cache file, flat (``vkcoop bench tuning``); corrupt files are rejected as above."""
+    """Every entry of every cache file, flat (``vkcoop bench tuning``): the tuned configurations (``kind``
+    "tuned") and the remembered library searches (``kind`` "library"); corrupt files are rejected as above."""
     cache = TuningCache(root, log)
     rows = []
     for path in sorted(cache.root.glob("*.json")) if cache.root.is_dir() else []:
         data = cache._read(path)
         if data is None:
             continue
+        device = {"device": data["device"].get("name"), "uuid": data["device"].get("uuid"),
+                  "driver": data["device"].get("driver"), "file": str(path)}
         for key, entry in sorted(data["entries"].items()):
             name, dtype, cls = key.split("|")
-            rows.append({"device": data["device"].get("name"), "uuid": data["device"].get("uuid"),
-                         "driver": data["device"].get("driver"), "path": name, "dtype": dtype, "class": cls,
-                         "file": str(path), **entry})
+            rows.append({"kind": "tuned", **device, "path": name, "dtype": dtype, "class": cls, **entry})
+        library = data.get("library")
+        for key, entry in sorted(library.items()) if isinstance(library, dict) else []:
+            if isinstance(entry, dict) and key.count("|") == 2:
+                name, dtype, shape = key.split("|")
+                rows.append({"kind": "library", **device, "path": name, "dtype": dtype, "shape": shape, **entry})
     return rows
 
 

@@ -94,22 +94,11 @@ def cmd_bench_compare(args) -> int:
     return Exit.FAILED if any(r.regressed for r in rows) else Exit.OK
 
 
-def cmd_bench_tuning(args) -> int:
-    from rich.console import Console
+def _tuned_table(rows, title: str):
     from rich.markup import escape
     from rich.table import Table
 
-    from ..bench.tuning import cache_dir, cached_entries
-
-    rows = cached_entries(log=lambda line: err_console.print(f"vkcoop: {line}"))
-    if args.json:
-        emit_json(rows, args.json)
-        return Exit.OK
-    if not rows:
-        console.print(f"no tuned configurations under {cache_dir()} (run `vkcoop bench sparse --tune` or "
-                      "`vkcoop bench attention --tune`)")
-        return Exit.OK
-    table = Table(title=f"tuned configurations ({cache_dir()})")
+    table = Table(title=title)
     for column in ("device", "driver", "path", "dtype", "class", "config", "TFLOP/s", "measured on", "tried",
                    "when"):
         table.add_column(column, justify="right" if column in ("TFLOP/s", "tried") else "left")
@@ -118,7 +107,45 @@ def cmd_bench_tuning(args) -> int:
         table.add_row(escape(f"{r['device']} ({(r.get('uuid') or '')[:8]})"), r.get("driver") or "?", r["path"],
                       r["dtype"], r["class"], escape(r["config"]), "-" if tflops is None else f"{tflops:.1f}",
                       r.get("problem", "?"), str(r.get("candidates", "?")), r.get("when", "?"))
-    (console if console.is_terminal else Console(width=190)).print(table)
+    return table
+
+
+def _library_table(rows):
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="remembered library searches (bench sparse --search)")
+    for column in ("path", "dtype", "shape", "winner", "ms", "depth", "runners-up", "refused", "versions", "when"):
+        table.add_column(column, justify="right" if column in ("ms", "runners-up", "refused") else "left")
+    for r in rows:
+        median = r.get("median_ms")
+        table.add_row(r["path"], r["dtype"], r["shape"], escape(str(r.get("label", "?"))),
+                      "-" if not isinstance(median, (int, float)) else f"{median:.3f}", str(r.get("depth", "?")),
+                      str(len(r.get("runners_up") or [])), str(len(r.get("refused") or {})),
+                      escape(str(r.get("versions", "?"))), str(r.get("when", "?")))
+    return table
+
+
+def cmd_bench_tuning(args) -> int:
+    from rich.console import Console
+
+    from ..bench.tuning import cache_dir, cached_entries
+
+    rows = cached_entries(log=lambda line: err_console.print(f"vkcoop: {line}"))
+    if args.json:
+        emit_json(rows, args.json)
+        return Exit.OK
+    if not rows:
+        console.print(f"no tuned configurations or library searches under {cache_dir()} (run `vkcoop bench "
+                      "sparse`, `vkcoop bench sparse --tune` or `vkcoop bench attention --tune`)")
+        return Exit.OK
+    out = console if console.is_terminal else Console(width=190)
+    tuned = [r for r in rows if r["kind"] == "tuned"]
+    library = [r for r in rows if r["kind"] == "library"]
+    if tuned:
+        out.print(_tuned_table(tuned, f"tuned configurations ({cache_dir()})"))
+    if library:
+        out.print(_library_table(library))
     return Exit.OK
 
 
