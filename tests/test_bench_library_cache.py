@@ -253,3 +253,57 @@ def test_the_library_cache_reads_back_what_it_wrote(tmp_path):
     assert again == entry and isolated.decode(again.config) == CsltConfig(7, 2, 1, True)
     assert LibraryCache(TuningCache(tmp_path)).lookup(GPU, "cuSPARSELt", PROBLEM, "v2") is None
     assert again.serves("quick") and again.serves("deep") and again.serves("cached")
+
+
+def test_ctrl_c_mid_run_keeps_what_was_measured_and_the_cache_readable(monkeypatch, tmp_path):
+    from vkcoop.bench import sparse as bench
+
+    install(monkeypatch, FakeTorch())
+    run = Run(tmp_path)
+    cases = [PROBLEM, GemmProblem("fp16", "llm", 128, 32, 128)]
+    real_make = GemmOperands.make
+
+    def make(problem, seed=0):
+        if problem is cases[1]:
+            raise KeyboardInterrupt     # Ctrl-C while the second case's inputs are made
+        return real_make(problem, seed)
+
+    monkeypatch.setattr(GemmOperands, "make", staticmethod(make))
+    settings = {"iters": 3, "warmup": 0, "flush_l2": False}
+    try:
+        results, interrupted = bench.run_cases(cases, {"cuSPARSELt": run.path}, {}, ["cuSPARSELt"], run.tuner,
+                                               settings, progress=False)
+    finally:
+        run.close()
+    assert interrupted and [r.case for r in results] == [PROBLEM.label] and results[0].status == "ok"
+    assert [r["label"] for r in cached_entries(tmp_path)] == ["search"]   # the finished case was remembered
+
+
+def test_a_save_stopped_halfway_leaves_the_old_file_whole(monkeypatch, tmp_path):
+    cache = LibraryCache(TuningCache(tmp_path))
+    entry = LibraryEntry("default", "default", "v1", "quick", GPU.uuid, 0.5)
+    cache.store(GPU, "torch-semi-structured", PROBLEM, entry)
+    before = (tmp_path / f"{GPU.file_stem}.json").read_text()
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("vkcoop.bench.tuning.os.replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cache.store(GPU, "cuBLAS", PROBLEM, LibraryEntry("mm", "mm", "v1", "quick", GPU.uuid, 0.4))
+    assert (tmp_path / f"{GPU.file_stem}.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{GPU.file_stem}.json"]     # no half-written file
+
+
+def test_the_bench_command_prints_the_partial_table_on_ctrl_c(monkeypatch, capsys):
+    from vkcoop.bench import sparse as bench
+    from vkcoop.bench.measure import PathResult
+
+    done = PathResult("cuBLAS", "fp16 llm 64x32x128", "fp16", "llm", 64, 32, 128, status="ok", median_ms=0.01,
+                      tflops=0.05, config="torch.mm mm")
+    monkeypatch.setattr(bench, "run_sparse_bench",
+                        lambda **kwargs: bench.BenchResult([done], {"nvidia_smi": {}}, {}, interrupted=True))
+    monkeypatch.setattr("vkcoop.cli.bench.check_device", lambda device: None)
+    assert cli.main(["bench", "sparse", "--quiet"]) == 130
+    out = capsys.readouterr().out
+    assert "fp16 llm 64x32x128" in out and "interrupted: the table holds the paths measured so far" in out

@@ -119,8 +119,12 @@ class TuningCache:
         target = self.file_for(identity)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        os.replace(temporary, target)
+        try:
+            temporary.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+            os.replace(temporary, target)
+        except BaseException:   # Ctrl-C or a full disk: the old file stays as it was
+            temporary.unlink(missing_ok=True)
+            raise
         return target
 
 
