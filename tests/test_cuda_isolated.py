@@ -146,17 +146,22 @@ def test_an_out_of_range_algorithm_id_on_the_real_cusparselt_is_recorded_and_thi
 
     from vkcoop.cuda import paths
 
-    # plant out-of-range algorithm ids after the valid ones: the limit mm_search reports, and past it. cuSPARSELt
-    # does not refuse them alike everywhere: on the H100 the limit itself failed at 4096^3 and 8192x32x8192 (the
-    # issue's crash), while at 256^3 even limit + 16 ran in one run and failed in another. So the plant goes in at
-    # the shape of the issue, and the test needs one of the ids to be refused.
+    # plant out-of-range algorithm ids: the limit mm_search reports, and past it. cuSPARSELt does not refuse them
+    # alike everywhere: on the H100 the limit itself failed at 4096^3 and 8192x32x8192, while at 256^3 even
+    # limit + 16 ran in one run and failed in another. So the plant goes in at 8192x32x8192, and the test needs
+    # one of the ids to be refused. A tiny search: the library's own pick (which reports the limit), then the
+    # planted ids and a valid one after them, nothing more.
     planted_ids = []
 
-    def with_planted_ids(max_alg_id):
-        planted_ids[:] = [int(max_alg_id), int(max_alg_id) + 16]
-        return list(range(int(max_alg_id))) + planted_ids
+    def planted_stage(self, state):
+        if state.stage != 1:
+            return []
+        limit = int(state.info["max_alg_id"])
+        planted_ids[:] = [limit, limit + 16]
+        return [CsltConfig(alg_id=alg) for alg in planted_ids] + [CsltConfig(alg_id=0)]
 
-    monkeypatch.setattr(paths, "alg_ids", with_planted_ids)
+    monkeypatch.setattr(paths.CuSparseLtPath, "configs", lambda self, problem, tune: [CsltConfig()])
+    monkeypatch.setattr(paths.CuSparseLtPath, "next_candidates", planted_stage)
     result = _measure(problem=GemmProblem("fp16", "llm", 8192, 32, 8192))
     record = [e for e in result.tuning if e.get("where") == "search process" and "config" in e]
     names = {f"alg{n}": n for n in planted_ids}

@@ -163,14 +163,20 @@ def test_the_nvmath_paths_check_and_time_on_the_gpu():
         pytest.skip(f"CUDA paths unavailable: {why}")
     if nvmath_version() is None:
         pytest.skip("nvmath-python is not installed (pip install 'vkcoop[cuda]')")
+    from vkcoop.cuda.baselines import BlasConfig, CsltConfig
+
     problem = GemmProblem("fp16", "square", 256, 256, 256)
     operands = GemmOperands.make(problem)
     results = {}
-    for name in ("cuSPARSELt-nvmath", "cuBLAS"):
+    # one search of the candidates this test is about (no stages): the library's own search and a planted id on
+    # the plan, and nvmath's Matmul, each through the search process and then timed here
+    planted = {"cuSPARSELt-nvmath": [CsltConfig(), CsltConfig(alg_id=0)], "cuBLAS": [BlasConfig(op="nvmath")]}
+    for name, configs in planted.items():
         path = cuda_paths([name], warmup_seconds=0)[0]
         try:
             results[name] = measure.measure_path(path, operands, iters=5, warmup=1, flush_l2=False, tune=False,
-                                                 deadline=time.monotonic() + 300)
+                                                 configs=configs, deadline=time.monotonic() + 120,
+                                                 search={"staged": False})
         finally:
             path.close()
         bad = [e for e in results[name].tuning if e["status"] not in ("ok", "budget")]
