@@ -1,103 +1,108 @@
 #!/usr/bin/env bash
-# Writes one GPU's docs/results/<gpu>/ on the GPU host: every recorded figure the README cites, each file with
-# the exact command that made it. From the repository root, with .bundle carried (scripts/gpu_bundle.sh):
+# Writes one GPU's current result set, docs/results/<gpu>/, on the GPU host: every figure the README and the docs
+# cite, each file with the exact command that made it. From the repository root, with .bundle carried
+# (scripts/gpu_bundle.sh), and COMMIT set to the commit being measured (the host has no git history):
 #
-#   bash benchmarks/gpu/results.sh [PART...]       PART: core, attention, sparse-fp16, sparse-bf16, memory-fp16,
-#                                                  tests (default: all)
+#   COMMIT=$(git rev-parse --short HEAD) bash benchmarks/gpu/results.sh [PART...]
 #
-#   core     facts.log, capabilities.json; run.json (vkcoop run --all --validate); fuzz.json (100k cases, hardware
-#            and portable); peak.json (vkcoop bench peak); inspect-dense.json, inspect-2-4.json, inspect-khr.json
-#            (vkcoop inspect --gemm ..., the driver's machine code)
+#   fresh    on a machine whose caches are empty (a bare GPU host): how long a new user waits.
+#            run.json (vkcoop run --all --validate), then the same again; bench-default.json / .png (vkcoop bench
+#            sparse, no options), then again (bench-default-again.json); bench-default-deep.json (the same cases
+#            with --search deep) and compare-quick-deep.json (vkcoop bench compare of the quick and the deep run)
+#   grid     bench.json / .png: vkcoop bench sparse --preset full --ceilings (fp16 and bf16, 4096 and 8192, square
+#            and N = 1 to 256), then peak.json (vkcoop bench peak)
 #   attention
-#            attention.json / .png (vkcoop bench attention --ceilings: fp16 and bf16, head_dim 64 and 128; prefill
-#            at 4k causal and not, decode at kv 8k-64k with GQA and without; every torch SDPA backend, the coopmat2
-#            ceiling and the read bandwidth in the same process; 345 s on an H100 since decode warms up 1 s)
-#   sparse-fp16, sparse-bf16
-#            bench-fp16.json / .png, bench-bf16.json / .png (vkcoop bench sparse --dtype D --sizes 4096,8192
-#            --shapes square,llm --ceilings --search-budget 20: every path, the library searches in child
-#            processes; one dtype per process so each fits a 10-minute device command)
-#   memory-fp16
-#            bench-memory-fp16.json / .png (vkcoop bench sparse --shapes benchmarks/shapes-memory-bound.csv: M = K in
-#            {4096, 8192}, N in {16, 32, 64}, with the read roofline of each path's own bytes)
-#   tests    pytest-gpu.log: python3 -m pytest -m "gpu or cuda or vulkan" (the whole GPU suite, nothing deselected)
+#            attention.json / .png: vkcoop bench attention --ceilings (prefill and decode, fp16 and bf16)
+#   core     capabilities.json (vkcoop info --json), facts.log, inspect-*.json (vkcoop inspect: the driver's
+#            machine code for each GEMM kernel and the attention kernel), fuzz.json (vkcoop fuzz, both targets)
+#   tests    pytest-gpu.log: the GPU suite, python3 -m pytest -m "gpu or cuda or vulkan" -n 16
 #
-# On an H100 each part fits one 10-minute device command. Every command's output goes to <name>.log beside its
-# files, and COMMANDS.md lists each file with its command and exit status. With $OUT set (an output folder the GPU
-# host hands back), the folder is also packed into $OUT/results-<gpu>-<part>.tgz, so it comes back as one file per part.
+# Each part fits one 10-minute command on an H100; run them in this order on one machine. The folder starts
+# empty with the first part (fresh, or the first one named), so it only ever holds one run of one commit:
+# set.json says which, steps.json holds each step's command, wall time and exit status, and SUMMARY.md (vkcoop
+# bench summary) is generated from the JSON. With $OUT set (an output folder the host hands back), the folder is
+# packed into $OUT/results-<gpu>.tgz after every step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core attention sparse-fp16 sparse-bf16 memory-fp16 tests)
-expanded=()
+[ ${#parts[@]} -gt 0 ] || parts=(fresh grid attention core tests)
 for part in "${parts[@]}"; do
   case "$part" in
-    core|attention|sparse-fp16|sparse-bf16|memory-fp16|tests) expanded+=("$part") ;;
-    *) echo "results.sh: unknown part '$part' (core, attention, sparse-fp16, sparse-bf16, memory-fp16, tests)" >&2
-       exit 2 ;;
+    fresh|grid|attention|core|tests) ;;
+    *) echo "results.sh: unknown part '$part' (fresh, grid, attention, core, tests)" >&2; exit 2 ;;
   esac
 done
-parts=("${expanded[@]}")
 # shellcheck disable=SC1091
 source scripts/gpu_env.sh
 py=${PYTHON:-python3}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
       | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[A-Za-z]+[0-9]+/) {print tolower($i); exit}}')
 dir=docs/results/${gpu:-unknown-gpu}
-mkdir -p "$dir"
-[ -f "$dir/COMMANDS.md" ] || printf '# %s\n\n| file | command | exit |\n|---|---|---|\n' "$dir" >"$dir/COMMANDS.md"
+commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if [ "${parts[0]}" = fresh ] || [ ! -f "$dir/set.json" ]; then   # a new set: nothing of an older run stays
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  "$py" - "$dir/set.json" "$commit" "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY'
+import datetime, json, sys
+json.dump({"commit": sys.argv[2], "gpu": sys.argv[3],
+           "date": datetime.date.today().isoformat()}, open(sys.argv[1], "w"), indent=1)
+PY
+fi
 
-record() {  # record NAME FILES -- COMMAND...: run it (log in NAME.log), stamp "command" into its JSON files
-  local name=$1 files=$2
-  shift 3
+step() {  # step NAME -- COMMAND...: run it (its output in NAME.log), record its wall time and exit status
+  local name=$1
+  shift 2
   echo "== $name: $*"
   local started=$SECONDS
   { echo "\$ $*"; timeout "${STEP_TIMEOUT:-560}" "$@"; } >"$dir/$name.log" 2>&1
-  local status=$?
-  echo "   exit $status after $((SECONDS - started)) s"; tail -n 3 "$dir/$name.log" | cut -c1-200 | sed 's/^/   | /'
-  "$py" - "$*" $files <<'PY'
+  local status=$? seconds=$((SECONDS - started))
+  echo "   exit $status after $seconds s"; tail -n 2 "$dir/$name.log" | cut -c1-200 | sed 's/^/   | /'
+  "$py" - "$dir/steps.json" "$name" "$*" "$seconds" "$status" <<'PY'
 import json, sys
-command, files = sys.argv[1], sys.argv[2:]
-for path in files:
-    try:
-        data = json.load(open(path))
-    except (OSError, ValueError):
-        continue
-    if isinstance(data, dict):
-        json.dump({"command": command, **data}, open(path, "w"), indent=1, default=str)
+path, name, command, seconds, status = sys.argv[1:]
+try:
+    steps = json.load(open(path))
+except (OSError, ValueError):
+    steps = []
+steps.append({"name": name, "command": command, "seconds": int(seconds), "exit": int(status)})
+json.dump(steps, open(path, "w"), indent=1)
 PY
-  echo "| ${files:-$name.log} | \`$*\` | $status |" >>"$dir/COMMANDS.md"
-  # packed after every step, so what ran comes back even if a later step outlives the device command
-  [ -z "${OUT:-}" ] || tar -czf "$OUT/results-${gpu:-unknown-gpu}-$part.tgz" "$dir"
+  [ -z "${OUT:-}" ] || tar -czf "$OUT/results-${gpu:-unknown-gpu}.tgz" "$dir"
 }
 
 for part in "${parts[@]}"; do
   case "$part" in
-    core)
-      record facts "" -- bash -c "nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv; $py -c 'import torch; print(\"torch\", torch.__version__, \"cuSPARSELt\", torch.backends.cusparselt.version())'; $py -m pip list 2>/dev/null | grep -iE 'nvmath|cusparselt|nvdisasm|cuda-core'"
-      record info "$dir/capabilities.json" -- bash -c "$py -m vkcoop info --json >$dir/capabilities.json"
-      STEP_TIMEOUT=180 record run "$dir/run.json" -- "$py" -m vkcoop run --all --validate --json "$dir/run.json"
-      STEP_TIMEOUT=120 record fuzz "$dir/fuzz.json" -- "$py" -m vkcoop fuzz --cases 100000 --target both --json "$dir/fuzz.json"
-      STEP_TIMEOUT=90 record peak "$dir/peak.json" -- "$py" -m vkcoop bench peak --json "$dir/peak.json"
-      for target in dense 2:4 khr; do
-        file=$dir/inspect-${target/:/-}.json
-        STEP_TIMEOUT=60 record "inspect-${target/:/-}" "$file" -- "$py" -m vkcoop inspect --gemm "$target" --json "$file"
-      done
-      ;;
+    fresh)
+      STEP_TIMEOUT=240 step run -- "$py" -m vkcoop run --all --validate --json "$dir/run.json"
+      STEP_TIMEOUT=120 step run-again -- "$py" -m vkcoop run --all --validate
+      STEP_TIMEOUT=240 step bench-default -- "$py" -m vkcoop bench sparse --json "$dir/bench-default.json" \
+        --plot "$dir/bench-default.png"
+      STEP_TIMEOUT=120 step bench-default-again -- "$py" -m vkcoop bench sparse \
+        --json "$dir/bench-default-again.json"
+      STEP_TIMEOUT=240 step bench-default-deep -- "$py" -m vkcoop bench sparse --search deep --search-budget 3 \
+        --json "$dir/bench-default-deep.json"
+      step compare-quick-deep -- "$py" -m vkcoop bench compare "$dir/bench-default-again.json" \
+        "$dir/bench-default-deep.json" --json "$dir/compare-quick-deep.json" ;;
+    grid)
+      step bench -- "$py" -m vkcoop bench sparse --preset full --ceilings --json "$dir/bench.json" \
+        --plot "$dir/bench.png"
+      STEP_TIMEOUT=120 step peak -- "$py" -m vkcoop bench peak --json "$dir/peak.json" ;;
     attention)
-      record attention "$dir/attention.json" -- "$py" -m vkcoop bench attention --kinds prefill,decode \
-        --dtype fp16,bf16 --head-dims 64,128 --seqs 4096 --ceilings --json "$dir/attention.json" \
-        --plot "$dir/attention.png" ;;
-    sparse-fp16|sparse-bf16)
-      dtype=${part#sparse-}
-      record "bench-$dtype" "$dir/bench-$dtype.json" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
-        --sizes 4096,8192 --shapes square,llm --llm-tokens 32 --ceilings --search-budget 20 \
-        --json "$dir/bench-$dtype.json" \
-        --plot "$dir/bench-$dtype.png" ;;
-    memory-fp16)
-      record bench-memory-fp16 "$dir/bench-memory-fp16.json" -- "$py" -m vkcoop bench sparse --dtype fp16 \
-        --shapes benchmarks/shapes-memory-bound.csv --ceilings --search-budget 10 \
-        --json "$dir/bench-memory-fp16.json" --plot "$dir/bench-memory-fp16.png" ;;
+      step attention -- "$py" -m vkcoop bench attention --kinds prefill,decode --dtype fp16,bf16 \
+        --head-dims 64,128 --seqs 4096 --ceilings --json "$dir/attention.json" --plot "$dir/attention.png" ;;
+    core)
+      step info -- bash -c "$py -m vkcoop info --json >$dir/capabilities.json"
+      step facts -- bash -c "nvidia-smi; $py -c 'import torch; print(\"torch\", torch.__version__, \"cuSPARSELt\", torch.backends.cusparselt.version())'; $py -m pip list 2>/dev/null | grep -iE 'nvmath|nvdisasm|cuda-core'"
+      for target in dense 2:4 khr; do
+        STEP_TIMEOUT=90 step "inspect-${target/:/-}" -- "$py" -m vkcoop inspect --gemm "$target" \
+          --json "$dir/inspect-${target/:/-}.json"
+      done
+      STEP_TIMEOUT=90 step inspect-attention -- "$py" -m vkcoop inspect --attention prefill/fp16/128/4096/128:64x64 \
+        --json "$dir/inspect-attention.json"
+      STEP_TIMEOUT=150 step fuzz -- "$py" -m vkcoop fuzz --cases 20000 --target both --json "$dir/fuzz.json" ;;
     tests)
-      record pytest-gpu "" -- "$py" -m pytest -p no:cacheprovider -q -m "gpu or cuda or vulkan" tests ;;
+      step pytest-gpu -- "$py" -m pytest -p no:cacheprovider -p no:benchmark -q -n 16 -m "gpu or cuda or vulkan" ;;
   esac
 done
+"$py" -m vkcoop bench summary "$dir" >/dev/null && echo "wrote $dir/SUMMARY.md"
+[ -z "${OUT:-}" ] || tar -czf "$OUT/results-${gpu:-unknown-gpu}.tgz" "$dir"

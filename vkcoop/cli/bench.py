@@ -149,6 +149,30 @@ def cmd_bench_tuning(args) -> int:
     return Exit.OK
 
 
+def cmd_bench_summary(args) -> int:
+    from pathlib import Path
+
+    from ..bench import results_summary
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise CliError(f"{folder}: no such folder", "give a result set, e.g. docs/results/h100", Exit.USAGE)
+    try:
+        text = results_summary.summary_markdown(folder)
+        readme = None
+        if args.readme:
+            readme = Path(args.readme)
+            updated = results_summary.replace_readme_block(readme.read_text(), folder, folder.name)
+    except (ValueError, OSError) as error:
+        raise CliError(str(error), "run benchmarks/gpu/results.sh on the GPU host first", Exit.USAGE) from None
+    (folder / "SUMMARY.md").write_text(text)
+    wrote(folder / "SUMMARY.md")
+    if readme is not None:
+        readme.write_text(updated)
+        wrote(readme)
+    return Exit.OK
+
+
 def _grid_help(preset: dict, name: str) -> str:
     value = preset[name]
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
@@ -244,6 +268,13 @@ def add_bench_parser(sub) -> None:
                                      "under the tuning cache (~/.cache/vkcoop/tuning; $VKCOOP_CACHE_DIR/tuning).")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="print (or write) the entries as JSON")
     p.set_defaults(func=cmd_bench_tuning)
+    p = kinds.add_parser("summary", help="SUMMARY.md of a result set (docs/results/<gpu>/), from its JSON",
+                         description="Writes FOLDER/SUMMARY.md from the JSON of a result set that "
+                                     "benchmarks/gpu/results.sh wrote; with --readme, also replaces that GPU's "
+                                     "results block in the README, so neither can drift from the run.")
+    p.add_argument("folder", metavar="FOLDER", help="the result set, e.g. docs/results/h100")
+    p.add_argument("--readme", metavar="README.md", help="replace the results block for this GPU in that file")
+    p.set_defaults(func=cmd_bench_summary)
 
 
 # --- fuzz -----------------------------------------------------------------------------------------------------

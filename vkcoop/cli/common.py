@@ -68,11 +68,12 @@ def emit_json(data, target: str | None) -> None:
         print(text)
     else:
         path.write_text(text + "\n")
-        err_console.print(f"wrote {path}")
+        wrote(path)
 
 
 def wrote(path) -> None:
-    err_console.print(f"wrote {path}")
+    """``wrote FILE`` on stderr, on one line however long the path (scripts read it)."""
+    err_console.print(f"wrote {path}", soft_wrap=True, markup=False, highlight=False)
 
 
 # --- argument types -------------------------------------------------------------------------------------------

@@ -1,0 +1,95 @@
+"""A GPU's result set summed up from its own JSON (vkcoop.bench.results_summary), and the README's results, which
+must be exactly what the committed set's JSON says."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vkcoop import cli
+from vkcoop.bench import results_summary as summary
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "docs" / "results"
+
+
+def _result(path, dtype, m, n, k, tflops, ratio):
+    return {"path": path, "dtype": dtype, "m": m, "n": n, "k": k, "status": "ok", "tflops": tflops,
+            "ratio_cublas": ratio}
+
+
+def _set(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    results = [_result("vk-coopmat2-dense", "fp16", 8192, 8192, 8192, 353.4, 0.48),
+               _result("cuBLAS", "fp16", 8192, 8192, 8192, 731.7, 1.0),
+               _result("vk-coopmat2-dense", "bf16", 8192, 32, 8192, 74.6, 0.89),
+               _result("vk-coopmat2-dense", "fp16", 4096, 4096, 4096, 300.0, 0.4)]     # not a headline case
+    (folder / "bench.json").write_text(json.dumps({"environment": {"nvidia_smi": {
+        "name": "NVIDIA H100 80GB HBM3", "driver_version": "580.159.04"}, "torch": "2.11.0+cu130"},
+        "results": results}))
+    (folder / "set.json").write_text(json.dumps({"commit": "abc1234", "gpu": "NVIDIA H100 80GB HBM3",
+                                                 "date": "2026-11-28"}))
+    (folder / "run.json").write_text(json.dumps([{"name": "gemm", "status": "pass", "cases": 12,
+                                                  "validation_messages": []},
+                                                 {"name": "decode", "status": "fail", "cases": 3,
+                                                  "validation_messages": ["VUID-x"]}]))
+    (folder / "steps.json").write_text(json.dumps([{"name": "bench", "command": "python3 -m vkcoop bench sparse",
+                                                    "seconds": 61, "exit": 0}]))
+    (folder / "pytest-gpu.log").write_text("....\n314 passed, 5 skipped in 171.20s (0:02:51)\n")
+    return folder
+
+
+def test_the_readme_table_holds_the_headline_figures_of_bench_json(tmp_path):
+    table = summary.readme_table(_set(tmp_path / "h100"))
+    assert "**NVIDIA H100 80GB HBM3**, driver 580.159.04, commit `abc1234`, 2026-11-28" in table
+    dense = next(line for line in table.splitlines() if line.startswith("| Vulkan coopmat2, dense |"))
+    assert dense == "| Vulkan coopmat2, dense | 353 (0.48×) | - | - | 75 (0.89×) |"
+    assert "| cuBLAS, dense | 732 (1.00×) | - | - | - |" in table
+    assert "300" not in table          # 4096^3 is not a headline case
+
+
+def test_the_summary_says_what_each_file_says(tmp_path):
+    text = summary.summary_markdown(_set(tmp_path / "h100"))
+    assert text.startswith("# NVIDIA H100 80GB HBM3: the current result set")
+    assert "1 of 2 samples pass, 15 cases, 1 validation messages" in text
+    assert "314 passed, 5 skipped in 171.20s (0:02:51)" in text
+    assert "| bench | 61 | 0 | `python3 -m vkcoop bench sparse` |" in text and "![each path over cuBLAS](bench.png)" in text
+
+
+def test_the_readme_block_is_replaced_and_a_readme_without_one_is_refused(tmp_path):
+    folder = _set(tmp_path / "h100")
+    readme = "intro\n" + summary.README_BEGIN.format(gpu="h100") + "\nold figures\n" + \
+        summary.README_END.format(gpu="h100") + "\nrest\n"
+    replaced = summary.replace_readme_block(readme, folder, "h100")
+    assert "old figures" not in replaced and "353 (0.48×)" in replaced and replaced.endswith("rest\n")
+    with pytest.raises(ValueError, match="no results block for h200"):
+        summary.replace_readme_block(readme, folder, "h200")
+
+
+def test_the_summary_command_writes_the_file_and_refuses_a_missing_set(tmp_path, capsys):
+    folder = _set(tmp_path / "h100")
+    assert cli.main(["bench", "summary", str(folder)]) == 0
+    assert (folder / "SUMMARY.md").read_text() == summary.summary_markdown(folder)
+    assert cli.main(["bench", "summary", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    (folder / "bench.json").unlink()
+    assert cli.main(["bench", "summary", str(folder)]) == 2
+    assert "no bench.json" in capsys.readouterr().err
+
+
+def _committed_sets() -> list[Path]:
+    return sorted(p for p in RESULTS.iterdir() if (p / "set.json").is_file()) if RESULTS.is_dir() else []
+
+
+@pytest.mark.parametrize("folder", _committed_sets(), ids=lambda p: p.name)
+def test_the_committed_summary_and_readme_agree_with_their_json(folder):
+    assert (folder / "SUMMARY.md").read_text() == summary.summary_markdown(folder)
+    readme = (REPO / "README.md").read_text()
+    assert summary.readme_block(folder.relative_to(REPO), folder.name) in readme
+
+
+def test_every_result_set_the_readme_cites_is_committed():
+    readme = (REPO / "README.md").read_text()
+    cited = {line.split()[2] for line in readme.splitlines() if line.startswith("<!-- results ")}
+    assert cited <= {p.name + ":" for p in _committed_sets()} | {p.name for p in _committed_sets()}
