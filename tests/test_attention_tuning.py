@@ -65,7 +65,7 @@ def test_candidates_fit_the_recorded_table_and_start_with_the_default(report, he
             tile = options.pop("tile")
             stats = options.pop("stats_cols") or stats_columns(flexible, dtype, tile, config.subgroup_rows)
             kernel = AttentionKernel(dtype, head_dim, tile, stats_cols=stats, sm_count=132, **options)
-            assert staged_shared_bytes(tile, head_dim, kernel.q_shared, kernel.kv_staged) <= staging
+            assert staged_shared_bytes(tile, head_dim, kernel.subgroup_rows, kernel.kv_staged) <= staging
         decode = shape.seq_q == 1
         assert all(c.tile.br == 16 for c in found) == decode
         assert any(c.subgroup_rows for c in found) == (not decode and head_dim <= SPLIT_MAX_HEAD_DIM)
