@@ -101,6 +101,19 @@ class TuningCache:
         data = self._load(identity)
         data["device"] = identity.to_dict()
         data["entries"][entry_key(path, dtype, cls)] = entry
+        return self._write(identity, data)
+
+    def drop(self, identity: DeviceIdentity, path: str, dtype: str, cls: str, why: str) -> None:
+        """Remove an entry that can no longer be used (``why``), with one line; the file keeps the others."""
+        key = entry_key(path, dtype, cls)
+        data = self._load(identity)
+        if data["entries"].pop(key, None) is None:
+            return
+        self._say(f"tuning cache {self.file_for(identity)}: {key} dropped, {why}")
+        if self.file_for(identity).exists():
+            self._write(identity, data)
+
+    def _write(self, identity: DeviceIdentity, data: dict) -> Path:
         target = self.file_for(identity)
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(target.name + f".{os.getpid()}.tmp")
