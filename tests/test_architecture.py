@@ -1,5 +1,5 @@
 """The house rules of docs/architecture.md, checked on the code: imports point down the layers, no import
-cycles, modules under 450 lines, functions under 80 lines."""
+cycles, modules under 450 lines, functions under 80 lines, and nothing of the lab imported by the product."""
 from __future__ import annotations
 
 import ast
@@ -197,3 +197,26 @@ def test_modules_and_functions_stay_small():
             if length > MAX_FUNCTION_LINES:
                 too_long.append(f"{path.relative_to(REPO)}:{line} {name}: {length} lines")
     assert too_long == []
+
+
+def lab_imports(root: Path) -> list[str]:
+    """Every import of the lab (lab/: developer tools, not in the wheel) by a module of the product."""
+    found = []
+    for path in python_files(root):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[0] == "lab"]
+    return found
+
+
+def test_the_product_imports_nothing_from_the_lab(tmp_path):
+    assert lab_imports(REPO) == []
+    root = _plant(tmp_path, {"vkcoop/bench/sweep.py": "def f():\n    from lab import attention_explore\n",
+                             "vkcoop/cli/tool.py": "import lab.attention_trace as trace\n"})
+    assert lab_imports(root) == ["vkcoop/bench/sweep.py:2 lab", "vkcoop/cli/tool.py:1 lab.attention_trace"]

@@ -28,7 +28,7 @@ def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
     assert len(cases) == 56 + 28   # 14 per type and head dim, and FlashAttention-2's split at head_dim 64
     labels = [f"{dtype} d{d} 128:64x{ {64: 128, 128: 64}[d]}"   # 8192-element blocks of K
               for dtype in ("fp16", "bf16") for d in (64, 128)]
-    for label in labels + ["fp16 d64 128:128x64qrk", "bf16 d64 128:128x64qrk"]:
+    for label in labels + ["fp16 d64 128:128x64rk", "bf16 d64 128:128x64rk"]:
         names = [n for n in cases if n.startswith(label)]
         assert {"ragged", "causal", "GQA", "rows", "rescale", "partials", "combine", "exact"} <= \
             {word for n in names for word in n.split()}
@@ -42,9 +42,9 @@ def test_cases_cover_types_head_dims_masks_splits_and_exact_ones(cases):
     assert cases["fp16 d64 128:64x128 causal GQA 4/2 q61 kv137"].groups == (1, 4, 2)
     ordered = cases["fp16 d64 128:64x128 causal order 7 heads by 2 tail 2 q=kv=131"]
     assert ordered.groups == (3, 7, 1) and [int(v) for v in ordered.push[7:]] == [3, 2]   # 2, 2, 1 pairs; tail 2
-    split = cases["bf16 d64 128:128x64qrk rescale kv384"]
+    split = cases["bf16 d64 128:128x64rk rescale kv384"]
     assert dict(split.variant().defines)["SCOPE"] == "SUBGROUP"
-    assert all(split.specialization[name] for name in ("Q_SHARED", "KV_STAGED", "ALIGNED"))
+    assert all(split.specialization[name] for name in ("KV_STAGED", "ALIGNED"))
     aligned = {n: c.specialization["ALIGNED"] for n, c in cases.items() if c.shader == attn.ATTENTION_SHADER}
     assert aligned["fp16 d64 128:64x128 causal aligned q=kv=256"] and aligned["fp16 d64 128:64x128 rescale kv384"]
     assert not aligned["fp16 d64 128:64x128 ragged q69 kv263"]
@@ -181,17 +181,18 @@ def _workgroup_bytes(spirv: bytes) -> int:
 
 
 @pytest.mark.toolchain
-@pytest.mark.parametrize("tile, head_dim, q_shared, placeholders", [
+@pytest.mark.parametrize("tile, head_dim, subgroup_rows, placeholders", [
     ((128, 128, 64), 64, True, 0), ((128, 64, 64), 128, False, 1), ((64, 64, 32), 128, True, 0)])
-def test_the_rule_counts_the_shared_memory_the_shader_declares(tile, head_dim, q_shared, placeholders):
+def test_the_rule_counts_the_shared_memory_the_shader_declares(tile, head_dim, subgroup_rows, placeholders):
     """``staged_shared_bytes`` (what the prefill rule fits into the workgroup's shared memory) against the
-    Workgroup arrays of the shader frozen to that kernel; a Q the kernel does not copy keeps a 16-byte placeholder."""
+    Workgroup arrays of the shader frozen to that kernel: subgroup rows keep Q there; a workgroup-scope kernel
+    keeps a 16-byte placeholder for it."""
     toolchain = toolchain_or_skip().find_toolchain()
-    kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), kv_staged=True, q_shared=q_shared,
-                                  subgroup_rows=q_shared)
+    kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), kv_staged=True,
+                                  subgroup_rows=subgroup_rows)
     variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted(kernel.defines().items())))
     spirv = _specialised(toolchain, variant, kernel.specialization(True, True), "--fold-spec-const-op-composite")
-    expected = attn.tiles.staged_shared_bytes(kernel.tile, head_dim, q_shared, True) + 16 * placeholders
+    expected = attn.tiles.staged_shared_bytes(kernel.tile, head_dim, subgroup_rows, True) + 16 * placeholders
     assert _workgroup_bytes(spirv) == expected
 
 
@@ -267,16 +268,15 @@ def test_the_waiting_merge_specialised_validates(head_dim, bc, causal, layers):
 
 @pytest.mark.gpu
 @on_gpu
-@pytest.mark.parametrize("merge", [{"fused_merge": True}, {"waiting_merge": True, "sm_count": 132},
-                                   {"waiting_merge": True, "sm_count": 8}],
-                         ids=["fused", "waiting", "waiting-few-layers"])
+@pytest.mark.parametrize("merge", [{"waiting_merge": True, "sm_count": 132}, {"waiting_merge": True, "sm_count": 8}],
+                         ids=["waiting", "waiting-few-layers"])
 @pytest.mark.parametrize("shape, tile, splits", [
     ((1, 32, 8, 1, 4099, 128), (64, 16, 64), 20), ((2, 4, 4, 3, 777, 64), (64, 16, 128), 9),
     ((1, 8, 2, 1, 9000, 128), (64, 16, 64), 70)])
 def test_a_merge_in_the_same_dispatch_matches_the_reference_and_repeats_bit_for_bit(shape, tile, splits, merge):
-    """One dispatch merges the key slices, by its last slices (SPLIT_MERGE=FUSED) or by workgroups that wait for
-    them (WAIT; with 8 SMs one to four mergers per tile walk its output quads in rounds): within the tolerance of the
-    reference, and every launch leaves its counters at zero, so repeated launches give the same bits."""
+    """One dispatch merges the key slices, by workgroups that wait for them (SPLIT_MERGE=WAIT; with 8 SMs one to
+    four mergers per tile walk its output quads in rounds): within the tolerance of the reference, and every launch
+    leaves its counters at zero, so repeated launches give the same bits."""
     from vkcoop import vk
     b, hq, hkv, sq, skv, d = shape
     rng = np.random.default_rng(skv)
@@ -345,45 +345,48 @@ def test_staging_k_and_v_in_shared_memory_changes_no_bit(dtype, shape, causal, s
 
 
 @pytest.mark.toolchain
-@pytest.mark.parametrize("tile, head_dim, causal, splits, fused, aligned, keys_aligned", [
+@pytest.mark.parametrize("tile, head_dim, causal, splits, merge, aligned, keys_aligned", [
     ((128, 64, 64), 128, False, 1, False, True, True), ((128, 128, 64), 64, True, 1, False, False, False),
-    ((64, 32, 64), 128, False, 9, True, False, True), ((384, 192, 64), 128, True, 1, False, False, True),
+    ((64, 32, 64), 128, False, 9, True, False, True), ((256, 128, 64), 128, True, 1, False, False, True),
     ((128, 128, 64), 64, False, 1, False, True, True), ((128, 128, 64), 64, True, 3, False, False, False)])
-def test_subgroup_rows_specialised_validate(tile, head_dim, causal, splits, fused, aligned, keys_aligned):
-    """SCOPE=SUBGROUP (each subgroup owns its rows as subgroup-scope matrices) frozen with a staged prefill tile,
-    32 rows per subgroup with the clamped path, a fused decode split, 12 subgroups staging K and V in uneven
-    rounds with KEYS_ALIGNED, and FlashAttention-2's split (Q shared, 32 rows each) aligned and clamped."""
+def test_subgroup_rows_specialised_validate(tile, head_dim, causal, splits, merge, aligned, keys_aligned):
+    """SCOPE=SUBGROUP (each subgroup owns its rows as subgroup-scope matrices, Q in shared memory) frozen with a
+    staged prefill tile, 32 rows per subgroup with the clamped path, a decode split merged by waiting workgroups, 8
+    subgroups with KEYS_ALIGNED, and FlashAttention-2's split (32 rows each) aligned and clamped."""
     toolchain = toolchain_or_skip().find_toolchain()
     kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), causal=causal, kv_splits=splits,
-                                  fused_merge=fused, subgroup_rows=True, kv_staged=tile[0] != 64,
-                                  q_shared=tile == (128, 128, 64))
+                                  waiting_merge=merge, subgroup_rows=True, kv_staged=tile[0] != 64)
     variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted(kernel.defines().items())))
     assert dict(variant.defines)["SCOPE"] == "SUBGROUP"
-    _validate_specialised(toolchain, variant, kernel.specialization(aligned, keys_aligned))
+    _validate_specialised(toolchain, variant, kernel.specialization(aligned, keys_aligned,
+                                                                    merge_layers=2 if merge else 1))
 
 
 @pytest.mark.gpu
 @on_gpu
 @pytest.mark.parametrize("dtype, shape, tile, causal, splits, options", [
-    (np.float16, (2, 4, 2, 256, 512, 128), (128, 64, 64), False, 1, {}),
-    (BF16, (2, 4, 2, 256, 512, 128), (128, 64, 64), True, 1, {}),
+    (np.float16, (2, 4, 2, 256, 512, 128), (128, 64, 32), False, 1, {}),
+    (BF16, (2, 4, 2, 256, 512, 128), (128, 64, 64), True, 1, {"kv_staged": False}),
     (np.float16, (2, 4, 2, 300, 517, 64), (128, 128, 64), True, 1, {}),
-    (np.float16, (1, 2, 1, 128, 1024, 128), (128, 64, 64), True, 3, {}),
-    (np.float16, (1, 2, 2, 256, 640, 64), (128, 64, 64), False, 1, {"q_shared": True, "kv_staged": False}),
+    (np.float16, (1, 2, 1, 128, 1024, 128), (128, 64, 32), True, 3, {}),
+    (np.float16, (1, 2, 2, 256, 640, 64), (128, 64, 64), False, 1, {"kv_staged": False}),
     (np.float16, (1, 32, 8, 1, 4099, 128), (64, 32, 64), False, 9, {"gqa_rows": True}),
-    (np.float16, (1, 8, 2, 1, 9000, 128), (64, 32, 64), False, 9, {"gqa_rows": True, "fused_merge": True}),
-    (np.float16, (1, 2, 2, 400, 512, 128), (384, 192, 64), True, 1, {"kv_staged": True}),
-    (np.float16, (1, 2, 1, 512, 700, 64), (512, 256, 32), False, 1, {"kv_staged": True}),
-    (np.float16, (2, 4, 2, 512, 512, 64), (128, 128, 64), False, 1, {"q_shared": True, "kv_staged": True}),
-    (BF16, (1, 4, 4, 300, 517, 64), (128, 128, 64), True, 1, {"q_shared": True, "kv_staged": True}),
-    (np.float16, (1, 2, 1, 256, 1000, 64), (128, 128, 64), True, 3, {"q_shared": True, "kv_staged": True})],
-    ids=["prefill staged", "bf16 causal", "32 rows each, ragged causal", "causal split", "Q shared",
-         "decode GQA split", "decode fused", "12 subgroups, staging in uneven rounds", "16 subgroups, half copy",
-         "FA2 split, aligned", "FA2 split, bf16 ragged causal", "FA2 split, causal key split"])
+    (np.float16, (1, 8, 2, 1, 9000, 128), (64, 32, 64), False, 9, {"gqa_rows": True, "waiting_merge": True}),
+    (np.float16, (1, 2, 2, 400, 512, 64), (256, 128, 64), True, 1, {"kv_staged": True}),
+    (np.float16, (2, 4, 2, 512, 512, 64), (128, 128, 64), False, 1, {"kv_staged": True}),
+    (BF16, (1, 4, 4, 300, 517, 64), (128, 128, 64), True, 1, {"kv_staged": True}),
+    (np.float16, (1, 2, 1, 256, 1000, 64), (128, 128, 64), True, 3, {"kv_staged": True})],
+    ids=["prefill staged", "bf16 causal", "32 rows each, ragged causal", "causal split", "K and V by the driver",
+         "decode GQA split", "decode waiting merge", "8 subgroups, staged", "FA2 split, aligned",
+         "FA2 split, bf16 ragged causal", "FA2 split, causal key split"])
 def test_subgroup_rows_match_the_reference(dtype, shape, tile, causal, splits, options):
-    """SCOPE=SUBGROUP: each subgroup computes its own rows (a decode tile's second subgroup holds only padding
-    rows), O and the log-sum-exp within the tolerance of the float64 reference, and a second launch repeats them
-    bit for bit."""
+    """SCOPE=SUBGROUP (Q in shared memory): each subgroup computes its own rows (a decode tile's second subgroup
+    holds only padding rows), O and the log-sum-exp within the tolerance of the float64 reference, and a second
+    launch repeats them bit for bit. Every case's shared memory fits the 40,960 bytes a workgroup may fill on the
+    H100."""
+    staged = attn.kernel.stages_kv(attn.AttentionTile(*tile), shape[-1]) if "kv_staged" not in options \
+        else options["kv_staged"]
+    assert attn.tiles.staged_shared_bytes(attn.AttentionTile(*tile), shape[-1], True, staged) <= 40960
     from vkcoop import vk
     b, hq, hkv, sq, skv, d = shape
     rng = np.random.default_rng(sq * skv + d)

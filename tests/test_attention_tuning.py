@@ -65,7 +65,7 @@ def test_candidates_fit_the_recorded_table_and_start_with_the_default(report, he
             tile = options.pop("tile")
             stats = options.pop("stats_cols") or stats_columns(flexible, dtype, tile, config.subgroup_rows)
             kernel = AttentionKernel(dtype, head_dim, tile, stats_cols=stats, sm_count=132, **options)
-            assert staged_shared_bytes(tile, head_dim, kernel.q_shared, kernel.kv_staged) <= staging
+            assert staged_shared_bytes(tile, head_dim, kernel.subgroup_rows, kernel.kv_staged) <= staging
         decode = shape.seq_q == 1
         assert all(c.tile.br == 16 for c in found) == decode
         assert any(c.subgroup_rows for c in found) == (not decode and head_dim <= SPLIT_MAX_HEAD_DIM)
@@ -277,11 +277,24 @@ def test_a_tuning_budget_that_is_not_positive_is_refused_before_any_gpu_work(bud
         bench.run_attention_bench(tune=True, tune_budget=budget)
 
 
-def test_an_entry_that_does_not_parse_is_passed_over(monkeypatch, tmp_path):
+@pytest.mark.parametrize("label", ["not a label", "128:128x64qrk", "64:16x64s66gf"])
+def test_an_entry_that_does_not_parse_is_dropped_in_one_line_and_tuned_again(monkeypatch, tmp_path, label):
+    """A label this version no longer reads (such as the split's before Q in shared memory became part of its
+    subgroup rows, or a merge that left the kernel) is dropped from the cache with one line, the class runs its
+    default, and --tune measures it again."""
     vulkan = FakeVulkan()
-    TuningCache(tmp_path).store(vulkan.identity, TUNING_PATH, "fp16", "prefill-d64", {"config": "not a label"})
+    cache = TuningCache(tmp_path)
+    cache.store(vulkan.identity, TUNING_PATH, "fp16", "prefill-d64", {"config": label})
+    cache.store(vulkan.identity, TUNING_PATH, "bf16", "prefill-d64", {"config": FAST.label()})
     outcome = _run(monkeypatch, tmp_path, vulkan)
     assert {r.config_source for r in outcome.results} == {"default"}
+    (message,) = outcome.environment["tuning"]["messages"]
+    assert "\n" not in message and "prefill-d64 dropped" in message and repr(label) in message
+    assert [e["config"] for e in cached_entries(tmp_path)] == [FAST.label()]   # the other entry stays
+    again = _run(monkeypatch, tmp_path, vulkan, tune=True)
+    assert [r.config_source for r in again.results] == ["tuned", "cache"]
+    assert not again.environment["tuning"]["messages"]
+    assert sorted(e["config"] for e in cached_entries(tmp_path)) == [FAST.label()] * 2
 
 
 # --------------------------------------------------------------------------- on the GPU

@@ -1,6 +1,6 @@
-"""``vkcoop inspect --attention JOB``: an explore job with one configuration becomes an inspect target on the
-benchmark's own case, and the build child makes exactly the pipelines the explore tool would time (checked here
-with a stand-in device; the driver's code for them is what the GPU run reads)."""
+"""``vkcoop inspect --attention JOB``: a job (:func:`vkcoop.attention.parse_job`) with one configuration becomes an
+inspect target on the benchmark's own case, and the build child makes exactly the pipelines the runner would time
+(checked here with a stand-in device; the driver's code for them is what the GPU run reads)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ from test_attention_runner import Device
 from test_inspect_nvuc import FIXTURES, fake_build, run_cli
 
 from vkcoop import vk
-from vkcoop.attention import COMBINE_SHADER, AttentionShape, VulkanAttention, parse_attention_config
+from vkcoop.attention import COMBINE_SHADER, AttentionShape, VulkanAttention, parse_attention_config, parse_job
 from vkcoop.bench.attention import make_cases
 from vkcoop.gemm import DTYPES
 from vkcoop.inspect import child, core, targets
@@ -81,10 +81,9 @@ def _zero_inputs(case):
 
 
 def _built(monkeypatch, job):
-    """(pipelines the build child made, the launch the explore tool would time) for one job."""
+    """(pipelines the build child made, the launch the runner would time) for one job."""
     toolchain_or_skip()
     monkeypatch.setattr(vk, "Device", ContextDevice)
-    from vkcoop.bench.attention_explore import parse_job
     from vkcoop.cli.inspect import attention_target
     target = attention_target(job, None)
     with child._attention(target, None) as (device, recorder):
@@ -95,7 +94,7 @@ def _built(monkeypatch, job):
     return made, runner.kernel.launch(*_zero_inputs(case))
 
 
-def test_the_child_builds_the_pipelines_explore_times_for_prefill(monkeypatch):
+def test_the_child_builds_the_pipelines_the_runner_times_for_prefill(monkeypatch):
     made, launch = _built(monkeypatch, "prefill/fp16/128/4096/128:64x64")
     assert made == [d.specialization for d in launch.dispatches]
     (flash,) = made
@@ -111,10 +110,9 @@ def test_the_child_builds_both_passes_of_a_split_decode(monkeypatch):
 
 @pytest.mark.parametrize("kind, seq, heads", [("decode", "2048", (32, 8)), ("decode", "2048n", (32, 32)),
                                               ("prefill", "512", None)])
-def test_the_benchs_config_label_is_a_job_that_inspect_and_explore_take_back(monkeypatch, kind, seq, heads):
+def test_the_benchs_config_label_is_a_job_that_inspect_takes_back(monkeypatch, kind, seq, heads):
     toolchain_or_skip()
     from vkcoop.bench import attention_paths
-    from vkcoop.bench.attention_explore import parse_job
     monkeypatch.setattr(vk, "Device", ContextDevice)
     length = int(seq.rstrip("n"))
     (case,) = make_cases([kind], ["fp16"], [128], [length], [length], [False], decode_heads=[heads or (1, 1)])

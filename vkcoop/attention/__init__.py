@@ -7,6 +7,8 @@
   ``AttentionConfig`` (a tile with its key splits and GQA row stacking).
 * :mod:`.seeds` -- the configurations measured best per device and class, which ``attention`` runs where the
   device's table takes them.
+* :mod:`.cases` -- the cases ``vkcoop bench attention`` times (``AttentionCase``), and ``parse_job``: a case with
+  configurations, as ``vkcoop inspect --attention`` and the lab's explore tool name them.
 * :mod:`.kernel` -- ``AttentionKernel``: a :class:`vkcoop.gemm.Launch` (one dispatch, or two with key splits).
 * :mod:`.reference` -- the float64 reference, the documented tolerance (``attention_tolerance``,
   ``tolerance_for``) and ``check_attention``.
@@ -15,6 +17,7 @@
   ``AttentionConfig`` label), ``device_kernel`` and ``config_options`` (the kernel for a device and a label), the
   device features.
 """
+from .cases import JOB_GRAMMAR, AttentionCase, parse_job
 from .kernel import (ATTENTION_SHADER, COMBINE_SHADER, AttentionKernel, CausalOrder, causal_order, causal_schedule,
                      check_kv_splits, choose_kv_splits, use_gqa_rows)
 from .model import blocked_attention, block_ranges, combine_splits, key_block_ranges, query_span, slice_keys
@@ -33,6 +36,6 @@ __all__ = [
     "AttentionTolerance", "attention_tolerance", "check_attention", "reference_attention", "tolerance_for",
     "HEAD_DIMS", "AttentionInputError", "AttentionShape", "check_inputs", "dtype_name", "resolve_scale",
     "AttentionConfig", "AttentionTile", "check_attention_tile", "choose_attention_tile", "choose_config_for",
-    "choose_split_config", "parse_attention_config",
+    "choose_split_config", "parse_attention_config", "AttentionCase", "JOB_GRAMMAR", "parse_job",
     "parse_attention_tile", "stats_columns",
 ]

@@ -55,7 +55,7 @@ def _split_candidates(flexible, dtype: str, head_dim: int, staging_bytes: int | 
     rows = PREFERRED_INVOCATIONS // SUBGROUP_SIZE * SPLIT_ROWS
     found, bc = [], keys_per_step(head_dim)
     while bc >= MIN_SPLIT_KEYS:
-        found.append(AttentionConfig(AttentionTile(PREFERRED_INVOCATIONS, rows, bc), q_shared=True, kv_staged=True,
+        found.append(AttentionConfig(AttentionTile(PREFERRED_INVOCATIONS, rows, bc), kv_staged=True,
                                      subgroup_rows=True))
         bc //= 2
     return found
@@ -85,7 +85,7 @@ def _fits(flexible, dtype: str, head_dim: int, config: AttentionConfig, max_dime
     except AttentionInputError:
         return False
     kv_staged = stages_kv(config.tile, head_dim) if config.kv_staged is None else config.kv_staged
-    staged = staged_shared_bytes(config.tile, head_dim, config.q_shared, kv_staged)
+    staged = staged_shared_bytes(config.tile, head_dim, config.subgroup_rows, kv_staged)
     return not staging_bytes or staged <= staging_bytes
 
 

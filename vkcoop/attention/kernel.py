@@ -3,8 +3,7 @@
 One dispatch of ``attention/flash_attention.comp`` writes O and the log-sum-exp; with ``kv_splits`` > 1 it writes
 fp32 partial results per key slice and a second dispatch (``attention/attention_combine.comp``) merges them
 (flash decoding: a decode step has one query row per head, too few workgroups to fill the GPU otherwise), or the
-same dispatch does: its last slices (``fused_merge``) or workgroups after the slices that wait for them
-(``waiting_merge``).
+same dispatch does: workgroups after the slices that wait for them (``waiting_merge``).
 """
 from __future__ import annotations
 
@@ -28,11 +27,6 @@ MAX_GROUPS_YZ = 65535
 LOG2_E = 1.0 / math.log(2.0)
 
 
-#: Slices per group merge of the fused merge (MERGE_GROUP in flash_attention.comp). The final merge reads one
-#: partial per group, at most MAX_FUSED_SPLITS / MERGE_GROUP (64), which bounds its shared memory.
-MERGE_GROUP = 8
-MAX_FUSED_SPLITS = 512
-
 #: Workgroups per SM a key-split launch aims at. On the H100 (docs/attention.md, decode with 64:16x64 tiles) 4 per
 #: SM was best or within 1% of best at kv 8k-64k: kv 32768 0.066 ms at 33-66 splits per kv head, kv 65536 0.111 ms
 #: at 66 against 0.126 at 132.
@@ -52,7 +46,7 @@ MAX_SPLIT_WAVES = 4
 MIN_SM_COUNT = 16
 #: Invocations of a merger that share one output quad's slices (MERGE_LANES in merge_waiting.glsl).
 MERGE_LANES = 8
-#: The bindings of a launch that merges its key slices in the same dispatch (SPLIT_MERGE=FUSED or WAIT).
+#: The bindings of a launch that merges its key slices in the same dispatch (SPLIT_MERGE=WAIT).
 MERGED_BUFFERS = ("Q", "K", "V", "O partial", "LSE partial", "O", "LSE", "arrivals")
 
 
@@ -85,7 +79,7 @@ MAX_STAGED_VECTORS = 8
 
 def staged_vectors(tile: AttentionTile, head_dim: int) -> int | None:
     """16-byte vectors of one K or V block (BC x head_dim) per invocation, or None where they do not share evenly
-    (a KV_STAGED kernel asked for there copies them in rounds, the last one partial)."""
+    (KV_STAGED cannot copy the block there)."""
     vectors, rest = divmod(tile.bc * head_dim // 8, tile.workgroup_size)
     return None if rest else vectors
 
@@ -217,7 +211,6 @@ class AttentionKernel:
 
     def __init__(self, dtype: str, head_dim: int, tile: AttentionTile, *, causal: bool = False,
                  kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
-                 q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
                  kv_staged: bool | None = None, subgroup_rows: bool = False, waiting_merge: bool = False,
                  sm_count: int | None = None, order_chunk: int | None = None, order_tail: int | None = None):
         check_dtype(dtype)
@@ -225,22 +218,20 @@ class AttentionKernel:
         self.dtype, self.head_dim, self.tile = dtype, head_dim, tile
         self.causal, self.kv_splits, self.gqa_rows = bool(causal), check_kv_splits(kv_splits), bool(gqa_rows)
         self.stats_cols = int(stats_cols or tile.bc)
-        self.q_shared, self.v_early = bool(q_shared), bool(v_early)
         self.kv_staged = stages_kv(tile, head_dim) if kv_staged is None else bool(kv_staged)
-        self.fused_merge = bool(fused_merge) and self.kv_splits > 1
+        if self.kv_staged and staged_vectors(tile, head_dim) is None:
+            raise AttentionInputError(f"tile {tile.label()} with head_dim {head_dim}: K and V staged (KV_STAGED) need "
+                                      f"the {tile.bc * head_dim // 8} 16-byte vectors of a block shared evenly by "
+                                      f"the {tile.workgroup_size} invocations")
         self.waiting_merge = bool(waiting_merge) and self.kv_splits > 1
         self.sm_count = sm_count
         self.order_chunk = None if order_chunk is None else _check_whole("order_chunk", order_chunk)
         self.order_tail = None if order_tail is None else _check_whole("order_tail", order_tail)
-        if self.fused_merge and self.waiting_merge:
-            raise AttentionInputError("the fused and the waiting merge exclude each other")
         self.subgroup_rows = bool(subgroup_rows)
         if self.subgroup_rows and tile.subgroup_rows() is None:
             raise AttentionInputError(f"tile {tile.label()}: subgroup rows need whole {SUBGROUP_SIZE}-wide subgroups "
                                       "that share BR evenly")
-        if self.fused_merge and self.kv_splits > MAX_FUSED_SPLITS:
-            raise AttentionInputError(f"kv_splits={self.kv_splits}: the fused merge takes at most {MAX_FUSED_SPLITS}")
-        merge = " fused" if self.fused_merge else " waiting" if self.waiting_merge else ""
+        merge = " waiting" if self.waiting_merge else ""
         split = f" split{self.kv_splits}{merge}" if self.kv_splits > 1 else ""
         rows = (" gqa-rows" if self.gqa_rows else "") + (" subgroup-rows" if self.subgroup_rows else "")
         self.name = f"attention {dtype} d{head_dim} {tile.label()}{' causal' if causal else ''}{split}{rows}"
@@ -248,7 +239,7 @@ class AttentionKernel:
     def defines(self, merge: str | None = None) -> dict:
         """flash_attention.comp's defines (attention_combine.comp takes ELEMENT only); ``merge`` overrides
         SPLIT_MERGE (a waiting merge that cannot spread its mergers falls back to PASS)."""
-        merge = merge or ("FUSED" if self.fused_merge else "WAIT" if self.waiting_merge else "PASS")
+        merge = merge or ("WAIT" if self.waiting_merge else "PASS")
         return {"ELEMENT": ELEMENT_DEFINES[self.dtype], "SPLIT_MERGE": merge,
                 "SCOPE": "SUBGROUP" if self.subgroup_rows else "WORKGROUP"}
 
@@ -275,8 +266,8 @@ class AttentionKernel:
         return {"WORKGROUP_SIZE": self.tile.workgroup_size, "BR": self.tile.br, "BC": self.tile.bc,
                 "HEAD_DIM": self.head_dim, "CAUSAL": self.causal, "KV_SPLITS": self.kv_splits,
                 "GQA_ROWS": self.gqa_rows, "ALIGNED": bool(aligned), "STATS_COLS": self.stats_cols,
-                "Q_SHARED": self.q_shared, "V_EARLY": self.v_early, "KV_STAGED": self.kv_staged,
-                "KEYS_ALIGNED": bool(aligned or keys_aligned), "MERGE_LAYERS": merge_layers}
+                "KV_STAGED": self.kv_staged, "KEYS_ALIGNED": bool(aligned or keys_aligned),
+                "MERGE_LAYERS": merge_layers}
 
     def tile_order(self, groups: tuple[int, int, int], shape: AttentionShape) -> CausalOrder | None:
         """The launch's order of its query tiles (the chunk and tail given, the others by :func:`causal_order`); None
@@ -328,11 +319,9 @@ class AttentionKernel:
             flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, ("Q", "K", "V", "O", "LSE"),
                              groups, push, self.pipeline_options())
             return Launch([flash], inputs, outputs, "O", dims)
-        # fp32 partials per key slice; the fused merge (SPLIT_MERGE=FUSED) puts its group merges after them
-        s = self.kv_splits
-        slots = s + (merge_groups(s) if self.fused_merge else 0)
-        outputs["O partial"] = ((slots, b, hq, sq, d), np.dtype(np.float32))
-        outputs["LSE partial"] = ((slots, b, hq, sq), np.dtype(np.float32))
+        s = self.kv_splits   # fp32 partials per key slice
+        outputs["O partial"] = ((s, b, hq, sq, d), np.dtype(np.float32))
+        outputs["LSE partial"] = ((s, b, hq, sq), np.dtype(np.float32))
         x, y = groups[0], groups[1]
         tile_rows = min(self.tile.br, (shape.group if self.gqa_rows else 1) * sq)
         layers = waiting_mergers(x * y, tile_rows, d, self.tile.workgroup_size, self.sm_count) \
@@ -344,11 +333,6 @@ class AttentionKernel:
             flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, MERGED_BUFFERS,
                              (x, y, b * s + layers), push, self.pipeline_options())
             return Launch([flash], inputs, outputs, "O", dims)
-        if self.fused_merge:   # one dispatch; a counter per group and tile plus one per tile, zero-filled, left zero
-            outputs["arrivals"] = ((x * y * b * (merge_groups(s) + 1),), np.dtype(np.uint32))
-            flash = Dispatch(ATTENTION_SHADER, self.defines(), specialization, MERGED_BUFFERS, groups, push,
-                             self.pipeline_options())
-            return Launch([flash], inputs, outputs, "O", dims)
         flash = Dispatch(ATTENTION_SHADER, self.defines("PASS"), specialization,
                          ("Q", "K", "V", "O partial", "LSE partial"), groups, push, self.pipeline_options())
         rows = b * hq * sq
@@ -357,8 +341,3 @@ class AttentionKernel:
                            (min(rows * (d // COMBINE_COLUMNS), MAX_GROUPS_YZ), 1, 1),
                            (np.uint32(rows), np.uint32(d), np.uint32(s)))
         return Launch([flash, combine], inputs, outputs, "O", dims)
-
-
-def merge_groups(kv_splits: int) -> int:
-    """Group merges of the fused merge (MERGE_GROUP slices each in flash_attention.comp)."""
-    return -(-kv_splits // MERGE_GROUP)

@@ -13,13 +13,13 @@ from __future__ import annotations
 from .shapes import AttentionInputError
 from .tiles import AttentionConfig, check_attention_tile, choose_config_for, is_decode, parse_attention_config
 
-#: On the H100: FlashAttention-2's split at head_dim 64 (experiment 28), 64 rows by 64 keys at 128 (experiments 16
-#: and 31), and the 16-row decode tile merged by waiting workgroups (experiments 32 and 35), its keys per step those
-#: of one 16 KB block, with GQA and without (experiment 47: since the key slices fit one wave, 128 keys beat 256 by
-#: 6-10 % at head_dim 64). A tuning of every candidate kept them (experiment 44).
+#: On the H100 (docs/attention.md, experiments table): FlashAttention-2's split at head_dim 64 (subgroup rows with Q
+#: in shared memory, K and V staged), 64 rows by 64 keys at 128, and the 16-row decode tile merged by waiting
+#: workgroups, its keys per step those of one 16 KB block, with GQA and without (since the key slices fit one wave,
+#: 128 keys beat 256 by 6-10 % at head_dim 64). A tuning of every candidate kept them.
 ATTENTION_SEEDS = {
     "NVIDIA H100 80GB HBM3": {
-        "prefill-d64": "128:128x64qrk", "prefill-d64-causal": "128:128x64qrk",
+        "prefill-d64": "128:128x64rk", "prefill-d64-causal": "128:128x64rk",
         "prefill-d128": "128:64x64", "prefill-d128-causal": "128:64x64",
         "decode-d64": "64:16x128m", "decode-d128": "64:16x64m",
         "decode-d64-mha": "64:16x128m", "decode-d128-mha": "64:16x64m",

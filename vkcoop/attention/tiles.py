@@ -34,10 +34,10 @@ PREFERRED_INVOCATIONS = 128
 DECODE_ROWS = 16
 DECODE_INVOCATIONS = 64
 #: FlashAttention-2's split of prefill: each 32-wide subgroup owns SPLIT_ROWS query rows as subgroup-scope matrices,
-#: Q waits in shared memory and K and V are staged (label ``qrk``). A subgroup's O then takes head_dim fp32 registers
-#: per invocation, so the split applies up to SPLIT_MAX_HEAD_DIM. On the H100 (docs/attention.md, experiment 28)
-#: 128:128x64qrk beat 128:64x128 at head_dim 64 by 7-10 % (36 % at seq 1000) and tied it causal; at head_dim 128
-#: the driver spills (64:64x32qrk: 13.5 KB of scratch, 154 against 224 TFLOP/s).
+#: Q waits in shared memory (both are the ``r`` of a label) and K and V are staged (``k``). A subgroup's O then takes
+#: head_dim fp32 registers per invocation, so the split applies up to SPLIT_MAX_HEAD_DIM. On the H100
+#: (docs/attention.md, experiments table) 128:128x64rk beat 128:64x128 at head_dim 64 by 7-10 % (36 % at seq 1000)
+#: and tied it causal; at head_dim 128 the driver spills (64:64x32rk: 13.5 KB of scratch, 154 against 224 TFLOP/s).
 SPLIT_ROWS = 32
 SPLIT_MAX_HEAD_DIM = 64
 
@@ -82,20 +82,17 @@ class AttentionConfig:
     stacked in one tile) and ``stats_cols`` (columns of the running max and sum); None leaves each to
     :func:`vkcoop.attention.kernel.choose_kv_splits`, :func:`vkcoop.attention.kernel.use_gqa_rows` and
     :func:`stats_columns`. ``kv_staged`` passes K and V through the shader's own shared memory (KV_STAGED; None:
-    :func:`vkcoop.attention.kernel.stages_kv`, label ``k`` on and ``u`` off); ``q_shared`` and ``v_early`` are
-    staging experiments (Q_SHARED, V_EARLY in flash_attention.comp); ``fused_merge`` merges the key slices in the same
-    dispatch (SPLIT_MERGE=FUSED: its last slices), ``waiting_merge`` too (SPLIT_MERGE=WAIT: workgroups after the slices
-    wait for them); ``subgroup_rows`` gives each subgroup its own rows as subgroup-scope matrices
-(SCOPE=SUBGROUP); ``order_chunk`` and ``order_tail`` are the (head, batch) pairs whose causal query tiles start
-heaviest first together, before the last chunk and in it (None: :func:`vkcoop.attention.kernel.causal_order`). Label:
-``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]``."""
+    :func:`vkcoop.attention.kernel.stages_kv`, label ``k`` on and ``u`` off); ``waiting_merge`` merges the key slices
+    in the same dispatch, by workgroups after the slices that wait for them (SPLIT_MERGE=WAIT, label ``m``);
+    ``subgroup_rows`` is FlashAttention-2's split (label ``r``): each subgroup owns its rows as subgroup-scope
+    matrices (SCOPE=SUBGROUP) and Q waits in shared memory, a staging choice that the H100's head_dim 64 prefill seed
+    ships (``128:128x64rk``); ``order_chunk`` and ``order_tail`` are the (head, batch) pairs whose causal query tiles
+    start heaviest first together, before the last chunk and in it (None:
+    :func:`vkcoop.attention.kernel.causal_order`). Label: :data:`CONFIG_GRAMMAR`."""
     tile: AttentionTile
     kv_splits: int | None = None
     gqa_rows: bool | None = None
     stats_cols: int | None = None
-    q_shared: bool = False
-    v_early: bool = False
-    fused_merge: bool = False
     kv_staged: bool | None = None
     subgroup_rows: bool = False
     waiting_merge: bool = False
@@ -107,15 +104,14 @@ heaviest first together, before the last chunk and in it (None: :func:`vkcoop.at
         rows = {True: "g", False: "n", None: ""}[self.gqa_rows]
         stats = f"w{self.stats_cols}" if self.stats_cols else ""
         order = "".join(f"{flag}{value}" for flag, value in (("c", self.order_chunk), ("t", self.order_tail)) if value)
-        flags = "".join(flag for flag, on in (("q", self.q_shared), ("v", self.v_early), ("f", self.fused_merge),
-                                              ("m", self.waiting_merge), ("r", self.subgroup_rows),
+        flags = "".join(flag for flag, on in (("m", self.waiting_merge), ("r", self.subgroup_rows),
                                               ("k", self.kv_staged is True), ("u", self.kv_staged is False)) if on)
         return f"{self.tile.label()}{splits}{rows}{stats}{order}{flags}"
 
 
-#: What an :class:`AttentionConfig` label holds, in order (the flags ``f`` and ``m`` exclude each other).
-CONFIG_GRAMMAR = "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]"
-_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(?:c(\d+))?(?:t(\d+))?(q?)(v?)([fm]?)(r?)([ku]?)$")
+#: What an :class:`AttentionConfig` label holds, in order.
+CONFIG_GRAMMAR = "INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][m][r][k|u]"
+_CONFIG = re.compile(r"^(\d+:\d+x\d+)(?:s(\d+))?([gn]?)(?:w(\d+))?(?:c(\d+))?(?:t(\d+))?(m?)(r?)([ku]?)$")
 
 
 def parse_attention_config(text: str) -> AttentionConfig:
@@ -124,10 +120,10 @@ def parse_attention_config(text: str) -> AttentionConfig:
     if not match or any(match.group(i) and int(match.group(i)) < 1 for i in (2, 4, 5, 6)):
         raise AttentionInputError(f"configuration {text!r} is not {CONFIG_GRAMMAR} (e.g. 64:16x128s32g)")
     splits, stats, chunk, tail = (int(match.group(i)) if match.group(i) else None for i in (2, 4, 5, 6))
-    gqa_rows, kv_staged = {"g": True, "n": False}.get(match.group(3)), {"k": True, "u": False}.get(match.group(11))
-    return AttentionConfig(parse_attention_tile(match.group(1)), splits, gqa_rows, stats,
-                           *(bool(match.group(i)) for i in (7, 8)), match.group(9) == "f", kv_staged,
-                           bool(match.group(10)), match.group(9) == "m", chunk, tail)
+    return AttentionConfig(parse_attention_tile(match.group(1)), splits, {"g": True, "n": False}.get(match.group(3)),
+                           stats, kv_staged={"k": True, "u": False}.get(match.group(9)),
+                           subgroup_rows=bool(match.group(8)), waiting_merge=bool(match.group(7)),
+                           order_chunk=chunk, order_tail=tail)
 
 
 def _fits(row, tile: AttentionTile, head_dim: int, subgroup_rows: bool = False) -> bool:
@@ -184,10 +180,10 @@ def stats_columns(flexible, dtype: str, tile: AttentionTile, subgroup_rows: bool
     return min(row.N for row in rows)
 
 
-def staged_shared_bytes(tile: AttentionTile, head_dim: int, q_shared: bool, kv_staged: bool) -> int:
-    """The shared memory flash_attention.comp declares for Q (Q_SHARED) and one block each of K and V
-    (KV_STAGED): rows of head_dim + 8 elements (a 16-byte bank skew), 2 bytes each."""
-    rows = (tile.br if q_shared else 0) + (2 * tile.bc if kv_staged else 0)
+def staged_shared_bytes(tile: AttentionTile, head_dim: int, subgroup_rows: bool, kv_staged: bool) -> int:
+    """The shared memory flash_attention.comp declares for Q (``subgroup_rows``: SCOPE=SUBGROUP keeps Q there) and
+    one block each of K and V (KV_STAGED): rows of head_dim + 8 elements (a 16-byte bank skew), 2 bytes each."""
+    rows = (tile.br if subgroup_rows else 0) + (2 * tile.bc if kv_staged else 0)
     return rows * (head_dim + 8) * 2
 
 
@@ -208,7 +204,7 @@ def choose_split_config(flexible, dtype: str, head_dim: int, staging_bytes: int,
                 check_attention_tile(flexible, dtype, head_dim, tile, max_dimension, subgroup_rows=True)
             except AttentionInputError:
                 return None
-            return AttentionConfig(tile, q_shared=True, kv_staged=True, subgroup_rows=True)
+            return AttentionConfig(tile, kv_staged=True, subgroup_rows=True)
         bc //= 2
     return None
 
@@ -219,7 +215,7 @@ def choose_config_for(flexible, shape, dtype: str, max_dimension: int | None = N
     prefill the split of :func:`choose_split_config` where ``staging_bytes`` (shared memory a workgroup may fill)
     allows it, else the prefill tile. Key splits and GQA rows stay open (None). Decode merges its key slices in the
     same dispatch, by workgroups that wait for them (``waiting_merge``; on the H100 9-18 % faster than the combine
-    pass at kv 8k-16k and 1-5 % at 32k-64k, docs/attention.md experiment 32)."""
+    pass at kv 8k-16k and 1-5 % at 32k-64k, docs/attention.md, experiments table)."""
     if is_decode(shape):
         return AttentionConfig(choose_tile_for(flexible, shape, dtype, max_dimension), waiting_merge=True)
     if staging_bytes:

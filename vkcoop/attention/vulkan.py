@@ -23,7 +23,7 @@ from .tiles import (AttentionConfig, AttentionTile, check_attention_tile, choose
 
 EXTENSIONS = ("VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
 #: What flash_attention.comp uses besides its element types. maintenance4: local_size_x_id (LocalSizeId);
-#: vulkanMemoryModelDeviceScope: the fused merge's device-scope arrivals (SPLIT_MERGE=FUSED); the subgroup-size
+#: vulkanMemoryModelDeviceScope: the waiting merge's device-scope arrivals (SPLIT_MERGE=WAIT); the subgroup-size
 #: control (core in Vulkan 1.3, which vkcoop.vk.Device requires): SCOPE=SUBGROUP pipelines ask for 32-wide subgroups.
 ATTENTION_FEATURES = ("cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
                       "cooperativeMatrixTensorAddressing", "cooperativeMatrixReductions",
@@ -101,13 +101,12 @@ def candidate_configs(physical, shape: AttentionShape, dtype: str, flexible=None
 def config_options(shape: AttentionShape, config: AttentionConfig, *, causal: bool = False,
                    target_workgroups: int | None = None) -> dict:
     """:func:`device_kernel`'s arguments for an :class:`AttentionConfig` on ``shape``: the key splits and GQA
-    row stacking it leaves open chosen by :func:`launch_choices` (what ``attention_explore`` times and
-    ``vkcoop inspect --attention`` builds)."""
+    row stacking it leaves open chosen by :func:`launch_choices` (what ``vkcoop inspect --attention`` builds and the
+    lab's explore tool times)."""
     gqa_rows, splits = launch_choices(shape, config.tile, gqa_rows=config.gqa_rows, kv_splits=config.kv_splits,
                                       target_workgroups=target_workgroups)
     return {"tile": config.tile, "causal": causal, "kv_splits": splits, "gqa_rows": gqa_rows,
-            "stats_cols": config.stats_cols, "q_shared": config.q_shared, "v_early": config.v_early,
-            "fused_merge": config.fused_merge, "kv_staged": config.kv_staged, "subgroup_rows": config.subgroup_rows,
+            "stats_cols": config.stats_cols, "kv_staged": config.kv_staged, "subgroup_rows": config.subgroup_rows,
             "waiting_merge": config.waiting_merge, "order_chunk": config.order_chunk,
             "order_tail": config.order_tail}
 
@@ -117,16 +116,14 @@ class VulkanAttention(VulkanGemm):
 
     def __init__(self, device, dtype: str, head_dim: int, tile: AttentionTile | None = None, *,
                  causal: bool = False, kv_splits: int = 1, gqa_rows: bool = False, stats_cols: int | None = None,
-                 flexible=None, q_shared: bool = False, v_early: bool = False, fused_merge: bool = False,
-                 kv_staged: bool | None = None, subgroup_rows: bool = False, waiting_merge: bool = False,
-                 sm_count: int | None = None, order_chunk: int | None = None, order_tail: int | None = None):
+                 flexible=None, kv_staged: bool | None = None, subgroup_rows: bool = False,
+                 waiting_merge: bool = False, sm_count: int | None = None, order_chunk: int | None = None,
+                 order_tail: int | None = None):
         super().__init__(device, device_kernel(device.physical, dtype, head_dim, tile, flexible=flexible,
                                                stats_cols=stats_cols, causal=causal, kv_splits=kv_splits,
-                                               gqa_rows=gqa_rows, q_shared=q_shared, v_early=v_early,
-                                               fused_merge=fused_merge, kv_staged=kv_staged,
-                                               subgroup_rows=subgroup_rows, waiting_merge=waiting_merge,
-                                               sm_count=sm_count, order_chunk=order_chunk,
-                                               order_tail=order_tail))
+                                               gqa_rows=gqa_rows, kv_staged=kv_staged, subgroup_rows=subgroup_rows,
+                                               waiting_merge=waiting_merge, sm_count=sm_count,
+                                               order_chunk=order_chunk, order_tail=order_tail))
 
     @classmethod
     def from_config(cls, device, dtype: str, shape: AttentionShape, config: AttentionConfig, *,
@@ -144,8 +141,8 @@ class VulkanAttention(VulkanGemm):
         waiting = k.waiting_merge if self._bound is None else k.merges_waiting(self._bound[0])
         order = k.bound_order(self._bound[0]) if self._bound is not None else None
         chunk, tail = (order.chunk, order.tail) if order else (k.order_chunk, k.order_tail)
-        return AttentionConfig(k.tile, k.kv_splits, k.gqa_rows, k.stats_cols, k.q_shared, k.v_early, k.fused_merge,
-                               k.kv_staged, k.subgroup_rows, waiting, chunk, tail)
+        return AttentionConfig(k.tile, k.kv_splits, k.gqa_rows, k.stats_cols, k.kv_staged, k.subgroup_rows, waiting,
+                               chunk, tail)
 
     def bind(self, q, k, v, scale=None):
         return self.bind_launch(self.kernel.launch(q, k, v, scale))
@@ -204,7 +201,7 @@ def attention(q, k, v, causal: bool = False, scale=None, device=None, *, tile: A
 def device_target_workgroups(physical) -> int:
     """The workgroups a key split aims at on ``physical``: :data:`vkcoop.attention.kernel.WORKGROUPS_PER_SM` per SM
     of the driver's count (VK_NV_shader_sm_builtins), or the default where the driver does not say. ``bench
-    attention``, its explore tool, ``inspect --attention`` and :func:`attention` all aim here."""
+    attention``, ``inspect --attention``, :func:`attention` and the lab's explore tool all aim here."""
     from .. import vk
     return target_workgroups(vk.sm_count(physical))
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..attention import AttentionShape, check_attention, reference_attention, tolerance_for
+from ..attention.cases import (DECODE_HEADS, HIDDEN, KINDS, PREFILL_TOKENS, AttentionCase, decode_shape,
+                               prefill_shape)
 from ..attention.shapes import HEAD_DIMS, check_dtype
 from ..gemm import DTYPES
 from ..gemm import WARMUP_SECONDS as BUSY_WARMUP_SECONDS
@@ -39,7 +41,6 @@ from .stats import retime_if_unsteady
 from .sparse import BenchResult
 
 PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
-KINDS = ("prefill", "decode")
 PREFILL_SEQS = (1024, 2048, 4096, 8192, 16384)
 DECODE_SEQS = (8192, 16384, 32768, 65536)
 #: Least warm-up wall time before a path is timed (vkcoop.gemm.warmup's rule takes 1 s after an idle gap). On the
@@ -49,9 +50,6 @@ DECODE_SEQS = (8192, 16384, 32768, 65536)
 WARMUP_SECONDS = 3.0
 #: Decode's: every path timed the same after 1 s as after 3 s, within 1 % (docs/attention.md, experiment 49).
 DECODE_WARMUP_SECONDS = 1.0
-PREFILL_TOKENS = 16384     # batch x seq of every prefill case
-HIDDEN = 2048              # q heads x head_dim
-DECODE_HEADS = ((32, 8), (32, 32))   # (q heads, kv heads) of the decode cases: GQA 4:1, and without GQA
 #: Spec-sheet HBM bandwidth in GB/s by a substring of the GPU's name (more specific first).
 BANDWIDTH_GBS = (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100 NVL", 3900.0), ("H100", 3350.0),
                  ("A100-SXM4-80GB", 2039.0), ("A100", 1555.0))
@@ -59,18 +57,6 @@ BANDWIDTH_GBS = (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100 NVL", 3900.0), 
 DEFAULT_TUNE_BUDGET = 600.0
 #: Exit codes, the CLI's (vkcoop.cli.common.Exit): all ran and passed, a check failed, nothing could run, Ctrl-C.
 EXIT_OK, EXIT_FAILED, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 3, 130
-
-
-@dataclass(frozen=True)
-class AttentionCase:
-    kind: str
-    dtype: str
-    causal: bool
-    shape: AttentionShape
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind} {self.dtype} {self.shape.label()}{' causal' if self.causal else ''}"
 
 
 @dataclass
@@ -111,13 +97,11 @@ def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_
         check_dtype(dtype)
         for d in head_dims:
             if "prefill" in kinds:
-                heads = max(1, hidden // d)
-                cases += [AttentionCase("prefill", dtype, bool(c), AttentionShape(max(1, tokens // s), heads, heads,
-                                                                                  s, s, d))
+                cases += [AttentionCase("prefill", dtype, bool(c), prefill_shape(s, d, tokens, hidden))
                           for s in seqs for c in causal]
             if "decode" in kinds:
-                cases += [AttentionCase("decode", dtype, False, AttentionShape(decode_batch, q, kv, 1, s, d))
-                          for q, kv in decode_heads for s in decode_seqs]
+                cases += [AttentionCase("decode", dtype, False, decode_shape(s, d, heads, decode_batch))
+                          for heads in decode_heads for s in decode_seqs]
     return cases
 
 

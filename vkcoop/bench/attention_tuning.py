@@ -17,7 +17,8 @@ from, in this order:
 
 An entry is a configuration label with the choices that follow the shape left open (key splits, GQA rows, the
 causal order), so one winner serves every sequence length of its class. An entry or seed the device's table does
-not take is passed over for the next source.
+not take is passed over for the next source; an entry whose label this version no longer reads is dropped from the
+cache with one line, and ``--tune`` measures its class again.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 from ..attention import AttentionConfig, AttentionInputError, parse_attention_config, seeds
+from ..attention.tiles import CONFIG_GRAMMAR
 from .report import error_line
 
 #: The tuning cache's path name for the attention kernel (the GEMM paths are ``vk-coopmat2-dense`` ...).
@@ -75,7 +77,15 @@ class AttentionTuner:
     def _cached(self, key) -> dict | None:
         if key in self.tuned:
             return self.tuned[key]
-        return None if self.retune else self.cache.lookup(self.identity, TUNING_PATH, key[1], key[2])
+        if self.retune:
+            return None
+        entry = self.cache.lookup(self.identity, TUNING_PATH, key[1], key[2])
+        if entry and entry.get("config") and _parsed(entry["config"]) is None:
+            self.cache.drop(self.identity, TUNING_PATH, key[1], key[2],
+                            f"its configuration {entry['config']!r} is not {CONFIG_GRAMMAR}; --tune measures the "
+                            "class again")
+            return None
+        return entry
 
     def needs_tuning(self, key) -> bool:
         if self.identity is None or not (self.tune or self.retune) or key in self.tuned:

@@ -102,6 +102,15 @@ class TuningCache:
         self._load(identity)["entries"][entry_key(path, dtype, cls)] = entry
         return self.save(identity)
 
+    def drop(self, identity: DeviceIdentity, path: str, dtype: str, cls: str, why: str) -> None:
+        """Remove an entry that can no longer be used (``why``), with one line; the file keeps the others."""
+        key = entry_key(path, dtype, cls)
+        if self._load(identity)["entries"].pop(key, None) is None:
+            return
+        self._say(f"tuning cache {self.file_for(identity)}: {key} dropped, {why}")
+        if self.file_for(identity).exists():
+            self.save(identity)
+
     def section(self, identity: DeviceIdentity, name: str) -> dict:
         """A named section of the device's file besides the tuned entries (``library``: the library searches,
         :mod:`.library_cache`), created empty; one that is not a mapping is replaced, with one line."""

@@ -34,9 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--gemm", help="the pipelines vkcoop bench sparse builds for a Vulkan path: "
                                      + ", ".join(sorted(targets.GEMM_PATHS)))
     what.add_argument("--attention", metavar="KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG",
-                      help="the pipelines of one flash-attention configuration on a case of vkcoop bench attention, "
-                           "as the explore tool times it (python -m vkcoop.bench.attention_explore --help), e.g. "
-                           "prefill/fp16/128/4096c/128:64x64")
+                      help="the pipelines of one flash-attention configuration on a case of vkcoop bench attention "
+                           "(c: causal, n: decode without GQA, bBATCH: the decode batch; CONFIG: a configuration "
+                           "label as bench attention reports it), e.g. prefill/fp16/128/4096c/128:64x64")
     what.add_argument("--cache", metavar="DIR", help="report a driver shader cache already on disk (a "
                                                      "__GL_SHADER_DISK_CACHE_PATH folder, e.g. copied from a GPU "
                                                      "machine, or an earlier --cache-dir): no device needed")
@@ -77,10 +77,11 @@ def target_from_args(args) -> targets.Target:
 
 
 def attention_target(job: str, target_workgroups: int | None) -> targets.Target:
-    """An explore job with one configuration, as an inspect target (the case is the benchmark's own)."""
+    """A job (:func:`vkcoop.attention.parse_job`) with one configuration, as an inspect target (the case is the
+    benchmark's own)."""
     from dataclasses import asdict
 
-    from ..bench.attention_explore import parse_job
+    from ..attention.cases import parse_job
     try:
         case, configs = parse_job(job)
     except ValueError as error:

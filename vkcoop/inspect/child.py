@@ -126,7 +126,7 @@ def _gemm(target: Target, device_arg):
 
 @contextlib.contextmanager
 def _attention(target: Target, device_arg):
-    """The pipelines of one attention configuration's launch on its case, as ``attention_explore`` would time it:
+    """The pipelines of one attention configuration's launch on its case, as ``bench attention`` would time it:
     the launch's own dispatches only (no template launch, so no pipeline the timing would not use)."""
     import numpy as np
 

@@ -174,7 +174,8 @@ def attention_target(case: str, dtype: str, shape: dict, causal: bool, config: s
                      target_workgroups: int | None = None) -> Target:
     """The pipelines one flash-attention configuration (an :class:`vkcoop.attention.AttentionConfig` label)
     needs on one case: ``shape`` holds :class:`vkcoop.attention.AttentionShape`'s fields, ``case`` names it; the
-    key splits and GQA rows the label leaves open are chosen as ``attention_explore`` chooses them."""
+    key splits and GQA rows the label leaves open are chosen as ``bench attention`` chooses them
+    (:func:`vkcoop.attention.vulkan.config_options`)."""
     from ..attention import AttentionInputError, AttentionShape, parse_attention_config
     from ..attention.shapes import check_dtype
     try:

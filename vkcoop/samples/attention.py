@@ -162,8 +162,8 @@ class AttentionSample(Sample):
                 if split is not None:   # what prefill runs where FlashAttention-2's split fits (bench attention)
                     stats = attn.stats_columns(caps.flexible, dtype, split.tile, subgroup_rows=True)
                     rng = np.random.default_rng(1000 + head_dim + len(split_cases))
-                    split_cases += self.shape_cases(dtype, head_dim, split.tile, rng, stats, q_shared=True,
-                                                    kv_staged=True, subgroup_rows=True)
+                    split_cases += self.shape_cases(dtype, head_dim, split.tile, rng, stats, kv_staged=True,
+                                                    subgroup_rows=True)
         return cases + split_cases
 
     @staticmethod
@@ -176,7 +176,7 @@ class AttentionSample(Sample):
     @staticmethod
     def shape_cases(dtype: str, d: int, tile: attn.AttentionTile, rng, stats_cols: int | None = None,
                     **split) -> list[Case]:
-        """The cases of one tile; ``split`` are AttentionKernel's q_shared, kv_staged and subgroup_rows."""
+        """The cases of one tile; ``split`` are AttentionKernel's kv_staged and subgroup_rows."""
         br, bc, element = tile.br, tile.bc, DTYPES[dtype]
 
         def kernel(**options):

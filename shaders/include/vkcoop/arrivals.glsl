@@ -1,5 +1,5 @@
 // Counting which workgroup of a group finishes last, so that it can finish the group's work in the same dispatch
-// (flash_attention.comp's fused merge, the GEMMs' split-K sum). The including shader declares
+// (the GEMMs' split-K sum). The including shader declares
 //   devicecoherent buffer ... { uint arrivals[]; };
 // whose counters start at zero (a zero-filled buffer); the last arrival sets its counter back to zero, so the next
 // launch finds it so.

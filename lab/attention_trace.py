@@ -1,8 +1,8 @@
-"""Where one attention launch spends its time, workgroup by workgroup: flash_attention.comp compiled with TRACE
-writes the device's realtime clock (VK_KHR_shader_clock) at a few points of every workgroup, and its SM
-(VK_NV_shader_sm_builtins). ``python -m vkcoop.bench.attention_explore --trace DIR`` records one timeline per
-configuration, of the last of 20 launches run back to back as the benchmarks time them; docs/attention.md, sessions
-22 and 23, reads them.
+"""Where one attention launch spends its time, workgroup by workgroup: ``lab/shaders/flash_attention_trace.comp``
+(the product's kernel with its trace points defined) writes the device's realtime clock (VK_KHR_shader_clock) at a
+few points of every workgroup, and its SM (VK_NV_shader_sm_builtins). ``python -m lab.attention_explore --trace DIR``
+records one timeline per configuration, of the last of 20 launches run back to back as the benchmarks time them;
+docs/attention.md reads them.
 
 Events (trace[workgroup][event], workgroups numbered x fastest, then y, then z, as the shader numbers them):
 a key slice records its start, the end of its first key block, the end of its key loop and the moment its partials
@@ -13,10 +13,14 @@ from the first workgroup's start; an event a workgroup never reaches (an empty s
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from vkcoop.paths import shader_root
 
 #: what a traced launch needs from the device, besides the attention kernel's own extensions and features
 TRACE_EXTENSIONS = ("VK_KHR_shader_clock", "VK_NV_shader_sm_builtins")
@@ -27,14 +31,20 @@ MERGER_EVENTS = ("start", "wait over", "merged")
 STREAM_LAUNCHES = 20                             # launches back to back per traced run, as bench attention times
 PERCENTILES = (0, 10, 50, 90, 100)
 _LATEST_US = 1e5                                 # a reading further than this from the first start was not written
+TRACE_SHADER = Path(__file__).resolve().parent / "shaders" / "flash_attention_trace.comp"
+
+
+def trace_shader() -> str:
+    """The trace shader as a dispatch names a shader: relative to the product's shader folder (a checkout's)."""
+    return os.path.relpath(TRACE_SHADER, shader_root())
 
 
 def traced_launch(launch):
-    """``launch`` with its flash-attention dispatch (the first) compiled with TRACE and given a "trace" buffer,
-    bound after its own; other dispatches (a combine pass) as they were."""
+    """``launch`` with its flash-attention dispatch (the first) running the trace shader, with the same defines, and
+    given a "trace" buffer, bound after its own; other dispatches (a combine pass) as they were."""
     flash = launch.dispatches[0]
     x, y, z = flash.groups
-    traced = dataclasses.replace(flash, defines={**flash.defines, "TRACE": "1"}, buffers=flash.buffers + ("trace",))
+    traced = dataclasses.replace(flash, shader=trace_shader(), buffers=flash.buffers + ("trace",))
     outputs = {**launch.outputs, "trace": ((x * y * z * (EVENTS + 1) * 2,), np.dtype(np.uint32))}
     return dataclasses.replace(launch, dispatches=[traced, *launch.dispatches[1:]], outputs=outputs)
 
@@ -100,10 +110,10 @@ def parse_trace(words: np.ndarray, groups: tuple, slice_layers: int, label: str 
 
 
 def trace_runner(runner, inputs, runs: int = 7, stream: int | None = STREAM_LAUNCHES) -> Timeline:
-    """Bind ``runner``'s launch on ``inputs`` with TRACE, run it ``runs`` times and keep the run whose span is the
-    median. With ``stream`` each run is that many launches back to back, as the benchmarks time them, and the last
-    one's stamps are kept; with None each run is one submission, a launch that starts from an idle device (on the
-    H100 its first key block takes 2-3x as long: docs/attention.md, experiment 40)."""
+    """Bind ``runner``'s launch on ``inputs`` traced (:func:`traced_launch`), run it ``runs`` times and keep the run
+    whose span is the median. With ``stream`` each run is that many launches back to back, as the benchmarks time
+    them, and the last one's stamps are kept; with None each run is one submission, a launch that starts from an idle
+    device (on the H100 its first key block takes 2-3x as long: docs/attention.md, experiments table)."""
     kernel = runner.kernel
     launch = traced_launch(kernel.launch(*inputs))
     runner.bind_launch(launch)

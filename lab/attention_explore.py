@@ -1,19 +1,20 @@
-"""Configuration exploration for flash_attention.comp (how docs/attention.md's experiment table was measured).
+"""Configuration exploration for flash_attention.comp (how docs/attention.md's experiments table was measured).
 
-One process, many jobs, so every number of a sweep comes from the same device state::
+One process, many jobs, so every number of a sweep comes from the same device state; from the repository's root::
 
-    python -m vkcoop.bench.attention_explore --job decode/fp16/128/32768/128:64x64,64:16x128s32g \\
-                                             --job prefill/fp16/128/4096c/128:64x64,256:128x64
+    python -m lab.attention_explore --job decode/fp16/128/32768/128:64x64,64:16x128s32g \\
+                                    --job prefill/fp16/128/4096c/128:64x64,256:128x64
 
-A job is ``KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG[,CONFIG...]``: the case of ``vkcoop bench attention`` with
-that kind, dtype, head dim and sequence length (``c``: causal; decode is never causal; decode has GQA unless ``n``, 32
-q heads on 8 kv heads or on 32; ``bBATCH``: decode at that batch, as ``--decode-batch``), and configurations as
-:class:`vkcoop.attention.AttentionConfig` labels
-(``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][q][v][f|m][r][k|u]``; without ``s`` the key
+A job (:func:`vkcoop.attention.parse_job`) is ``KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG[,CONFIG...]``: the case of
+``vkcoop bench attention`` with that kind, dtype, head dim and sequence length (``c``: causal; decode is never causal;
+decode has GQA unless ``n``, 32 q heads on 8 kv heads or on 32; ``bBATCH``: decode at that batch, as
+``--decode-batch``), and configurations as :class:`vkcoop.attention.AttentionConfig` labels
+(``INVOCATIONS:BRxBC[sSPLITS][g|n][wSTATS_COLS][cORDER_CHUNK][tORDER_TAIL][m][r][k|u]``; without ``s`` the key
 splits are chosen for ``--target-workgroups``, without ``g``/``n`` the GQA row stacking is chosen by the kernel's rule,
 without ``w`` m and l are as narrow as the table allows, without ``k``/``u`` K and V are staged through the shader's
-own shared memory by the kernel's rule; ``f`` merges the key slices in the same dispatch; without ``c``/``t`` a causal
-launch orders its query tiles in the chunks of (head, batch) pairs of :func:`vkcoop.attention.kernel.causal_order`).
+own shared memory by the kernel's rule; ``m`` merges the key slices in the same dispatch; ``r`` is FlashAttention-2's
+split; without ``c``/``t`` a causal launch orders its query tiles in the chunks of (head, batch) pairs of
+:func:`vkcoop.attention.kernel.causal_order`).
 Each configuration is checked against the float64 reference on sampled rows before it is timed (after the benchmark's
 warm-up for its kind, :func:`vkcoop.bench.attention.warmup_seconds_for`), and the first configuration of each job is
 timed again at its end (``repeat``), which exposes drift. Output: one line per configuration, and ``--json`` writes
@@ -28,43 +29,16 @@ import re
 import statistics
 from pathlib import Path
 
-from ..attention import VulkanAttention, attention_features
-from ..attention.vulkan import device_target_workgroups
-from ..attention.tiles import parse_attention_config
+from vkcoop.attention import JOB_GRAMMAR, VulkanAttention, attention_features, parse_job
+from vkcoop.attention.vulkan import device_target_workgroups
+from vkcoop.bench.attention import check_planes, make_inputs, measure, warmup_seconds_for
+
 from . import attention_trace
-from .attention import DECODE_HEADS, check_planes, make_cases, make_inputs, measure, warmup_seconds_for
-
-
-_SEQ = re.compile(r"(\d+)([cn]?)(?:b(\d+))?")
-
-
-def parse_job(text: str):
-    """(case, [AttentionConfig]); ValueError naming the job for anything malformed."""
-    try:
-        kind, dtype, head_dim, seq, configs = text.split("/")
-        s, flag, batch = _SEQ.fullmatch(seq).groups()
-        d, s, causal, no_gqa = int(head_dim), int(s), flag == "c", flag == "n"
-    except (ValueError, AttributeError):
-        raise ValueError(f"job {text!r} is not KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG[,CONFIG...]") from None
-    if causal and kind == "decode":
-        raise ValueError(f"job {text!r}: decode is not causal")
-    if (no_gqa or batch) and kind != "decode":
-        raise ValueError(f"job {text!r}: {'n (no GQA)' if no_gqa else 'b (batch)'} names a decode case")
-    heads = DECODE_HEADS[-1:] if no_gqa else DECODE_HEADS[:1]
-    try:   # the bench's own case, so the explored shapes are the benchmarked ones
-        (case,) = make_cases([kind], [dtype], [d], [s], [s], [causal], decode_heads=heads,
-                             decode_batch=int(batch or 1))
-    except ValueError as error:
-        raise ValueError(f"job {text!r}: {error}") from None
-    labels = [c for c in configs.split(",") if c]
-    if not labels:
-        raise ValueError(f"job {text!r} names no configuration")
-    return case, [parse_attention_config(c) for c in labels]
 
 
 class _ConfigPath:
     """One configuration as a path of ``vkcoop.bench.attention.measure``; with ``trace_dir``, after its timing, one
-    launch's timeline (:mod:`vkcoop.bench.attention_trace`) written there as a plot and JSON."""
+    launch's timeline (:mod:`lab.attention_trace`) written there as a plot and JSON."""
     name = "vk-coopmat2"
 
     def __init__(self, device, flexible, choice, target_workgroups, each_pass=False, trace_dir=None):
@@ -145,9 +119,8 @@ def run_job(device, flexible, case, configs, args, records) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.attention_explore")
-    parser.add_argument("--job", action="append", required=True,
-                        help="KIND/DTYPE/HEAD_DIM/SEQ[c|n][bBATCH]/CONFIG[,CONFIG...]")
+    parser = argparse.ArgumentParser(prog="python -m lab.attention_explore")
+    parser.add_argument("--job", action="append", required=True, help=JOB_GRAMMAR)
     parser.add_argument("--iters", type=int, default=20, help="timed runs per configuration (default 20)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed runs first (default 5)")
     parser.add_argument("--target-workgroups", type=int, default=None,
@@ -164,8 +137,8 @@ def main(argv=None) -> int:
         jobs = [parse_job(j) for j in args.job]   # every argument error before any GPU work
     except ValueError as error:   # AttentionInputError too
         parser.exit(2, f"attention_explore: {error}\n")
-    from .. import vk
-    from ..attention import EXTENSIONS
+    from vkcoop import vk
+    from vkcoop.attention import EXTENSIONS
 
     dtypes = sorted({case.dtype for case, _ in jobs})
     records: list = []

@@ -1,16 +1,19 @@
-"""vkcoop.bench.attention_trace: a launch compiled with TRACE, its device-clock timeline, the median run, the plot; the
-TRACE shader variants through spirv-val; on a GPU, a traced decode launch whose events keep the kernel's order."""
+"""lab.attention_trace: a launch on the trace shader (lab/shaders/flash_attention_trace.comp), its device-clock
+timeline, the median run, the plot; the trace shader's variants through spirv-val, and the product's without a clock;
+on a GPU, a traced decode launch whose events keep the kernel's order."""
 from __future__ import annotations
 
+import re
 import types
 
 import numpy as np
 import pytest
 
+import spirv_tools
+from lab import attention_trace as trace
+from support import coopmat2_reason, toolchain_or_skip
 from vkcoop import attention as attn
 from vkcoop import shaders
-from vkcoop.bench import attention_trace as trace
-from support import coopmat2_reason, toolchain_or_skip
 
 
 def arrays(b, hq, hkv, sq, skv, d, seed=0):
@@ -23,15 +26,17 @@ def decode_kernel(**options):
     return attn.AttentionKernel("fp16", 128, attn.AttentionTile(64, 16, 64), kv_splits=6, gqa_rows=True, **options)
 
 
-def test_a_traced_launch_compiles_the_flash_pass_with_trace_and_gives_it_one_more_buffer():
+def test_a_traced_launch_runs_the_flash_pass_on_the_trace_shader_with_one_more_buffer():
     q, k, v = arrays(1, 8, 2, 1, 1000, 128)
     launch = decode_kernel(waiting_merge=True, sm_count=132).launch(q, k, v)
     traced = trace.traced_launch(launch)
     (flash,) = traced.dispatches
     x, y, z = flash.groups
-    assert flash.defines["TRACE"] == "1" and flash.buffers == launch.dispatches[0].buffers + ("trace",)
+    assert flash.shader == trace.trace_shader() and flash.defines == launch.dispatches[0].defines
+    assert (shaders.shader_root() / flash.shader).resolve() == trace.TRACE_SHADER
+    assert flash.buffers == launch.dispatches[0].buffers + ("trace",)
     assert traced.outputs["trace"] == ((x * y * z * 10,), np.uint32)
-    assert "TRACE" not in launch.dispatches[0].defines and "trace" not in launch.outputs   # the launch is kept
+    assert launch.dispatches[0].shader == attn.ATTENTION_SHADER and "trace" not in launch.outputs   # the launch is kept
     two_pass = decode_kernel().launch(q, k, v)
     flash, combine = trace.traced_launch(two_pass).dispatches
     assert flash.buffers[-1] == "trace" and combine == two_pass.dispatches[1]
@@ -90,7 +95,7 @@ class FakeRunner:
         self.streams.append(iterations + warmup)
 
     def bound_buffer(self, name):
-        assert name == "trace" and self.bound.dispatches[0].defines["TRACE"] == "1"
+        assert name == "trace" and self.bound.dispatches[0].shader == trace.trace_shader()
         span = self.spans[self.runs - 1]
         words = _words((1, 1, 2), [[10, 20, 30, 40], [15, 25, span, span + 10]], [0, 1])
         return types.SimpleNamespace(read=lambda: words)
@@ -122,17 +127,17 @@ def test_the_plot_is_a_png(tmp_path):
 
 
 def test_explore_refuses_a_bad_job_before_it_opens_a_device_for_a_trace(tmp_path, capsys):
-    from vkcoop.bench import attention_explore
+    from lab import attention_explore
     with pytest.raises(SystemExit) as stop:
         attention_explore.main(["--job", "decode/fp16/96/8192/64:16x64", "--trace", str(tmp_path / "t")])
-    assert stop.value.code == 2 and "--head-dims 96: choose from 64, 128" in capsys.readouterr().err
+    assert stop.value.code == 2 and "head_dim=96: the kernel is built for 64 or 128" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
 
 
 def test_explore_asks_for_the_device_clock_and_says_in_one_line_when_the_device_lacks_it(tmp_path, monkeypatch,
                                                                                          capsys):
+    from lab import attention_explore
     from vkcoop import vk
-    from vkcoop.bench import attention_explore
     asked = {}
 
     def no_clock(*args, extensions=(), features=()):
@@ -154,16 +159,42 @@ def test_explore_asks_for_the_device_clock_and_says_in_one_line_when_the_device_
     ((64, 16, 64), 128, {"kv_splits": 66, "gqa_rows": True, "waiting_merge": True},
      {"keys_aligned": True, "merge_layers": 16}),
     ((64, 16, 64), 128, {"kv_splits": 66, "gqa_rows": True}, {}),
-    ((64, 16, 64), 128, {"kv_splits": 20, "gqa_rows": True, "fused_merge": True}, {"keys_aligned": True}),
     ((128, 64, 64), 128, {"causal": True}, {"aligned": True}),
-    ((128, 128, 64), 64, {"causal": True, "q_shared": True, "kv_staged": True, "subgroup_rows": True}, {})])
+    ((128, 128, 64), 64, {"causal": True, "kv_staged": True, "subgroup_rows": True}, {})])
 def test_the_traced_shader_validates(tile, head_dim, options, specialization):
-    """TRACE in every merge and on the staged and subgroup-row loops, the spec constants folded in."""
+    """The trace points in both merges and on the staged and subgroup-row loops, the spec constants folded in."""
     from test_attention_sample import _validate_specialised
     toolchain = toolchain_or_skip().find_toolchain()
     kernel = attn.AttentionKernel("fp16", head_dim, attn.AttentionTile(*tile), **options)
-    variant = shaders.ShaderVariant(attn.ATTENTION_SHADER, tuple(sorted({**kernel.defines(), "TRACE": "1"}.items())))
+    launch = trace.traced_launch(kernel.template_launch())
+    variant = shaders.ShaderVariant(launch.dispatches[0].shader, tuple(sorted(kernel.defines().items())))
     _validate_specialised(toolchain, variant, kernel.specialization(**specialization))
+
+
+def _calls(listing: str, function: str) -> int:
+    """How often the disassembled module calls ``function`` (0 where it has none)."""
+    ids = re.findall(rf'OpName (%\w+) "{function}\(', listing)
+    return len(re.findall(rf"OpFunctionCall %\w+ {ids[0]}\b", listing)) if ids else 0
+
+
+@pytest.mark.toolchain
+def test_the_clock_is_in_the_trace_shader_and_nowhere_in_the_product():
+    """Every variant of the trace shader reaches each trace point (slices: start, key loop done, stored, and the
+    first-block check after each of the five key loops; mergers: start, wait over, merged), reads the device clock
+    there and binds the trace buffer after the kernel's own; no variant of the product's shader carries any of it."""
+    toolchain_or_skip()
+    for variant in shaders.declared_variants(attn.ATTENTION_SHADER):
+        waiting = dict(variant.defines)["SPLIT_MERGE"] == "WAIT"
+        product = spirv_tools.disassemble(shaders.compile_variant(variant))
+        traced_spirv = shaders.compile_variant(shaders.ShaderVariant(trace.trace_shader(), variant.defines))
+        traced = spirv_tools.disassemble(traced_spirv)
+        assert product.count("OpReadClockKHR") == 0 and "Trace" not in product
+        assert traced.count("OpReadClockKHR") == 1                          # in trace_point, called at each point
+        assert _calls(traced, "trace_point") == 1 + 3 + (3 if waiting else 0)   # 1: in trace_block_done
+        assert _calls(traced, "trace_block_done") == 5
+        bindings = {b["name"]: b["binding"] for b in spirv_tools.reflect(traced_spirv).to_dict()["bindings"]}
+        assert bindings["Trace"] == (8 if waiting else 5) == max(bindings.values())
+        assert sorted(set(bindings.values())) == list(range(bindings["Trace"] + 1))
 
 
 _NO_GPU = coopmat2_reason()
@@ -199,7 +230,8 @@ def test_a_traced_decode_launch_keeps_the_kernels_order_and_its_result():
 def test_explore_writes_each_traced_configuration_as_a_plot_and_json_named_without_colons(tmp_path):
     """What ``attention_explore --trace`` does after a configuration's timing, on the FakeRunner's launches."""
     import json
-    from vkcoop.bench import attention_explore
+
+    from lab import attention_explore
     from vkcoop.bench.attention import make_cases
     (case,) = make_cases(["decode"], ["fp16"], [128], [8192], [8192], [False], decode_heads=[(32, 8)])
     kernel = attn.AttentionKernel("fp16", 128, attn.AttentionTile(64, 16, 64), kv_splits=2)
