@@ -15,7 +15,9 @@ from vkcoop.bench.sparse import BenchResult, add_ratios
 from vkcoop.bench.stats import percentile, relative_noise, spread_ms
 from vkcoop.gemm.path import GemmProblem
 
-H200_RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "h200" / "bench.json"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: An H200 run in the first format (schema 1): median and min only, no percentiles.
+H200_RUN = FIXTURES / "bench-schema1-h200.json"
 
 
 # --- statistics -------------------------------------------------------------------------------------------------
@@ -132,7 +134,6 @@ def test_the_recorded_h200_run_compares_with_itself():
 
 
 # --- attention runs ---------------------------------------------------------------------------------------------
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100"
 
 
 def _attention_row(path, tflops, case="decode fp16 b1 h32 q1 kv8192 d128", status="ok", median=1.0):
@@ -171,9 +172,9 @@ def test_a_gemm_run_and_an_attention_run_do_not_compare(tmp_path, capsys):
 
 
 def test_recorded_attention_runs_show_the_one_wave_key_split():
-    """Session 25's decode without GQA (17 key slices a head) against session 26's (16, one wave)."""
-    before, after = compare.load_run(RESULTS / "attention-s25-all.json"), compare.load_run(
-        RESULTS / "attention-s26-decode-fp16.json")
+    """Decode without GQA with 17 key slices a head against 16 (one wave): docs/attention.md, experiment 46."""
+    before, after = compare.load_run(FIXTURES / "attention-decode-17-slices.json"), compare.load_run(
+        FIXTURES / "attention-decode-one-wave.json")
     rows = {(r.path, r.case): r for r in compare.compare_runs(before, after)}
     case = ("vk-coopmat2", "decode fp16 b1 h32 q1 kv65536 d128")
     tflops = [next(r["tflops"] for r in run["results"] if (r["path"], r["case"]) == case) for run in (before, after)]

@@ -11,7 +11,7 @@
 // zeros). OPERANDS=LOADED: A and B are read once, before the loop, from binding 1: two sets [A (M x K, row-major),
 // B (K x N, row-major)], chain c multiplying set c % 2, so that consecutive multiplies see other values. With
 // random values the tensor cores switch as they do in a real GEMM and draw its power; with zeros they barely
-// switch, and the H100 stays at its top clock far below its power limit (docs/gemm-notes.md, session 19).
+// switch, and the H100 stays at its top clock far below its power limit (docs/gemm.md).
 // The chains start at 0, 1, 2, ... so no two are the same computation; their sum is stored by the workgroup
 // `store_group` only, a runtime value, so the loop cannot be dropped. With a = b = 1 every element of that sum is
 // CHAINS*(CHAINS-1)/2 + CHAINS*iterations*K: the host checks this before timing (which proves the count, K

@@ -104,8 +104,9 @@ def choose_kv_splits(shape: AttentionShape, tile: AttentionTile, target_workgrou
     least :data:`SATURATING_SHARE` of the slots; else the split of least :func:`wave_cost`.
 
     The floor keeps every slice in the first wave: a slice left for a second wave starts when others end and runs
-    nearly alone, and its whole key loop is added to the launch (docs/attention.md, session 26). Where one wave
-    cannot reach the bandwidth (265-351 query tiles on the H100), whole waves of more slices are faster (session 27).
+    nearly alone, and its whole key loop is added to the launch (docs/attention.md, experiment 46). Where one wave
+    cannot reach the bandwidth (265-351 query tiles on the H100), whole waves of more slices are faster (experiments
+    50 and 51).
     """
     target = target_workgroups or DEFAULT_TARGET_WORKGROUPS
     x, y = query_workgroups(shape, tile, use_gqa_rows(shape, tile) if gqa_rows is None else gqa_rows)

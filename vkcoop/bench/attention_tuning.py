@@ -36,7 +36,7 @@ TUNING_PATH = "vk-coopmat2-attention"
 TUNING_WARMUP_SECONDS = 1.0
 #: A candidate replaces the incumbent (the seed, else the table's default) only when this much faster: on the H100
 #: the candidates of a decode class at kv 8k came within 1 % of each other from run to run (docs/attention.md,
-#: session 25), and a tie should not change what runs.
+#: experiment 44), and a tie should not change what runs.
 TUNING_MARGIN = 0.02
 
 

@@ -4,9 +4,9 @@ Both runs come from ``vkcoop bench sparse --json`` or both from ``vkcoop bench a
 matched by path, dtype and M, N, K (not by label, so runs whose shape classes were named differently still compare),
 attention results by path and case (kind, dtype, heads, lengths, head_dim and mask). For each pair, ratio = TFLOP/s
 of B / TFLOP/s of A (> 1: B is faster). The noise band is the sum of both figures' relative noise (half their p10-p90
-width over the median, :func:`vkcoop.bench.stats.relative_noise`; attention runs before session 26 have only the
-minimum), at least ``min_noise``: a ratio below 1 - band is a regression, above 1 + band an improvement, anything
-between is within noise. A path that passed in A and failed or errored in B is a regression too; one
+width over the median, :func:`vkcoop.bench.stats.relative_noise`; a run of schema version 1 may have only the
+minimum: :data:`vkcoop.bench.report.SCHEMA_VERSION`), at least ``min_noise``: a ratio below 1 - band is a
+regression, above 1 + band an improvement, anything between is within noise. A path that passed in A and failed or errored in B is a regression too; one
 that ran in only one of the runs is listed, not judged. What else differs between the two runs' environments (the
 GPU, its driver, the Vulkan device's buffer robustness, torch, cuSPARSELt) is said under the table and in the JSON
 (``environment_differences``): a ratio across two drivers is not a ratio across two kernels.

@@ -5,7 +5,7 @@ timestamps around dispatches run back to back in one command buffer, without an 
 
 A memory-bound kernel that must read the same bytes cannot expect to beat this, because the floor holds both the
 streaming bandwidth and what any dispatch costs. On the H100 an empty dispatch spans 3.5 µs and 67 MB take 25.4 µs,
-0.85x of the bandwidth roofline (docs/attention.md, session 22). ``vkcoop bench attention --ceilings`` holds each
+0.85x of the bandwidth roofline (docs/attention.md, "Where the time goes"). ``vkcoop bench attention --ceilings`` holds each
 decode case to the floor of its K and V bytes.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import statistics
 
 import numpy as np
 
-#: The grid of the fastest reads in session 22's sweep (read-floor-s22.log): 4 workgroups of 256 invocations per
-#: SM, each invocation with 4 loads of 16 bytes in flight.
+#: The grid of the fastest reads in a sweep of grids on the H100: 4 workgroups of 256 invocations per SM, each
+#: invocation with 4 loads of 16 bytes in flight.
 WORKGROUPS_PER_SM, INVOCATIONS, UNROLL = 4, 256, 4
 FALLBACK_SM_COUNT = 132      # where the driver does not give its SM count (H100 SXM, H200)
 

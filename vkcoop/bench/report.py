@@ -145,10 +145,17 @@ def library_notes(results) -> list[str]:
     return lines
 
 
+#: The format of the JSON ``bench sparse`` and ``bench attention`` write. 1 (a file without the field): results may
+#: lack the percentiles (``vkcoop bench compare`` then takes median - min as the spread). 2: every result has its
+#: percentiles and series; ``settings`` names the preset and the search depth, ``environment`` the search processes
+#: the run started.
+SCHEMA_VERSION = 2
+
+
 def write_json(outcome, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(outcome.to_dict(), indent=2, default=str) + "\n")
+    path.write_text(json.dumps({"schema_version": SCHEMA_VERSION, **outcome.to_dict()}, indent=2, default=str) + "\n")
     return path
 
 

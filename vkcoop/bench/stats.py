@@ -18,7 +18,7 @@ from ..errors import InputError
 
 SPREAD_FIELDS = ("median_ms", "min_ms", "max_ms", "p10_ms", "p90_ms")
 #: The p10-p90 width, over the median, past which a series is unsteady. Steady series on the H100 stay under 0.15
-#: (decode launches of 15 µs) and mostly under 0.05; a disturbed one measured 1.86 (docs/attention.md, session 27).
+#: (decode launches of 15 µs) and mostly under 0.05; a disturbed one measured 1.86 (docs/attention.md, experiment 49).
 UNSTEADY_BAND = 0.5
 #: What a table's footer says of a row marked ``*`` (a result with ``unsteady_ms``).
 UNSTEADY_NOTE = (f"* timed twice: the first series was unsteady (its p10-p90 band wider than {UNSTEADY_BAND:g} of its "

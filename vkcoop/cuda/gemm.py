@@ -242,7 +242,7 @@ class MmaSpGemm(HandWrittenSpGemm):
         "128x128pa4": MmaSpConfig(128, 128, 2, 2, 4, pipelined=True, slide_a=True),
         "128x256pa4": MmaSpConfig(128, 256, 2, 4, 4, pipelined=True, slide_a=True),
         # split-K for skinny problems (SplitKernel): wN is the wave of CTAs per SM the split fills; measured on
-        # the H100 at M = K = 4096 and 8192, N = 16, 32, 64 (docs/cuda-notes.md, session 14)
+        # the H100 at M = K = 4096 and 8192, N = 16, 32, 64 (docs/cuda-sparse.md, experiments C16-C18)
         "128x32k128w2": MmaSpConfig(128, 32, 4, 1, 3, bk=128, per_sm=2),
         "128x16k128w3": MmaSpConfig(128, 16, 4, 1, 3, bk=128, per_sm=3),
         "128x64k128w2": MmaSpConfig(128, 64, 4, 1, 3, bk=128, per_sm=2),
@@ -257,10 +257,10 @@ class MmaSpGemm(HandWrittenSpGemm):
         "64x32k128w3cs": MmaSpConfig(64, 32, 4, 1, 4, bk=128, per_sm=3, cluster_sum=True),
         "128x32w4cs": MmaSpConfig(128, 32, 4, 1, 4, per_sm=4, cluster_sum=True),
     }
-    # measured on the H200 at 8192^3 (docs/cuda-notes.md): the pipelined 256x128/BK128 tile first, then pipelined
+    # measured on the H200 at 8192^3 (docs/cuda-sparse.md, "Configurations"): the pipelined 256x128/BK128 tile first, then pipelined
     # BK64 tiles for K not a multiple of 128; for N of 16 to 64 split-K summed in a cluster (the H100's best mma.sp
     # tiles at M = K = 4096 and 8192, N = 16, 32 and 64, 2-18 % faster than the same splits summed through global
-    # memory; docs/cuda-notes.md, session 29), with BK 64 where K needs it; then the small-N tile
+    # memory; docs/cuda-sparse.md, experiment C21), with BK 64 where K needs it; then the small-N tile
     AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "128x64k128w2cs", "128x32k128w2cs", "128x16k128w3cs",
                   "128x32w4", "128x16w4", "64x16")
 

@@ -3,7 +3,7 @@
 Every case is reproducible from ``(seed, case_id)`` alone (``generate_case``), so worker processes can
 generate disjoint id ranges and a mismatch report only needs the two numbers.
 
-What is generated (issue 6):
+What is generated:
 * layouts of 1-5 dimensions with random dimensions (0 only where nothing is remapped against it),
   block sizes (> 1 only for decode loads: SPIR-V forbids them for stores), packed or explicit strides
   (padded, transposed, broadcast 0, random; uint32-wrapping ones on the portable target);

@@ -9,7 +9,8 @@ neither), and one instruction per line::
         /*0050*/              @!P0 LDG.E.U16.STRONG.SM R2, desc[UR4][R2.64] ;
 
 :func:`parse_listing` reads the mnemonic (with its modifiers) of every instruction line, per kernel, and
-:func:`instruction_mix` sorts them into the classes issue 13 asks about. The counts are static (instructions
+:func:`instruction_mix` sorts them into classes: matrix multiplies, loads and stores by space and width, barriers
+and the rest. The counts are static (instructions
 in the code), not executed instructions.
 """
 from __future__ import annotations

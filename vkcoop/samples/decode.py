@@ -2,7 +2,7 @@
 
 With a block size the layout's strides and indices count blocks; the index is multiplied by the size of
 the decode function's buffer_reference struct, and the function gets the block, ``blockCoord`` and
-``coordInBlock`` (GL_NV_cooperative_matrix2 8.X and Issue 4). Every case's expected matrix comes from
+``coordInBlock`` (GL_NV_cooperative_matrix2 8.X, and the extension's resolution of the question of block coordinates). Every case's expected matrix comes from
 :func:`vkcoop.tensor.load` with a numpy decode callback over the same bytes:
 
 * Q8_0-like (fp16 scale + 32 int8) and Q4_0-like (fp16 scale + 32 nibbles, ggml's nibble order) blocks of

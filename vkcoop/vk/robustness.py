@@ -2,7 +2,7 @@
 
 Without ``robustBufferAccess`` an out-of-bounds buffer access is undefined behaviour (Vulkan spec, "Shader Resource
 Interface", robustness), yet NVIDIA's driver compiles a bounds test before every plain storage-buffer load by default
-(an ``ISETP`` against the descriptor's size, the load predicated on it; docs/gemm-notes.md, session 8). A pipeline
+(an ``ISETP`` against the descriptor's size, the load predicated on it; docs/gemm.md, experiment G26). A pipeline
 created with ``VkPipelineRobustnessCreateInfoEXT`` whose storage- and uniform-buffer behaviour is ``DISABLED``
 promises that no access leaves its buffer, which the spec already requires here, so the driver may drop the tests.
 
@@ -23,7 +23,7 @@ DRIVER_DEFAULT = "default"
 CHOICES = (DRIVER_DEFAULT, "disabled")
 #: Our shaders stay inside their buffers (the clamped tensor layouts handle the edges, and the GPU tests check every
 #: dispatch); on the H100 the tests fell by 2-4 % of the instructions and the staged loads ran up to 1 % faster
-#: (docs/gemm-notes.md, session 28).
+#: (docs/gemm.md, experiment G26; docs/attention.md, experiment 53).
 DEFAULT = "disabled"
 FEATURE = "pipelineRobustness"
 _BEHAVIOUR = {"disabled": vk.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT}

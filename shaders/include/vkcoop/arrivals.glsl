@@ -14,7 +14,7 @@ shared bool arrived_last;
 // workgroups hand over must be devicecoherent: each access is then made available (visible) to the device as it is
 // made, so the barriers need only workgroup scope, and invocation 0's device-scope atomic carries the order between
 // workgroups. Device-scope barriers here cost the memory-bound GEMMs 0.5-0.8 us a launch on the H100
-// (docs/gemm-notes.md, session 21). Called in uniform control flow.
+// (docs/gemm.md, experiment G25). Called in uniform control flow.
 bool arrive_last(const uint slot, const uint count) {
     controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                    gl_SemanticsAcquireRelease);
