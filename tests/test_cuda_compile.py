@@ -28,13 +28,17 @@ def _expected_names(family) -> set[str]:
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     """Each .cu compiled once with ptxas -v: {stem: (cubin bytes, ptxas log)}."""
+    from concurrent.futures import ThreadPoolExecutor
+
     out_dir = tmp_path_factory.mktemp("cubins")
-    result = {}
-    for source in build.kernel_sources():
+
+    def compile_one(source):
         out = out_dir / (source.stem + ".cubin")
         log = build.nvcc_compile(source, out, extra_flags=("-Xptxas", "-v"))
-        result[source.stem] = (out.read_bytes(), log)
-    return result
+        return source.stem, (out.read_bytes(), log)
+
+    with ThreadPoolExecutor() as pool:   # one nvcc per source at once
+        return dict(pool.map(compile_one, build.kernel_sources()))
 
 
 def test_there_are_kernel_sources():

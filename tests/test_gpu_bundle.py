@@ -108,5 +108,4 @@ def test_the_results_script_refuses_an_unknown_part_before_touching_the_host():
     proc = subprocess.run(["bash", "benchmarks/gpu/results.sh", "core", "everything"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == ("results.sh: unknown part 'everything' (core, attention, sparse-fp16, "
-                                   "sparse-bf16, memory-fp16, tests)")
+    assert proc.stderr.strip() == "results.sh: unknown part 'everything' (fresh, grid, attention, core, tests)"

@@ -98,24 +98,34 @@ def select_variants(pattern: str | None, defines: list | None = None):
     return variants
 
 
-def check_shaders(action: str, variants) -> list:
-    """Compile (``build``) or compile and validate (``check``) each variant; a compile error is a result."""
+def _check_one(action: str, variant):
     import spirv_tools
     from .. import shaders
 
-    results = []
-    with progress_bar() as progress:
+    if action != "build":
+        return shaders.check_variant(variant)
+    try:
+        shaders.compile_variant(variant)
+        return shaders.CheckResult(variant, True)
+    except spirv_tools.ShaderCompileError as exc:
+        return shaders.CheckResult(variant, False, str(exc))
+
+
+def check_shaders(action: str, variants) -> list:
+    """Compile (``build``) or compile and validate (``check``) each variant, on a thread per core (shaderc and
+    spirv-val run outside the GIL); a compile error is a result. Results come back in the variants' order."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    variants = list(variants)
+    results = [None] * len(variants)
+    with progress_bar() as progress, ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         task = progress.add_task(f"{action} shaders", total=len(variants))
-        for variant in variants:
-            progress.update(task, description=variant.shader)
-            if action == "build":
-                try:
-                    shaders.compile_variant(variant)
-                    results.append(shaders.CheckResult(variant, True))
-                except spirv_tools.ShaderCompileError as exc:
-                    results.append(shaders.CheckResult(variant, False, str(exc)))
-            else:
-                results.append(shaders.check_variant(variant))
+        futures = {pool.submit(_check_one, action, variant): index for index, variant in enumerate(variants)}
+        for future in futures:
+            index = futures[future]
+            results[index] = future.result()
+            progress.update(task, description=variants[index].shader)
             progress.advance(task)
     return results
 
