@@ -28,7 +28,7 @@ from vkcoop.bench import explore, roofline
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernel", default="dense", choices=sorted(roofline.EXPLORE_PATHS))
+    parser.add_argument("--kernel", default="dense", choices=sorted(explore.BENCH_PATHS))
     parser.add_argument("--dtype", default="fp16")
     parser.add_argument("--m", type=int, default=8192)
     parser.add_argument("--n", type=int, default=32)
@@ -61,7 +61,7 @@ def job_text(args, k: int) -> str:
 
 def moved(args, k: int) -> int:
     """The bytes one launch of the sweep's kernel moves at this K (:func:`vkcoop.bench.roofline.bytes_moved`)."""
-    return roofline.bytes_moved(roofline.EXPLORE_PATHS[args.kernel], args.m, args.n, k)
+    return roofline.bytes_moved(explore.BENCH_PATHS[args.kernel], args.m, args.n, k)
 
 
 def fitted_size(args, bytes_moved: int) -> bool:

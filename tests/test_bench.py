@@ -140,14 +140,16 @@ def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
 
 def test_explore_parses_jobs_and_tiles_before_any_gpu_work():
     from vkcoop.bench import explore
-    config = parse_config("256:64x32x128u2s4sg2p2i4c")
+    config = parse_config("256:64x32x128u2s4w4i4c")
     tile, column, meta_words = config.tile, config.b_column_major, config.meta_words
     assert (tile.workgroup_size, tile.tile_m, tile.tile_n, tile.tile_k) == (256, 64, 32, 128)
-    assert (tile.k_unroll, tile.split_k, tile.subgroups_m, tile.n_parts) == (2, 4, 2, 2)
+    assert (tile.k_unroll, tile.split_k, tile.per_sm) == (2, 4, 4)
     assert column and meta_words == 4
     config = parse_config("128:128x128x32")
     tile, column, meta_words = config.tile, config.b_column_major, config.meta_words
-    assert tile.k_unroll == 2 and tile.group_m == 8 and not column and meta_words == 0 and not tile.subgroup_scope
+    assert tile.k_unroll == 2 and tile.group_m == 8 and not column and meta_words == 0 and not tile.tail
+    tile = parse_config("128:128x128x64u8g4w2x5c").tile
+    assert tile.tail and tile.tail_split == 5 and tile.per_sm == 2
     kernel, dtype, shape, tiles = explore.parse_job("sparse/bf16/8192,32,8192/256:64x32x128i4,64:32x32x128")
     assert (kernel, dtype, shape, tiles) == ("sparse", "bf16", (8192, 32, 8192), ["256:64x32x128i4", "64:32x32x128"])
     for bad, message in (("dense/fp16/8,8,8/128:128", "is not INVOCATIONS"), ("magic/fp16/8,8,8/1:1x1x1", "kernel"),
