@@ -13,8 +13,8 @@ Candidates (:func:`derive_workgroup_configs`, :func:`derive_khr_configs`) come f
 constants: every workgroup-scope row of the flexible-dimension table for the types (granularity, invocations),
 the shared memory left after the driver's reservation, ``cooperativeMatrixFlexibleDimensionsMaxDimension`` and
 the SM count: narrow problems split K so that the grid fills one wave of a few workgroups per SM
-(:meth:`vkcoop.gemm.tiles.WorkgroupTile.fill_split`, resolved per problem by :meth:`VulkanConfig.for_problem`).
-The rules only prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
+(:meth:`vkcoop.gemm.tiles.WorkgroupTile.fill_split`, resolved per problem by :meth:`VulkanConfig.for_problem`), and
+the ``compute`` class tries the best tile with a tail split (:func:`tail_candidate`). The rules only prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
 """
 from __future__ import annotations
 
@@ -190,6 +190,11 @@ LAYOUTS = {
     (True, False): ((False, 1), (False, 0)),
     (True, True): ((True, 4), (True, 1), (True, 0)),
 }
+#: Invocations of the direct kernel an SM keeps resident at a compute-bound tile: its pipelines hold 255 registers an
+#: invocation, and 65,536 registers keep 256 of them (on the H100 two 128-invocation workgroups an SM, one of 256;
+#: docs/gemm.md). A tail-split candidate's ``w``, which sizes the wave whose partial last part it splits, is this
+#: over its workgroup size.
+RESIDENT_INVOCATIONS = 256
 #: Prefetch depths (the tile's K unroll) tried for the staged kernel, and how many staged candidates a tuning sees.
 STAGED_PREFETCH = (2, 1)
 STAGED_CANDIDATES = 2
@@ -246,13 +251,22 @@ def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
     return True
 
 
+def tail_candidate(tile: WorkgroupTile) -> WorkgroupTile:
+    """``tile`` with a tail split (``x``, the count chosen per problem) and the ``w`` that sizes its wave
+    (:data:`RESIDENT_INVOCATIONS`). Only the direct dense kernel has a tail split, and a launch plans one only behind
+    :data:`vkcoop.gemm.tiles.MIN_TAIL_WAVES` whole waves: elsewhere it runs as the tile without it. On the H100 the
+    square seed's tail split (``x5``) gains 1-2 % at 8192^3 (docs/gemm.md, "The tail split")."""
+    return replace(tile, tail=True, tail_split=0, per_sm=max(1, RESIDENT_INVOCATIONS // tile.workgroup_size))
+
+
 def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
                              limit: int = MAX_CANDIDATES) -> list[VulkanConfig]:
     """Candidate configurations of a coopmat2 path (one of :data:`PATH_KERNELS`) for
     ``problem``'s tuning class, from the flexible-dimension rows (:class:`vkcoop.vk.ShapeEntry`) and ``limits``;
-    best guess first, at most ``limit``. The best tile comes with every layout of the path, then the staged kernel,
-    the other tiles with the first layout, then their other layouts: a budget that ends a tuning early has seen the
-    best tiles and the layout question for the best one."""
+    best guess first, at most ``limit``. The best tile comes with every layout of the path and, in the ``compute``
+    class, with its tail split (:func:`tail_candidate`); then the staged kernel, the other tiles with the first
+    layout, then their other layouts: a budget that ends a tuning early has seen the best tiles and the layout
+    question for the best one."""
     types = path_types(path_name, problem.dtype)
     narrow = is_narrow(tuning_class(problem))
     ranked = []
@@ -262,7 +276,9 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     tiles = list(dict.fromkeys(tile for _, tile in sorted(ranked, key=lambda item: item[0])))
     layouts = LAYOUTS[(PATH_KERNELS[path_name][0], narrow)]
     order = [VulkanConfig(tiles[0], column, meta) for column, meta in layouts] if tiles else []
-    # the staged kernel right after the best tile's layouts: its shared memory admits only some tiles
+    if tiles and tuning_class(problem) == "compute":
+        order.append(VulkanConfig(tail_candidate(tiles[0]), *layouts[0]))
+    # the staged kernel right after the best tile's: its shared memory admits only some tiles
     staged = (VulkanConfig(replace(tile, k_unroll=depth), staged=True) for tile in tiles for depth in STAGED_PREFETCH)
     order += [c for c in staged if _valid(path_name, problem, flexible, limits, c)][:STAGED_CANDIDATES]
     order += [VulkanConfig(tile, *layouts[0]) for tile in tiles[1:]]
