@@ -1,9 +1,9 @@
-"""Tile exploration for the Vulkan GEMM kernels (how docs/gemm-notes.md was measured).
+"""Tile exploration for the Vulkan GEMM kernels: how the seeds and experiments of docs/gemm.md were measured.
 
-One process, many jobs, so every number of a sweep comes from the same device state::
+One process, many jobs, so every number of a sweep comes from the same device state (from the repository root)::
 
-    python -m vkcoop.bench.explore --job dense/fp16/8192,8192,8192/128:128x128x64u8g4w2x5c,128:128x128x64u8g4c \\
-                                   --job sparse/fp16/8192,32,8192/64:32x32x128u2g1s2w4i4c,128:64x32x64u4g1s2w3t
+    python -m lab.explore --job dense/fp16/8192,8192,8192/128:128x128x64u8g4w2x5c,128:128x128x64u8g4c \\
+                          --job sparse/fp16/8192,32,8192/64:32x32x128u2g1s2w4i4c,128:64x32x64u4g1s2w3t
 
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
 fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the staged coopmat2 kernel, A and B through
@@ -28,12 +28,12 @@ import statistics
 import time
 from dataclasses import replace
 
-from .. import gemm
-from .. import sparse as sparse24
-from ..gemm.configs import launch_kernel
-from ..gemm.paths import parse_config
-from ..gemm.path import GemmOperands, GemmProblem
-from ..gemm.tiles import SUBGROUP_CODE, parse_subgroup_tile
+from vkcoop import gemm
+from vkcoop import sparse as sparse24
+from vkcoop.gemm.configs import launch_kernel
+from vkcoop.gemm.path import GemmOperands, GemmProblem
+from vkcoop.gemm.paths import parse_config
+from vkcoop.gemm.tiles import SUBGROUP_CODE, parse_subgroup_tile
 
 KERNELS = ("dense", "dense16", "sparse", "staged", "staged24", "khr", "khr16")
 COMPRESSED = ("sparse", "staged24")   # A bound in the 2:4 format
@@ -134,7 +134,7 @@ def _run_job(device, flexible, job, operands, args, records, sm_count):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.explore")
+    parser = argparse.ArgumentParser(prog="python -m lab.explore")
     parser.add_argument("--job", action="append", required=True, help="KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]")
     parser.add_argument("--iters", type=int, default=10, help="timed runs per configuration (default 10)")
     parser.add_argument("--warmup-seconds", type=float, default=gemm.WARMUP_SECONDS,
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         jobs = [parse_job(j) for j in args.job]   # all argument errors before any GPU work
     except ValueError as error:
         parser.error(str(error))
-    from .. import vk
+    from vkcoop import vk
 
     # the khr features bring subgroupSizeControl, which the KHR kernel asks for (32-wide subgroups)
     features = (gemm.features_for("sparse24", "fp16->fp16") + gemm.features_for("sparse24", "bf16->fp32")
