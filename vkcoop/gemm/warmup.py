@@ -7,7 +7,7 @@
    :data:`MAX_SETTLE_SECONDS` more (:func:`settle`). The limit counts from the end of step 1, so a long minimum
    (``bench attention`` asks for 3 s) still ends with two batches that agree.
 
-Why (docs/gemm.md, "The ordering effect"): an idle H100 runs its SMs at 345 MHz and 1980 MHz under load,
+Why (docs/gemm-notes.md, "The ordering effect"): an idle H100 runs its SMs at 345 MHz and 1980 MHz under load,
 and a fixed 0.25 s warm-up was not always enough: the first configuration timed in a process measured 9.8 ms
 (median; min 3.7) where the same pipeline measured 3.6 ms later, and 0.21 ms against 0.067 ms at 8192x32x8192.
 """
