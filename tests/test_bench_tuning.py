@@ -372,8 +372,8 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
     h100 = "NVIDIA H100 80GB HBM3"
     square = seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "square", 8192, 8192, 8192))
     assert square[0].label() == "128:128x128x64u8g4w2x5c" and len(set(c.label() for c in square)) == len(square)
-    assert square[0].b_column_major and square[0].tile.workgroup_size == 128   # two workgroups an SM (session 17)
-    assert square[0].tile.tail and square[1].label() == "128:128x128x64u8g4c"   # the tail split (session 18)
+    assert square[0].b_column_major and square[0].tile.workgroup_size == 128   # two workgroups an SM
+    assert square[0].tile.tail and square[1].label() == "128:128x128x64u8g4c"   # the tail split
     narrow = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 32, 8192))
     assert narrow[0].label() == "128:64x32x64u4g1s2w3t" and narrow[0].staged
     # a class the table names wins over its family; one it does not name falls back to the family
@@ -384,7 +384,7 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
     assert seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 128, 8192)) == \
         seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 32, 8192))
     assert set(SEEDS) == {SEED_DEVICE, h100}
-    # the small class (session 19) takes 64x64 tiles on every compute-bound path, then the path's square seed
+    # the small class takes 64x64 tiles on every compute-bound path, then the path's square seed
     small = GemmProblem("fp16", "square", 1000, 1000, 1024)
     for path_name, label in (("vk-coopmat2-dense", "128:64x64x128u4g1w2c"), ("vk-coopmat2-2:4-expand",
                              "128:64x64x128u4g1w2c"), ("vk-coopmat2-dense-fp16acc", "128:64x64x128u4g1w2c"),
