@@ -23,7 +23,7 @@ equal ``chains*(chains-1)/2 + 2*chains*K``: a check that the kernel does the mul
 **Operands.** ``zeros`` times A = B = 0 (push constants, every element the same). ``random`` loads A and B
 from a buffer of random values before the loop (two sets, alternating between the chains), so the tensor cores
 switch as they do in a GEMM. That costs power: on the H100 (700 W) a zeros row runs at its top clock far below the
-limit, while a GEMM on real data is held at the power limit at a lower clock (docs/gemm.md). The
+limit, while a GEMM on real data is held at the power limit at a lower clock (docs/gemm-notes.md, session 19). The
 ceilings (:func:`ceilings_from`) keep the two apart: ``mma`` (zeros, the ceiling ``vkcoop bench sparse`` divides
 by) and ``mma_random``.
 """
