@@ -16,7 +16,6 @@ from vkcoop.bench import sparse as bench
 from vkcoop.bench.tuning import TuningCache
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, parse_config
-from vkcoop.vk.tables import COMPONENT_FLOAT16, COMPONENT_FLOAT32
 
 
 def test_cases_cover_dtypes_sizes_and_shapes():
@@ -130,44 +129,12 @@ def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
         for configs in table.values():
             for config in configs:
                 gemm.check_workgroup_tile(flex, path_types(path_name, "fp16"), config.tile)
-                path_kernel(path_name, config, "fp16")   # the kernel takes it (fp16 results: no split-K)
+                path_kernel(path_name, config, "fp16")   # the kernel takes it
                 assert config.meta_words in gemm.META_WORDS_CHOICES
-                assert parse_config(config.label()) == config   # labels round-trip through explore's parser
+                assert parse_config(config.label()) == config   # labels round-trip (the tuning cache keeps them)
     assert all(c.meta_words == 0 for configs in SEED_CONFIGS["vk-coopmat2-dense"].values() for c in configs)
     labels = [c.label() for configs in SEED_CONFIGS["vk-coopmat2-2:4"].values() for c in configs]
     assert len(labels) == len(set(labels))
-
-
-def test_explore_parses_jobs_and_tiles_before_any_gpu_work():
-    from vkcoop.bench import explore
-    config = parse_config("256:64x32x128u2s4sg2p2i4c")
-    tile, column, meta_words = config.tile, config.b_column_major, config.meta_words
-    assert (tile.workgroup_size, tile.tile_m, tile.tile_n, tile.tile_k) == (256, 64, 32, 128)
-    assert (tile.k_unroll, tile.split_k, tile.subgroups_m, tile.n_parts) == (2, 4, 2, 2)
-    assert column and meta_words == 4
-    config = parse_config("128:128x128x32")
-    tile, column, meta_words = config.tile, config.b_column_major, config.meta_words
-    assert tile.k_unroll == 2 and tile.group_m == 8 and not column and meta_words == 0 and not tile.subgroup_scope
-    kernel, dtype, shape, tiles = explore.parse_job("sparse/bf16/8192,32,8192/256:64x32x128i4,64:32x32x128")
-    assert (kernel, dtype, shape, tiles) == ("sparse", "bf16", (8192, 32, 8192), ["256:64x32x128i4", "64:32x32x128"])
-    for bad, message in (("dense/fp16/8,8,8/128:128", "is not INVOCATIONS"), ("magic/fp16/8,8,8/1:1x1x1", "kernel"),
-                         ("dense16/bf16/8,8,8/1:1x1x1", "dtype"), ("dense/fp16/8x8/1:1x1x1", "KERNEL/DTYPE")):
-        with pytest.raises(ValueError, match=message):
-            explore.parse_job(bad)
-    for bad in ("dense/bf16/3000,5000,2000/128:128x128x64", "dense/fp16/0,32,64/128:128x128x64"):
-        with pytest.raises(ValueError, match="K a multiple of 32"):   # the operands are made in the 2:4 format
-            explore.parse_job(bad)
-    with pytest.raises(SystemExit):   # argparse: --job is required
-        explore.main([])
-
-
-def test_a_bad_explore_job_is_one_line_and_exit_code_2_before_any_gpu_work(capsys):
-    from vkcoop.bench import explore
-    with pytest.raises(SystemExit) as stopped:
-        explore.main(["--job", "dense/bf16/3000,5000,2000/128:128x128x64u8g4c"])
-    assert stopped.value.code == 2
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "K a multiple of 32" in last and "Traceback" not in last
 
 
 def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():
@@ -218,44 +185,6 @@ def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():
     single = measure.measure_path(FakePath(), operands, iters=4, warmup=1, flush_l2=False, tune=False)
     assert single.config == configs[0].label() and len(single.tuning) == 1
     assert single.status == "failed" and single.median_ms is None
-
-
-def test_explore_refuses_a_khr_job_whose_tile_is_not_a_code():
-    from vkcoop.bench import explore
-    with pytest.raises(ValueError, match="is not MxNxK:SMxSN"):
-        explore.parse_job("khr/fp16/256,256,256/256:128x128x32u4")
-    with pytest.raises(ValueError, match="dense16, khr16: fp16"):
-        explore.parse_job("khr16/bf16/256,256,256/128x128x32:2x2d2")
-    assert explore.parse_job("khr16/fp16/256,256,256/128x128x32:2x2d2g8")[3] == ["128x128x32:2x2d2g8"]
-
-
-def test_explore_maps_its_kernel_kinds_onto_the_bench_paths_rule(monkeypatch):
-    """A job's kind decides 2:4 or dense, "staged*" or a "t" label the staged kernel, dense16 and khr16 fp16
-    accumulation, khr* the KHR shared-memory kernel with the tile its code names."""
-    from types import SimpleNamespace
-    from vkcoop.bench import explore
-    from vkcoop.gemm import launch, staging, vulkan
-    from vkcoop.vk.tables import SCOPE_SUBGROUP, ShapeEntry
-    monkeypatch.setattr(vulkan, "coopmat2_gemm", lambda device, kernel, flexible=None: kernel)
-    monkeypatch.setattr(vulkan, "KhrSharedMemoryGemm", lambda device, types, tile, pad_to_tiles:
-                        staging.KhrKernel(types, tile, pad_to_tiles=pad_to_tiles))
-    khr = [ShapeEntry(16, 16, 16, a, a, c, c, SCOPE_SUBGROUP) for a, c in
-           ((COMPONENT_FLOAT16, COMPONENT_FLOAT32), (COMPONENT_FLOAT16, COMPONENT_FLOAT16))]
-    device = SimpleNamespace(physical=SimpleNamespace(khr_shapes=lambda: khr))
-    problem = GemmProblem("fp16", "explore", 64, 64, 64)
-    made = {kind: explore._kernel(device, (), kind, "fp16", label, problem, 132)
-            for kind, label in (("dense", "64:32x32x128"), ("dense16", "64:32x32x128"), ("staged", "64:32x32x128"),
-                                ("sparse", "64:32x32x128t"), ("staged24", "64:32x32x128"),
-                                ("khr", "128x256x16:2x4d2"), ("khr16", "128x128x32:2x4"))}
-    made = {kind: kernel for kind, (kernel, _) in made.items()}
-    assert type(made["dense"]) is launch.CoopMat2Kernel and made["dense"].types.key == "fp16->fp32"
-    assert type(made["dense16"]) is launch.CoopMat2Kernel and made["dense16"].types.key == "fp16->fp16"
-    assert type(made["staged"]) is staging.StagedKernel
-    assert type(made["khr"]) is staging.KhrKernel and made["khr"].types.key == "fp16->fp32"
-    assert (made["khr"].tile.tile_n, made["khr"].tile.tile_k, made["khr"].tile.stages) == (256, 16, 2)
-    assert made["khr16"].types.key == "fp16->fp16" and made["khr16"].tile.stages == 1
-    assert made["khr"].pad_to_tiles and made["khr16"].pad_to_tiles   # as the bench's KHR paths
-    assert type(made["sparse"]) is staging.StagedSparse24Kernel and type(made["staged24"]) is staging.StagedSparse24Kernel
 
 
 def _one_config_path(series, exact):

@@ -14,7 +14,7 @@ from vkcoop import gemm
 from vkcoop.bench import measure, roofline
 from vkcoop.bench import sparse as bench
 from vkcoop.bench.tuning import TuningCache
-from vkcoop.gemm.configs import DeviceLimits, derive_workgroup_configs, parse_config, path_kernel, recorded_device
+from vkcoop.gemm.configs import DeviceLimits, derive_workgroup_configs, path_kernel, recorded_device
 from vkcoop.gemm.exact import FP16_EXACT_TERMS, short_sum_b
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import CoopMat2Fp16AccumulatingPath, seed_configs
@@ -151,7 +151,7 @@ def test_the_path_takes_fp16_inputs_only_and_inspect_says_so_before_any_device_w
     assert PATH in bench.VULKAN_PATHS and PATH not in bench.CUDA_PATHS
 
 
-def test_its_configurations_keep_256x256_tiles_in_fp16_registers_and_split_k_without_a_reduce_pass():
+def test_its_configurations_keep_256x256_tiles_in_fp16_registers_and_add_fp16_split_k_planes():
     _, flexible, _, limits = recorded_device(json.loads((DOCS / "h100-capabilities.json").read_text()))
     square = GemmProblem("fp16", "square", 8192, 8192, 8192)
     derived = derive_workgroup_configs(PATH, square, flexible, limits)
@@ -165,13 +165,13 @@ def test_its_configurations_keep_256x256_tiles_in_fp16_registers_and_split_k_wit
         for config in configs:
             ran = config.for_problem(problem, 132)
             splits.add(ran.tile.split_k)
-            assert not ran.tile.reduce_pass       # fp16 planes are added by the last slice, never by the fp32 pass
             kernel = path_kernel(PATH, ran, "fp16")
             assert kernel.types.key == "fp16->fp16"
+            if ran.tile.split_k > 1:           # the last slice adds the fp16 planes in fp16, in the same dispatch
+                (dispatch,) = kernel.template_launch().dispatches
+                assert dispatch.defines["SPLIT_SUM"] == "LAST" and "partial sums" in dispatch.buffers
             gemm.check_workgroup_tile(flexible, kernel.types, ran.tile)
         assert (splits == {1}) == (problem is square), (problem, splits)   # narrow ones fill a wave
-    with pytest.raises(gemm.GemmInputError, match="reduce pass"):
-        path_kernel(PATH, parse_config("64:32x32x128u2g1s2rc"), "fp16")
 
 
 def test_its_roofline_is_the_fp16_accumulating_ceiling_and_its_c_is_two_bytes():
@@ -198,41 +198,3 @@ def test_on_the_gpu_the_fp16_accumulating_path_is_bit_exact_on_short_sums_and_ti
         assert r.status == "ok", r.reason
         assert r.max_abs_error == 0 and r.tflops > 0
     assert results["bf16", "square"].status == "skipped"
-
-
-class _Fp16AccumulatingGemm:
-    """A stand-in for explore's kernel object that accumulates in fp16, one K step after another."""
-
-    def __init__(self):
-        self.kernel = SimpleNamespace(store_b=lambda b: b)
-        self.bound, self.timed_on = [], None
-
-    def bind(self, a, b):
-        self.bound.append(b)
-
-    def result(self):
-        a, b = self.a.astype(np.float16), self.bound[-1].astype(np.float16)
-        total = np.zeros((a.shape[0], b.shape[1]), np.float16)
-        for k in range(a.shape[1]):
-            total = (total + np.outer(a[:, k], b[k])).astype(np.float16)
-        return total
-
-    def time(self, iters, warmup, warmup_seconds=None):
-        self.timed_on = self.bound[-1]
-        return [1e-3] * iters
-
-    def close(self):
-        pass
-
-
-def test_explore_checks_dense16_on_short_sums_and_times_it_on_the_jobs_operands(monkeypatch):
-    from vkcoop.bench import explore
-    operands = GemmOperands.make(GemmProblem("fp16", "square", 64, 32, 2048))
-    fake = _Fp16AccumulatingGemm()
-    fake.a = operands.pruned
-    monkeypatch.setattr(explore, "_kernel", lambda *args: (fake, args[4]))
-    ok, why, *_ = explore._measure(None, (), "dense16", operands, "64:32x32x128", 3, 0.0, None)
-    assert ok, why
-    assert fake.bound[0] is operands.short_sums.b and fake.timed_on is operands.b
-    # the same fp16 sums on the job's own B round: that is why the check moved
-    assert not gemm.check_output(fake.result()[operands.rows], operands.reference)[0]

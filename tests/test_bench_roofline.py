@@ -60,11 +60,3 @@ def test_the_fixed_cost_fit_refuses_what_has_no_line():
         roofline.fit_fixed_cost([1 << 20, 2 << 20], [1e-5])
     with pytest.raises(ValueError, match="does not grow"):
         roofline.fit_fixed_cost([1 << 20, 2 << 20], [2e-5, 1e-5])
-
-
-def test_every_explore_kernel_but_fp16_khr_has_its_bytes():
-    from vkcoop.bench.explore import KERNELS
-    assert set(roofline.EXPLORE_PATHS) == set(KERNELS) - {"khr16"}
-    # the 2:4 kernels move A in its format, the others dense
-    assert roofline.bytes_moved(roofline.EXPLORE_PATHS["staged24"], 64, 32, 64) < \
-        roofline.bytes_moved(roofline.EXPLORE_PATHS["staged"], 64, 32, 64)

@@ -4,6 +4,8 @@ problem resolves it, the launch it makes, the kernels that refuse it, and (marke
 device against the exact reference and the plain launch."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -92,6 +94,41 @@ def test_kernels_without_a_tail_split_refuse_one():
         gemm.Sparse24Kernel("fp16", _tile())
     with pytest.raises(gemm.GemmInputError, match="needs w"):
         gemm.CoopMat2Kernel("fp16->fp32", _tile("128:128x128x64u8g4x"))
+
+
+def _recorded(name):
+    import json
+    from pathlib import Path
+    from vkcoop.gemm.configs import recorded_device
+    report = Path(__file__).resolve().parents[1] / "docs" / name
+    return recorded_device(json.loads(report.read_text()))
+
+
+def test_the_compute_class_tunes_the_best_tiles_tail_split_where_its_kernel_has_one():
+    """A tuning of a compute-bound problem measures the best tile with ``x`` right after its layouts, its ``w``
+    sizing the wave from the invocations an SM keeps resident; the 2:4 decode kernel has no tail split, and the other
+    classes have no partial last wave behind enough whole waves to split."""
+    from vkcoop.gemm.configs import RESIDENT_INVOCATIONS, derive_workgroup_configs, tail_candidate
+    from vkcoop.gemm.path import GemmProblem
+    _, flexible, _, limits = _recorded("h100-capabilities.json")
+    square = GemmProblem("fp16", "square", 8192, 8192, 8192)
+    for path_name in ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4-expand"):
+        configs = derive_workgroup_configs(path_name, square, flexible, limits)
+        best, tails = configs[0], [c for c in configs if c.tile.tail]
+        assert tails == [replace(best, tile=tail_candidate(best.tile))] and configs[1] == tails[0], path_name
+        tile = tails[0].tile
+        assert tile.per_sm * tile.workgroup_size == RESIDENT_INVOCATIONS and tile.tail_split == 0
+        ran = tails[0].for_problem(square, limits.sm_count).tile
+        assert ran.split_k == 1 and ran.wave == limits.sm_count * tile.per_sm
+    # the dense path's best tile, 256:128x256x32 one an SM: 2,048 tiles are 15 waves of 132 and 68 tiles
+    dense = derive_workgroup_configs("vk-coopmat2-dense", square, flexible, limits)[1].for_problem(square, 132)
+    assert dense.tile.tail_plan(8192, 8192, 8192) == (68, tail_split(68, 132, 256))
+    assert not any(c.tile.tail for c in derive_workgroup_configs("vk-coopmat2-2:4", square, flexible, limits))
+    for other in (GemmProblem("fp16", "llm", 8192, 32, 8192), GemmProblem("fp16", "square", 1024, 1024, 1024),
+                  GemmProblem("fp16", "square", 2048, 2048, 2048)):
+        assert not any(c.tile.tail for c in derive_workgroup_configs("vk-coopmat2-dense", other, flexible, limits))
+    # a 128-invocation tile keeps two workgroups an SM, as the H100's square seed says (w2x5)
+    assert tail_candidate(gemm.WorkgroupTile(128, 128, 128, 64)).label() == "128:128x128x64u2g8w2x"
 
 
 # --------------------------------------------------------------------------- on the GPU

@@ -31,12 +31,15 @@ def _repo_shader_files() -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.suffix != ".spv"}
 
 
-def test_wheel_contains_every_shader_and_both_packages(wheel):
+def test_wheel_contains_every_shader_and_both_packages_and_not_the_lab(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {n.removeprefix("vkcoop/_shaders/") for n in names if n.startswith("vkcoop/_shaders/")}
     assert _repo_shader_files() <= shipped
     assert "spirv_tools/__init__.py" in names and "vkcoop/cli/__init__.py" in names
     assert any(n.endswith("entry_points.txt") for n in names)
+    # the lab's tools and tests, and the suite's, stay in the repository
+    tops = {n.split("/")[0] for n in names}
+    assert (REPO / "lab" / "explore.py").is_file() and not tops & {"lab", "tests", "benchmarks"}, sorted(tops)
 
 
 def _venv_with_this_environments_dependencies(wheel: Path, env_dir: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The 2:4 expansion of the staged, KHR and expand-path 2:4 GEMMs (shaders/gemm/sparse24_expand.glsl), run on any
+"""The 2:4 expansion of the staged and expand-path 2:4 GEMMs (shaders/gemm/sparse24_expand.glsl), run on any
 Vulkan device through the expand path's first pass (shaders/gemm/sparse24_decompress.comp, dispatched as
 vkcoop.gemm.decompress_dispatch makes it) and compared bit for bit with vkcoop.sparse.decompress_2to4."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #version 450
 // @variants ELEMENT=F16|BF16
-// @variants META_WORDS=0|1|2|4
-// @variants SPLIT_SUM=PASS|LAST
+// @variants META_WORDS=0|1|4
+// @variants SPLIT_SUM=NONE|LAST
 // The Vulkan 2:4 path: C[M][N] (fp32) = decompress(A) * B, where A arrives in vkcoop's shared 2:4 format
 // (vkcoop/sparse.py): values [M][K/2] (the two kept entries of every 4 along K, ascending) and metadata
 // [M][K/32] uint32 (nibble j of word c covers columns 32c+4j..32c+4j+3 and equals idx0 | idx1 << 2).
@@ -11,13 +11,14 @@
 // values buffer, exactly where the format puts it; the decode function reads the matching metadata word.
 // A's memory traffic is K/2 values + K/32 words per row instead of K values. The math is dense.
 // K must be a multiple of 32 (the host checks); M and N are free (Constant clamp on edge tiles).
-// META_WORDS > 0 selects the interleaved layout (gemm_kernels.interleave_2to4, made once on the host): per row,
+// META_WORDS > 0 selects the interleaved layout (vkcoop.gemm.interleave_2to4, made once on the host): per row,
 // blocks of 32*META_WORDS columns, each META_WORDS metadata words followed by their 8*META_WORDS value pairs
 // (36*META_WORDS bytes), so one buffer_reference block feeds both reads of the decode function and the
 // metadata sits next to its values (same cache lines) instead of in a second binding. Same 0.5625x traffic.
+// The seeds use 1 (compute-bound) and 4 (narrow).
 //   defines:        ELEMENT = F16 | BF16 (A and B), accumulation and result fp32
-//                   META_WORDS = 0 (values and metadata in separate bindings) | 1 | 2 | 4 (interleaved)
-//                   SPLIT_SUM = PASS | LAST (split_sum.glsl; LAST adds two bindings after C: C, arrival counts)
+//                   META_WORDS = 0 (values and metadata in separate bindings) | 1 | 4 (interleaved)
+//                   SPLIT_SUM = NONE | LAST (split_sum.glsl; LAST adds two bindings after C: C, arrival counts)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (a multiple of 32), 4 B_COLUMN_MAJOR,
 //                   5 K_UNROLL, 6 GROUP_M, 7 SPLIT_K (> 1: partial sums [SPLIT_K][M][N], see coopmat2_gemm.comp),
 //                   9 ALIGNED (whole tiles, K a multiple of TILE_K, B rows of 16 bytes: no clamped code, as in
@@ -97,12 +98,10 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer SparseBlock
 #elif META_WORDS == 4
 // Interleaved: 4 metadata words, then the 32 value pairs of 128 columns (144 bytes).
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer SparseBlock { uint meta[4]; uint pairs[32]; };
-#elif META_WORDS == 2
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer SparseBlock { uint meta[2]; uint pairs[16]; };
 #elif META_WORDS == 1
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer SparseBlock { uint meta[1]; uint pairs[8]; };
 #else
-#error "META_WORDS must be 0, 1, 2 or 4"
+#error "META_WORDS must be 0, 1 or 4"
 #endif
 
 A_TYPE decode_2to4(const in SparseBlock block, const in uint block_coord[2], const in uint coord_in_block[2]) {

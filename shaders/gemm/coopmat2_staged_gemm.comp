@@ -1,12 +1,12 @@
 #version 450
 // @variants GEMM_TYPES=F16_F16|F16_F32|BF16_F32
-// @variants SPLIT_SUM=PASS|LAST
-// Experiment for docs/gemm-notes.md ("Staged through shared memory"): the coopmat2 GEMM with A and B copied to
-// shared memory in 16-byte vectors, double-buffered, and the workgroup-scope matrices loaded from there
-// (staged_gemm.glsl). Each invocation issues one 128-bit load per 8 elements, and the matrix loads come from
-// shared memory, where ldmatrix can serve them. Any M and N: rows and columns past the edge are fetched as zeros
-// and the store drops what falls outside (Constant clamp).
-//   defines:        GEMM_TYPES (gemm_types.glsl; 16-bit inputs only), SPLIT_SUM = PASS | LAST (split_sum.glsl)
+// @variants SPLIT_SUM=NONE|LAST
+// The staged coopmat2 GEMM (docs/gemm.md; `t` in a configuration label; the H100's fp16-accumulating N = 64 default
+// and later seeds of its narrow classes): A and B copied to shared memory in 16-byte vectors, double-buffered, and
+// the workgroup-scope matrices loaded from there (staged_gemm.glsl). Each invocation issues one 128-bit load per 8
+// elements, and the matrix loads come from shared memory, where ldmatrix can serve them. Any M and N: rows and
+// columns past the edge are fetched as zeros and the store drops what falls outside (Constant clamp).
+//   defines:        GEMM_TYPES (gemm_types.glsl; 16-bit inputs only), SPLIT_SUM = NONE | LAST (split_sum.glsl)
 //   spec constants: 0 WORKGROUP_SIZE, 1 TILE_M, 2 TILE_N, 3 TILE_K (multiples of a flexible-dimensions row with
 //                   workgroupInvocations == WORKGROUP_SIZE), 6 GROUP_M (tile rows per raster group), 7 SPLIT_K
 //                   (K slices writing partial sums [SPLIT_K][M][N], added up as split_sum.glsl says), 9 ALIGNED

@@ -1,12 +1,12 @@
 #version 450
 // @variants GEMM_TYPES=F16_F32|BF16_F32
-// @variants SPLIT_SUM=PASS|LAST
-// Experiment for docs/gemm-notes.md ("2:4 expanded in the staging copy"): the staged coopmat2 GEMM
-// (staged_gemm.glsl) with A read in vkcoop's 2:4 format, 16-byte vectors of values plus their metadata, and
-// expanded to dense rows on the way into shared memory (sparse24_expand.glsl). Why: the decode-function path
-// calls the decode once per element; here a 16-column group costs one 128-bit load, one 32-bit load and some
-// shifts, and A moves 0.5625x the bytes of the dense kernel.
-//   defines:        GEMM_TYPES (F16_F32 | BF16_F32)
+// @variants SPLIT_SUM=NONE|LAST
+// The staged 2:4 GEMM, the H100's default 2:4 kernel (docs/gemm.md; `t` in a vk-coopmat2-2:4 configuration): the
+// staged coopmat2 GEMM (staged_gemm.glsl) with A read in vkcoop's 2:4 format, 16-byte vectors of values plus their
+// metadata, and expanded to dense rows on the way into shared memory (sparse24_expand.glsl). Why: the
+// decode-function kernel (coopmat2_sparse24.comp) calls the decode once per element; here a 16-column group costs
+// one 128-bit load, one 32-bit load and some shifts, and A moves 0.5625x the bytes of the dense kernel.
+//   defines:        GEMM_TYPES (F16_F32 | BF16_F32), SPLIT_SUM = NONE | LAST (split_sum.glsl)
 //   spec constants: as coopmat2_staged_gemm.comp (SPLIT_K, ALIGNED, PREFETCH too); TILE_K a multiple of 32 (one metadata word)
 //   push constants: M, N, K, the row strides of B and C (in elements); K a multiple of 32, N of 8
 //   bindings:       0 values ([M][K/2]), 1 metadata (uint [M][K/32]), 2 B (row-major K x N), 3 C (M x N) or the

@@ -1,9 +1,8 @@
-// The KHR shared-memory GEMM around its A operand (khr_shmem_gemm.comp: dense A; khr_sparse24_gemm.comp: 2:4 A
-// expanded on the way): C = A * B with subgroup-scope VK_KHR_cooperative_matrix matrices and explicit shared
-// memory, the classic structure of NVIDIA's vk_cooperative_matrix_perf shmem test (written here from the idea, not
-// the code). Each workgroup owns a TILE_M x TILE_N block of C and walks K in TILE_K steps: the whole workgroup
-// copies the A and B tiles global -> registers -> shared memory (prefetching the next step while the current one is
-// multiplied), then each subgroup multiplies its own (TILE_M/SUBGROUPS_M) x (TILE_N/SUBGROUPS_N) block out of
+// The KHR shared-memory GEMM (the coopmat1 baseline) around its A operand, which khr_shmem_gemm.comp reads: C = A * B
+// with subgroup-scope VK_KHR_cooperative_matrix matrices and explicit shared memory, the classic structure of
+// NVIDIA's vk_cooperative_matrix_perf shmem test (written here from the idea, not the code). Each workgroup owns a
+// TILE_M x TILE_N block of C and walks K in TILE_K steps: the whole workgroup copies the A and B tiles global ->
+// registers -> shared memory (prefetching the next step while the current one is multiplied), then each subgroup multiplies its own (TILE_M/SUBGROUPS_M) x (TILE_N/SUBGROUPS_N) block out of
 // LM x LN x LK matrices from the KHR table. B moves 16 bytes at a time: K and N must be multiples of 16/sizeof(A)
 // (the host checks); M is free. Tiles that cross the M/N/K edges copy zeros; C blocks that cross an edge go
 // through shared scratch. STAGES 1 keeps one shared copy of the tiles (two barriers per K step: all must finish

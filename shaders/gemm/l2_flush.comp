@@ -2,7 +2,7 @@
 // Reads a buffer larger than the L2 cache so the next timed GEMM starts with cold caches (`vkcoop bench
 // --flush-l2`). Reading leaves the L2 full of clean lines, which the timed work evicts for free; writing the buffer
 // left dirty lines whose write-back the timed work's reads waited for (3-10 µs a run at the memory-bound shapes on
-// the H100, docs/gemm-notes.md session 30). Grid-stride loop of 16-byte loads: any size with a bounded dispatch.
+// the H100, docs/gemm.md). Grid-stride loop of 16-byte loads: any size with a bounded dispatch.
 // The loads fold into a value that is stored only if it equals `never`, so the compiler keeps them; the host keeps
 // the buffer zero, whose words fold to 0.
 //   push constants: the buffer length in 16-byte quads, and `never` (non-zero)

@@ -2,7 +2,7 @@
 // A in vkcoop's 2:4 format expanded to dense rows in a buffer: the first pass of the vk-coopmat2-2:4-expand path
 // (vkcoop/gemm/expanded.py), whose second pass is the dense coopmat2 GEMM. coopmat2 has no sparse MMA, so at
 // compute-bound shapes the expansion is better paid once per call than once per tile and K step. The bit logic is
-// sparse24_expand.glsl's (that of the staged and KHR 2:4 kernels); it needs no cooperative matrix, so
+// sparse24_expand.glsl's (that of the staged 2:4 kernel); it needs no cooperative matrix, so
 // tests/test_sparse24_expand.py runs this shader on any Vulkan 1.2 device (lavapipe included).
 //   bindings: 0 values (uvec4, [M][K/16]), 1 metadata (uint, [M][K/32]), 2 dense A (uvec4, [M][K/8])
 //   push:     K (a multiple of 32), vectors (M * K / 16: one invocation per 16 dense columns, grid-strided)

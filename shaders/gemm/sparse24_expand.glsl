@@ -8,7 +8,7 @@
 
 // Position p of a chunk is bits 16p..16p+15 of a 64-bit word: v0 shifted to position i0, v1 to i1 (the kept positions
 // differ, so OR is enough), then the two 32-bit halves: shifts instead of a comparison and a select per position
-// (docs/gemm-notes.md, session 12, measures both).
+// (on the H100 the staged 2:4 kernel +4 % at 8192^3 and 9-10 % less time at N = 16 and 32; docs/gemm.md).
 uvec2 expand_chunk(uint pair, uint nibble) {
     const uint shift0 = (nibble << 4) & 0x30u;   // 16 * idx0
     const uint shift1 = (nibble << 2) & 0x30u;   // 16 * idx1

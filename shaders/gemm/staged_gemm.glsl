@@ -4,7 +4,8 @@
 //   A_BINDINGS (how many bindings A takes), A_PER_INVOCATION, register arrays for PREFETCH A tiles, and
 //   void fetch_a(uint slot, uint row0, uint k);   // global -> register set `slot`, zeros past the edges
 //   void stash_a(uint slot, uint base);           // register set `slot` -> shared_a[base ...], rows of A_ROW vectors
-// Why this shape: GPU_HOST.md saw the direct kernel's tensor loads become 16-bit global loads (LDG.E.U16).
+// Why this shape: the driver lowers the direct kernel's clamped tensor loads to 16-bit global loads (LDG.E.U16);
+// here every global load is 128 bits (docs/gemm.md).
 #extension GL_KHR_memory_scope_semantics : enable
 #extension GL_KHR_cooperative_matrix : enable
 #extension GL_NV_cooperative_matrix2 : enable

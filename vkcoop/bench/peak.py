@@ -50,7 +50,7 @@ FORMS = ("coopmat2-workgroup", "coopmat2-subgroup", "khr-subgroup")
 OPERANDS = ("zeros", "random")
 #: (invocations, M, N, K, chains) of workgroup-scope matrices: the tiles of vkcoop bench sparse's configurations.
 WORKGROUP_TILES = ((256, 128, 256, 32, 1), (256, 128, 128, 32, 1), (128, 128, 128, 32, 1), (64, 32, 32, 128, 4))
-#: (invocations, M, N, K, chains) of subgroup-scope flexible matrices (coopmat2_gemm.comp's SCOPE=SUBGROUP tiles).
+#: (invocations, M, N, K, chains) of subgroup-scope flexible matrices.
 SUBGROUP_TILES = ((256, 64, 64, 32, 1), (256, 32, 32, 32, 4))
 KHR_WORKGROUP, KHR_CHAINS, SUBGROUP_SIZE = 256, 8, 32
 MODES = ("read", "copy")

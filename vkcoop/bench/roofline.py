@@ -17,19 +17,15 @@ PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
               "vk-coopmat2-dense-fp16acc": ("vulkan", "coopmat2-workgroup"),
               "vk-coopmat2-2:4": ("vulkan", "coopmat2-workgroup"),
               "vk-coopmat2-2:4-expand": ("vulkan", "coopmat2-workgroup"),
-              "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "vk-khr-2:4": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
+              "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
               "cuda-wgmma.sp": ("cuda", "wgmma.sp"), "cuSPARSELt": ("cuda", "wgmma.sp"),
               "cuSPARSELt-nvmath": ("cuda", "wgmma.sp"), "torch-semi-structured": ("cuda", "wgmma.sp"),
               "cuBLAS": ("cuda", "wgmma")}
 #: Paths that read A in the 2:4 format: half the values plus one 32-bit metadata word per 32 columns.
-SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "vk-khr-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt",
+SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt",
             "cuSPARSELt-nvmath", "torch-semi-structured"}
 #: Paths that also write A dense into a workspace and read it back (vkcoop.gemm.expanded).
 EXPANDED_A = {"vk-coopmat2-2:4-expand"}
-#: The bench path whose bytes each kernel of the explore tool (vkcoop.bench.explore) moves.
-EXPLORE_PATHS = {"dense": "vk-coopmat2-dense", "staged": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16acc",
-                 "sparse": "vk-coopmat2-2:4", "staged24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup",
-                 "khr24": "vk-khr-2:4"}
 #: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.
 C_BYTES = {"vulkan": 4, "cuda": 2}
 #: Paths that accumulate in (and store) another type than fp32: its ceiling is the form's row of that type.

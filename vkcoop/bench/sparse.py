@@ -12,7 +12,6 @@ vk-coopmat2-2:4            Vulkan    the same with A loaded from the 2:4 format 
 vk-coopmat2-2:4-expand     Vulkan    A expanded from the 2:4 format into a dense workspace by one pass,
                                      then the dense kernel (compute-bound shapes only)
 vk-khr-subgroup            Vulkan    subgroup-scope KHR coopmat GEMM through shared memory
-vk-khr-2:4                 Vulkan    the same with A read in the 2:4 format, expanded into shared memory
 cuda-mma.sp                CUDA      hand-written ``mma.sp`` kernel (vkcoop.cuda.MmaSpGemm)
 cuda-wgmma.sp              CUDA      hand-written ``wgmma.mma_async.sp`` kernel (vkcoop.cuda.WgmmaSpGemm)
 cuSPARSELt                 CUDA      torch's ``_cslt_sparse_mm`` (torch's cuSPARSELt), best of a search
@@ -59,10 +58,10 @@ from .shapes import LLM_TOKENS, PRESETS, SHAPES, describe_shapes, make_cases, pr
 from .tuning import Tuner, TuningCache, cache_dir
 
 PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-coopmat2-2:4-expand",
-              "vk-khr-subgroup", "vk-khr-2:4", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath",
+              "vk-khr-subgroup", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath",
               "torch-semi-structured", "cuBLAS")
-VULKAN_PATHS = PATH_NAMES[:6]
-CUDA_PATHS = PATH_NAMES[6:]
+VULKAN_PATHS = PATH_NAMES[:5]
+CUDA_PATHS = PATH_NAMES[5:]
 #: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
 CUSPARSELT_PATHS = ("cuSPARSELt", "cuSPARSELt-nvmath")
 DEFAULT_TUNE_BUDGET = 600.0

@@ -50,8 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="fp16", help="--gemm: fp16 or bf16")
     parser.add_argument("--shape", default="square", help="--gemm: square or llm")
     parser.add_argument("--config", default="0", help="--gemm: an index into the path's tuning list, or a "
-                                                       "configuration label (as python -m vkcoop.bench.explore and "
-                                                       "the tuning cache write them, e.g. 256:128x256x32u8g8)")
+                                                       "configuration label (as bench sparse, the tuning cache and "
+                                                       "lab/explore.py write them, e.g. 256:128x256x32u8g8)")
     parser.add_argument("--target-workgroups", type=int, default=None,
                         help="--attention: workgroups the automatic key split aims at (default: as bench "
                              "attention, 4 per SM of the device)")

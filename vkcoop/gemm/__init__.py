@@ -1,16 +1,16 @@
-"""vkcoop.gemm: the GEMM library that the samples, the benchmark and the tile explorer share.
+"""vkcoop.gemm: the GEMM library that the samples and the benchmarks share.
 
 * :mod:`.types` -- element-type combinations (``GEMM_TYPES``, ``gemm_types``), the 2:4 dtypes, the device
   features each kernel needs (``features_for``) and the one result tolerance (``RESULT_TOLERANCE``).
 * :mod:`.tiles` -- ``WorkgroupTile`` / ``SubgroupTile`` chosen from and checked against the driver's typed
   tables (``choose_workgroup_tile``, ``check_workgroup_tile``, ``choose_subgroup_tile``); labels that parse back
   (``parse_tile``).
-* :mod:`.launch` -- kernel descriptions (``CoopMat2Kernel``, ``Sparse24Kernel``, ``KhrKernel``), each producing
-  one ``Launch`` (dispatches, named specialization constants, buffers) for samples and bench alike.
+* :mod:`.launch` -- the direct kernel descriptions (``CoopMat2Kernel``, ``Sparse24Kernel``), each producing one
+  ``Launch`` (dispatches, named specialization constants, buffers) for samples and bench alike; :mod:`.staging` --
+  those that stage A and B through shared memory (``KhrKernel``, ``StagedKernel``, ``StagedSparse24Kernel``).
 * :mod:`.expanded` -- the 2:4 GEMM as two passes: A expanded into a dense workspace, then the dense kernel.
-* :mod:`.vulkan` -- ``CoopMat2Gemm``, ``Sparse24Gemm``, ``KhrSharedMemoryGemm`` (and the experimental
-  ``StagedCoopMat2Gemm``, A and B through shared memory): a Launch on a device,
-  ``bind``/``result``/``time``/``run``; ``L2Flush``.
+* :mod:`.vulkan` -- ``CoopMat2Gemm``, ``Sparse24Gemm``, ``KhrSharedMemoryGemm``, ``StagedCoopMat2Gemm``,
+  ``StagedSparse24Gemm``: a Launch on a device, ``bind``/``result``/``time``/``run``; ``L2Flush``.
 * :mod:`.exact` -- exact inputs and references, and ``check_output``, the check every path passes.
 * :mod:`.interleave` -- the 2:4 format regrouped into interleaved blocks.
 * :mod:`.path` -- the ``GemmPath`` protocol (Vulkan and CUDA): ``supports`` -> ``bind`` -> ``output_rows``/``time``;
@@ -21,26 +21,25 @@ from .exact import (check_output, check_rows, eighths_inputs, exact_inputs, refe
                     sparse24_reference)
 from .interleave import META_WORDS_CHOICES, deinterleave_2to4, interleave_2to4
 from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
-from .staging import KhrKernel, KhrSparse24Kernel, StagedKernel, StagedSparse24Kernel
+from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel
 from .path import BoundGemm, GemmOperands, GemmPath, GemmProblem
 from .tiles import (SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile,
                     choose_subgroup_tile, choose_workgroup_tile, granularity_rows, parse_tile)
 from .types import (BF16, DTYPES, GEMM_TYPES, RESULT_TOLERANCE, SPARSE24_TYPES, GemmInputError, GemmTypes,
                     accumulating_types, features_for, gemm_types)
-from .vulkan import (WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, KhrSparse24Gemm, L2Flush, Sparse24Gemm,
-                     StagedCoopMat2Gemm, StagedSparse24Gemm)
+from .vulkan import (WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm, StagedCoopMat2Gemm,
+                     StagedSparse24Gemm)
 
 __all__ = [
     "check_output", "check_rows", "eighths_inputs", "exact_inputs", "reference_gemm", "sparse24_reference",
     "META_WORDS_CHOICES", "deinterleave_2to4", "interleave_2to4",
     "ExpandedSparse24Kernel", "decompress_dispatch",
-    "CoopMat2Kernel", "Dispatch", "KhrKernel", "KhrSparse24Kernel", "Launch", "Sparse24Kernel", "StagedKernel",
-    "StagedSparse24Kernel",
+    "CoopMat2Kernel", "Dispatch", "KhrKernel", "Launch", "Sparse24Kernel", "StagedKernel", "StagedSparse24Kernel",
     "BoundGemm", "GemmOperands", "GemmPath", "GemmProblem",
     "SUBGROUP_SIZE", "SubgroupTile", "WorkgroupTile", "check_subgroup_tile", "check_workgroup_tile",
     "choose_subgroup_tile", "choose_workgroup_tile", "granularity_rows", "parse_tile",
     "BF16", "DTYPES", "GEMM_TYPES", "RESULT_TOLERANCE", "SPARSE24_TYPES", "GemmInputError", "GemmTypes",
     "accumulating_types", "features_for", "gemm_types",
-    "WARMUP_SECONDS", "CoopMat2Gemm", "KhrSharedMemoryGemm", "KhrSparse24Gemm", "L2Flush", "Sparse24Gemm",
+    "WARMUP_SECONDS", "CoopMat2Gemm", "KhrSharedMemoryGemm", "L2Flush", "Sparse24Gemm",
     "StagedCoopMat2Gemm", "StagedSparse24Gemm",
 ]

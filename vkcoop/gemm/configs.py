@@ -13,8 +13,8 @@ Candidates (:func:`derive_workgroup_configs`, :func:`derive_khr_configs`) come f
 constants: every workgroup-scope row of the flexible-dimension table for the types (granularity, invocations),
 the shared memory left after the driver's reservation, ``cooperativeMatrixFlexibleDimensionsMaxDimension`` and
 the SM count: narrow problems split K so that the grid fills one wave of a few workgroups per SM
-(:meth:`vkcoop.gemm.tiles.WorkgroupTile.fill_split`, resolved per problem by :meth:`VulkanConfig.for_problem`).
-The rules only prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
+(:meth:`vkcoop.gemm.tiles.WorkgroupTile.fill_split`, resolved per problem by :meth:`VulkanConfig.for_problem`), and
+the ``compute`` class tries the best tile with a tail split (:func:`tail_candidate`). The rules only prune and order the candidates: the measurement (``vkcoop.bench.tuning``) decides.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT3
                          COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
 from .expanded import ExpandedSparse24Kernel
 from .launch import CoopMat2Kernel, Sparse24Kernel
-from .staging import KhrKernel, KhrSparse24Kernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
+from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
 from .path import GemmProblem
 from .tiles import WorkgroupTile, granularity_rows, parse_subgroup_tile, parse_tile
 from .types import GemmInputError, accumulating_types, gemm_types
@@ -41,13 +41,13 @@ MAX_CANDIDATES = 12
 #: accumulators a register).
 ACCUMULATOR_REGISTERS = (32, 128)
 #: Narrow problems: the workgroups per SM a split-K fills (``w`` of a label), most first: on the H100 the direct
-#: kernel's 64-invocation tiles keep 4 resident, the staged kernel's 128-invocation ones 3 (docs/gemm-notes.md).
+#: kernel's 64-invocation tiles keep 4 resident, the staged kernel's 128-invocation ones 3 (docs/gemm.md).
 NARROW_FILLS = (4, 3)
 #: The split-K of a narrow candidate where the SM count is unknown.
 NARROW_FALLBACK_SPLIT = 2
 #: A compute-bound problem whose grid of SMALL_TILE_SIDE-square tiles has at most SMALL_TILES of them is ``small``.
-#: H100 (docs/gemm-notes.md, session 19): 64x64 tiles beat the square seed's 128x128 at 16 to 64 such tiles
-#: (512x512x4096 98 against 33 TFLOP/s, 1024^3 124 against 89) and lost from 100 on (1280^3 121 against 133).
+#: H100 (docs/gemm.md): 64x64 tiles beat the square seed's 128x128 at 16 to 64 such tiles (512x512x4096 98 against
+#: 33 TFLOP/s, 1024^3 124 against 89) and lost from 100 on (1280^3 121 against 133).
 SMALL_TILES = 64
 SMALL_TILE_SIDE = 128
 #: Up to this many such tiles a compute-bound problem is ``medium``: on the H100 the fp16-accumulating path's
@@ -190,6 +190,11 @@ LAYOUTS = {
     (True, False): ((False, 1), (False, 0)),
     (True, True): ((True, 4), (True, 1), (True, 0)),
 }
+#: Invocations of the direct kernel an SM keeps resident at a compute-bound tile: its pipelines hold 255 registers an
+#: invocation, and 65,536 registers keep 256 of them (on the H100 two 128-invocation workgroups an SM, one of 256;
+#: docs/gemm.md). A tail-split candidate's ``w``, which sizes the wave whose partial last part it splits, is this
+#: over its workgroup size.
+RESIDENT_INVOCATIONS = 256
 #: Prefetch depths (the tile's K unroll) tried for the staged kernel, and how many staged candidates a tuning sees.
 STAGED_PREFETCH = (2, 1)
 STAGED_CANDIDATES = 2
@@ -246,13 +251,22 @@ def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
     return True
 
 
+def tail_candidate(tile: WorkgroupTile) -> WorkgroupTile:
+    """``tile`` with a tail split (``x``, the count chosen per problem) and the ``w`` that sizes its wave
+    (:data:`RESIDENT_INVOCATIONS`). Only the direct dense kernel has a tail split, and a launch plans one only behind
+    :data:`vkcoop.gemm.tiles.MIN_TAIL_WAVES` whole waves: elsewhere it runs as the tile without it. On the H100 the
+    square seed's tail split (``x5``) gains 1-2 % at 8192^3 (docs/gemm.md, "The tail split")."""
+    return replace(tile, tail=True, tail_split=0, per_sm=max(1, RESIDENT_INVOCATIONS // tile.workgroup_size))
+
+
 def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits,
                              limit: int = MAX_CANDIDATES) -> list[VulkanConfig]:
     """Candidate configurations of a coopmat2 path (one of :data:`PATH_KERNELS`) for
     ``problem``'s tuning class, from the flexible-dimension rows (:class:`vkcoop.vk.ShapeEntry`) and ``limits``;
-    best guess first, at most ``limit``. The best tile comes with every layout of the path, the other tiles
-    with the first layout, then their other layouts: a budget that ends a tuning early has seen the best tiles
-    and the layout question for the best one."""
+    best guess first, at most ``limit``. The best tile comes with every layout of the path and, in the ``compute``
+    class, with its tail split (:func:`tail_candidate`); then the staged kernel, the other tiles with the first
+    layout, then their other layouts: a budget that ends a tuning early has seen the best tiles and the layout
+    question for the best one."""
     types = path_types(path_name, problem.dtype)
     narrow = is_narrow(tuning_class(problem))
     ranked = []
@@ -262,7 +276,9 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     tiles = list(dict.fromkeys(tile for _, tile in sorted(ranked, key=lambda item: item[0])))
     layouts = LAYOUTS[(PATH_KERNELS[path_name][0], narrow)]
     order = [VulkanConfig(tiles[0], column, meta) for column, meta in layouts] if tiles else []
-    # the staged kernel right after the best tile's layouts: its shared memory admits only some tiles
+    if tiles and tuning_class(problem) == "compute":
+        order.append(VulkanConfig(tail_candidate(tiles[0]), *layouts[0]))
+    # the staged kernel right after the best tile's: its shared memory admits only some tiles
     staged = (VulkanConfig(replace(tile, k_unroll=depth), staged=True) for tile in tiles for depth in STAGED_PREFETCH)
     order += [c for c in staged if _valid(path_name, problem, flexible, limits, c)][:STAGED_CANDIDATES]
     order += [VulkanConfig(tile, *layouts[0]) for tile in tiles[1:]]
@@ -270,30 +286,24 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     return [c for c in dict.fromkeys(order) if _valid(path_name, problem, flexible, limits, c)][:limit]
 
 
-#: KHR shared-memory tiles per class, as :meth:`vkcoop.gemm.tiles.SubgroupTile.code` strings. H100, 8192^3 fp16->fp32 (docs/gemm-notes.md, session 13): 128x128x32 on 2x2
-#: subgroups double-buffered with raster groups of 8 rows 315 TFLOP/s; one shared copy on 2x4 subgroups 135.
+#: KHR shared-memory tiles per class (narrow or not), as :meth:`vkcoop.gemm.tiles.SubgroupTile.code` strings, the
+#: class's default first. H100, 8192^3 fp16->fp32: 128x128x32 on 2x2 subgroups double-buffered with raster groups
+#: of 8 rows 315 TFLOP/s; one shared copy on 2x4 subgroups 135 (docs/gemm.md).
 KHR_TILES = {
     False: ("128x128x32:2x2d2g8", "128x256x16:2x4d2g8", "128x128x32:2x4", "64x128x32:1x2d2g8"),
     True: ("128x32x32:4x1", "128x32x32:4x1d2", "64x32x32:2x1d2", "128x64x32:4x1d2"),
 }
-#: The same for A in the 2:4 format (TILE_K whole metadata words of 32 columns). H100, 8192^3 fp16: 128x128x64 on
-#: 2x2 subgroups, one shared copy, 256.9 TFLOP/s; double-buffered 128x128x32 247.3; the staged coopmat2 2:4 236.6.
-KHR_SPARSE24_TILES = {
-    False: ("128x128x64:2x2g8", "128x128x32:2x2d2g8", "128x256x32:2x4"),
-    True: ("128x32x32:4x1", "128x32x32:4x1d2"),
-}
 
 
-def derive_khr_configs(problem: GemmProblem, khr, limits: DeviceLimits, *, sparse: bool = False) -> list:
-    """Candidate tiles of the KHR shared-memory path (``sparse``: its 2:4 form), from the KHR table's largest
-    shape, within the shared memory; the first is the class's default."""
+def derive_khr_configs(problem: GemmProblem, khr, limits: DeviceLimits) -> list:
+    """Candidate tiles of the KHR shared-memory path, from the KHR table's largest shape, within the shared memory;
+    the first is the class's default."""
     types = accumulating_types(problem.dtype)
     found = []
-    for code in (KHR_SPARSE24_TILES if sparse else KHR_TILES)[is_narrow(tuning_class(problem))]:
+    for code in KHR_TILES[is_narrow(tuning_class(problem))]:
         try:
             tile = parse_subgroup_tile(code, khr, types)
-            kernel = KhrSparse24Kernel(problem.dtype, tile) if sparse else KhrKernel(types, tile)
-            kernel.check_shared_memory(limits.shared_memory)
+            KhrKernel(types, tile).check_shared_memory(limits.shared_memory)
         except GemmInputError:
             continue
         found.append(tile)

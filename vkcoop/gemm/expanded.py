@@ -2,9 +2,9 @@
 kernel (path ``vk-coopmat2-2:4-expand`` of ``vkcoop bench sparse``).
 
 coopmat2 has no sparse MMA: every 2:4 kernel of this library multiplies dense tiles, and differs only in where A is
-expanded. The decode-function kernel expands each element inside its tensor loads; the staged and KHR kernels
-expand a tile on its way into shared memory, once per tile and K step. At compute-bound shapes that work sits in
-the multiply loop and costs it 20 % or more (docs/gemm-notes.md). Expanding once per call moves it out of the loop:
+expanded. The decode-function kernel expands each element inside its tensor loads; the staged kernel expands a
+tile on its way into shared memory, once per tile and K step. At compute-bound shapes that work sits in the
+multiply loop and costs it 20 % or more (docs/gemm.md). Expanding once per call moves it out of the loop:
 one memory-bound pass reads the 2:4 operand (0.56x of A's dense bytes) and writes A dense (1x), and the dense kernel
 reads it back. That costs M x K x 2 bytes of device memory for the workspace and about 2.6x A's bytes of traffic,
 which only pays where the multiply, not A's bytes, sets the time.

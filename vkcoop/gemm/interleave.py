@@ -6,8 +6,9 @@ import numpy as np
 from .. import sparse as sparse24
 from .types import GemmInputError
 
-#: Interleaved-layout block sizes the 2:4 shader has variants for (metadata words per block; 0 = split layout).
-META_WORDS_CHOICES = (0, 1, 2, 4)
+#: Interleaved-layout block sizes the 2:4 shader has variants for (metadata words per block; 0 = split layout): the
+#: seeds use 1 (compute-bound) and 4 (narrow).
+META_WORDS_CHOICES = (0, 1, 4)
 
 
 def interleave_2to4(values: np.ndarray, metadata: np.ndarray, meta_words: int) -> np.ndarray:

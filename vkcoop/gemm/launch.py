@@ -16,13 +16,11 @@ import numpy as np
 
 from .. import sparse as sparse24
 from .interleave import META_WORDS_CHOICES, interleave_2to4
-from .tiles import SUBGROUP_SIZE, WorkgroupTile
+from .tiles import WorkgroupTile
 from .types import SPARSE24_TYPES, GemmInputError, gemm_types, sparse24_types
 
 COOPMAT2_SHADER = "gemm/coopmat2_gemm.comp"
 SPARSE24_SHADER = "gemm/coopmat2_sparse24.comp"
-SPLIT_K_REDUCE_SHADER = "gemm/splitk_reduce.comp"
-REDUCE_WORKGROUP = 256  # local_size_x of splitk_reduce.comp
 
 
 @dataclass(frozen=True)
@@ -127,10 +125,10 @@ def _tiles(tile: WorkgroupTile, m: int, n: int) -> int:
     return -(-m // tile.tile_m) * -(-n // tile.tile_n)
 
 
-def check_split(tile: WorkgroupTile, fp32_output: bool, tail_split: bool = False) -> None:
-    """A tile's K split must be >= 1, and the reduce pass (splitk_reduce.comp) adds fp32 planes only; the last
-    slice's sum (split_sum.glsl) adds planes of the result type. A tail split (``x``) needs a kernel that has one
-    (``tail_split``: coopmat2_gemm.comp) and ``w``, which sizes the wave."""
+def check_split(tile: WorkgroupTile, tail_split: bool = False) -> None:
+    """A tile's K split must be >= 1 (the last slice's sum, split_sum.glsl, adds planes of the result type). A tail
+    split (``x``) needs a kernel that has one (``tail_split``: coopmat2_gemm.comp) and ``w``, which sizes the
+    wave."""
     if tile.tail and not tail_split:
         raise GemmInputError(f"tile {tile.label()}: the tail split (x) is the direct dense kernel's "
                              "(coopmat2_gemm.comp) only")
@@ -138,18 +136,14 @@ def check_split(tile: WorkgroupTile, fp32_output: bool, tail_split: bool = False
         raise GemmInputError(f"tile {tile.label()}: a tail split (x) needs w (workgroups per SM), which sizes the wave")
     if tile.split_k < 1:
         raise GemmInputError(f"split_k={tile.split_k} must be >= 1")
-    if tile.split_k > 1 and tile.reduce_pass and not fp32_output:
-        raise GemmInputError(f"split_k={tile.split_k} with a reduce pass (r) needs fp32 results (the pass adds fp32 "
-                             "planes); without r the last slice of each tile adds them in the result type")
 
 
 def _split_launch(shader: str, defines: dict, specialization: dict, inputs: dict, tile: WorkgroupTile,
-                  shape: tuple, push: tuple, output_dtype, options: dict | None = None) -> Launch:
+                  shape: tuple, push: tuple, output_dtype) -> Launch:
     """The GEMM dispatch of ``tile`` over ``inputs`` for ``shape`` = (M, N, K), and how its K slices are added up:
-    with one slice it writes C; with more, the partial sums [split][M][N] (of the result type) and then either the
-    last slice of each tile to finish adds them up into C (split_sum.glsl, over a zero-filled arrival count per tile)
-    or, for a ``reduce_pass`` tile (fp32 results), splitk_reduce.comp does in a second dispatch. A tile with a tail
-    split (:meth:`WorkgroupTile.tail_plan`) sums its tail tiles' slices the first way."""
+    with one slice it writes C; with more, the partial sums [split][M][N] (of the result type), which the last slice
+    of each tile to finish adds up into C (split_sum.glsl, over a zero-filled arrival count per tile). A tile with a
+    tail split (:meth:`WorkgroupTile.tail_plan`) sums its tail tiles' slices the same way."""
     m, n, k = shape
     split, tiles = tile.split_k, _tiles(tile, m, n)
     outputs = {"C": ((m, n), np.dtype(output_dtype))}
@@ -165,18 +159,14 @@ def _split_launch(shader: str, defines: dict, specialization: dict, inputs: dict
     elif split == 1:
         targets = ("C",)
     else:
-        outputs["partial sums"] = ((split, m, n), np.dtype(output_dtype))   # fp32 wherever a reduce pass runs
+        outputs["partial sums"] = ((split, m, n), np.dtype(output_dtype))
         targets = ("partial sums",)
-    if tile.sums_in_dispatch or tail:
+    if split > 1 or tail:
         outputs["arrivals"] = ((tail or tiles,), np.dtype(np.uint32))
         targets += ("C", "arrivals")
-    dispatches = [Dispatch(shader, {**defines, **tile.split_sum_define(tail > 0)}, specialization,
-                           tuple(inputs) + targets, groups, push, options or {})]
-    if split > 1 and tile.reduce_pass:
-        count = m * n
-        dispatches.append(Dispatch(SPLIT_K_REDUCE_SHADER, {}, {}, ("partial sums", "C"),
-                                   (min(-(-count // REDUCE_WORKGROUP), 65535), 1, 1), _u32(count, split)))
-    return Launch(dispatches, inputs, outputs, "C", (m, n, k))
+    dispatch = Dispatch(shader, {**defines, **tile.split_sum_define(tail > 0)}, specialization,
+                        tuple(inputs) + targets, groups, push)
+    return Launch([dispatch], inputs, outputs, "C", (m, n, k))
 
 
 class _WorkgroupKernel:
@@ -213,31 +203,21 @@ class _WorkgroupKernel:
         """The GEMM dispatch and, for split_k > 1, the partial sums and how they are added up
         (:func:`_split_launch`)."""
         specialization = {**self.tile.specialization(self.b_column_major), **(extra_specialization or {})}
-        return _split_launch(self.shader, defines, specialization, inputs, self.tile, (m, n, k), push, output_dtype,
-                             self.pipeline_options())
-
-    def pipeline_options(self) -> dict:
-        return {}
+        return _split_launch(self.shader, defines, specialization, inputs, self.tile, (m, n, k), push, output_dtype)
 
 
 class CoopMat2Kernel(_WorkgroupKernel):
-    """coopmat2_gemm.comp: workgroup- (or subgroup-) scope coopmat2 matrices through tensor layouts; any M, N, K."""
+    """coopmat2_gemm.comp: workgroup-scope coopmat2 matrices through tensor layouts; any M, N, K."""
     shader = COOPMAT2_SHADER
 
     def __init__(self, types, tile: WorkgroupTile, *, b_column_major: bool = False, pad_to_tiles: bool = False):
         self.types, self.tile, self.b_column_major = gemm_types(types), tile, bool(b_column_major)
         self.pad_to_tiles = bool(pad_to_tiles)
-        check_split(self.tile, self.types.output_dtype == np.float32, tail_split=True)
+        check_split(self.tile, tail_split=True)
         self.name = f"coopmat2 {self.types.key} {tile.label()}{' Bcol' if self.b_column_major else ''}"
 
     def defines(self) -> dict:
-        return {"GEMM_TYPES": self.types.define, **self.tile.defines()}
-
-    def pipeline_options(self) -> dict:
-        # Subgroup scope splits the tile by gl_SubgroupID assuming 32-wide subgroups: ask for exactly that.
-        if self.tile.subgroup_scope:
-            return {"required_subgroup_size": SUBGROUP_SIZE, "full_subgroups": True}
-        return {}
+        return {"GEMM_TYPES": self.types.define}
 
     def template_launch(self) -> Launch:
         """The smallest launch: its dispatches name every pipeline this kernel needs (the edge-handling one; an
@@ -283,7 +263,7 @@ class CoopMat2Kernel(_WorkgroupKernel):
 class Sparse24Kernel(_WorkgroupKernel):
     """coopmat2_sparse24.comp: A from vkcoop's 2:4 format through a decode function; fp16/bf16 in, fp32 out.
 
-    ``meta_words`` 0 reads values and metadata from two bindings; 1, 2 or 4 regroups them on the host
+    ``meta_words`` 0 reads values and metadata from two bindings; 1 or 4 regroups them on the host
     (:func:`vkcoop.gemm.interleave.interleave_2to4`) so one block pointer serves both reads."""
     shader = SPARSE24_SHADER
 
@@ -291,15 +271,12 @@ class Sparse24Kernel(_WorkgroupKernel):
         self.types = sparse24_types(dtype)
         if meta_words not in META_WORDS_CHOICES:
             raise GemmInputError(f"meta_words={meta_words}: choose from {META_WORDS_CHOICES}")
-        if tile.subgroup_scope or tile.n_parts != 1:
-            raise GemmInputError(f"tile {tile.label()}: the 2:4 kernel has one workgroup-scope accumulator "
-                                 "(subgroups_m=0, n_parts=1)")
         if tile.tile_k % sparse24.K_ALIGNMENT:
             raise GemmInputError(f"tile_k={tile.tile_k}: the 2:4 path needs a multiple of {sparse24.K_ALIGNMENT} "
                                  "(the decode block is one metadata word, 32 columns)")
         self.dtype, self.tile, self.meta_words = dtype, tile, meta_words
         self.b_column_major = bool(b_column_major)
-        check_split(self.tile, True)
+        check_split(self.tile)
         layout = f"i{meta_words}" if meta_words else ""
         self.name = f"coopmat2 2:4 {dtype} {tile.label()}{layout}{' Bcol' if b_column_major else ''}"
 

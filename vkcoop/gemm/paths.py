@@ -1,11 +1,11 @@
-"""The three Vulkan GEMM paths of the benchmark, as :class:`vkcoop.gemm.path.GemmPath` objects on one device.
+"""The Vulkan GEMM paths of the benchmark, as :class:`vkcoop.gemm.path.GemmPath` objects on one device.
 
 Launch configurations are kept per *tuning class* (:func:`tuning_class`: compute-bound, or memory-bound by N
 bucket). Candidates are derived from what the driver reports (:mod:`.configs`: the flexible-dimension table,
-shared memory, the SM count); :data:`SEED_CONFIGS` is what was measured best on the H200 (docs/gemm-notes.md),
-shipped as a seed for that one device (:data:`SEED_DEVICE`). ``vkcoop.bench.tuning`` measures the candidates
-and caches the winners per device. A configuration's label parses back (:func:`parse_config`), which is how
-``vkcoop.bench.explore`` and the tuning cache name them.
+shared memory, the SM count); :data:`SEEDS` holds what was measured best on the H200 and the H100 (docs/gemm.md),
+shipped as seeds for those devices. ``vkcoop.bench.tuning`` measures the candidates and caches the winners per
+device. A configuration's label parses back (:func:`parse_config`), which is how the tuning cache (and the lab's
+explore tool) name them.
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_wor
 from .path import GemmOperands, GemmProblem
 from .tiles import SUBGROUP_CODE, parse_subgroup_tile
 from .types import GemmInputError, accumulating_types, features_for
-from .vulkan import KhrSharedMemoryGemm, KhrSparse24Gemm, L2Flush, coopmat2_gemm
+from .vulkan import KhrSharedMemoryGemm, L2Flush, coopmat2_gemm
 
 __all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
            "VulkanDevicePaths", "CoopMat2Path", "CoopMat2Fp16AccumulatingPath", "Sparse24Path", "ExpandedSparse24Path",
-           "KhrPath", "KhrSparse24Path"]
+           "KhrPath"]
 
 
 def _seeds(*labels: str) -> list[VulkanConfig]:
@@ -35,13 +35,14 @@ def _seeds(*labels: str) -> list[VulkanConfig]:
 SEED_DEVICE = "NVIDIA H200"
 #: H200 launch configurations per path and seed family ("square": compute-bound, "llm": N <= 256; a table may
 #: also name a tuning class, which then wins over its family), tried first when tuning there (the first is that
-#: device's default). H200 measurements, 8192^3 fp16 / bf16 TFLOP/s:
-#: dense u8 277 / 273, u4 259 / 254, 128 invocations u4 260 / 254; 2:4 u8 i1 199, u4 i1 192, u4 two bindings 173. 8192x32x8192 (ms): dense 32x32x128/64 split-K 2 0.054,
-#: /32 0.054, 64x32x128/256 0.068; 2:4 i4 split-K 2 0.099, 64x32x128/256 i1 0.119, two bindings 0.123
-#: (32 invocations, i1: 0.367, not listed). The llm defaults carry w4: on the H200's 132 SMs that resolves to the
-#: measured split 2 at 8192x32x8192 (and to 4 at 4096 rows, as on the H100). fp16 accumulation (fp16->fp16):
-#: 256:256x256x32 u4 344.9, 128x256x32 u4 249.2 (u8, first here, won on the H100 and was not timed on the H200).
-#: Its llm seed splits K as the dense one does (the last slice adds the fp16 planes; measured on the H100 only).
+#: device's default). Measured on the H200 (docs/gemm.md), 8192^3 fp16 / bf16 TFLOP/s: dense u8 277 / 273, u4
+#: 259 / 254, 128 invocations u4 260 / 254; 2:4 u8 i1 199, u4 i1 192, u4 two bindings 173. 8192x32x8192 (ms):
+#: dense 32x32x128/64 split-K 2 0.054, /32 0.054, 64x32x128/256 0.068; 2:4 i4 split-K 2 0.099, 64x32x128/256 i1
+#: 0.119, two bindings 0.123 (32 invocations, i1: 0.367, not listed). The llm defaults carry w4: on the H200's 132
+#: SMs that resolves to the measured split 2 at 8192x32x8192 (and to 4 at 4096 rows, as on the H100). fp16
+#: accumulation (fp16->fp16): 256:256x256x32 u4 344.9, 128x256x32 u4 249.2 (u8, first here, won on the H100 and
+#: was not timed on the H200). Its llm seed splits K as the dense one does (the last slice adds the fp16 planes;
+#: measured on the H100 only).
 SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("256:128x256x32u8g8", "256:128x256x32u4g8", "128:128x128x32u4g8"),
@@ -56,33 +57,34 @@ SEED_CONFIGS = {
         "llm": _seeds("64:32x32x128u2g1s2w4i4c", "256:64x32x128u2g1i1c", "256:64x32x128u2g1c"),
     },
 }
-#: H100 80GB HBM3 (driver 580.159.04, docs/gemm-notes.md "H100"), with the ALIGNED pipelines, 8192^3 fp16
-#: TFLOP/s: dense 128:128x128x64u8g4 with column-major B 345.3 (4096^3 334.9, bf16 335.2; two workgroups an SM;
-#: session 17), 256:128x256x32u32g8 327.1 (4096^3 294.2); before session 17: dense u32 323.5 / u16 315.1 (bf16 325.8 /
-#: 316.9; 8191 rows 269.6 / 264.2, before ragged problems were padded to whole tiles), staged 128:128x128x32 u1 288;
-#: 2:4 staged 128:64x256x32 u1 (t, expanded in the copy) 229.6 (bf16 229.7, 4096^3 220.6, 8191x8200x8192 207.3)
-#: against 128:128x128x32 u1 222.1 (222.0, 212.9, 202.7) in one process (session 10), direct u8 i1 210.0.
-#: Narrow classes (ms, M = K = 8192 / 4096), split-K filling w workgroups per SM: N = 16 dense 64:64x16x128 w4
-#: 0.058, 2:4 staged 64x16x64 prefetch 3 w4 0.057 / 0.021; N = 32 dense 32x32x128 w4 0.063 / 0.022, 2:4 staged
-#: 64x32x64 w3 0.065 / 0.024; N = 64 dense staged 64x64x64 w2 0.074 / 0.027, 2:4 the same 0.083 / 0.029.
-#: fp16 accumulation, 8192^3: 256:256x256x32 u16 397.0, u32 379.1, u8 375.8 in one process (session 11; 4096^3 u16
-#: 348.1 against u8 334.3), u4 342.4, 128x256x32 u16 313.5 (session 5). Its narrow seeds split K too since session 12
-#: (the last slice adds the fp16 planes; ms at M = K = 8192 / 4096, against one K slice in the same process): N = 16
-#: 64:32x16x128 w4 0.056 / 0.015, 64:64x16x128 w4 0.054 / 0.017 (one slice 0.071 / 0.026); N = 32 32x32x128 w4
-#: 0.058 / 0.018 (0.069 / 0.026); N = 64 staged 64x64x64 w2 0.070 / 0.024 (0.088 / 0.031).
-#: Staged ("t") configurations run any problem: the bench's kernels pad it to whole tiles (session 17; before, an odd
-#: K or N needed the direct seed behind them). Session 18: the square seed's tail split (x5: the partial last wave's
-#: tiles as 5 K slices, behind at least 8 whole waves) 346-350 against 342-343 at 8192^3 (bf16 346-347 against
-#: 339-343); K unroll 4 for the N = 32 seed, 0.058 against 0.060 ms (4096 rows 0.018 against 0.019); N = 64 the
-#: direct 128:64x64x128 u4 w2, 0.066 against the staged seed's 0.071-0.072 (4096 rows 0.0226 against 0.0232).
-#: Session 19, the small class (at most 64 tiles of 128x128): 128:64x64x128u4g1w2c 98 / 64 / 124 / 167 TFLOP/s at
-#: 512x512x4096 / 768^3 / 1024^3 / 1000x1000x4096 against the square seed's 33 / 43 / 89 / 125 (bf16 1000x1000x1024
-#: 117 against 85); splitting K of the square tile to fill the SMs lost there (52-65 against 85). fp16
-#: accumulation: the same tile 91 / 115 / 169 at 512x512x4096 / 1000x1000x1024 / 1000x1000x4096 against its square
-#: seed's 12 / 34 / 46. 2:4: the staged 128:64x64x64 u4 w2 86 / 57 / 99 / 131 at 512x512x4096 / 768^3 /
-#: 1000x1000x1024 / 1000x1000x4096 against 21 / 34 / 58 / 77 (bf16 1000^3 99 against 60; 1280^3, 100 tiles: a tie).
-#: The medium class (65 to 256 tiles) changes only fp16 accumulation: 128:128x128x64u8g4c 138 / 262 at 1280^3 /
-#: 2048^3 against its square seed's 54 / 161 (4096^3: 328 against 346, 3000x5000x2016 a tie).
+#: H100 80GB HBM3 (driver 580.159.04), with the ALIGNED pipelines (docs/gemm.md), 8192^3 fp16 TFLOP/s unless noted:
+#: - Dense, square: 128:128x128x64u8g4 with column-major B (128 invocations: two workgroups an SM) 345.3 (4096^3
+#:   334.9, bf16 335.2); with the tail split (x5: the partial last wave's tiles run as 5 K slices, behind at least 8
+#:   whole waves) 346-350 against 342-343 (bf16 346-347 against 339-343); 256:128x256x32u32g8 327.1 (4096^3 294.2);
+#:   staged 128:128x128x32 u1 288.
+#: - 2:4, square: staged 128:64x256x32 u1 (t: A expanded in the copy to shared memory) 229.6 (bf16 229.7, 4096^3
+#:   220.6, 8191x8200x8192 207.3) against 128:128x128x32 u1 222.1 (222.0, 212.9, 202.7) in one process; the direct
+#:   decode-function kernel u8 i1 210.0.
+#: - Narrow classes (ms at M = K = 8192 / 4096), split-K filling w workgroups per SM: N = 16 dense 64:64x16x128 w4
+#:   0.058, 2:4 staged 64x16x64 prefetch 3 w4 0.057 / 0.021; N = 32 dense 32x32x128 w4 0.063 / 0.022 (K unroll 4:
+#:   0.058 against 0.060, 4096 rows 0.018 against 0.019), 2:4 staged 64x32x64 w3 0.065 / 0.024; N = 64 dense the
+#:   direct 128:64x64x128 u4 w2 0.066 against the staged 64x64x64 w2's 0.071-0.072 (4096 rows 0.0226 against
+#:   0.0232), 2:4 the staged 64x64x64 w2 0.083 / 0.029.
+#: - fp16 accumulation, 8192^3: 256:256x256x32 u16 397.0, u32 379.1, u8 375.8 in one process (4096^3 u16 348.1
+#:   against u8 334.3), u4 342.4, 128x256x32 u16 313.5. Its narrow seeds split K too (the last slice adds the fp16
+#:   planes; ms at M = K = 8192 / 4096, against one K slice in the same process): N = 16 64:32x16x128 w4 0.056 /
+#:   0.015, 64:64x16x128 w4 0.054 / 0.017 (one slice 0.071 / 0.026); N = 32 32x32x128 w4 0.058 / 0.018 (0.069 /
+#:   0.026); N = 64 staged 64x64x64 w2 0.070 / 0.024 (0.088 / 0.031).
+#: - The small class (at most 64 tiles of 128x128): 128:64x64x128u4g1w2c 98 / 64 / 124 / 167 TFLOP/s at
+#:   512x512x4096 / 768^3 / 1024^3 / 1000x1000x4096 against the square seed's 33 / 43 / 89 / 125 (bf16
+#:   1000x1000x1024 117 against 85); splitting K of the square tile to fill the SMs lost there (52-65 against 85).
+#:   fp16 accumulation: the same tile 91 / 115 / 169 at 512x512x4096 / 1000x1000x1024 / 1000x1000x4096 against its
+#:   square seed's 12 / 34 / 46. 2:4: the staged 128:64x64x64 u4 w2 86 / 57 / 99 / 131 at 512x512x4096 / 768^3 /
+#:   1000x1000x1024 / 1000x1000x4096 against 21 / 34 / 58 / 77 (bf16 1000^3 99 against 60; 1280^3, 100 tiles: a
+#:   tie).
+#: - The medium class (65 to 256 tiles) changes only fp16 accumulation: 128:128x128x64u8g4c 138 / 262 at 1280^3 /
+#:   2048^3 against its square seed's 54 / 161 (4096^3: 328 against 346, 3000x5000x2016 a tie).
+#: Staged (t) configurations run any problem: the bench's kernels pad it to whole tiles.
 H100_SEED_CONFIGS = {
     "vk-coopmat2-dense": {
         "square": _seeds("128:128x128x64u8g4w2x5c", "128:128x128x64u8g4c", "256:128x256x32u32g8",
@@ -128,7 +130,7 @@ def seed_configs(device_name: str, path_name: str, problem: GemmProblem) -> list
 
 
 class VulkanDevicePaths:
-    """One Vulkan device with every feature the three Vulkan paths need (one dtype set), shared by them."""
+    """One Vulkan device with every feature the Vulkan paths need (one dtype set), shared by them."""
 
     def __init__(self, dtypes, device=None, validate: bool = False):
         from .. import vk
@@ -144,7 +146,7 @@ class VulkanDevicePaths:
         self.limits = DeviceLimits.of(self.device.physical)
         self._flush = None
         self.paths = [CoopMat2Path(self), CoopMat2Fp16AccumulatingPath(self), Sparse24Path(self),
-                      ExpandedSparse24Path(self), KhrPath(self), KhrSparse24Path(self)]
+                      ExpandedSparse24Path(self), KhrPath(self)]
 
     @property
     def name(self) -> str:
@@ -267,14 +269,6 @@ class Sparse24Path(_VulkanPath):
         gemm.bind(operands.compressed.values, operands.compressed.metadata, gemm.kernel.store_b(operands.b))
 
 
-def _k_refusal(problem: GemmProblem) -> tuple[bool, str] | None:
-    """(False, why) where K is not whole metadata words of the 2:4 format, else None: what the 2:4 paths that build
-    their own launch from the format refuse."""
-    if problem.k % sparse24.K_ALIGNMENT:
-        return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
-    return None
-
-
 class ExpandedSparse24Path(Sparse24Path):
     """A expanded from the 2:4 format into a dense workspace by one pass, then the dense coopmat2 kernel
     (:mod:`vkcoop.gemm.expanded`); its configurations are the dense kernel's (no staged ones). Compute-bound
@@ -282,8 +276,8 @@ class ExpandedSparse24Path(Sparse24Path):
     name = "vk-coopmat2-2:4-expand"
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
-        if refusal := _k_refusal(problem):
-            return refusal
+        if problem.k % sparse24.K_ALIGNMENT:   # its expansion pass reads whole metadata words
+            return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
         if is_narrow(tuning_class(problem)):
             return False, (f"N={problem.n} is memory-bound: expanding A writes and reads back 2x its dense bytes; "
                            "the 2:4 kernels that expand per tile run there")
@@ -293,10 +287,9 @@ class ExpandedSparse24Path(Sparse24Path):
 class KhrPath(_VulkanPath):
     """The KHR shared-memory GEMM; its kernels pad a problem to whole tiles (any M, N, K)."""
     name = "vk-khr-subgroup"
-    sparse = False   # A dense; KhrSparse24Path reads it in the 2:4 format
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
-        derived = derive_khr_configs(problem, self.group.khr, self.group.limits, sparse=self.sparse)
+        derived = derive_khr_configs(problem, self.group.khr, self.group.limits)
         if not derived:
             raise GemmInputError(f"no KHR shared-memory tile of {self.name} fits {problem.dtype} on this device")
         return derived if tune else derived[:1]
@@ -315,18 +308,3 @@ class KhrPath(_VulkanPath):
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.pruned, operands.b)
-
-
-class KhrSparse24Path(KhrPath):
-    """The KHR shared-memory GEMM with A read in the 2:4 format and expanded into shared memory."""
-    name = "vk-khr-2:4"
-    sparse = True
-
-    def supports(self, problem: GemmProblem) -> tuple[bool, str]:
-        return _k_refusal(problem) or super().supports(problem)
-
-    def _make(self, dtype, config):
-        return KhrSparse24Gemm(self.group.device, dtype, config, pad_to_tiles=True)
-
-    def _bind(self, gemm, operands):
-        gemm.bind(operands.compressed.values, operands.compressed.metadata, operands.b)

@@ -1,7 +1,8 @@
 """The GEMM kernels that stage their operands through shared memory in 16-byte vectors, as launch descriptions
-(:mod:`.launch`'s :class:`~vkcoop.gemm.launch.Launch`): the KHR subgroup-scope kernel and the staged coopmat2
-kernel, each with a 2:4 form that expands A on its way into shared memory; and the check every coopmat2 kernel of a
-device GEMM passes (:func:`check_coopmat2_kernel`). Nothing here touches a device.
+(:mod:`.launch`'s :class:`~vkcoop.gemm.launch.Launch`): the KHR subgroup-scope kernel (the coopmat1 baseline) and
+the staged coopmat2 kernels, dense and 2:4 (A expanded on its way into shared memory), which the H100's 2:4 seeds
+and its narrow seeds run (``t`` in a label); and the check every coopmat2 kernel of a device GEMM passes
+(:func:`check_coopmat2_kernel`). Nothing here touches a device.
 """
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from .. import sparse as sparse24
 from .launch import (Dispatch, Launch, _split_launch, _u32, check_matrix, check_split, compressed_operands,
                      padded_compressed, padded_shape, padded_to)
 from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
-from .types import GemmInputError, GemmTypes, gemm_types, sparse24_types
+from .types import GemmInputError, gemm_types, sparse24_types
 
 KHR_SHADER = "gemm/khr_shmem_gemm.comp"
-KHR_SPARSE24_SHADER = "gemm/khr_sparse24_gemm.comp"
 STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
 STAGED_SPARSE24_SHADER = "gemm/coopmat2_staged_sparse24.comp"
 MAX_PREFETCH = 4        # register sets of the staged kernels (PREFETCH in staged_gemm.glsl)
@@ -111,70 +111,12 @@ class KhrKernel(_SharedMemoryKernel):
         return Launch([dispatch], inputs, {"C": ((m, n), t.output_dtype)}, "C", (m, n, k))
 
 
-class _ExpandsTwoToFour:
-    """What the kernels that expand a 2:4 A into shared memory share: the dtype and tile checks, and the
-    operands (values [M][K/2] and metadata [M][K/32] in vkcoop.sparse format, B row-major [K][N])."""
-
-    @staticmethod
-    def expanded_types(dtype: str, tile) -> GemmTypes:
-        types = sparse24_types(dtype)
-        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
-            raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
-                                 "each invocation must expand a whole number of 16-column groups")
-        return types
-
-    def template_launch(self) -> Launch:
-        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
-        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
-
-    def _padded_compressed(self, values, metadata, b) -> tuple:
-        """(values, metadata, B, view): :meth:`_padded_dense` for a 2:4 A, K in whole tiles and metadata words."""
-        if not self.pad_to_tiles:
-            return values, metadata, b, None
-        values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
-        b = check_matrix("B", b, self.types.input_dtype)
-        n = b.shape[1]
-        if b.shape[0] != k or not self._needs_padding(m, n, k):   # a K that disagrees is _compressed_inputs' error
-            return values, metadata, b, None
-        pad_m, pad_n, pad_k = padded_shape(self.tile, m, n, k, sparse24.K_ALIGNMENT)
-        values, metadata = padded_compressed(values, metadata, pad_m, pad_k)
-        return values, metadata, padded_to(b, pad_k, pad_n), (m, n)
-
-    def _compressed_inputs(self, values, metadata, b) -> tuple:
-        """({values, metadata, B}, M, N, K) once the shapes agree."""
-        t = self.types
-        values, metadata, m, k = compressed_operands(values, metadata, t.input_dtype)
-        b = check_matrix("B", b, t.input_dtype)
-        if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
-            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
-                                 f"{t.elements_per_16_bytes}")
-        return {"values": values, "metadata": metadata, "B": b}, m, b.shape[1], k
-
-
-class KhrSparse24Kernel(_ExpandsTwoToFour, KhrKernel):
-    """khr_sparse24_gemm.comp: the KHR shared-memory kernel with A read in vkcoop's 2:4 format and expanded to
-    dense rows on its way into shared memory (as :class:`StagedSparse24Kernel` does for workgroup scope)."""
-    shader = KHR_SPARSE24_SHADER
-    what = "KHR 2:4"
-
-    def __init__(self, dtype: str, tile: SubgroupTile, *, pad_to_tiles: bool = False):
-        super().__init__(self.expanded_types(dtype, tile), tile, pad_to_tiles=pad_to_tiles)
-        self.dtype, self.name = dtype, f"khr 2:4 {dtype} {tile.label()}"
-
-    def launch(self, values, metadata, b) -> Launch:
-        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""
-        values, metadata, b, view = self._padded_compressed(values, metadata, b)
-        launch = self._tiled_launch(*self._compressed_inputs(values, metadata, b))
-        launch.view = view
-        return launch
-
-
 class StagedKernel(_SharedMemoryKernel):
-    """coopmat2_staged_gemm.comp (docs/gemm-notes.md): A and B copied to shared memory in 16-byte vectors,
-    double-buffered, and the workgroup-scope matrices loaded from there. 16-bit inputs; K, N and the A/B strides
-    whole 16-byte vectors; any M. ``split_k`` > 1 adds the slices up as the direct kernel does;
-    the ALIGNED pipeline runs when every tile is whole; the tile's ``k_unroll`` is the prefetch depth (1-4);
-    ``pad_to_tiles`` as for every shared-memory kernel."""
+    """coopmat2_staged_gemm.comp (docs/gemm.md): A and B copied to shared memory in 16-byte vectors,
+    double-buffered, and the workgroup-scope matrices loaded from there (the H100's fp16-accumulating N = 64
+    default, and later seeds of its narrow classes). 16-bit inputs; K, N and the A/B strides whole 16-byte vectors;
+    any M. ``split_k`` > 1 adds the slices up as the direct kernel does; the ALIGNED pipeline runs when every tile is
+    whole; the tile's ``k_unroll`` is the prefetch depth (1-4); ``pad_to_tiles`` as for every shared-memory kernel."""
     shader = STAGED_SHADER
     what = "staged"
 
@@ -182,11 +124,9 @@ class StagedKernel(_SharedMemoryKernel):
         self.types, self.tile, self.pad_to_tiles = gemm_types(types), tile, bool(pad_to_tiles)
         if self.types.bytes_per_input != 2:
             raise GemmInputError(f"the staged kernel takes 16-bit inputs, not {self.types.key}")
-        if tile.subgroup_scope or tile.n_parts != 1:
-            raise GemmInputError(f"tile {tile.label()}: the staged kernel has one workgroup-scope accumulator")
         if not 1 <= tile.k_unroll <= MAX_PREFETCH:
             raise GemmInputError(f"k_unroll={tile.k_unroll}: the staged kernel's prefetch depth is 1 to {MAX_PREFETCH}")
-        check_split(tile, self.types.output_dtype == np.float32)
+        check_split(tile)
         e, invocations = self.types.elements_per_16_bytes, tile.workgroup_size
         if (tile.tile_m * tile.tile_k // e) % invocations or (tile.tile_k * tile.tile_n // e) % invocations:
             raise GemmInputError(f"tile {tile.label()}: each invocation must copy a whole number of 16-byte "
@@ -218,16 +158,47 @@ class StagedKernel(_SharedMemoryKernel):
         return launch
 
 
-class StagedSparse24Kernel(_ExpandsTwoToFour, StagedKernel):
-    """coopmat2_staged_sparse24.comp: the staged kernel with A read in vkcoop's 2:4 format and expanded to dense
-    rows on its way into shared memory (16 columns per 128-bit load of values)."""
+class StagedSparse24Kernel(StagedKernel):
+    """coopmat2_staged_sparse24.comp: the staged kernel with A read in vkcoop's 2:4 format (values [M][K/2] and
+    metadata [M][K/32], B row-major [K][N]) and expanded to dense rows on its way into shared memory (16 columns per
+    128-bit load of values); the H100's default 2:4 kernel."""
     shader = STAGED_SPARSE24_SHADER
     what = "staged 2:4"
 
     def __init__(self, dtype: str, tile: WorkgroupTile, *, pad_to_tiles: bool = False):
-        super().__init__(self.expanded_types(dtype, tile), tile, pad_to_tiles=pad_to_tiles)
+        if tile.tile_k % sparse24.K_ALIGNMENT or (tile.tile_m * tile.tile_k // 16) % tile.workgroup_size:
+            raise GemmInputError(f"tile {tile.label()}: tile_k must be a multiple of {sparse24.K_ALIGNMENT} and "
+                                 "each invocation must expand a whole number of 16-column groups")
+        super().__init__(sparse24_types(dtype), tile, pad_to_tiles=pad_to_tiles)
         self.dtype = dtype
         self.name = f"coopmat2 staged 2:4 {dtype} {tile.label()}"
+
+    def template_launch(self) -> Launch:
+        k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
+        return self.launch(np.zeros((1, k // 2), dtype), np.zeros((1, 1), np.uint32), np.zeros((k, 8), dtype))
+
+    def _padded_compressed(self, values, metadata, b) -> tuple:
+        """(values, metadata, B, view): :meth:`_padded_dense` for a 2:4 A, K in whole tiles and metadata words."""
+        if not self.pad_to_tiles:
+            return values, metadata, b, None
+        values, metadata, m, k = compressed_operands(values, metadata, self.types.input_dtype)
+        b = check_matrix("B", b, self.types.input_dtype)
+        n = b.shape[1]
+        if b.shape[0] != k or not self._needs_padding(m, n, k):   # a K that disagrees is _compressed_inputs' error
+            return values, metadata, b, None
+        pad_m, pad_n, pad_k = padded_shape(self.tile, m, n, k, sparse24.K_ALIGNMENT)
+        values, metadata = padded_compressed(values, metadata, pad_m, pad_k)
+        return values, metadata, padded_to(b, pad_k, pad_n), (m, n)
+
+    def _compressed_inputs(self, values, metadata, b) -> tuple:
+        """({values, metadata, B}, M, N, K) once the shapes agree."""
+        t = self.types
+        values, metadata, m, k = compressed_operands(values, metadata, t.input_dtype)
+        b = check_matrix("B", b, t.input_dtype)
+        if b.shape[0] != k or b.shape[1] % t.elements_per_16_bytes:
+            raise GemmInputError(f"B has shape {b.shape}; it must be [K][N] with K={k} and N a multiple of "
+                                 f"{t.elements_per_16_bytes}")
+        return {"values": values, "metadata": metadata, "B": b}, m, b.shape[1], k
 
     def launch(self, values, metadata, b) -> Launch:
         """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]."""

@@ -6,8 +6,8 @@ matrices are exact KHR-table shapes. Rows are :class:`vkcoop.vk.ShapeEntry` (``P
 ``khr_shapes()``).
 
 A tile's :meth:`WorkgroupTile.label` is its own parse form: ``INVOCATIONS:MxNxK uUNROLL gGROUP_M [sSPLIT_K]
-[wWORKGROUPS_PER_SM] [sgSUBGROUPS_M] [pN_PARTS] [r] [x[TAIL_SPLIT]]`` without spaces (``r``: split-K adds up in a
-reduce pass; ``x``: a tail split, :meth:`WorkgroupTile.tail_plan`), read back by :func:`parse_tile`.
+[wWORKGROUPS_PER_SM] [x[TAIL_SPLIT]]`` without spaces (``x``: a tail split, :meth:`WorkgroupTile.tail_plan`), read
+back by :func:`parse_tile`.
 """
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from ..vk.tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
 from .types import GemmInputError, gemm_types
 
 SUBGROUP_SIZE = 32
-#: The most K slices a tile is split into (each writes a partial plane; see ``WorkgroupTile.reduce_pass``).
+#: The most K slices a tile is split into (each writes a partial plane that the tile's last slice adds up).
 MAX_SPLIT_K = 16
 #: The most K slices a tail tile is cut into (:func:`tail_split`): each slice stores and reloads a partial tile.
 MAX_TAIL_SPLIT = 8
 #: A tail split runs only behind at least this many whole waves. Measured on the H100 (128x128 tiles, two an SM):
 #: 8192^3 (15 waves + 0.52) gained 1-2 % with 3 to 7 slices, 6144^3 (8 + 0.73) moved -1 to +2 %, and 4096^3
 #: (3 + 0.88) lost 8-19 % with 2 to 8: where the slices' partial tiles are a large share of the work, they cost
-#: more than the wave they fill (docs/gemm-notes.md, session 18).
+#: more than the wave they fill (docs/gemm.md, "The tail split").
 MIN_TAIL_WAVES = 8
 
 
@@ -43,8 +43,8 @@ def tail_split(tail: int, slots: int, steps: int) -> int:
     """K slices for the ``tail`` tiles of a grid's partial last wave of ``slots`` workgroups: the count (at most
     :data:`MAX_TAIL_SPLIT` and ``steps``) whose slices finish soonest if each slot runs one slice after another,
     ceil(tail x s / slots) / s of a whole tile's time; 1 where no count beats the whole tiles. A model only: on the
-    H100 every count from 3 to 8 gained at 8192^3, and 2 gained at 6144^3 where it predicts none (docs/gemm-notes.md,
-    session 18); a label may name the count instead."""
+    H100 every count from 3 to 8 gained at 8192^3, and 2 gained at 6144^3 where it predicts none (docs/gemm.md,
+    "The tail split"); a label may name the count instead."""
     best, best_time = 1, 1.0
     for count in range(2, min(MAX_TAIL_SPLIT, steps) + 1):
         time = -(-tail * count // slots) / count
@@ -62,18 +62,13 @@ class WorkgroupTile:
     tile_k: int
     k_unroll: int = 2
     group_m: int = 8
-    split_k: int = 1   # > 1: K is cut into slices whose partial sums are added up (``reduce_pass``)
-    #: 0: one workgroup-scope matrix per workgroup; > 0: subgroup-scope matrices, this many subgroups along M
-    #: (the rest along N), each owning (tile_m / subgroups_m) x (tile_n / subgroups_n). coopmat2_gemm.comp only.
-    subgroups_m: int = 0
-    n_parts: int = 1   # accumulators along N sharing one A load per K step (coopmat2_gemm.comp only)
+    #: > 1: K is cut into slices whose partial sums the last slice of each tile to finish adds up, in the same
+    #: dispatch (split_sum.glsl)
+    split_k: int = 1
     #: > 0: split K so that the grid holds this many workgroups per SM (:meth:`fill_split`, from the problem and the
     #: SM count; what the kernel's registers let an SM keep resident); ``split_k`` is the split where the SM count
     #: is unknown. 0: ``split_k`` as given.
     per_sm: int = 0
-    #: With ``split_k`` > 1: True adds the K slices up in a second dispatch (splitk_reduce.comp); False lets the last
-    #: slice of each tile to finish add them up in the same dispatch (split_sum.glsl), with the same bits.
-    reduce_pass: bool = False
     #: Tail split (``x``, coopmat2_gemm.comp): with one K slice, the tiles of the grid's partial last wave run as
     #: ``tail_split`` K slices each (0: chosen per problem, :func:`tail_split`), after the whole tiles, so that the
     #: last wave holds shorter work (:meth:`tail_plan`). ``wave`` is the workgroups of one wave, SMs x ``per_sm``,
@@ -82,29 +77,12 @@ class WorkgroupTile:
     tail_split: int = 0
     wave: int = 0
 
-    @property
-    def subgroup_scope(self) -> bool:
-        return self.subgroups_m > 0
-
-    @property
-    def subgroups_n(self) -> int:
-        return self.workgroup_size // SUBGROUP_SIZE // self.subgroups_m if self.subgroup_scope else 1
-
-    def matrix_shape(self) -> tuple[int, int, int]:
-        """(M, N, K) of one cooperative matrix multiply: what the granularity rules apply to."""
-        if self.subgroup_scope:
-            return (self.tile_m // self.subgroups_m, self.tile_n // self.subgroups_n // self.n_parts, self.tile_k)
-        return (self.tile_m, self.tile_n // self.n_parts, self.tile_k)
-
     def label(self) -> str:
         split = f"s{self.split_k}" if self.split_k > 1 else ""
         fill = f"w{self.per_sm}" if self.per_sm else ""
-        scope = f"sg{self.subgroups_m}" if self.subgroup_scope else ""
-        parts = f"p{self.n_parts}" if self.n_parts > 1 else ""
-        reduce = "r" if self.reduce_pass else ""
         tail = f"x{self.tail_split or ''}" if self.tail else ""
         return (f"{self.workgroup_size}:{self.tile_m}x{self.tile_n}x{self.tile_k}"
-                f"u{self.k_unroll}g{self.group_m}{split}{fill}{scope}{parts}{reduce}{tail}")
+                f"u{self.k_unroll}g{self.group_m}{split}{fill}{tail}")
 
     def fill_split(self, m: int, n: int, k: int, sm_count: int | None) -> "WorkgroupTile":
         """This tile for an M x N x K problem: with ``per_sm`` and a known SM count, ``split_k`` becomes the largest
@@ -134,36 +112,21 @@ class WorkgroupTile:
         count = min(self.tail_split, steps) if self.tail_split else tail_split(tail, self.wave, steps)
         return (tail, count) if count > 1 else (0, 1)
 
-    @property
-    def sums_in_dispatch(self) -> bool:
-        """Whether the last K slice of each tile adds the slices up (split_sum.glsl's LAST): a split without the
-        reduce pass."""
-        return self.split_k > 1 and not self.reduce_pass
-
     def split_sum_define(self, tail: bool = False) -> dict:
-        """The SPLIT_SUM define of every split-K GEMM shader (split_sum.glsl), LAST for a launch with a ``tail``
-        split too; the launch adds it to each kernel's own defines."""
-        return {"SPLIT_SUM": "LAST" if self.sums_in_dispatch or tail else "PASS"}
-
-    def defines(self) -> dict:
-        """Compile-time defines of coopmat2_gemm.comp beyond GEMM_TYPES."""
-        return {"SCOPE": "SUBGROUP" if self.subgroup_scope else "WORKGROUP", "N_PARTS": str(self.n_parts)}
+        """The SPLIT_SUM define of every coopmat2 GEMM shader (split_sum.glsl): LAST where K slices are added up by
+        the last slice of each tile (a split, or a launch with a ``tail`` split), else NONE (one K slice, C stored
+        directly). The launch adds it to each kernel's own defines."""
+        return {"SPLIT_SUM": "LAST" if self.split_k > 1 or tail else "NONE"}
 
     def specialization(self, b_column_major: bool) -> dict:
-        """The named specialization constants of coopmat2_gemm.comp (coopmat2_sparse24.comp has all but
-        SUBGROUPS_M)."""
-        constants = {"WORKGROUP_SIZE": self.workgroup_size, "TILE_M": self.tile_m, "TILE_N": self.tile_n,
-                     "TILE_K": self.tile_k, "B_COLUMN_MAJOR": bool(b_column_major), "K_UNROLL": self.k_unroll,
-                     "GROUP_M": self.group_m, "SPLIT_K": self.split_k}
-        if self.subgroup_scope:
-            constants["SUBGROUPS_M"] = self.subgroups_m
-        return constants
+        """The named specialization constants of coopmat2_gemm.comp and coopmat2_sparse24.comp."""
+        return {"WORKGROUP_SIZE": self.workgroup_size, "TILE_M": self.tile_m, "TILE_N": self.tile_n,
+                "TILE_K": self.tile_k, "B_COLUMN_MAJOR": bool(b_column_major), "K_UNROLL": self.k_unroll,
+                "GROUP_M": self.group_m, "SPLIT_K": self.split_k}
 
 
-_TILE = re.compile(r"(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(?:w(\d+))?(?:sg(\d+))?(?:p(\d+))?(r)?"
-                   r"(x(\d*))?")
-TILE_GRAMMAR = ("INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wWORKGROUPS_PER_SM][sgSUBGROUPS_M][pN_PARTS][r]"
-                "[x[TAIL_SPLIT]]")
+_TILE = re.compile(r"(\d+):(\d+)x(\d+)x(\d+)(?:u(\d+))?(?:g(\d+))?(?:s(\d+))?(?:w(\d+))?(x(\d*))?")
+TILE_GRAMMAR = "INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wWORKGROUPS_PER_SM][x[TAIL_SPLIT]]"
 
 
 def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
@@ -171,10 +134,9 @@ def parse_tile(text: str) -> tuple[WorkgroupTile, str]:
     match = _TILE.match(text.strip())
     if not match:
         raise GemmInputError(f"tile {text!r} is not {TILE_GRAMMAR}")
-    inv, m, n, k, unroll, group, split, fill, subgroups, parts, reduce, tail, tail_count = match.groups()
+    inv, m, n, k, unroll, group, split, fill, tail, tail_count = match.groups()
     tile = WorkgroupTile(int(inv), int(m), int(n), int(k), k_unroll=int(unroll or 2), group_m=int(group or 8),
-                         split_k=int(split or 1), subgroups_m=int(subgroups or 0), n_parts=int(parts or 1),
-                         per_sm=int(fill or 0), reduce_pass=bool(reduce), tail=bool(tail),
+                         split_k=int(split or 1), per_sm=int(fill or 0), tail=bool(tail),
                          tail_split=int(tail_count or 0))
     return tile, text.strip()[match.end():]
 
@@ -214,40 +176,17 @@ def choose_workgroup_tile(flexible: list[ShapeEntry], types, *, invocations: int
     return WorkgroupTile(invocations, tile[0], tile[1], tile[2], k_unroll=k_unroll, group_m=group_m)
 
 
-def _check_tile_division(tile: WorkgroupTile) -> None:
-    """The tile must cut evenly among its subgroups (subgroup scope) and accumulators."""
-    if tile.n_parts not in (1, 2):
-        raise GemmInputError(f"n_parts={tile.n_parts}: coopmat2_gemm.comp has variants for 1 or 2 accumulators")
-    if tile.subgroup_scope:
-        subgroups = tile.workgroup_size // SUBGROUP_SIZE
-        if tile.workgroup_size % SUBGROUP_SIZE or subgroups % tile.subgroups_m:
-            raise GemmInputError(f"tile {tile.label()}: workgroup_size {tile.workgroup_size} must be whole "
-                                 f"subgroups of {SUBGROUP_SIZE}, a multiple of subgroups_m={tile.subgroups_m}")
-        if tile.tile_m % tile.subgroups_m or tile.tile_n % (tile.subgroups_n * tile.n_parts):
-            raise GemmInputError(f"tile {tile.label()}: {tile.tile_m}x{tile.tile_n} does not divide among "
-                                 f"{tile.subgroups_m}x{tile.subgroups_n} subgroups and {tile.n_parts} parts")
-    elif tile.tile_n % tile.n_parts:
-        raise GemmInputError(f"tile {tile.label()}: tile_n must be a multiple of n_parts={tile.n_parts}")
-
-
 def check_workgroup_tile(flexible: list[ShapeEntry], types, tile: WorkgroupTile) -> None:
-    """Raise GemmInputError unless each matrix of ``tile`` is a multiple of a matching granularity row.
-
-    Workgroup scope: the row's workgroupInvocations must equal workgroup_size. Subgroup scope
-    (``subgroups_m`` > 0): a subgroup-scope row, and the tile must divide evenly among the subgroups.
-    """
-    _check_tile_division(tile)
-    scope = SCOPE_SUBGROUP if tile.subgroup_scope else SCOPE_WORKGROUP
-    m, n, k = tile.matrix_shape()
-    for row in granularity_rows(flexible, types, scope):
-        invocations_match = scope == SCOPE_SUBGROUP or row.workgroup_invocations == tile.workgroup_size
-        if invocations_match and m % row.M == 0 and n % row.N == 0 and k % row.K == 0:
+    """Raise GemmInputError unless the tile's matrices are multiples of a workgroup-scope granularity row of
+    matching types whose workgroupInvocations equals workgroup_size."""
+    for row in granularity_rows(flexible, types):
+        if (row.workgroup_invocations == tile.workgroup_size and tile.tile_m % row.M == 0
+                and tile.tile_n % row.N == 0 and tile.tile_k % row.K == 0):
             return
-    what = "subgroup-scope matrix" if tile.subgroup_scope else "tile"
-    raise GemmInputError(f"{what} {m}x{n}x{k} of {tile.label()} for {gemm_types(types).key} matches no "
-                         "flexible-dimensions row (sizes must be multiples of MGranularity/NGranularity/KGranularity "
-                         "of a row of that scope" + ("" if tile.subgroup_scope else
-                                                     " with workgroupInvocations == workgroup_size") + ")")
+    raise GemmInputError(f"tile {tile.tile_m}x{tile.tile_n}x{tile.tile_k} of {tile.label()} for "
+                         f"{gemm_types(types).key} matches no flexible-dimensions row (sizes must be multiples of "
+                         "MGranularity/NGranularity/KGranularity of a workgroup-scope row with workgroupInvocations "
+                         "== workgroup_size)")
 
 
 @dataclass(frozen=True)

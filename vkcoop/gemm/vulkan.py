@@ -14,7 +14,7 @@ import numpy as np
 from .. import shaders as shader_catalog
 from .expanded import ExpandedSparse24Kernel
 from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
-from .staging import KhrKernel, KhrSparse24Kernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
+from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
 from .tiles import SubgroupTile, WorkgroupTile
 from .types import GemmInputError
 from .warmup import WARMUP_SECONDS, mark_busy, minimum_warmup, settle, timed_series
@@ -268,27 +268,17 @@ class KhrSharedMemoryGemm(_TwoOperandGemm):
         super().__init__(device, kernel)
 
 
-class KhrSparse24Gemm(_CompressedGemm):
-    """The KHR shared-memory GEMM with A in the 2:4 format, expanded on its way into shared memory
-    (:class:`vkcoop.gemm.staging.KhrSparse24Kernel`)."""
-
-    def __init__(self, device, dtype: str, tile: SubgroupTile, *, pad_to_tiles: bool = False):
-        kernel = KhrSparse24Kernel(dtype, tile, pad_to_tiles=pad_to_tiles)
-        kernel.check_shared_memory(int(device.physical.limits.maxComputeSharedMemorySize))
-        super().__init__(device, kernel)
-
-
 class StagedCoopMat2Gemm(_TwoOperandGemm):
-    """The staged coopmat2 GEMM (an experiment, :class:`vkcoop.gemm.staging.StagedKernel`): A, B through shared
-    memory in 16-byte vectors, then workgroup-scope matrix loads from there."""
+    """The staged coopmat2 GEMM (:class:`vkcoop.gemm.staging.StagedKernel`): A, B through shared memory in 16-byte
+    vectors, then workgroup-scope matrix loads from there."""
 
     def __init__(self, device, types, tile: WorkgroupTile, *, flexible=None):
         super().__init__(device, _checked(device, StagedKernel(types, tile), flexible))
 
 
 class StagedSparse24Gemm(_CompressedGemm):
-    """The staged 2:4 experiment (:class:`vkcoop.gemm.staging.StagedSparse24Kernel`): A expanded from the 2:4
-    format into shared memory, then workgroup-scope matrix loads; B row-major."""
+    """The staged 2:4 GEMM (:class:`vkcoop.gemm.staging.StagedSparse24Kernel`): A expanded from the 2:4 format into
+    shared memory, then workgroup-scope matrix loads; B row-major."""
 
     def __init__(self, device, dtype: str, tile: WorkgroupTile, *, flexible=None):
         super().__init__(device, _checked(device, StagedSparse24Kernel(dtype, tile), flexible))

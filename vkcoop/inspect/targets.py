@@ -11,7 +11,7 @@ from .. import shaders as catalog
 
 #: The Vulkan paths of ``vkcoop bench sparse`` and short names for them.
 GEMM_PATHS = {"dense": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16acc", "2:4": "vk-coopmat2-2:4",
-              "sparse24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup", "khr24": "vk-khr-2:4",
+              "sparse24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup",
               "2:4-expand": "vk-coopmat2-2:4-expand"}
 GEMM_DTYPES = ("fp16", "bf16")
 GEMM_SHAPES = ("square", "llm")
@@ -151,9 +151,9 @@ def gemm_target(path: str, dtype: str = "fp16", shape: str = "square", config: i
         config = int(config)
     if isinstance(config, int) and config < 0:
         raise TargetError(f"--config {config}: an index into the path's tuning list, 0 or more")
-    khr = full in (GEMM_PATHS["khr"], GEMM_PATHS["khr24"])
+    khr = full == GEMM_PATHS["khr"]
     if isinstance(config, str) and khr and not (_khr_code(config) or _KHR_LABEL.fullmatch(config)):
-        raise TargetError(f"--config {config!r}: the KHR paths take a tile code MxNxK:SMxSN[dSTAGES][gGROUP_M] "
+        raise TargetError(f"--config {config!r}: the KHR path takes a tile code MxNxK:SMxSN[dSTAGES][gGROUP_M] "
                           "(e.g. 128x128x32:2x2d2g8) or the label bench sparse prints for one")
     if isinstance(config, str) and not khr:   # KHR: SubgroupTile codes
         from ..gemm import GemmInputError

@@ -93,8 +93,7 @@ def split_k_partials(a: np.ndarray, b: np.ndarray, tile: gemm.WorkgroupTile, dty
 
 
 def slice_order_sum(planes: np.ndarray) -> np.ndarray:
-    """The planes added from zero in slice order in their own type, as splitk_reduce.comp and split_sum.glsl add
-    them."""
+    """The planes added from zero in slice order in their own type, as split_sum.glsl adds them."""
     total = np.zeros(planes.shape[1:], planes.dtype)
     for plane in planes:
         total = total + plane
@@ -103,17 +102,15 @@ def slice_order_sum(planes: np.ndarray) -> np.ndarray:
 
 def coopmat2_split_k_case(name: str, types, tile: gemm.WorkgroupTile, a: np.ndarray, b: np.ndarray) -> Case:
     """The split-K GEMM dispatch: the [SPLIT_K][M][N] partial sums (written through a 3-D tensor layout, one plane
-    per slice), compared with each slice's exact product; where the last slice of a tile adds them up
-    (split_sum.glsl, in the result type), also C and the arrival counts, which the last slice sets back to zero.
-    The reduce pass adds fp32 planes only."""
+    per slice), compared with each slice's exact product, and C, which the last slice of each tile adds up
+    (split_sum.glsl, in the result type), and the arrival counts, which the last slice sets back to zero."""
     t = gemm.gemm_types(types)
-    if tile.split_k < 2 or (tile.reduce_pass and t.output_dtype != np.float32):
-        raise SampleInputError(f"case {name}: split-K needs split_k >= 2, and fp32 results with a reduce pass")
+    if tile.split_k < 2:
+        raise SampleInputError(f"case {name}: split-K needs split_k >= 2")
     launch = gemm.CoopMat2Kernel(t, tile).launch(a, b)
     planes = split_k_partials(a, b, tile, t.output_dtype)
-    expected = {"partial sums": planes}
-    if tile.sums_in_dispatch:
-        expected.update({"C": slice_order_sum(planes), "arrivals": np.zeros(*launch.outputs["arrivals"])})
+    expected = {"partial sums": planes, "C": slice_order_sum(planes),
+                "arrivals": np.zeros(*launch.outputs["arrivals"])}
     return launch_case(name, launch, expected)
 
 
@@ -184,38 +181,11 @@ class CoopMat2GemmSample(_TiledGemmSample):
         cases = [coopmat2_gemm_case(f"{label} tile {tile.label()}", types, tile, a, b)]
         if shape_name == "mixed":
             cases.append(coopmat2_gemm_case(f"{label} column-major B", types, tile, a, b, b_column_major=True))
-        if shape_name in ("ragged", "mixed"):
-            for variant in self.variant_tiles(tile, caps):
-                cases.append(coopmat2_gemm_case(f"{label} tile {variant.label()}", types, variant, a, b,
-                                                b_column_major=shape_name == "mixed"))
         if shape_name == "ragged":
-            split = replace(tile, split_k=3)
             a3, b3 = gemm.exact_inputs(types, m, n, 7 * tile.tile_k + 5, seed=m)
             cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 summed by the last slice", types,
-                                               split, a3, b3))
-            if types.output_dtype == np.float32:
-                cases.append(coopmat2_split_k_case(f"{key} {shape_name} split-K 3 partial sums (reduce pass)",
-                                                   types, replace(split, reduce_pass=True), a3, b3))
+                                               replace(tile, split_k=3), a3, b3))
         return cases
-
-    @staticmethod
-    def variant_tiles(tile: gemm.WorkgroupTile, caps: DeviceCaps) -> list:
-        """The other shapes of the kernel on the same tile: two accumulators along N and, where subgroups are 32
-        wide, subgroup-scope matrices (2 subgroups along M)."""
-        variants = []
-        if tile.tile_n % 2 == 0:
-            variants.append(replace(tile, n_parts=2))
-        subgroups = tile.workgroup_size // gemm.SUBGROUP_SIZE
-        if caps.subgroup_size == gemm.SUBGROUP_SIZE and subgroups % 2 == 0:
-            variants.append(replace(tile, subgroups_m=2))
-        good = []
-        for variant in variants:
-            try:
-                gemm.check_workgroup_tile(caps.flexible, gemm.GEMM_TYPES["fp16->fp32"], variant)
-                good.append(variant)
-            except gemm.GemmInputError:
-                pass
-        return good
 
 
 # --------------------------------------------------------------------------- khr-shmem-gemm

@@ -5,7 +5,7 @@ Constant clamping, sliced so that a border of the matrix falls outside the tenso
 read through a column-major (permuted) view -- every stage of
 matrixCoordToTensorElementWithView does real work.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_index_map.py [--rows 2048 --cols 2048 --repeats 7]
+    OMP_NUM_THREADS=1 .venv/bin/python -m lab.bench_index_map [--rows 2048 --cols 2048 --repeats 7]
 """
 from __future__ import annotations
 

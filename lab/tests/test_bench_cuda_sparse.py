@@ -1,4 +1,4 @@
-"""benchmarks/bench_cuda_sparse.py: argument checks and its behaviour without a usable GPU."""
+"""lab/bench_cuda_sparse.py: argument checks and its behaviour without a usable GPU."""
 import subprocess
 import sys
 from pathlib import Path
@@ -6,17 +6,16 @@ from pathlib import Path
 import pytest
 from support import child_env
 
+from lab import bench_cuda_sparse
 from vkcoop.cuda import available
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "benchmarks" / "bench_cuda_sparse.py"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
-    # The script imports vkcoop: give it the checkout, as the test process has, installed or not.
-    env = child_env()
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    # As the lab's tools run: from the repository root, vkcoop and lab from the checkout, installed or not.
+    return subprocess.run([sys.executable, "-m", "lab.bench_cuda_sparse", *args], capture_output=True, text=True,
+                          timeout=120, env=child_env(), cwd=REPO)
 
 
 def test_unknown_shape_and_dtype_are_rejected():
@@ -27,11 +26,6 @@ def test_unknown_shape_and_dtype_are_rejected():
 
 
 def test_explicit_shapes_are_read_and_malformed_ones_rejected():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import bench_cuda_sparse
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
     assert bench_cuda_sparse.shape_of("4096x32x4096") == (4096, 32, 4096)
     assert bench_cuda_sparse.shape_of("llm") == (14336, 16, 4096)
     for bad in ("4096x32", "4096x0x4096", "4096x-32x4096", "axbxc", "4096x32x4096x1"):

@@ -1,13 +1,13 @@
 """Where a Vulkan GEMM's time goes at a memory-bound shape: a fixed cost per launch, and a streaming rate.
 
-Times one configuration at several K with M and N fixed, in one process (``python -m vkcoop.bench.explore``: each
+Times one configuration at several K with M and N fixed, in one process (``python -m lab.explore``: each
 size checked against the reference before it is timed), and fits time = fixed + bytes / rate
 (:func:`vkcoop.bench.roofline.fit_fixed_cost`) over the sizes whose bytes exceed ``--fit-above``. The default, 64 MiB,
 is past the H100's 50 MB L2, so those runs read A from memory every time; smaller sizes are timed and shown, not
 fitted. With ``--read-gbps`` (``vkcoop bench peak``'s read bandwidth) the rate is also given as a share of it.
-docs/gemm-notes.md (session 20) has the H100's figures.
+docs/gemm.md has the H100's figures.
 
-    python benchmarks/gemm_fixed_cost.py --kernel dense --m 8192 --n 32 --ks 2048,4096,8192,16384 \\
+    python -m lab.gemm_fixed_cost --kernel dense --m 8192 --n 32 --ks 2048,4096,8192,16384 \\
         --config 64:32x32x128u4g1s2w4c [--dtype fp16] [--read-gbps 3114] [--json out.json]
 
 Exit status: 0, 1 when a size failed its check, 2 for bad arguments (before any GPU work).
@@ -23,12 +23,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from vkcoop.bench import explore, roofline
+from lab import explore
+from vkcoop.bench import roofline
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernel", default="dense", choices=sorted(roofline.EXPLORE_PATHS))
+    parser.add_argument("--kernel", default="dense", choices=sorted(explore.BENCH_PATHS))
     parser.add_argument("--dtype", default="fp16")
     parser.add_argument("--m", type=int, default=8192)
     parser.add_argument("--n", type=int, default=32)
@@ -61,7 +62,7 @@ def job_text(args, k: int) -> str:
 
 def moved(args, k: int) -> int:
     """The bytes one launch of the sweep's kernel moves at this K (:func:`vkcoop.bench.roofline.bytes_moved`)."""
-    return roofline.bytes_moved(roofline.EXPLORE_PATHS[args.kernel], args.m, args.n, k)
+    return roofline.bytes_moved(explore.BENCH_PATHS[args.kernel], args.m, args.n, k)
 
 
 def fitted_size(args, bytes_moved: int) -> bool:

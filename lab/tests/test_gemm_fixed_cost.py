@@ -1,5 +1,4 @@
-"""benchmarks/gemm_fixed_cost.py: its argument checks (before any GPU work) and its report on given timings."""
-import importlib.util
+"""lab/gemm_fixed_cost.py: its argument checks (before any GPU work) and its report on given timings."""
 import subprocess
 import sys
 from pathlib import Path
@@ -7,20 +6,14 @@ from pathlib import Path
 import pytest
 from support import child_env
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "benchmarks" / "gemm_fixed_cost.py"
+from lab import gemm_fixed_cost
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120,
-                          env=child_env())
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("gemm_fixed_cost", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return subprocess.run([sys.executable, "-m", "lab.gemm_fixed_cost", *args], capture_output=True, text=True,
+                          timeout=120, env=child_env(), cwd=REPO)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -37,14 +30,13 @@ def test_bad_arguments_get_one_line_and_exit_2(args, message):
 
 
 def test_the_report_fits_the_sizes_past_the_threshold_only(capsys):
-    module = _module()
-    args = module.parse_args(["--m", "8192", "--n", "32", "--ks", "2048,8192,16384", "--read-gbps", "3000"])
+    args = gemm_fixed_cost.parse_args(["--m", "8192", "--n", "32", "--ks", "2048,8192,16384", "--read-gbps", "3000"])
     # Times built from 6 us + bytes at 2.5 TB/s for the two fitted sizes; the L2-sized one is off the line.
     from vkcoop.bench import roofline
     moved = {k: roofline.bytes_moved("vk-coopmat2-dense", 8192, 32, k) for k in (2048, 8192, 16384)}
     records = [{"shape": [8192, 32, k], "median_ms": (6e-6 + moved[k] / 2.5e12) * 1e3 * (0.5 if k == 2048 else 1)}
                for k in (2048, 8192, 16384)]
-    fit = module.report(args, records)
+    fit = gemm_fixed_cost.report(args, records)
     assert fit["fixed_us"] == pytest.approx(6.0, rel=1e-6) and fit["bytes_per_s"] == pytest.approx(2.5e12, rel=1e-6)
     assert fit["fitted_k"] == [8192, 16384]
     out = capsys.readouterr().out

@@ -1,25 +1,24 @@
-"""Tile exploration for the Vulkan GEMM kernels (how docs/gemm-notes.md was measured).
+"""Tile exploration for the Vulkan GEMM kernels: how the seeds and experiments of docs/gemm.md were measured.
 
-One process, many jobs, so every number of a sweep comes from the same device state::
+One process, many jobs, so every number of a sweep comes from the same device state (from the repository root)::
 
-    python -m vkcoop.bench.explore --job dense/fp16/8192,8192,8192/256:128x256x32u4,256:128x256x32u4p2 \\
-                                   --job sparse/fp16/8192,32,8192/256:64x32x128u2s4i4c
+    python -m lab.explore --job dense/fp16/8192,8192,8192/128:128x128x64u8g4w2x5c,128:128x128x64u8g4c \\
+                          --job sparse/fp16/8192,32,8192/64:32x32x128u2g1s2w4i4c,128:64x32x64u4g1s2w3t
 
 A job is ``KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]``; KERNEL is ``dense`` (fp32 accumulation), ``dense16`` (fp16->fp16,
-fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the experimental shared-memory-staged coopmat2
-kernel, fp32 accumulation), ``staged24`` (the same with A in the 2:4 format, expanded on the way), ``khr`` (the
-subgroup-scope KHR shared-memory kernel, fp32 accumulation), ``khr16`` (the same, fp16->fp16) or ``khr24`` (the same
-with A in the 2:4 format, expanded on the way). A ``khr*`` configuration is a :meth:`vkcoop.gemm.tiles.SubgroupTile.code`, ``MxNxK:SMxSN[dSTAGES][gGROUP_M]`` (``d2`` double-buffers the shared tiles);
-any other configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
-``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][sgSUBGROUPS_M][pN_PARTS][r][iMETA_WORDS][c][t]``: ``w``
-splits K to fill that many workgroups per SM (the line shows the split it resolved to), ``sg`` selects
-subgroup-scope matrices, ``p2`` two accumulators along N, ``r`` a split-K added up by a reduce pass instead of by
-the last slice of each tile (split_sum.glsl), ``i`` the interleaved 2:4 layout (sparse only), ``c`` column-major B.
-Each configuration is checked against the reference before it is timed, and the first configuration of each job
-is timed again at its end (``repeat``), which exposes drift or a shared GPU. (``dense16`` accumulates in fp16, so,
-as the bench's fp16-accumulating path, it is checked bit for bit on :attr:`vkcoop.gemm.GemmOperands.short_sums` and
-timed on the job's operands; until session 11 it was checked on the job's operands, where its sums round, and
-reported mismatches at large K.) Output: one line per configuration, and ``--json`` writes them all.
+fp16 accumulation), ``sparse`` (the 2:4 decode path), ``staged`` (the staged coopmat2 kernel, A and B through
+shared memory, fp32 accumulation), ``staged24`` (the same with A in the 2:4 format, expanded on the way), ``khr``
+(the subgroup-scope KHR shared-memory kernel, fp32 accumulation) or ``khr16`` (the same, fp16->fp16). A ``khr*``
+configuration is a :meth:`vkcoop.gemm.tiles.SubgroupTile.code`, ``MxNxK:SMxSN[dSTAGES][gGROUP_M]`` (``d2``
+double-buffers the shared tiles); any other configuration is a :class:`vkcoop.gemm.paths.VulkanConfig` label,
+``INVOCATIONS:MxNxK[uUNROLL][gGROUP_M][sSPLIT_K][wPER_SM][x[TAIL_SPLIT]][iMETA_WORDS][c][t]``: ``w`` splits K to
+fill that many workgroups per SM (the line shows the split it resolved to), ``x`` runs the partial last wave's tiles
+as K slices (the direct dense kernel), ``i`` the interleaved 2:4 layout (sparse only), ``c`` column-major B, ``t``
+the staged kernel. Each configuration is checked against the reference before it is timed, and the first
+configuration of each job is timed again at its end (``repeat``), which exposes drift or a shared GPU. ``dense16``
+accumulates in fp16, so, as the bench's fp16-accumulating path, it is checked bit for bit on
+:attr:`vkcoop.gemm.GemmOperands.short_sums` (where fp16 sums are exact in any order) and timed on the job's
+operands. Output: one line per configuration, and ``--json`` writes them all.
 """
 from __future__ import annotations
 
@@ -29,16 +28,19 @@ import statistics
 import time
 from dataclasses import replace
 
-from .. import gemm
-from .. import sparse as sparse24
-from ..gemm.configs import launch_kernel
-from ..gemm.paths import parse_config
-from ..gemm.path import GemmOperands, GemmProblem
-from ..gemm.tiles import SUBGROUP_CODE, parse_subgroup_tile
+from vkcoop import gemm
+from vkcoop import sparse as sparse24
+from vkcoop.gemm.configs import launch_kernel
+from vkcoop.gemm.path import GemmOperands, GemmProblem
+from vkcoop.gemm.paths import parse_config
+from vkcoop.gemm.tiles import SUBGROUP_CODE, parse_subgroup_tile
 
-KERNELS = ("dense", "dense16", "sparse", "staged", "staged24", "khr", "khr16", "khr24")
-COMPRESSED = ("sparse", "staged24", "khr24")   # A bound in the 2:4 format
+KERNELS = ("dense", "dense16", "sparse", "staged", "staged24", "khr", "khr16")
+COMPRESSED = ("sparse", "staged24")   # A bound in the 2:4 format
 FP16_ACCUMULATING = ("dense16", "khr16")   # checked on the short sums, where fp16 sums are exact
+#: The bench path whose bytes (vkcoop.bench.roofline.bytes_moved) each kernel moves; khr16 has no such path.
+BENCH_PATHS = {"dense": "vk-coopmat2-dense", "staged": "vk-coopmat2-dense", "dense16": "vk-coopmat2-dense-fp16acc",
+               "sparse": "vk-coopmat2-2:4", "staged24": "vk-coopmat2-2:4", "khr": "vk-khr-subgroup"}
 
 
 def parse_job(text: str) -> tuple[str, str, tuple[int, int, int], list[str]]:
@@ -72,8 +74,6 @@ def _kernel(device, flexible, kernel_kind, dtype, label, problem, sm_count):
     paths' own rule."""
     if kernel_kind.startswith("khr"):
         tile = parse_subgroup_tile(label, device.physical.khr_shapes(), _types(kernel_kind, dtype))
-        if kernel_kind == "khr24":
-            return gemm.vulkan.KhrSparse24Gemm(device, dtype, tile, pad_to_tiles=True), tile.code()
         return (gemm.vulkan.KhrSharedMemoryGemm(device, _types(kernel_kind, dtype), tile, pad_to_tiles=True),
                 tile.code())
     config = parse_config(label).for_problem(problem, sm_count)
@@ -134,7 +134,7 @@ def _run_job(device, flexible, job, operands, args, records, sm_count):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vkcoop.bench.explore")
+    parser = argparse.ArgumentParser(prog="python -m lab.explore")
     parser.add_argument("--job", action="append", required=True, help="KERNEL/DTYPE/M,N,K/CONFIG[,CONFIG...]")
     parser.add_argument("--iters", type=int, default=10, help="timed runs per configuration (default 10)")
     parser.add_argument("--warmup-seconds", type=float, default=gemm.WARMUP_SECONDS,
@@ -145,9 +145,9 @@ def main(argv=None) -> int:
         jobs = [parse_job(j) for j in args.job]   # all argument errors before any GPU work
     except ValueError as error:
         parser.error(str(error))
-    from .. import vk
+    from vkcoop import vk
 
-    # the khr features bring subgroupSizeControl, which subgroup-scope (sg) configurations ask for
+    # the khr features bring subgroupSizeControl, which the KHR kernel asks for (32-wide subgroups)
     features = (gemm.features_for("sparse24", "fp16->fp16") + gemm.features_for("sparse24", "bf16->fp32")
                 + gemm.features_for("khr", "fp16->fp32"))
     records, operands = [], None

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Every CUDA 2:4 path on the same inputs: check first, then time.
 
-    python benchmarks/bench_cuda_sparse.py                        # fp16+bf16, square 8192^3 and llm
-    python benchmarks/bench_cuda_sparse.py --dtype fp16 --shapes square --all-configs --json out.json
+    python -m lab.bench_cuda_sparse                        # fp16+bf16, square 8192^3 and llm
+    python -m lab.bench_cuda_sparse --dtype fp16 --shapes square --all-configs --json out.json
 
 For each (shape, dtype) one A [M][K] is drawn from {-1, -0.5, 0, 0.5, 1}, pruned
 and compressed with vkcoop.sparse (the shared format), and one B [K][N] likewise.

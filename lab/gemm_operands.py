@@ -4,9 +4,9 @@ A GEMM that streams its operands through L2 and shared memory can draw the board
 lowers its clock; how much depends on how many bits switch, so on the data. This times one configuration of the
 dense coopmat2 kernel on several operand sets, one after another in one process (two rounds), and samples
 ``nvidia-smi`` meanwhile: the median SM clock, power and throttle reasons of each timing's last 0.6 s.
-docs/gemm-notes.md (session 19) has the H100's figures.
+docs/gemm.md has the H100's figures.
 
-    python benchmarks/gemm_operands.py [--config 128:128x128x64u8g4w2x5c --size 8192 --dtype fp16 --json out.json]
+    python -m lab.gemm_operands [--config 128:128x128x64u8g4w2x5c --size 8192 --dtype fp16 --json out.json]
 """
 from __future__ import annotations
 
