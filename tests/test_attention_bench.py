@@ -373,7 +373,7 @@ def test_a_disturbed_series_is_timed_again_and_the_steadier_kept():
     case = bench.make_cases(["decode"], head_dims=[64], decode_seqs=[256], decode_heads=((4, 1),))[0]
     inputs = bench.make_inputs(case)
     planes, tolerance = bench.check_planes(case, inputs)
-    disturbed = [1.0, 0.6, 0.4, 0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1]   # ms, decaying as session 27's torch-flash did
+    disturbed = [1.0, 0.6, 0.4, 0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1]   # ms, decaying as torch-flash's first series did on the H100
     steady = [0.1, 0.1, 0.11, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.12]
 
     def measured(*series):

@@ -173,16 +173,16 @@ def test_an_out_of_range_algorithm_id_on_the_real_cusparselt_is_recorded_and_thi
         assert record[i]["reason"].startswith(f"alg {alg}"), record[i]
     at = refused[0]
     assert any(e["status"] == "ok" for e in record[:at])
-    # the search went on after it (the next stages), in a new search process that settled what came next. Whether
-    # cuSPARSELt runs those is its own choice: on the H100 it refused every split-K variant of algorithm 21 in one
-    # run (session 28), so a later refusal is a settled candidate as much as a run is; an abandoned one is not.
+    # the search went on after it, in a new search process that settled what came next. Whether cuSPARSELt runs
+    # those is its own choice (on the H100 it once refused every split-K variant of algorithm 21), so a later refusal
+    # is a settled candidate as much as a run is; an abandoned one is not.
     later = record[at + 1:]
     abandoned = ("the search process ended before trying it", "while running it")
     assert later and any(e["status"] == "ok" or not e["reason"].endswith(abandoned) for e in later), record[at:]
     timed = _timed(result)
     assert timed and all(e["status"] == "ok" for e in timed.values())
     # cuSPARSELt may refuse an out-of-range id in one variant (split-K, layout) and run it in another (the H100 did at
-    # 8192x32x8192 in session 7): the choice may carry such an id only from a variant of it that ran
+    # 8192x32x8192): the choice may carry such an id only from a variant of it that ran
     assert result.status == "ok"
     for alg in {alg for alg in refused_ids if f"'alg_id': {alg}," in result.config}:
         assert any(e["config"].split("-")[0] == f"alg{alg}" and e["status"] == "ok" for e in record), (result.config,

@@ -101,7 +101,7 @@ for part in "${parts[@]}"; do
         --json "$dir/inspect-attention.json"
       STEP_TIMEOUT=150 step fuzz -- "$py" -m vkcoop fuzz --cases 20000 --target both --json "$dir/fuzz.json" ;;
     tests)
-      step pytest-gpu -- "$py" -m pytest -p no:cacheprovider -p no:benchmark -q -n 16 -m "gpu or cuda or vulkan" ;;
+      step pytest-gpu -- "$py" -m pytest -p no:cacheprovider -p no:benchmark -q -n 16 --dist load -m "gpu or cuda or vulkan" ;;
   esac
 done
 "$py" -m vkcoop bench summary "$dir" >/dev/null && echo "wrote $dir/SUMMARY.md"

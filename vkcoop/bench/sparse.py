@@ -240,6 +240,15 @@ def _start_searcher(objects: dict, cases, tuner: Tuner):
     return searcher
 
 
+def _prepare_cuda(objects: dict) -> None:
+    """Start compiling the hand-written CUDA kernels the run will launch (one nvcc per source, in the background,
+    while the Vulkan pipelines are created and the inputs made); their first launch waits for its own."""
+    sources = {path.kernel_class.source for path in objects.values() if hasattr(path, "kernel_class")}
+    if sources:
+        from ..cuda import build
+        build.compile_in_background(sorted(sources))
+
+
 def _prepare_vulkan(available: "_Paths", wanted, cases, tuner: Tuner, console=None) -> None:
     """Create up front, on several threads, the kernels (pipelines) each Vulkan path will time on each case from
     its cached or seed configuration (a tuning's candidates are created as they are tried)."""
@@ -316,6 +325,7 @@ def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes
     searcher = None
     try:
         searcher = _start_searcher(available.objects, cases, tuner)
+        _prepare_cuda(available.objects)
         _prepare_vulkan(available, wanted, cases, tuner, console if progress != "none" else None)
         results, interrupted = run_cases(cases, available.objects, available.skipped, wanted, tuner, settings,
                                          console=console, progress=progress)

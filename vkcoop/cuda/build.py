@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from vkcoop.errors import Error
@@ -85,8 +86,37 @@ def _cuda_core_compile(source: Path) -> bytes:
     return bytes(obj.code)
 
 
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def compile_in_background(names) -> list[threading.Thread]:
+    """Start compiling ``kernels/<name>.cu`` for each name on its own thread (nvcc runs as a process, so they
+    overlap each other and the caller's work); a later :func:`compile_kernel` of the same name waits for it. A
+    failure is left for that call to report."""
+    def compile_quietly(name):
+        try:
+            compile_kernel(name)
+        except Exception:  # noqa: BLE001 - compile_kernel raises it again, in words, where it is needed
+            pass
+
+    threads = [threading.Thread(target=compile_quietly, args=(name,), name=f"nvcc {name}", daemon=True)
+               for name in names]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
 def compile_kernel(name: str) -> tuple[bytes, str]:
-    """Return ``(cubin, how)`` for ``kernels/<name>.cu``, compiling on a cache miss."""
+    """Return ``(cubin, how)`` for ``kernels/<name>.cu``, compiling on a cache miss (one compile per name at a
+    time: a second caller waits and reads the cache)."""
+    with _locks_guard:
+        lock = _locks.setdefault(name, threading.Lock())
+    with lock:
+        return _compile_kernel(name)
+
+
+def _compile_kernel(name: str) -> tuple[bytes, str]:
     source = KERNEL_DIR / f"{name}.cu"
     if not source.is_file():
         raise KernelBuildError(f"no kernel source {source}")

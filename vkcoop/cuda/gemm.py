@@ -214,6 +214,7 @@ class MmaSpGemm(HandWrittenSpGemm):
     """
 
     name = "mma.sp"
+    source = "mma_sp"      # kernels/mma_sp.cu
     config_type = MmaSpConfig
     # mma_sp.cu's kernel list: `python -m vkcoop.cuda.gen_instances` writes kernels/mma_sp_instances.cuh
     CONFIGS = {
@@ -268,7 +269,7 @@ class MmaSpGemm(HandWrittenSpGemm):
         torch = _torch()
         m, n, k, cfg, b_t, c = self._prepare(a, b)
         name = cfg.kernel_name(_dtype_name(a.dtype))
-        func = _module("mma_sp").function(name, cfg.smem_bytes)
+        func = _module(self.source).function(name, cfg.smem_bytes)
         tiles = (m // cfg.bm) * (n // cfg.bn)
         sms = torch.cuda.get_device_properties(b.device).multi_processor_count
         splits = cfg.splits(m, n, k, sms)
@@ -309,6 +310,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
     """
 
     name = "wgmma.sp"
+    source = "wgmma_sp"    # kernels/wgmma_sp.cu
     config_type = WgmmaSpConfig
     # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
     CONFIGS = {
@@ -345,7 +347,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
                                          meta_cols, m // 16, meta_cols * 4, 32, cfg.bm // 16,
                                          driver.SWIZZLE_NONE)
         name = cfg.kernel_name(_dtype_name(a.dtype))
-        func = _module("wgmma_sp").function(name, cfg.smem_bytes)
+        func = _module(self.source).function(name, cfg.smem_bytes)
         grid = ((m // cfg.bm) * (n // cfg.bn),)
         args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c.data_ptr()),
                 ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]

@@ -21,11 +21,11 @@
 // slice, 447 TFLOP/s at 8192^3 on the H200) and PipelinedKernel (copies spread
 // over the k32 steps, fragments double-buffered across steps and slices, the
 // barrier before the last step: 733 TFLOP/s, 0.54-0.56x cuSPARSELt).  The
-// launcher's "auto" picks the pipelined one; docs/cuda-notes.md has the sweep.
+// launcher's "auto" picks the pipelined one; docs/cuda-sparse.md has the sweep (C11-C14).
 // PipelinedKernel is in mma_sp_pipelined.cuh, the helpers both use in
 // mma_sp_common.cuh.  The kernel bodies are split into forceinline device
 // functions; the split left every kernel's SASS byte-identical, where some
-// other cuts of the same code did not (docs/cuda-notes.md): check again after
+// other cuts of the same code did not (docs/cuda-sparse.md, C15): check again after
 // reshaping them.
 #include "mma_sp_common.cuh"
 #include "mma_sp_pipelined.cuh"

@@ -23,7 +23,7 @@
 // Kernel::run is split into forceinline device functions: the producer's
 // load_slice, the consumers' consume -> consume_slice (load_slice_meta,
 // issue_mma, retire) -> store.  The split left every kernel's SASS
-// byte-identical (docs/cuda-notes.md); check again after reshaping it.
+// byte-identical (docs/cuda-sparse.md, experiment C15); check again after reshaping it.
 #include "common.cuh"
 #include "wgmma_sp_ops.cuh"
 

@@ -1,0 +1,48 @@
+"""The hand-written CUDA kernels compile in the background while a run starts (vkcoop.cuda.build): one compile
+per source at a time, sources at once, and a caller that needs a kernel waits for its compile instead of
+starting another."""
+from __future__ import annotations
+
+import threading
+import time
+
+from vkcoop.cuda import build
+
+
+def test_background_compiles_overlap_and_a_later_caller_reads_what_they_made(monkeypatch):
+    compiled, cache, both_running = [], {}, threading.Barrier(2, timeout=5)
+
+    def fake_compile(name):
+        if name in cache:
+            return cache[name], "cache"
+        both_running.wait()          # the two sources compile at the same time, or this times out
+        time.sleep(0.05)
+        compiled.append(name)
+        cache[name] = name.encode()
+        return cache[name], "nvcc"
+
+    monkeypatch.setattr(build, "_compile_kernel", fake_compile)
+    threads = build.compile_in_background(["mma_sp", "wgmma_sp"])
+    assert build.compile_kernel("mma_sp") == (b"mma_sp", "cache")     # waited for the background compile
+    for thread in threads:
+        thread.join(timeout=5)
+    assert sorted(compiled) == ["mma_sp", "wgmma_sp"]
+
+
+def test_a_failed_background_compile_is_reported_by_the_call_that_needs_it(monkeypatch):
+    calls = []
+
+    def failing(name):
+        calls.append(name)
+        raise build.KernelBuildError(f"nvcc failed for {name}.cu")
+
+    monkeypatch.setattr(build, "_compile_kernel", failing)
+    for thread in build.compile_in_background(["broken"]):
+        thread.join(timeout=5)
+    try:
+        build.compile_kernel("broken")
+    except build.KernelBuildError as error:
+        assert "nvcc failed for broken.cu" in str(error)
+    else:
+        raise AssertionError("the failure was not reported")
+    assert calls == ["broken", "broken"]
