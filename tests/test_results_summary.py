@@ -25,7 +25,7 @@ def _set(folder: Path) -> Path:
                _result("cuBLAS", "fp16", 8192, 8192, 8192, 731.7, 1.0),
                _result("vk-coopmat2-dense", "bf16", 8192, 32, 8192, 74.6, 0.89),
                _result("vk-coopmat2-dense", "fp16", 4096, 4096, 4096, 300.0, 0.4)]     # not a headline case
-    (folder / "bench.json").write_text(json.dumps({"environment": {"nvidia_smi": {
+    (folder / "bench-default.json").write_text(json.dumps({"environment": {"nvidia_smi": {
         "name": "NVIDIA H100 80GB HBM3", "driver_version": "580.159.04"}, "torch": "2.11.0+cu130"},
         "results": results}))
     (folder / "set.json").write_text(json.dumps({"commit": "abc1234", "gpu": "NVIDIA H100 80GB HBM3",
@@ -54,7 +54,9 @@ def test_the_summary_says_what_each_file_says(tmp_path):
     assert text.startswith("# NVIDIA H100 80GB HBM3: the current result set")
     assert "1 of 2 samples pass, 15 cases, 1 validation messages" in text
     assert "314 passed, 5 skipped in 171.20s (0:02:51)" in text
-    assert "| bench | 61 | 0 | `python3 -m vkcoop bench sparse` |" in text and "![each path over cuBLAS](bench.png)" in text
+    assert "| bench | 61 | 0 | `python3 -m vkcoop bench sparse` |" in text
+    assert "![each path over cuBLAS](bench-default.png)" in text
+    assert "Not in this set: the part(s) grid, attention, core of" in text     # what the folder lacks is said
 
 
 def test_the_readme_block_is_replaced_and_a_readme_without_one_is_refused(tmp_path):
@@ -73,9 +75,9 @@ def test_the_summary_command_writes_the_file_and_refuses_a_missing_set(tmp_path,
     assert (folder / "SUMMARY.md").read_text() == summary.summary_markdown(folder)
     assert cli.main(["bench", "summary", str(tmp_path / "nowhere")]) == 2
     assert "no such folder" in capsys.readouterr().err
-    (folder / "bench.json").unlink()
+    (folder / "bench-default.json").unlink()
     assert cli.main(["bench", "summary", str(folder)]) == 2
-    assert "no bench.json" in capsys.readouterr().err
+    assert "no bench-default.json" in capsys.readouterr().err
 
 
 def _committed_sets() -> list[Path]:
