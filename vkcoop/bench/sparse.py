@@ -240,12 +240,17 @@ def _start_searcher(objects: dict, cases, tuner: Tuner):
     return searcher
 
 
-def _prepare_cuda(objects: dict) -> None:
-    """Start compiling the hand-written CUDA kernels the run will launch (one nvcc per source, in the background,
-    while the Vulkan pipelines are created and the inputs made); their first launch waits for its own."""
-    sources = {path.kernel_class.source for path in objects.values() if hasattr(path, "kernel_class")}
-    if sources:
-        from ..cuda import build
+def _prepare_cuda(wanted) -> None:
+    """Start compiling the hand-written CUDA kernels the run will launch, first thing (one nvcc per source, in the
+    background, while the devices are opened, the Vulkan pipelines created and the inputs made); their first launch
+    waits for its own. On a fresh H100 mma_sp.cu took about 25 s, and started later the first case waited 14 s."""
+    if not any(name in CUDA_PATHS for name in wanted) or not cuda_status()[0]:
+        return      # no CUDA here: its paths are skipped, with their reason, later
+    from ..cuda import build
+    from ..cuda.paths import PATH_CLASSES
+
+    sources = {getattr(PATH_CLASSES.get(name), "source", None) for name in wanted} - {None}
+    if sources and build.find_nvcc() is not None:
         build.compile_in_background(sorted(sources))
 
 
@@ -311,6 +316,7 @@ def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes
     settings = _settings(grid, wanted, preset=preset, iters=iters, warmup=warmup, flush_l2=flush_l2, tune=tune,
                          retune=retune, tune_budget_s=tune_budget, search=search, search_budget_s=search_budget,
                          baseline=baseline)
+    _prepare_cuda(wanted)
     available = _Paths(wanted, grid["dtypes"], device, validate)
     cache = cache or TuningCache(log=console.log if console is not None else None)
     tuner = Tuner(cache, available.identities, tune=tune, retune=retune, budget=tune_budget,
@@ -325,7 +331,6 @@ def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes
     searcher = None
     try:
         searcher = _start_searcher(available.objects, cases, tuner)
-        _prepare_cuda(available.objects)
         _prepare_vulkan(available, wanted, cases, tuner, console if progress != "none" else None)
         results, interrupted = run_cases(cases, available.objects, available.skipped, wanted, tuner, settings,
                                          console=console, progress=progress)
