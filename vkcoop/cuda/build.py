@@ -87,7 +87,13 @@ def _cuda_core_compile(source: Path) -> bytes:
 
 def compile_kernel(name: str) -> tuple[bytes, str]:
     """Return ``(cubin, how)`` for ``kernels/<name>.cu``, compiling on a cache miss."""
-    source = KERNEL_DIR / f"{name}.cu"
+    return compile_file(KERNEL_DIR / f"{name}.cu")
+
+
+def compile_file(source: Path) -> tuple[bytes, str]:
+    """Return ``(cubin, how)`` for a .cu file (it may include the kernels' headers), compiling on a cache miss."""
+    source = Path(source)
+    name = source.stem
     if not source.is_file():
         raise KernelBuildError(f"no kernel source {source}")
     nvcc = find_nvcc()
