@@ -109,4 +109,4 @@ def test_the_results_script_refuses_an_unknown_part_before_touching_the_host():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == ("results.sh: unknown part 'everything' (core, attention, sparse-fp16, "
-                                   "sparse-bf16, memory-fp16, tests)")
+                                   "sparse-bf16, memory-fp16, tests, gpu-av, sanitizer)")

@@ -19,7 +19,15 @@
 #   memory-fp16
 #            bench-memory-fp16.json / .png (vkcoop bench sparse --shapes benchmarks/shapes-memory-bound.csv: M = K in
 #            {4096, 8192}, N in {16, 32, 64}, with the read roofline of each path's own bytes)
-#   tests    pytest-gpu.log: python3 -m pytest -m "gpu or cuda or vulkan" (the whole GPU suite, nothing deselected)
+#   tests    pytest-gpu.log: python3 -m pytest -m "(gpu or cuda or vulkan) and not sanitizer" (the GPU suite; the
+#            sanitizer tests run in the part sanitizer)
+#   gpu-av   gpu-av-samples.json, gpu-av-seeds.json (vkcoop sanitize vulkan: every sample, then every GEMM and
+#            attention seed on an aligned and a ragged problem, under GPU-assisted validation; each file is written
+#            after every part it holds, so a step cut short keeps what it finished)
+#   sanitizer
+#            sanitizer.json and sanitizer-logs/ (vkcoop sanitize cuda: every hand-written CUDA kernel configuration
+#            under memcheck, racecheck, synccheck and initcheck, the four at once); pytest-sanitizer.log: the
+#            planted faults each tool must report, and the GPU-AV tests (pytest -m sanitizer)
 #
 # On an H100 each part fits one 10-minute device command. Every command's output goes to <name>.log beside its
 # files, and COMMANDS.md lists each file with its command and exit status. With $OUT set (an output folder the GPU
@@ -27,12 +35,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(core attention sparse-fp16 sparse-bf16 memory-fp16 tests)
+[ ${#parts[@]} -gt 0 ] || parts=(core attention sparse-fp16 sparse-bf16 memory-fp16 tests gpu-av sanitizer)
 expanded=()
 for part in "${parts[@]}"; do
   case "$part" in
-    core|attention|sparse-fp16|sparse-bf16|memory-fp16|tests) expanded+=("$part") ;;
-    *) echo "results.sh: unknown part '$part' (core, attention, sparse-fp16, sparse-bf16, memory-fp16, tests)" >&2
+    core|attention|sparse-fp16|sparse-bf16|memory-fp16|tests|gpu-av|sanitizer) expanded+=("$part") ;;
+    *) echo "results.sh: unknown part '$part' (core, attention, sparse-fp16, sparse-bf16, memory-fp16, tests," \
+            "gpu-av, sanitizer)" >&2
        exit 2 ;;
   esac
 done
@@ -98,6 +107,17 @@ for part in "${parts[@]}"; do
         --shapes benchmarks/shapes-memory-bound.csv --ceilings --search-budget 10 \
         --json "$dir/bench-memory-fp16.json" --plot "$dir/bench-memory-fp16.png" ;;
     tests)
-      record pytest-gpu "" -- "$py" -m pytest -p no:cacheprovider -q -m "gpu or cuda or vulkan" tests ;;
+      record pytest-gpu "" -- "$py" -m pytest -p no:cacheprovider -q -m "(gpu or cuda or vulkan) and not sanitizer" \
+        tests ;;
+    gpu-av)
+      STEP_TIMEOUT=270 record gpu-av-samples "$dir/gpu-av-samples.json" -- "$py" -m vkcoop sanitize vulkan \
+        --parts samples --json "$dir/gpu-av-samples.json"
+      STEP_TIMEOUT=290 record gpu-av-seeds "$dir/gpu-av-seeds.json" -- "$py" -m vkcoop sanitize vulkan \
+        --parts gemm,attention --json "$dir/gpu-av-seeds.json" ;;
+    sanitizer)
+      STEP_TIMEOUT=380 record sanitizer "$dir/sanitizer.json" -- "$py" -m vkcoop sanitize cuda --timeout 280 \
+        --logs "$dir/sanitizer-logs" --json "$dir/sanitizer.json"
+      STEP_TIMEOUT=170 record pytest-sanitizer "" -- "$py" -m pytest -p no:cacheprovider -q -rfEs -W default \
+        -m sanitizer tests/test_cuda_sanitizer.py tests/test_vk_gpu_validation.py tests/test_sanitize_vulkan.py ;;
   esac
 done
