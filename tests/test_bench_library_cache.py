@@ -46,12 +46,24 @@ class Run:
         self.path.close()
 
 
+def measured_once(tmp_path, depth="quick", messages=None):
+    """(plan, result, run) of one run measuring PROBLEM; the run is closed."""
+    run = Run(tmp_path, depth=depth, messages=messages)
+    try:
+        plan, result = run.measure()
+    finally:
+        run.close()
+    return plan, result, run
+
+
+def no_child_start(self):
+    raise AssertionError("a search process was started")
+
+
 @pytest.fixture
 def no_child(monkeypatch):
     """Make any start of a search process fail the test."""
-    def refuse(self):
-        raise AssertionError("a search process was started")
-    monkeypatch.setattr(isolated.SearchProcess, "start", refuse)
+    monkeypatch.setattr(isolated.SearchProcess, "start", no_child_start)
 
 
 def _probed(result) -> list:
@@ -65,11 +77,7 @@ def _entry(tmp_path) -> dict:
 
 def test_a_quick_search_tries_the_librarys_own_choice_and_is_remembered(monkeypatch, tmp_path):
     install(monkeypatch, FakeTorch(max_alg=5, best_alg=3, broken_alg=4))
-    run = Run(tmp_path)
-    try:
-        plan, result = run.measure()
-    finally:
-        run.close()
+    plan, result, run = measured_once(tmp_path)
     assert plan.source == "search" and plan.configs == [CsltConfig()] and plan.search["staged"] is False
     assert result.status == "ok" and _probed(result) == ["search"]     # cuSPARSELt's own search, nothing more
     entry = _entry(tmp_path)
@@ -81,19 +89,10 @@ def test_a_quick_search_tries_the_librarys_own_choice_and_is_remembered(monkeypa
 
 def test_a_remembered_winner_runs_here_without_a_search_process(monkeypatch, tmp_path):
     install(monkeypatch, FakeTorch(max_alg=5, best_alg=3, broken_alg=4))
-    first = Run(tmp_path, depth="deep")
-    try:
-        _, searched = first.measure()
-    finally:
-        first.close()
-    monkeypatch.setattr(isolated.SearchProcess, "start",
-                        lambda self: (_ for _ in ()).throw(AssertionError("a search process was started")))
+    _, searched, _ = measured_once(tmp_path, depth="deep")
+    monkeypatch.setattr(isolated.SearchProcess, "start", no_child_start)
     for depth in ("quick", "deep", "cached"):      # a deep winner serves every depth
-        again = Run(tmp_path, depth=depth)
-        try:
-            plan, result = again.measure()
-        finally:
-            again.close()
+        plan, result, again = measured_once(tmp_path, depth=depth)
         assert plan.source == "cache" and plan.search is False and result.status == "ok"
         assert _probed(result) == [] and result.config == searched.config   # the same bound configuration
     assert _entry(tmp_path)["label"] == "alg3-sk2-mode2-tr-graph"
@@ -103,21 +102,13 @@ def test_a_quick_winner_does_not_serve_a_deep_run(monkeypatch, tmp_path):
     install(monkeypatch, FakeTorch(max_alg=5, best_alg=3, broken_alg=4))
     for depth, source, stored in (("quick", "search", "quick"), ("quick", "cache", "quick"),
                                   ("deep", "search", "deep"), ("quick", "cache", "deep")):
-        run = Run(tmp_path, depth=depth)
-        try:
-            plan, _ = run.measure()
-        finally:
-            run.close()
+        plan, _, run = measured_once(tmp_path, depth=depth)
         assert (depth, plan.source) == (depth, source) and _entry(tmp_path)["depth"] == stored
 
 
 def test_the_cached_depth_searches_nothing(monkeypatch, tmp_path, no_child):
     install(monkeypatch, FakeTorch())
-    run = Run(tmp_path, depth="cached")
-    try:
-        plan, result = run.measure()
-    finally:
-        run.close()
+    plan, result, run = measured_once(tmp_path, depth="cached")
     assert plan.source == "default" and plan.configs == [CsltConfig()] and plan.search is False
     assert result.status == "ok" and _probed(result) == []
     assert not (tmp_path / f"{GPU.file_stem}.json").exists()     # nothing searched, nothing remembered
@@ -139,11 +130,7 @@ def test_a_refused_candidate_is_never_tried_again_under_the_same_versions(monkey
     install(monkeypatch, FakeTorch(max_alg=5, best_alg=3, broken_alg=4))
     versions = cuda_paths(["cuSPARSELt"], warmup_seconds=0)[0].version()
     _plant(tmp_path, _good_entry(versions, refused={"alg4-tr": "alg 4-tr: wrong result"}))
-    run = Run(tmp_path, depth="deep")                 # the quick entry does not serve a deep run: it searches
-    try:
-        plan, result = run.measure()
-    finally:
-        run.close()
+    plan, result, run = measured_once(tmp_path, depth="deep")   # the quick entry does not serve a deep run: it searches
     assert plan.search["refused"] == {"alg4-tr": "alg 4-tr: wrong result"}
     assert "alg4-tr" not in _probed(result) and {"alg3-tr", "alg2-tr"} <= set(_probed(result))
     skipped = [e for e in result.tuning if e["status"] == "skipped"]
@@ -156,11 +143,7 @@ def test_an_entry_of_other_library_versions_is_ignored_with_its_refusals(monkeyp
     _plant(tmp_path, _good_entry("torch 0.1 _cslt_*, cuSPARSELt 0.1.0", depth="deep",
                                  refused={"alg4-tr": "refused by an older cuSPARSELt"}))
     messages = []
-    run = Run(tmp_path, depth="deep", messages=messages)
-    try:
-        plan, result = run.measure()
-    finally:
-        run.close()
+    plan, result, run = measured_once(tmp_path, depth="deep", messages=messages)
     assert plan.source == "search" and plan.search["refused"] == {} and "alg4-tr" in _probed(result)
     assert messages == []                             # ignored, not an error
     entry = _entry(tmp_path)
@@ -181,11 +164,7 @@ def test_a_damaged_or_foreign_entry_is_dropped_with_one_line_and_searched_again(
     damage(entry)
     _plant(tmp_path, entry)
     messages = []
-    run = Run(tmp_path, messages=messages)
-    try:
-        plan, result = run.measure()
-    finally:
-        run.close()
+    plan, result, run = measured_once(tmp_path, messages=messages)
     assert plan.source == "search" and result.status == "ok"
     assert len(messages) == 1 and why in messages[0] and "searched again" in messages[0]
     assert "\n" not in messages[0]
@@ -198,11 +177,7 @@ def test_a_truncated_cache_file_is_rejected_and_rebuilt(monkeypatch, tmp_path):
     file = tmp_path / f"{GPU.file_stem}.json"
     file.write_text(file.read_text()[:40])
     messages = []
-    run = Run(tmp_path, messages=messages)
-    try:
-        plan, _ = run.measure()
-    finally:
-        run.close()
+    plan, _, run = measured_once(tmp_path, messages=messages)
     assert plan.source == "search" and len(messages) == 1 and "is not JSON" in messages[0]
     assert (tmp_path / f"{file.name}.corrupt").exists() and _entry(tmp_path)["depth"] == "quick"
 
