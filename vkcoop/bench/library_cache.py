@@ -118,20 +118,23 @@ class LibraryCache:
         return self.tuning.save(identity)
 
 
-def entry_from_result(result, config_record, *, versions: str, depth: str, device: str,
+def entry_from_result(result, searched: dict, *, versions: str, depth: str, device: str,
                       refused_before: dict) -> LibraryEntry | None:
-    """The entry a measured library path leaves: its winner (``config_record``: the winner in the search
-    protocol's encoding), the other candidates that ran, fastest first, and every candidate refused so far
-    (``refused_before`` and this search's failures). None when nothing ran."""
+    """The entry a measured library path leaves: its winner (``searched``: label -> configuration in the search
+    protocol's encoding, of every candidate searched), the other candidates that ran, fastest first, and every
+    candidate refused so far (``refused_before`` and this search's failures). None when nothing ran, or when the
+    winner was not a searched candidate."""
     if result.status != "ok" or result.median_ms is None:
         return None
     here = [e for e in result.tuning if "where" not in e and e.get("status") == "ok"]
     winner = min(here, key=lambda e: e["median_ms"])["config"] if here else result.config
+    if winner not in searched:
+        return None
     ran = sorted((e for e in result.tuning if e.get("status") == "ok" and e.get("median_ms") is not None
                   and e.get("config") != winner), key=lambda e: e["median_ms"])
     runners_up = list({e["config"]: {"config": e["config"], "median_ms": e["median_ms"]} for e in ran}.values())
     refused = dict(refused_before)
     refused.update((e["config"], e.get("reason", "")) for e in result.tuning
                    if e.get("status") in ("error", "failed") and e.get("config"))
-    return LibraryEntry(config_record, winner, versions, depth, device, result.median_ms, result.tflops,
+    return LibraryEntry(searched[winner], winner, versions, depth, device, result.median_ms, result.tflops,
                         runners_up[:RUNNERS_UP], refused)

@@ -19,8 +19,14 @@ PROGRESS_MODES = ("auto", "bar", "lines", "none")
 HEARTBEAT_SECONDS = 10.0
 
 
-def resolve_mode(mode: str, stream=None) -> str:
+def progress_mode(value: str | bool) -> str:
+    """A mode of :data:`PROGRESS_MODES` from what callers pass: a mode, or True (``auto``) / False (``none``)."""
+    return {True: "auto", False: "none"}.get(value, value)
+
+
+def resolve_mode(mode: str | bool, stream=None) -> str:
     """``auto``: ``bar`` on a terminal, else ``lines``."""
+    mode = progress_mode(mode)
     if mode != "auto":
         return mode
     stream = stream or sys.stderr

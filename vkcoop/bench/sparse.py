@@ -53,7 +53,7 @@ from ..errors import InputError
 from ..gemm.path import GemmOperands
 from .library_cache import SEARCH_DEPTHS
 from .measure import PathResult, measure_path, path_result
-from .progress import PROGRESS_MODES, RunProgress
+from .progress import PROGRESS_MODES, RunProgress, progress_mode
 from .shapes import LLM_TOKENS, PRESETS, SHAPES, describe_shapes, make_cases, preset_grid
 from .tuning import Tuner, TuningCache, cache_dir
 
@@ -202,10 +202,9 @@ def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, setting
               progress: str | bool = "auto") -> tuple[list[PathResult], bool]:
     """Measure every wanted path on every case: (results, interrupted). ``objects``: name -> GemmPath;
     ``skipped``: name -> why it cannot run here; ``progress``: a :data:`PROGRESS_MODES` mode (True: auto)."""
-    mode = {True: "auto", False: "none"}.get(progress, progress)
     results: list[PathResult] = []
     try:
-        with RunProgress(len(cases) * len(wanted), mode, console=console, title="bench sparse") as shown:
+        with RunProgress(len(cases) * len(wanted), progress, console=console, title="bench sparse") as shown:
             tuner.count_tunings([objects[n] for n in wanted if n in objects], cases)
             for problem in cases:
                 shown.step(f"{problem.label}: inputs")
@@ -307,7 +306,7 @@ def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes
     """
     from . import report
 
-    progress = {True: "auto", False: "none"}.get(progress, progress)
+    progress = progress_mode(progress)
     wanted = _check_settings(iters, warmup, paths, tune_budget, search_budget, search, progress)
     if baseline not in PATH_NAMES:
         raise InputError(f"--baseline {baseline!r}: choose from {', '.join(PATH_NAMES)}")

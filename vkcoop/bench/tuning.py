@@ -178,8 +178,9 @@ class Plan:
     deadline: float | None = None
     key: tuple | None = None      # (identity, path, dtype, class) when the winner is to be stored
     started: float = 0.0
-    #: a library path: the options of its search (``measure_path(search=...)``), False to time ``configs``
-    #: directly; and what its library cache entry is stored under (identity, versions, refused before)
+    #: a library path: the options of its search (``measure_path(search=...)``: ``staged``, and ``refused``, the
+    #: candidates refused before), False to time ``configs`` directly; and what its library cache entry is stored
+    #: under (identity, library versions)
     search: bool | dict = False
     library: tuple | None = None
 
@@ -258,7 +259,7 @@ class Tuner:
         deep = depth == "deep"
         return Plan(path.configs(problem, True) if deep else quick, "search", now + self.search_budget,
                     started=now, search={"staged": deep, "refused": refused},
-                    library=(identity, versions, refused) if identity is not None else None)
+                    library=(identity, versions) if identity is not None else None)
 
     def needs_search(self, path, problem) -> bool:
         """Whether measuring ``path`` on ``problem`` starts a library search (the run starts its search process
@@ -308,11 +309,9 @@ class Tuner:
     def _store_search(self, plan: Plan, problem, result, path) -> None:
         from ..cuda.isolated import encode
 
-        identity, versions, refused = plan.library
-        entry = entry_from_result(result, None, versions=versions, depth=self.search_depth,
-                                  device=identity.uuid, refused_before=refused)
-        config = getattr(path, "tried", {}).get(entry.label) if entry is not None else None
-        if config is None:      # nothing ran, or the winner is not a searched candidate: nothing to remember
-            return
-        entry.config = encode(config)
-        self.stored.append(str(self.library.store(identity, path.name, problem, entry)))
+        identity, versions = plan.library
+        searched = {label: encode(config) for label, config in getattr(path, "tried", {}).items()}
+        entry = entry_from_result(result, searched, versions=versions, depth=self.search_depth,
+                                  device=identity.uuid, refused_before=plan.search["refused"])
+        if entry is not None:      # else nothing ran, or the winner was not searched: nothing to remember
+            self.stored.append(str(self.library.store(identity, path.name, problem, entry)))
