@@ -24,9 +24,9 @@ How a candidate flows:
    entry and what the path learnt (``search_info()``: cuSPARSELt's largest algorithm id, the library version).
 3. A candidate that raises is recorded by the child in the library's own words ("alg 47: RuntimeError: CUDA
    error: internal error ..."), and the child exits, since its context may now be poisoned; a new child takes
-   the remaining candidates (and the searches after them). A child that dies (a signal, an exit) or says nothing for ``timeout_s`` while on a
-   candidate (the last ``start``) gets that candidate recorded as an error with the reason, is stopped, and the
-   search goes on in a new child.
+   the remaining candidates (and the searches after them). A child that dies (a signal, an exit) or says nothing
+   for ``timeout_s`` while on a candidate (the last ``start``) gets that candidate recorded as an error with the
+   reason, is stopped, and the search goes on in a new child.
 4. The path's ``next_candidates(state)`` decides the next stage from the record so far (:class:`SearchState`),
    until it offers nothing or the deadline has passed with at least one candidate ok (or GIVE_UP_AFTER
    failed: a library that fails everything must not cost a new child per candidate for minutes). The survivors (the
@@ -195,23 +195,28 @@ class SearchProcess:
         """A child that is ready and on the current search; the reason it is not, or None."""
         self.start()
         if not self._ready:
-            event = self._next(self.setup_timeout_s)
-            if event == "timeout":
-                return self._stop(f"the search process took longer than {self.setup_timeout_s:.0f} s to start")
-            if event is None or event.get("event") != "ready":
-                return self._stop(f"the search process failed before its first candidate: {self._death()}")
+            failure = self._await("ready", "to start")
+            if failure is not None:
+                return failure
             self._ready = True
         if not self._searching:
             if not self._send({"search": self._search}):
                 return self._stop(f"the search process did not take the search: {self._tail()}")
-            event = self._next(self.setup_timeout_s)
-            if event == "timeout":
-                return self._stop(f"the search process took longer than {self.setup_timeout_s:.0f} s to load the "
-                                  "operands")
-            if event is None or event.get("event") != "searching":
-                return self._stop(f"the search process failed before its first candidate: {self._death()}")
-            self.info.update(event.get("info") or {})
+            failure = self._await("searching", "to load the operands")
+            if failure is not None:
+                return failure
             self._searching = True
+        return None
+
+    def _await(self, expected: str, what: str) -> str | None:
+        """Wait for the child's ``expected`` event (keeping what it reports); the reason it did not come, the child
+        then stopped, or None."""
+        event = self._next(self.setup_timeout_s)
+        if event == "timeout":
+            return self._stop(f"the search process took longer than {self.setup_timeout_s:.0f} s {what}")
+        if event is None or event.get("event") != expected:
+            return self._stop(f"the search process failed before its first candidate: {self._death()}")
+        self.info.update(event.get("info") or {})
         return None
 
     def _send(self, message: dict) -> bool:
