@@ -117,15 +117,13 @@ def check_shaders(action: str, variants) -> list:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    variants = list(variants)
-    results = [None] * len(variants)
+    variants, results = list(variants), []
     with progress_bar() as progress, ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         task = progress.add_task(f"{action} shaders", total=len(variants))
-        futures = {pool.submit(_check_one, action, variant): index for index, variant in enumerate(variants)}
-        for future in futures:
-            index = futures[future]
-            results[index] = future.result()
-            progress.update(task, description=variants[index].shader)
+        futures = [pool.submit(_check_one, action, variant) for variant in variants]
+        for variant, future in zip(variants, futures):
+            results.append(future.result())
+            progress.update(task, description=variant.shader)
             progress.advance(task)
     return results
 
