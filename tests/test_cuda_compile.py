@@ -13,7 +13,7 @@ NVCC = build.find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)")
 FAMILIES = {family.stem: family for family in gen_instances.FAMILIES}
 #: entry points written by hand in the .cu files, outside the generated lists
-HAND_WRITTEN_ENTRIES = {"mma_sp": {"mma_sp_peak_f16"}, "wgmma_sp": set()}
+HAND_WRITTEN_ENTRIES = {"mma_sp": {"mma_sp_peak_f16"}, "wgmma_sp": set(), "mma_dense": set()}
 
 
 def _expected_names(family) -> set[str]:

@@ -20,10 +20,11 @@ PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
               "vk-khr-subgroup": ("vulkan", "khr-subgroup"), "cuda-mma.sp": ("cuda", "mma.sp"),
               "cuda-wgmma.sp": ("cuda", "wgmma.sp"), "cuSPARSELt": ("cuda", "wgmma.sp"),
               "cuSPARSELt-nvmath": ("cuda", "wgmma.sp"), "torch-semi-structured": ("cuda", "wgmma.sp"),
-              "cuBLAS": ("cuda", "wgmma")}
+              "cuBLAS": ("cuda", "wgmma"), "cuda-mma.sync": ("cuda", "mma.sync"),
+              "cuda-mma.sync-cap": ("cuda", "mma.sync"), "cuda-mma.sp-cap": ("cuda", "mma.sp")}
 #: Paths that read A in the 2:4 format: half the values plus one 32-bit metadata word per 32 columns.
-SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt",
-            "cuSPARSELt-nvmath", "torch-semi-structured"}
+SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "cuda-mma.sp", "cuda-mma.sp-cap", "cuda-wgmma.sp",
+            "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured"}
 #: Paths that also write A dense into a workspace and read it back (vkcoop.gemm.expanded).
 EXPANDED_A = {"vk-coopmat2-2:4-expand"}
 #: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.

@@ -20,6 +20,9 @@ cuSPARSELt-nvmath          CUDA      cuSPARSELt through nvmath-python (whichever
 torch-semi-structured      CUDA      ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) @ B
 cuBLAS                     CUDA      best of ``torch.mm`` (cuBLAS, cuBLASLt, B layouts) and nvmath-python's
                                      cuBLASLt ``Matmul``; the label says which won
+cuda-mma.sync              CUDA      hand-written dense ``mma.sync`` kernel (vkcoop.cuda.MmaDenseGemm), any tile
+cuda-mma.sync-cap          CUDA      the same with only the tiles within Vulkan's limits (vkcoop.cuda.vulkan_cap)
+cuda-mma.sp-cap            CUDA      ``mma.sp`` with only the tiles within Vulkan's limits
 =========================  ========  ===============================================================
 
 With no options a run answers the question in about a minute (:data:`vkcoop.bench.shapes.PRESETS`: both
@@ -59,7 +62,7 @@ from .tuning import Tuner, TuningCache, cache_dir
 
 PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-coopmat2-2:4-expand",
               "vk-khr-subgroup", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath",
-              "torch-semi-structured", "cuBLAS")
+              "torch-semi-structured", "cuBLAS", "cuda-mma.sync", "cuda-mma.sync-cap", "cuda-mma.sp-cap")
 VULKAN_PATHS = PATH_NAMES[:5]
 CUDA_PATHS = PATH_NAMES[5:]
 #: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
@@ -138,8 +141,9 @@ class _Paths:
                 self.skipped.update({p: f"{type(error).__name__}: {error}" for p in VULKAN_PATHS})
         self.cuda_ok, self.cuda_reason = cuda_status() if any(p in CUDA_PATHS for p in wanted) else (False, "")
         if self.cuda_ok:
-            from ..cuda.paths import cuda_paths
-            self.objects.update({p.name: p for p in cuda_paths([p for p in wanted if p in CUDA_PATHS])})
+            from ..cuda.mma_sync_paths import all_cuda_paths
+            self.objects.update({p.name: p for p in all_cuda_paths([p for p in wanted if p in CUDA_PATHS],
+                                                                    device=device)})
             self.identities["cuda"] = identity.cuda_identity(report.nvidia_smi().get("driver_version"))
             self.sm_count = self.sm_count or identity.cuda_sm_count()
         else:
@@ -153,6 +157,12 @@ class _Paths:
                 path.close()
         if self.vulkan is not None:
             self.vulkan.close()
+
+
+def _cuda_environment(paths) -> dict:
+    """What the CUDA paths record in the run's environment (the Vulkan cap of the capped paths)."""
+    from ..cuda.mma_sync_paths import run_environment
+    return run_environment([p for p in paths if getattr(p, "api", "") == "cuda"])
 
 
 def _check_settings(iters, warmup, paths, tune_budget, search_budget, search="quick", progress="auto") -> list[str]:
@@ -326,7 +336,8 @@ def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes
                        cuda_skip_reason=None if available.cuda_ok else available.cuda_reason or None,
                        devices={api: i.to_dict() for api, i in available.identities.items() if i},
                        sm_count=available.sm_count,
-                       buffer_robustness=available.vulkan.device.buffer_robustness if available.vulkan else None)
+                       buffer_robustness=available.vulkan.device.buffer_robustness if available.vulkan else None,
+                       **_cuda_environment(available.objects.values()))
     searcher = None
     try:
         searcher = _start_searcher(available.objects, cases, tuner)

@@ -1,6 +1,6 @@
-"""The launch configurations of the hand-written 2:4 kernels: tile sizes, pipeline depth, the shared memory they
-take and the name of their instantiation. The tables of configurations (``MmaSpGemm.CONFIGS``,
-``WgmmaSpGemm.CONFIGS``) are the one source: ``python -m vkcoop.cuda.gen_instances`` writes the kernels'
+"""The launch configurations of the hand-written kernels (2:4: mma.sp, wgmma.sp; dense: mma.sync): tile sizes,
+pipeline depth, the shared memory they take and the name of their instantiation. The tables of configurations
+(``MmaSpGemm.CONFIGS``, ``WgmmaSpGemm.CONFIGS``, ``MmaDenseGemm.CONFIGS``) are the one source: ``python -m vkcoop.cuda.gen_instances`` writes the kernels'
 instantiation headers from them, each with a ``static_assert`` that :attr:`smem_bytes` is what the kernel lays out.
 """
 from __future__ import annotations
@@ -12,6 +12,19 @@ from vkcoop.gemm.tiles import wave_split
 #: The most CTAs of a portable thread-block cluster (CUDA: 8 on every GPU with clusters): a cluster-summed split-K
 #: launch splits K at most this many ways.
 MAX_CLUSTER_SPLITS = 8
+
+
+def k_splits(tiles: int, slices: int, sm_count: int, per_sm: int, cluster_sum: bool,
+             max_cluster: int = MAX_CLUSTER_SPLITS) -> int:
+    """The K splits of a launch of ``tiles`` output tiles, ``slices`` K slices each: the most whose CTAs fit one wave
+    of ``per_sm`` per SM (a second wave of a few CTAs costs as much as the first; the Vulkan kernels' ``w`` rule,
+    :func:`wave_split`), at most ``max_cluster`` (:data:`MAX_CLUSTER_SPLITS`, or fewer where the device runs too few
+    clusters at once) where a cluster adds them up, then evened out so that no split is left without a slice."""
+    wanted = wave_split(tiles, slices, sm_count, per_sm)
+    if cluster_sum:
+        wanted = max(1, min(wanted, max_cluster, MAX_CLUSTER_SPLITS))
+    per_split = -(-slices // wanted)
+    return -(-slices // per_split)
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,11 @@ class MmaSpConfig:
         return self.stages * (self.bm * self.bk + self.bn * self.bk * 2
                               + (self.bm // 16) * (self.bk // 64) * 128)
 
+    @property
+    def total_smem_bytes(self) -> int:
+        """With the split kernel's flag that says which CTA of a tile came last (4 bytes, padded to 128)."""
+        return self.smem_bytes + (128 if self.per_sm and not self.cluster_sum else 0)
+
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
         return (f"mma_sp_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}"
@@ -46,18 +64,11 @@ class MmaSpConfig:
                 + ("_cs" if self.cluster_sum else "_sk" if self.per_sm else ""))
 
     def splits(self, m: int, n: int, k: int, sm_count: int, max_cluster: int = MAX_CLUSTER_SPLITS) -> int:
-        """The K splits of an M x N x K launch: the most whose CTAs fit one wave of ``per_sm`` per SM (a second
-        wave of a few CTAs costs as much as the first; the Vulkan kernels' ``w`` rule, :func:`wave_split`), at most
-        ``max_cluster`` (:data:`MAX_CLUSTER_SPLITS`, or fewer where the device runs too few clusters at once) where a
-        cluster adds them up, then evened out so that no split is left without a slice. 1 without ``per_sm``."""
+        """The K splits of an M x N x K launch (:func:`k_splits`); 1 without ``per_sm``."""
         if not self.per_sm:
             return 1
-        slices = k // self.bk
-        wanted = wave_split((m // self.bm) * (n // self.bn), slices, sm_count, self.per_sm)
-        if self.cluster_sum:
-            wanted = max(1, min(wanted, max_cluster, MAX_CLUSTER_SPLITS))
-        per_split = -(-slices // wanted)
-        return -(-slices // per_split)
+        return k_splits((m // self.bm) * (n // self.bn), k // self.bk, sm_count, self.per_sm, self.cluster_sum,
+                        max_cluster)
 
     def partial_floats(self, m: int, n: int, splits: int) -> int:
         """fp32 elements of the split kernel's partial tiles in global memory: one M x N plane per split (none
@@ -97,3 +108,63 @@ class WgmmaSpConfig:
                   + ("" if self.cluster == 1 else f"_x{self.cluster}")
                   + ("" if self.msub == 1 else f"_m{self.msub}"))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
+
+
+@dataclass(frozen=True)
+class MmaDenseConfig:
+    """A tile of the dense mma.sync kernel (kernels/mma_dense.cu): BM x BN outputs per CTA, BK of K per pipeline
+    stage, WARPS_M x WARPS_N warps, STAGES shared-memory stages, raster groups of GROUP_M row tiles; ``per_sm`` > 0
+    splits K as :class:`MmaSpConfig` does (``cluster_sum``: the splits of a tile are one thread-block cluster)."""
+    bm: int
+    bn: int
+    bk: int
+    warps_m: int
+    warps_n: int
+    stages: int
+    group_m: int = 8
+    per_sm: int = 0
+    cluster_sum: bool = False
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory: the ring of A and B stages (checked against the kernel's SMEM_BYTES by a
+        static_assert in the generated instances header)."""
+        return self.stages * (self.bm + self.bn) * self.bk * 2
+
+    @property
+    def static_smem_bytes(self) -> int:
+        """Static shared memory: the split kernel's flag that says which CTA of a tile came last, 4 bytes that
+        ptxas pads to the 128-byte alignment of the dynamic ring (``ptxas -v``: 128 bytes smem)."""
+        return 128 if self.per_sm and not self.cluster_sum else 0
+
+    @property
+    def total_smem_bytes(self) -> int:
+        return self.smem_bytes + self.static_smem_bytes
+
+    @property
+    def warp_tile(self) -> tuple[int, int]:
+        return self.bm // self.warps_m, self.bn // self.warps_n
+
+    def kernel_name(self, dtype_name: str) -> str:
+        short = "f16" if dtype_name == "float16" else "bf16"
+        return (f"mma_dense_{short}_{self.bm}x{self.bn}_k{self.bk}_{self.warps_m}x{self.warps_n}_s{self.stages}"
+                f"_g{self.group_m}" + ("_cs" if self.cluster_sum else "_sk" if self.per_sm else ""))
+
+    def tiles(self, m: int, n: int) -> int:
+        """Output tiles of an M x N problem, edge tiles included."""
+        return -(-m // self.bm) * -(-n // self.bn)
+
+    def splits(self, m: int, n: int, k: int, sm_count: int, max_cluster: int = MAX_CLUSTER_SPLITS) -> int:
+        """The K splits of an M x N x K launch (:func:`k_splits`, over whole and edge tiles and slices); 1
+        without ``per_sm``."""
+        if not self.per_sm:
+            return 1
+        return k_splits(self.tiles(m, n), -(-k // self.bk), sm_count, self.per_sm, self.cluster_sum, max_cluster)
+
+    def partial_floats(self, m: int, n: int, splits: int) -> int:
+        """fp32 elements of the split kernel's partial tiles in global memory (none where a cluster sums)."""
+        return 0 if self.cluster_sum else splits * self.tiles(m, n) * self.bm * self.bn

@@ -257,6 +257,12 @@ class MmaSpGemm(HandWrittenSpGemm):
         "128x64k128w2cs": MmaSpConfig(128, 64, 4, 1, 3, bk=128, per_sm=2, cluster_sum=True),
         "64x32k128w3cs": MmaSpConfig(64, 32, 4, 1, 4, bk=128, per_sm=3, cluster_sum=True),
         "128x32w4cs": MmaSpConfig(128, 32, 4, 1, 4, per_sm=4, cluster_sum=True),
+        # within Vulkan's limits on the H100 (cuda-mma.sp-cap, vkcoop.cuda.vulkan_cap): <= 49,152 bytes of shared
+        # memory, <= 256 threads, sides of the flexible-dimensions table's granularity
+        "128x64p2": MmaSpConfig(128, 64, 2, 2, 2, pipelined=True),
+        "128x64p2t256": MmaSpConfig(128, 64, 4, 2, 2, pipelined=True),
+        "64x128p2": MmaSpConfig(64, 128, 2, 2, 2, pipelined=True),
+        "128x32w4s3": MmaSpConfig(128, 32, 4, 1, 3, per_sm=4),
     }
     # measured on the H200 at 8192^3 (docs/cuda-sparse.md, "Configurations"): the pipelined 256x128/BK128 tile first, then pipelined
     # BK64 tiles for K not a multiple of 128; for N of 16 to 64 split-K summed in a cluster (the H100's best mma.sp
@@ -264,6 +270,9 @@ class MmaSpGemm(HandWrittenSpGemm):
     # memory; docs/cuda-sparse.md, experiment C21), with BK 64 where K needs it; then the small-N tile
     AUTO_ORDER = ("256x128k128p", "256x128p5", "128x128p4", "128x64k128w2cs", "128x32k128w2cs", "128x16k128w3cs",
                   "128x32w4", "128x16w4", "64x16")
+    #: The same among the tiles within Vulkan's limits (cuda-mma.sp-cap): the widest warp tiles first, then N = 32
+    #: split-K, then the small-N tile. First guesses, before any measurement.
+    CAP_AUTO_ORDER = ("128x64p2t256", "128x64p2", "64x128p2", "128x32w4s3", "64x16")
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
         torch = _torch()

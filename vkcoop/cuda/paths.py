@@ -295,9 +295,9 @@ def shared_memory_per_block() -> int | None:
     return int(value) if value else None
 
 
-def cuda_paths(names, warmup_seconds: float = WARMUP_SECONDS) -> list[CudaPath]:
-    """GemmPath objects for the named CUDA paths, sharing one upload per problem."""
-    uploads = CudaUploads()
+def cuda_paths(names, warmup_seconds: float = WARMUP_SECONDS, uploads: "CudaUploads | None" = None) -> list[CudaPath]:
+    """GemmPath objects for the named CUDA paths, sharing one upload per problem (``uploads``, or their own)."""
+    uploads = uploads or CudaUploads()
     paths = []
     for name in names:
         if PATH_TYPES[name] is HandWrittenPath:
