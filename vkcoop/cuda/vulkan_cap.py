@@ -104,7 +104,10 @@ def driver_cap(device=None) -> VulkanCap:
 
     with vk.Instance() as instance:
         physical = instance.select(device)
-        return cap_from(physical.name, "vulkan driver", DeviceLimits.of(physical), physical.flexible_shapes())
+        cap = cap_from(physical.name, "vulkan driver", DeviceLimits.of(physical), physical.flexible_shapes())
+    if not any(cap.granularity.values()):
+        raise CapUnavailable(f"{cap.device} lists no workgroup-scope cooperative matrix (VK_NV_cooperative_matrix2)")
+    return cap
 
 
 def read_cap(device=None, recorded: Path = RECORDED_REPORT) -> VulkanCap:
