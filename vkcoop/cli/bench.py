@@ -94,6 +94,33 @@ def cmd_bench_compare(args) -> int:
     return Exit.FAILED if any(r.regressed for r in rows) else Exit.OK
 
 
+def cmd_bench_waterfall(args) -> int:
+    from ..bench import waterfall
+    from ..errors import InputError
+
+    json_path, plot_path = output_path(args.json_path), output_path(args.plot_path, "--plot")
+    try:
+        falls, sources = waterfall.load_waterfalls(args.runs)
+    except InputError as error:
+        raise CliError(str(error), "give `vkcoop bench sparse --json` or `bench attention --json` files") from None
+    from rich.console import Console
+    wide = console if console.is_terminal else Console(width=190)
+    for table in waterfall.tables(falls):
+        wide.print(table)
+    for source in sources:
+        cap = source.get("vulkan_cap")
+        if cap:
+            console.print(f"{source['file']}: Vulkan's cap {cap['shared_memory']} bytes of shared memory (the driver "
+                          f"keeps {cap['reserved']}, the shader's share {cap['shader_share']}), at most "
+                          f"{cap['max_workgroup']} invocations; read from {cap['source']}", highlight=False)
+    if json_path:
+        json_path.write_text(json.dumps(waterfall.to_dict(falls, sources), indent=2) + "\n")
+        wrote(json_path)
+    if plot_path:
+        wrote(waterfall.plot(falls, plot_path))
+    return Exit.OK
+
+
 def _tuned_table(rows, title: str):
     from rich.markup import escape
     from rich.table import Table
@@ -263,6 +290,15 @@ def add_bench_parser(sub) -> None:
                    help="the smallest noise band, as a fraction")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write the comparison as JSON")
     p.set_defaults(func=cmd_bench_compare)
+    p = kinds.add_parser("waterfall", help="what Vulkan costs per case: cuBLAS, mma.sync, mma.sync at Vulkan's cap, "
+                                           "Vulkan (and 2:4, attention), from bench JSON files",
+                         description="Per case, the rungs from the fastest path down to Vulkan's and what each step "
+                                     "costs (vkcoop.bench.waterfall), from `bench sparse --json` and `bench attention "
+                                     "--json` files: a table, and optionally JSON and one PNG.")
+    p.add_argument("runs", nargs="+", metavar="RUN.json", help="bench sparse or bench attention JSON files")
+    p.add_argument("--json", dest="json_path", metavar="FILE", help="write the waterfalls as JSON")
+    p.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write the waterfalls as one chart")
+    p.set_defaults(func=cmd_bench_waterfall)
     p = kinds.add_parser("tuning", help="the per-device tuning cache: tuned configuration per path, dtype and class",
                          description="What `vkcoop bench sparse --tune` and `vkcoop bench attention --tune` stored "
                                      "under the tuning cache (~/.cache/vkcoop/tuning; $VKCOOP_CACHE_DIR/tuning).")
