@@ -1,6 +1,8 @@
 """``vkcoop inspect``: the command line around :func:`vkcoop.inspect.core.inspect_pipeline`.
 
-``--cache DIR`` reads a driver shader cache already on disk instead: no device, no build.
+``--cache DIR`` reads a driver shader cache already on disk instead: no device, no build. ``--cuda KEY`` reads one of
+our CUDA kernels (built here by nvcc, no GPU) with the same counters, and ``--beside VULKAN.json`` puts a Vulkan
+report's kernels beside it, counter by counter (:mod:`vkcoop.inspect.cuda_twin`).
 
 Exit status: 0 reported (also when the VK_KHR_pipeline_executable_properties query failed or crashed: that is
 one line of the report); 2 bad input (before any device work, or refused when the pipeline was built);
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..errors import InputError
-from ..inspect import core, targets
+from ..inspect import core, cuda_twin, targets
 from ..inspect.loops import mma_loops
 from ..paths import output_file
 
@@ -37,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="the pipelines of one flash-attention configuration on a case of vkcoop bench attention "
                            "(c: causal, n: decode without GQA, bBATCH: the decode batch; CONFIG: a configuration "
                            "label as bench attention reports it), e.g. prefill/fp16/128/4096c/128:64x64")
+    what.add_argument("--cuda", metavar="[mma.sp:]KEY",
+                      help="one of our CUDA kernels, read with the same counters (no GPU: nvcc builds it here): a key of "
+                           "MmaDenseGemm.CONFIGS (the dense mma.sync kernel, e.g. 128x128k32s3t128g4, the Vulkan "
+                           "dense seed's twin) or mma.sp:KEY")
     what.add_argument("--cache", metavar="DIR", help="report a driver shader cache already on disk (a "
                                                      "__GL_SHADER_DISK_CACHE_PATH folder, e.g. copied from a GPU "
                                                      "machine, or an earlier --cache-dir): no device needed")
@@ -47,7 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature", action="append", default=[], help="--shader: another device feature to enable")
     parser.add_argument("--subgroup-size", type=int, default=None, help="--shader: required subgroup size")
     parser.add_argument("--case", default=None, help="--sample: only this case")
-    parser.add_argument("--dtype", default="fp16", help="--gemm: fp16 or bf16")
+    parser.add_argument("--dtype", default="fp16", help="--gemm, --cuda: fp16 or bf16")
+    parser.add_argument("--beside", metavar="VULKAN.json", default=None,
+                        help="--cuda: a `vkcoop inspect --gemm ... --json` report to put beside the CUDA kernel, "
+                             "counter by counter")
     parser.add_argument("--shape", default="square", help="--gemm: square or llm")
     parser.add_argument("--config", default="0", help="--gemm: an index into the path's tuning list, or a "
                                                        "configuration label (as bench sparse, the tuning cache and "
@@ -200,6 +209,12 @@ def run(args) -> int:
         print(f"vkcoop: error: failed: {error}", file=sys.stderr)
         return 1
     print_report(result)
+    if args.beside:
+        try:
+            print_side_by_side(args.beside, result)
+        except InputError as error:
+            print(f"vkcoop: error: {error}", file=sys.stderr)
+            return 2
     if json_path:
         _write(json_path, json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     if sass_path:
@@ -207,7 +222,32 @@ def run(args) -> int:
     return 0
 
 
+def print_side_by_side(vulkan_path: str, result: core.InspectResult, console=None) -> None:
+    """The Vulkan report's kernels and the CUDA kernel, counter by counter (vkcoop.inspect.cuda_twin)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    try:
+        vulkan = json.loads(Path(vulkan_path).read_text())
+        titles, rows = cuda_twin.side_by_side(vulkan, result)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InputError(f"--beside {vulkan_path}: not a `vkcoop inspect --json` report ({error})") from None
+    console = console or Console(width=None if sys.stdout.isatty() else 180)
+    table = Table(title=f"{escape(vulkan.get('target', vulkan_path))} beside {escape(result.target)} (static counts)")
+    for title in ("counter", *titles):
+        table.add_column(escape(title), overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(str(v)) for v in row))
+    console.print(table)
+
+
 def _inspect(args) -> tuple[core.InspectResult, Path | None, Path | None]:
+    if args.beside and not args.cuda:
+        raise InputError("--beside goes with --cuda: it puts a Vulkan report beside a CUDA kernel")
+    if args.cuda:
+        result = cuda_twin.inspect_cuda(args.cuda, args.dtype, nvdisasm=args.nvdisasm)
+        return result, output_file(args.json_path), output_file(args.sass_path, "--sass")
     target = None if args.cache else target_from_args(args)
     # bad output paths fail before the pipeline is built, with their folders made
     json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")

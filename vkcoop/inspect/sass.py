@@ -25,6 +25,9 @@ from pathlib import Path
 
 _INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:\{\s*)?(?:@!?U?P[0-7T]\s+)?"
                           r"([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)(?=[\s;])")
+#: An instruction guarded by the never-true predicate: the compiler's placeholder (``@!PT LDS RZ, [RZ]`` beside
+#: LDGSTS). It takes an issue slot and moves nothing, so it is counted as a NOP.
+_NEVER = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?@!PT\s")
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _REGISTERS = re.compile(r'\.sectioninfo\s+@"SHI_REGISTERS=(\d+)"')
 _TEXT_LABEL = re.compile(r"^\.text\.(\S+):\s*$")
@@ -93,7 +96,8 @@ def parse_listing(text: str) -> list[KernelListing]:
             if current is None:
                 current = KernelListing("")
                 kernels.append(current)
-            _add_instruction(current, int(instruction.group(1), 16), instruction.group(2), line, pending_labels)
+            mnemonic = "NOP" if _NEVER.match(line) else instruction.group(2)
+            _add_instruction(current, int(instruction.group(1), 16), mnemonic, line, pending_labels)
             pending_labels = []
     return kernels
 

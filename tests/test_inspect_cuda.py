@@ -1,0 +1,89 @@
+"""``vkcoop inspect --cuda``: our CUDA kernels read with the Vulkan pipeline's counters, and the two side by side
+(nvcc and nvdisasm here; no GPU)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vkcoop import cli
+from vkcoop.cuda import build
+from vkcoop.inspect import cuda_twin, sass
+from vkcoop.inspect.targets import TargetError
+
+RECORDED = (Path(__file__).resolve().parents[1] / "docs" / "results" / "h100" / "inspect-s20-narrow"
+            / "inspect-dense-128_64x64x128u4g1w2c.json")
+TOOLS = build.find_nvcc() is not None and sass.find_nvdisasm() is not None
+needs_tools = pytest.mark.skipif(not TOOLS, reason="needs nvcc and nvdisasm")
+
+
+def test_a_never_true_guard_is_a_placeholder_not_a_shared_load():
+    listing = ("        /*1ce0*/              @!PT LDS RZ, [RZ] ;\n"
+               "        /*1cf0*/              @!P0 LDS R1, [R2] ;\n")
+    kernel, = sass.parse_listing(listing)
+    assert kernel.mnemonics == ["NOP", "LDS"]
+    assert sass.instruction_mix(kernel.mnemonics).shared == {"LDS": 1}
+
+
+def test_cuda_labels():
+    stem, config, key = cuda_twin.cuda_config("128x128k32s3t128g4")
+    assert (stem, key, config.threads) == ("mma_dense", "128x128k32s3t128g4", 128)
+    assert cuda_twin.cuda_config("mma.sp:128x64p2")[0] == "mma_sp"
+    for bad, why in (("nope", "no mma.sync configuration 'nope'"), ("wgmma:128x256", "'wgmma' is not one of")):
+        with pytest.raises(TargetError, match=why):
+            cuda_twin.cuda_config(bad)
+
+
+def test_the_recorded_vulkan_pipeline_counters():
+    report = json.loads(RECORDED.read_text())
+    kernel = report["objects"][0]["kernels"][0]
+    assert cuda_twin.pipeline_shared_memory(report) == [44560]
+    rows = cuda_twin.counters(kernel, 44560)
+    loop = cuda_twin.main_loop(kernel)
+    # the recorded listing's own numbers: its largest innermost MMA loop and the whole kernel's mix
+    assert rows["main loop: instructions / MMA"] == f"{loop['instructions']} / {loop['mma']} = " \
+                                                    f"{loop['instructions_per_mma']}"
+    assert loop["mma"] == max(lp["mma"] for lp in kernel["loops"])
+    assert rows["shared memory (bytes)"] == 44560 and rows["registers"] == kernel["registers"]
+    assert rows["LDG 8/16/32/64/128"].endswith(f"/{kernel['mix']['global_loads']['128']}")
+
+
+def test_a_kernel_without_an_mma_loop_has_no_main_loop_rows():
+    kernel = {"registers": 8, "mix": {"total": 3, "opcodes": {}, "shared": {}}, "loops": []}
+    assert cuda_twin.counters(kernel)["main loop"] == "-"
+
+
+@needs_tools
+def test_the_twin_of_the_dense_seed_read_like_a_vulkan_pipeline():
+    result = cuda_twin.inspect_cuda("128x128k32s3t128g4", "bf16")
+    kernel = result.objects[0].kernels[0]
+    assert kernel.name == "mma_dense_bf16_128x128_k32_2x2_s3_g4" and kernel.registers <= 255
+    rows = cuda_twin.counters(kernel.to_dict(), result.pipelines[0]["smem"])
+    assert rows["shared memory (bytes)"] == 49152 and rows["spill LDL / STL"] == "0 / 0"
+    assert rows["MMA"].startswith("HMMA.16816.F32.BF16 x")
+    # one pass over a 32-deep slice of 64x64 warp tiles: 2 k16 steps of 4 x 8 MMAs, 16 ldmatrix.x4, 1 barrier
+    assert rows["main loop: LDSM"] == "16 (0.250/MMA)" and rows["main loop: BAR"] == "1 (0.016/MMA)"
+    assert rows["LDS / LDSM / STS"].startswith("0/")   # the @!PT placeholders are not shared loads
+
+
+@needs_tools
+def test_inspect_cuda_beside_a_vulkan_report(tmp_path, capsys):
+    out = tmp_path / "cuda.json"
+    assert cli.main(["inspect", "--cuda", "128x128k32s3t128g4", "--beside", str(RECORDED), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Vulkan 1: main_4" in printed and "CUDA: mma_dense_f16_128x128_k32_2x2_s3_g4" in printed
+    assert "44560" in printed and "49152" in printed
+    assert json.loads(out.read_text())["target"] == "CUDA 128x128k32s3t128g4 fp16"
+
+
+def test_bad_cuda_requests_exit_2(tmp_path, capsys):
+    assert cli.main(["inspect", "--cuda", "nope"]) == 2
+    assert cli.main(["inspect", "--gemm", "vk-coopmat2-dense", "--beside", str(RECORDED)]) == 2
+    assert cli.main(["inspect", "--cuda", "128x128k32s3", "--dtype", "fp8"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("vkcoop: error:") for line in lines)
+    if TOOLS:
+        bad = tmp_path / "bad.json"
+        bad.write_text("{}")
+        assert cli.main(["inspect", "--cuda", "128x128k32s3", "--beside", str(bad)]) == 2
