@@ -12,8 +12,8 @@ from vkcoop.cuda import build
 from vkcoop.inspect import cuda_twin, sass
 from vkcoop.inspect.targets import TargetError
 
-RECORDED = (Path(__file__).resolve().parents[1] / "docs" / "results" / "h100" / "inspect-s20-narrow"
-            / "inspect-dense-128_64x64x128u4g1w2c.json")
+#: ``vkcoop inspect --gemm vk-coopmat2-dense --json`` of the dense seed on an H100 (driver 580.159.04)
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "inspect-dense-seed-h100.json"
 TOOLS = build.find_nvcc() is not None and sass.find_nvdisasm() is not None
 needs_tools = pytest.mark.skipif(not TOOLS, reason="needs nvcc and nvdisasm")
 
@@ -38,14 +38,15 @@ def test_cuda_labels():
 def test_the_recorded_vulkan_pipeline_counters():
     report = json.loads(RECORDED.read_text())
     kernel = report["objects"][0]["kernels"][0]
-    assert cuda_twin.pipeline_shared_memory(report) == [44560]
-    rows = cuda_twin.counters(kernel, 44560)
+    # the driver's "Shared Memory Size" statistic of the seed's two pipelines, as recorded
+    assert cuda_twin.pipeline_shared_memory(report) == [48640, 48656]
+    rows = cuda_twin.counters(kernel, 48640)
     loop = cuda_twin.main_loop(kernel)
     # the recorded listing's own numbers: its largest innermost MMA loop and the whole kernel's mix
     assert rows["main loop: instructions / MMA"] == f"{loop['instructions']} / {loop['mma']} = " \
                                                     f"{loop['instructions_per_mma']}"
     assert loop["mma"] == max(lp["mma"] for lp in kernel["loops"])
-    assert rows["shared memory (bytes)"] == 44560 and rows["registers"] == kernel["registers"]
+    assert rows["shared memory (bytes)"] == 48640 and rows["registers"] == kernel["registers"]
     assert rows["LDG 8/16/32/64/128"].endswith(f"/{kernel['mix']['global_loads']['128']}")
 
 
@@ -73,7 +74,7 @@ def test_inspect_cuda_beside_a_vulkan_report(tmp_path, capsys):
     assert cli.main(["inspect", "--cuda", "128x128k32s3t128g4", "--beside", str(RECORDED), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Vulkan 1: main_4" in printed and "CUDA: mma_dense_f16_128x128_k32_2x2_s3_g4" in printed
-    assert "44560" in printed and "49152" in printed
+    assert "48640" in printed and "49152" in printed
     assert json.loads(out.read_text())["target"] == "CUDA 128x128k32s3t128g4 fp16"
 
 

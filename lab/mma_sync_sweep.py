@@ -2,8 +2,8 @@
 """Every tile of the dense mma.sync kernel (``MmaDenseGemm.CONFIGS``) beside the register-only mma.sync ceiling and
 cuBLAS, measured in the same process: the sweep that tunes ``cuda-mma.sync`` and ``cuda-mma.sync-cap``.
 
-    python3 benchmarks/mma_sync_sweep.py --json sweep.json                  # 6144^3, 8192^3, 8192x32x8192
-    python3 benchmarks/mma_sync_sweep.py --dtype fp16 --shapes 8192x8192x8192 --keys 128x256k32s4,128x128k32s3
+    python -m lab.mma_sync_sweep --json sweep.json                  # 6144^3, 8192^3, 8192x32x8192
+    python -m lab.mma_sync_sweep --dtype fp16 --shapes 8192x8192x8192 --keys 128x256k32s4,128x128k32s3
 
 Per (dtype, shape): A [M][K] and B [K][N] of eighths in [-1, 1] (every fp32 partial sum exact), drawn on the GPU;
 each tile runs once and its C must equal torch's fp32 product (TF32 off) rounded to the input type, element for
