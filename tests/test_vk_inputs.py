@@ -97,7 +97,9 @@ def test_inputs_that_crashed_the_driver_are_clean_errors(case, expected):
 
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"device": 1.5}, vk.VulkanTypeError, "device must be an index, a name or None, got float 1.5"),
-    ({"validate": "no"}, vk.VulkanTypeError, "validate must be True, False or None, got str 'no'"),
+    ({"validate": "no"}, vk.VulkanTypeError,
+     "validate must be True, False, None or one of 'off', 'api', 'gpu', got str 'no'"),
+    ({"validate": "GPU"}, vk.VulkanTypeError, "validate must be .* got str 'GPU'"),
     ({"fence_timeout_s": math.nan}, vk.VulkanInputError, "fence_timeout_s must be finite, positive"),
     ({"fence_timeout_s": -5}, vk.VulkanInputError, "fence_timeout_s must be finite, positive"),
     ({"fence_timeout_s": 0}, vk.VulkanInputError, "fence_timeout_s must be finite, positive"),
@@ -111,9 +113,12 @@ def test_device_arguments_are_checked(kwargs, error, message):
     assert issubclass(error, vkcoop.Error)
 
 
-def test_instance_validate_must_be_a_bool():
-    with pytest.raises(vk.VulkanTypeError, match="validate must be True or False, got str 'no'"):
+def test_instance_validate_must_be_a_bool_or_a_mode():
+    with pytest.raises(vk.VulkanTypeError, match="validate must be True, False or one of 'off', 'api', 'gpu', "
+                                                 "got str 'no'"):
         vk.Instance(validate="no")
+    with pytest.raises(vk.VulkanTypeError, match="got NoneType None"):
+        vk.Instance(validate=None)
 
 
 def test_run_arguments_are_checked_before_submission(device):

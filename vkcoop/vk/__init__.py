@@ -11,7 +11,7 @@ Quick start (every object is a context manager; closing the Device closes everyt
 
     with vk.Device(features=["cooperativeMatrixWorkgroupScope", "cooperativeMatrixTensorAddressing",
                              "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"],
-                   validate=None) as device:          # None: $VKCOOP_VALIDATE decides; True enables the layer
+                   validate=None) as device:          # None: $VKCOOP_VALIDATE; True: the layer; "gpu": GPU-AV too
         a = device.upload(np.ones((64, 64), np.float16), name="A")      # device-local, through staging
         out = device.empty((64, 64), np.float32, name="C")             # zero-filled; dtype may be "bf16"
         pipe = device.pipeline(spirv_tools.compile(path=...),            # bindings/spec ids from reflection
@@ -69,7 +69,9 @@ pack_push_constants(*scalars) -> bytes (natural alignment; np.uint64 for device 
 capabilities(device=None, all_devices=False, validate=False) -> JSON-able dict (``vkcoop info``).
 sm_count(physical) -> the SM count (VK_NV_shader_sm_builtins), or None.
 staging_bytes(physical) -> shared memory a workgroup's own arrays may fill (the limit less the coopmat2 reserve).
-Instance(validate=False): physical_devices(), select(device), messages, take_messages(); its VkInstance comes from a
+Instance(validate=False): physical_devices(), select(device), messages, take_messages(); ``validate``: False, True
+    (VK_LAYER_KHRONOS_validation) or "gpu" (GPU-assisted validation as well: every buffer access is bounds-checked
+    on the GPU, vkcoop.vk.validation); its VkInstance comes from a
     per-process pool (the NVIDIA driver refuses a 31st vkCreateInstance per process): release_pooled_instances().
 PhysicalDevice: name, api_version, driver_version, extensions, features (name -> bool), limits,
     cooperative_matrix_properties(), flexible_dimensions_properties() (dicts as the driver fills them),
@@ -81,7 +83,7 @@ Errors (all VulkanError, itself a vkcoop.Error): NoDeviceError, LayerNotFoundErr
     BufferDTypeError. Device(1.5), Device(validate='no'), Device(fence_timeout_s=nan) name their parameter.
 Validation on the GPU host: the toolchain's layer manifest names its library without a path; see
     docs/runtime.md ("Validation") for the two-line fix until scripts/gpu_env.sh does it.
-Environment: VKCOOP_DEVICE (device index or name), VKCOOP_VALIDATE=1 (validation when validate=None),
+Environment: VKCOOP_DEVICE (device index or name), VKCOOP_VALIDATE=1 or gpu (validation when validate=None),
     VKCOOP_CACHE_DIR (pipeline cache location, via vkcoop.paths.cache_root()).
 """
 from .capabilities import capabilities, device_report, sm_count, staging_bytes
@@ -91,6 +93,7 @@ from .errors import (BufferDTypeError, BufferShapeError, DeviceLostError, FenceT
                      LimitError, MissingFeatureError, NoDeviceError, PipelineInputError, ValidationError,
                      VulkanError, VulkanInputError, VulkanTypeError)
 from .features import COOPMAT2_FEATURES, FEATURE_TO_STRUCT
+from . import validation
 from .instance import Instance, PhysicalDevice, ValidationMessage, release_pooled_instances
 from .memory import Buffer, as_dtype
 from .packing import pack_push_constants
@@ -98,7 +101,7 @@ from .pipeline import ComputePipeline, create_concurrently
 from .tables import SCOPE_SUBGROUP, SCOPE_WORKGROUP, ShapeEntry
 
 __all__ = [
-    "release_pooled_instances",
+    "release_pooled_instances", "validation",
     "ShapeEntry", "SCOPE_SUBGROUP", "SCOPE_WORKGROUP",
     "Device", "Instance", "PhysicalDevice", "Buffer", "ComputePipeline", "create_concurrently", "CommandBuffer", "ValidationMessage",
     "capabilities", "device_report", "sm_count", "staging_bytes", "pack_push_constants", "as_dtype", "COOPMAT2_FEATURES",

@@ -2,7 +2,6 @@
 the on-disk pipeline cache and every object created through it (closed deterministically in reverse order)."""
 from __future__ import annotations
 
-import os
 import re
 import struct
 from pathlib import Path
@@ -15,6 +14,7 @@ from .. import paths
 from . import checks
 from . import features as feature_registry
 from . import robustness
+from . import validation
 from .chain import StructChain
 from .commands import CommandBuffer, memory_barrier
 from .errors import MissingFeatureError, ValidationError, VulkanError, VulkanTypeError, check
@@ -24,13 +24,9 @@ from .pipeline import ComputePipeline
 from .resource import Resource
 
 DEFAULT_FENCE_TIMEOUT_S = 60.0
-VALIDATE_ENV = "VKCOOP_VALIDATE"
+VALIDATE_ENV = validation.ENV
 # VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID, pipelineCacheUUID[16].
 _CACHE_HEADER = struct.Struct("<IIII16s")
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class Device(Resource):
@@ -41,8 +37,9 @@ class Device(Resource):
     VkPhysicalDeviceFeatures, Vulkan11/12/13Features, CooperativeMatrixFeaturesKHR, CooperativeMatrix2FeaturesNV,
     ShaderBfloat16FeaturesKHR). The extension a feature belongs to is enabled with it. Anything missing raises one
     :class:`MissingFeatureError` naming all of it, before a device is created.
-    ``validate``: enable VK_LAYER_KHRONOS_validation (None: ``$VKCOOP_VALIDATE``); messages land in
-    :attr:`validation_messages`. ``pipeline_cache``: True (under ``vkcoop.paths.cache_root()``), False, or a
+    ``validate``: False, True (VK_LAYER_KHRONOS_validation) or ``"gpu"`` (GPU-assisted validation as well,
+    :mod:`vkcoop.vk.validation`); None: ``$VKCOOP_VALIDATE`` (1 or gpu); messages land in
+    :attr:`validation_messages`. Ignored where ``instance`` is given: the instance's mode holds. ``pipeline_cache``: True (under ``vkcoop.paths.cache_root()``), False, or a
     directory. ``buffer_robustness``: ``"default"`` or ``"disabled"`` (None: ``$VKCOOP_BUFFER_ROBUSTNESS``, else
     ``"disabled"``): how every pipeline of this device guards its buffer accesses (:mod:`vkcoop.vk.robustness`); the
     effective choice is :attr:`buffer_robustness`, and :attr:`buffer_robustness_note` says why where it differs.
@@ -61,10 +58,8 @@ class Device(Resource):
         self._check_arguments(device, extensions, features, instance, pipeline_cache)
         self.fence_timeout_s = checks.timeout_seconds(fence_timeout_s, "fence_timeout_s")
         wanted_robustness = robustness.requested(buffer_robustness)   # a bad value fails before any Vulkan object
-        validate = checks.flag(validate, "validate", allow_none=True)
-        if validate is None:
-            validate = _env_flag(VALIDATE_ENV)
-        self.instance = instance or Instance(validate=validate)
+        validate = validation.mode_of(validate, allow_none=True)
+        self.instance = instance or Instance(validate=validation.env_mode() if validate is None else validate)
         try:
             self.physical: PhysicalDevice = self.instance.select(device)
             self.buffer_robustness, self.buffer_robustness_note, extra = robustness.resolve(

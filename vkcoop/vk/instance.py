@@ -3,39 +3,26 @@ from __future__ import annotations
 
 import atexit
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import vulkan as vk
 
 from . import coopmat2_ffi as side
+from . import validation
 from .chain import StructChain
-from .checks import device_selector, flag, text
+from .checks import device_selector, text
 from .errors import LayerNotFoundError, NoDeviceError, VulkanError, check
 from .features import FEATURE_STRUCTS, FEATURE_TO_STRUCT
 from .resource import Resource
 from .tables import ShapeEntry
+from .validation import (KNOWN_ENVIRONMENT_MESSAGES, VALIDATION_LAYER, ValidationMessage,
+                         is_known_environment_message)
 
-VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
-DEBUG_UTILS_EXTENSION = "VK_EXT_debug_utils"
 SM_BUILTINS_EXTENSION = "VK_NV_shader_sm_builtins"
 DEVICE_ENV = "VKCOOP_DEVICE"
-
-_SEVERITY_NAMES = {0x1: "verbose", 0x10: "info", 0x100: "warning", 0x1000: "error"}
-_COLLECTED_SEVERITIES = 0x100 | 0x1000  # warnings and errors; info/verbose are chatter
-_MESSAGE_TYPES = 0x1 | 0x2 | 0x4  # general, validation, performance
-# Messages that come from the environment, not from vkcoop: the Debian 12 loader (1.3.239) fills its device
-# dispatch table by asking vkGetDeviceProcAddr for vkGetPhysicalDeviceVideoEncodeQualityLevelPropertiesKHR, an
-# instance-level function, and newer validation layers (1.4.x) warn about that on every vkCreateDevice. They are
-# kept in Instance.suppressed_messages, not in Instance.messages. (message id, text fragment)
-KNOWN_ENVIRONMENT_MESSAGES = (
-    ("WARNING-vkGetDeviceProcAddr-device", "vkGetPhysicalDeviceVideoEncodeQualityLevelPropertiesKHR"),
-)
-
-
-def is_known_environment_message(message_id: str, text: str) -> bool:
-    return any(message_id == known_id and fragment in text for known_id, fragment in KNOWN_ENVIRONMENT_MESSAGES)
-
+# Re-exported: what the layer reports, and the environment's own messages (vkcoop.vk.validation).
+__all__ = ["Instance", "PhysicalDevice", "ValidationMessage", "VALIDATION_LAYER", "KNOWN_ENVIRONMENT_MESSAGES",
+           "is_known_environment_message", "release_pooled_instances", "select_physical_device"]
 
 _DEVICE_TYPE_NAMES = {0: "other", 1: "integrated-gpu", 2: "discrete-gpu", 3: "virtual-gpu", 4: "cpu"}
 _DEVICE_TYPE_PREFERENCE = {2: 0, 1: 1, 3: 2, 0: 3, 4: 4}
@@ -53,17 +40,6 @@ def _string(char_array) -> str:
     if isinstance(char_array, str):  # the package's enumerate wrappers already decode
         return char_array
     return vk.ffi.string(char_array).decode("utf-8", "replace")
-
-
-@dataclass(frozen=True)
-class ValidationMessage:
-    severity: str      # "warning" or "error"
-    kind: str          # "general", "validation", "performance" joined by "|"
-    message_id: str    # VUID or message name
-    message: str
-
-    def __str__(self):
-        return f"[{self.severity}/{self.kind}] {self.message_id}: {self.message}"
 
 
 def proc_address(instance_handle, name: str) -> int:
@@ -88,86 +64,87 @@ def driver_version_string(vendor_id: int, version: int) -> str:
 
 
 class _NativeInstance:
-    """One VkInstance (and its debug messenger). vkcoop pools these per ``validate`` flag and destroys them at
+    """One VkInstance (and its debug messenger). vkcoop pools these per validation mode and destroys them at
     interpreter exit, because NVIDIA's driver (580.159, H200) fails the 31st vkCreateInstance of a process with
     VK_ERROR_INCOMPATIBLE_DRIVER even when every earlier instance was destroyed (docs/runtime.md)."""
 
-    def __init__(self, validate: bool, application_name: str):
-        self.validate = validate
+    def __init__(self, mode: str, application_name: str):
+        self.mode = mode
         self.owner: "Instance | None" = None   # the Instance whose lists receive messages now
         self.handle = None
         self.messenger = None
-        self.keep = []  # cffi objects the loader/layer keep pointers to (callback, names)
-        try:
-            available_layers = {_string(p.layerName) for p in vk.vkEnumerateInstanceLayerProperties()}
-        except Exception as error:  # no loader or no ICD at all
-            raise NoDeviceError(f"cannot query the Vulkan loader: {error!r}") from error
-        layers, extensions = [], []
-        if validate:
-            if VALIDATION_LAYER not in available_layers:
-                raise LayerNotFoundError(
-                    f"{VALIDATION_LAYER} is not installed (available layers: {sorted(available_layers) or 'none'}); "
-                    "install vulkan-validationlayers or point VK_ADD_LAYER_PATH at its explicit_layer.d")
-            layers.append(VALIDATION_LAYER)
-            extensions.append(DEBUG_UTILS_EXTENSION)
-        self.layers, self.extensions = layers, extensions
-
-        app_name = vk.ffi.new("char[]", application_name.encode())
-        app_info = vk.ffi.new("VkApplicationInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_APPLICATION_INFO, "pApplicationName": app_name,
-            "applicationVersion": 1, "pEngineName": app_name, "engineVersion": 1,
-            "apiVersion": make_api_version(1, 3)})
-        layer_names = [vk.ffi.new("char[]", name.encode()) for name in layers]
-        extension_names = [vk.ffi.new("char[]", name.encode()) for name in extensions]
-        layer_array = vk.ffi.new("char*[]", layer_names)
-        extension_array = vk.ffi.new("char*[]", extension_names)
-        messenger_info = self._messenger_create_info() if validate else vk.ffi.NULL
-        create_info = vk.ffi.new("VkInstanceCreateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-            # Chaining the messenger info here also reports problems inside vkCreate/DestroyInstance.
-            "pNext": messenger_info, "pApplicationInfo": app_info,
-            "enabledLayerCount": len(layers), "ppEnabledLayerNames": layer_array,
-            "enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extension_array})
-        handle = vk.ffi.new("VkInstance*")
-        result = vk.lib.vkCreateInstance(create_info, vk.ffi.NULL, handle)
+        self.keep = []  # cffi objects the loader/layer keep pointers to (callback, names, settings)
+        self.layers, choices = self._layers_and_extensions(mode)
+        messenger_info = (validation.messenger_create_info(self._on_message, self.keep) if mode != validation.OFF
+                          else vk.ffi.NULL)
+        for index, extensions in enumerate(choices):
+            result = self._create(application_name, extensions, messenger_info)
+            if result != -7 or index == len(choices) - 1:   # VK_ERROR_EXTENSION_NOT_PRESENT: the next choice
+                break
         if result == -9:  # VK_ERROR_INCOMPATIBLE_DRIVER: no ICD
             raise NoDeviceError("no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)")
+        if result == -6:  # VK_ERROR_LAYER_NOT_PRESENT although it is listed: its library did not load
+            raise LayerNotFoundError(f"{VALIDATION_LAYER} is listed but did not load (VK_ERROR_LAYER_NOT_PRESENT); "
+                                     "its library, or a library it needs, is missing or too new for this system")
         check(result, "vkCreateInstance")
-        self.handle = handle[0]
-        if validate:
+        self.extensions = extensions
+        if mode != validation.OFF:
             create = instance_function(self.handle, "vkCreateDebugUtilsMessengerEXT",
                                        "PFN_vkCreateDebugUtilsMessengerEXT")
             messenger = vk.ffi.new("VkDebugUtilsMessengerEXT*")
             check(create(self.handle, messenger_info, vk.ffi.NULL, messenger), "vkCreateDebugUtilsMessengerEXT")
             self.messenger = messenger[0]
 
-    def _messenger_create_info(self):
-        @vk.ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT")
-        def on_message(severity, message_types, callback_data, user_data):
-            try:
-                kinds = "|".join(name for bit, name in ((1, "general"), (2, "validation"), (4, "performance"))
-                                 if message_types & bit)
-                data = callback_data[0]
-                message_id = _string(data.pMessageIdName) if data.pMessageIdName else str(data.messageIdNumber)
-                text = _string(data.pMessage) if data.pMessage else ""
-                message = ValidationMessage(_SEVERITY_NAMES.get(int(severity), str(severity)), kinds, message_id, text)
-                owner = self.owner
-                if owner is None:
-                    return 0  # pooled and idle: nobody is listening (instance teardown at exit)
-                if is_known_environment_message(message_id, text):
-                    owner.suppressed_messages.append(message)
-                else:
-                    owner.messages.append(message)
-            except Exception:  # never unwind through the driver
-                pass
-            return 0  # VK_FALSE: do not abort the call
+    def _create(self, application_name: str, extensions: list[str], messenger_info) -> int:
+        """vkCreateInstance with ``extensions``; its VkResult (the handle is kept on success)."""
+        keep = []
+        app_name = vk.ffi.new("char[]", application_name.encode())
+        app_info = vk.ffi.new("VkApplicationInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_APPLICATION_INFO, "pApplicationName": app_name,
+            "applicationVersion": 1, "pEngineName": app_name, "engineVersion": 1,
+            "apiVersion": make_api_version(1, 3)})
+        layer_names = [vk.ffi.new("char[]", name.encode()) for name in self.layers]
+        extension_names = [vk.ffi.new("char[]", name.encode()) for name in extensions]
+        layer_array = vk.ffi.new("char*[]", layer_names)
+        extension_array = vk.ffi.new("char*[]", extension_names)
+        create_info = vk.ffi.new("VkInstanceCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+            # Chaining the messenger info here also reports problems inside vkCreate/DestroyInstance.
+            "pNext": validation.settings_chain(self.mode, extensions, messenger_info, keep),
+            "pApplicationInfo": app_info,
+            "enabledLayerCount": len(self.layers), "ppEnabledLayerNames": layer_array,
+            "enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": extension_array})
+        handle = vk.ffi.new("VkInstance*")
+        result = vk.lib.vkCreateInstance(create_info, vk.ffi.NULL, handle)
+        if result == 0:
+            self.handle = handle[0]
+            self.keep += keep
+        return result
 
-        info = vk.ffi.new("VkDebugUtilsMessengerCreateInfoEXT*", {
-            "sType": vk.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-            "messageSeverity": _COLLECTED_SEVERITIES, "messageType": _MESSAGE_TYPES,
-            "pfnUserCallback": on_message})
-        self.keep += [on_message, info]
-        return info
+    @staticmethod
+    def _layers_and_extensions(mode: str) -> tuple[list[str], list[list[str]]]:
+        """The layers to enable and the instance extension lists to try, best first."""
+        try:
+            available_layers = {_string(p.layerName) for p in vk.vkEnumerateInstanceLayerProperties()}
+        except Exception as error:  # no loader or no ICD at all
+            raise NoDeviceError(f"cannot query the Vulkan loader: {error!r}") from error
+        if mode == validation.OFF:
+            return [], [[]]
+        if VALIDATION_LAYER not in available_layers:
+            raise LayerNotFoundError(
+                f"{VALIDATION_LAYER} is not installed (available layers: {sorted(available_layers) or 'none'}); "
+                "install vulkan-validationlayers or point VK_ADD_LAYER_PATH at its explicit_layer.d")
+        offered = validation.layer_extensions() if mode == validation.GPU else set()
+        return [VALIDATION_LAYER], validation.instance_extension_choices(mode, offered)
+
+    def _on_message(self, message: ValidationMessage) -> None:
+        owner = self.owner
+        if owner is None:
+            return  # pooled and idle: nobody is listening (instance teardown at exit)
+        if is_known_environment_message(message.message_id, message.message):
+            owner.suppressed_messages.append(message)
+        else:
+            owner.messages.append(message)
 
     def destroy(self):
         if self.handle is None:
@@ -181,7 +158,7 @@ class _NativeInstance:
         self.handle = None
 
 
-_idle_natives: dict[bool, list[_NativeInstance]] = {False: [], True: []}
+_idle_natives: dict[str, list[_NativeInstance]] = {mode: [] for mode in validation.MODES}
 
 
 def release_pooled_instances() -> int:
@@ -198,7 +175,9 @@ atexit.register(release_pooled_instances)
 
 
 class Instance(Resource):
-    """A Vulkan instance (API 1.3). ``validate=True`` enables VK_LAYER_KHRONOS_validation and collects its messages.
+    """A Vulkan instance (API 1.3). ``validate``: False, True (VK_LAYER_KHRONOS_validation's API checks) or
+    ``"gpu"`` (GPU-assisted validation as well; :mod:`vkcoop.vk.validation`); ``"api"`` is True. The layer's
+    messages are collected.
 
     Use as a context manager or call :meth:`close`. ``messages`` holds every warning/error message the layer or the
     loader reported through VK_EXT_debug_utils while this Instance was open. The VkInstance itself comes from a
@@ -207,13 +186,14 @@ class Instance(Resource):
     Devices, buffers and pipelines are still destroyed on close.
     """
 
-    def __init__(self, validate: bool = False, application_name: str = "vkcoop"):
-        self.validate = flag(validate, "validate")  # validate='no' must not turn the layer on
+    def __init__(self, validate: bool | str = False, application_name: str = "vkcoop"):
+        self.validation = validation.mode_of(validate)  # validate='no' must not turn the layer on
+        self.validate = self.validation != validation.OFF
         text(application_name, "application_name")
         self.messages: list[ValidationMessage] = []
         self.suppressed_messages: list[ValidationMessage] = []  # see KNOWN_ENVIRONMENT_MESSAGES
-        idle = _idle_natives[self.validate]
-        self._native = idle.pop() if idle else _NativeInstance(self.validate, application_name)
+        idle = _idle_natives[self.validation]
+        self._native = idle.pop() if idle else _NativeInstance(self.validation, application_name)
         self._native.owner = self
         self._handle = self._native.handle
         self.layers, self.extensions = self._native.layers, self._native.extensions
@@ -255,7 +235,7 @@ class Instance(Resource):
             return
         native, self._native, self._handle = self._native, None, None
         native.owner = None
-        _idle_natives[native.validate].append(native)
+        _idle_natives[native.mode].append(native)
 
     def __del__(self):  # last resort; prefer the context manager
         try:
