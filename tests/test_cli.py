@@ -99,3 +99,21 @@ def test_info_json_reports_the_device(capsys):
 def test_bench_help_names_the_command(capsys):
     assert cli.main(["bench", "sparse", "--help"]) == 0
     assert "vkcoop bench sparse" in capsys.readouterr().out
+
+
+@needs_vulkan
+@pytest.mark.parametrize("argv, mode", [(["--validate"], "api"), (["--validate=gpu"], "gpu"),
+                                        (["--validate", "gpu"], "gpu"), ([], False)])
+def test_run_validate_takes_an_optional_mode(monkeypatch, capsys, argv, mode):
+    from vkcoop.cli import device as device_command
+    seen = []
+    monkeypatch.setattr(device_command, "run_samples",
+                        lambda chosen, device, validate, on_result: seen.append(validate) or [])
+    code, _, _ = run_cli(capsys, "run", samples.all_samples()[0].name, *argv)
+    assert code == 0 and seen == [mode]
+
+
+def test_run_validate_refuses_an_unknown_mode_in_one_line(capsys):
+    code, out, err = run_cli(capsys, "run", "--validate=gpu-av", "--all")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "invalid choice: 'gpu-av'" in err and "'api', 'gpu'" in err

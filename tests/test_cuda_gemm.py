@@ -99,7 +99,7 @@ def test_cluster_summed_splits_are_capped_at_a_portable_cluster_worked_by_hand()
 def test_cluster_splits_step_down_until_every_cluster_runs_at_once(monkeypatch):
     # 4096x32x4096, 32 tiles of 128x32: 8 splits wanted; a device that runs 31 clusters of 8 but 40 of 7 and 48 of
     # 6 gets 7 splits (32 slices: 7 of 5, the last of 2); one that runs 33 of 8 keeps 8
-    from vkcoop.cuda import driver, gemm
+    from vkcoop.cuda import driver, launches
     cfg = MmaSpGemm.CONFIGS["128x32k128w2cs"]
     asked = []
 
@@ -111,12 +111,12 @@ def test_cluster_splits_step_down_until_every_cluster_runs_at_once(monkeypatch):
         return active
 
     monkeypatch.setattr(driver, "max_active_clusters", fake({8: 31, 7: 40, 6: 48}))
-    assert gemm._splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 7
+    assert launches.splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 7
     assert asked == [8, 7]
     monkeypatch.setattr(driver, "max_active_clusters", fake({8: 33}))
-    assert gemm._splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 8
+    assert launches.splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 8
     monkeypatch.setattr(driver, "max_active_clusters", fake({s: 0 for s in range(2, 9)}))
-    assert gemm._splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 1
+    assert launches.splits_whose_clusters_fit(None, cfg, "k", 32, (4096, 32, 4096, 132), 8) == 1
 
 
 def test_a_cluster_sum_without_split_k_is_refused():

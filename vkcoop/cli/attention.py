@@ -14,7 +14,7 @@ from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS,
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
-from .common import positive_seconds, seconds_at_least_zero
+from .common import add_validate_argument, positive_seconds, seconds_at_least_zero
 
 
 def _list_of(kind, allowed=None):
@@ -89,7 +89,7 @@ def add_arguments(parser) -> None:
                         help="read 256 MiB before every timed run, so that no path finds its inputs in the L2 (decode "
                              "K and V up to about 40 MB otherwise stay there between runs); the read floors too")
     parser.add_argument("--device", default=None, help="Vulkan device index or name substring")
-    parser.add_argument("--validate", action="store_true", help="run the Vulkan path under the validation layer")
+    add_validate_argument(parser, "run the Vulkan path")
     parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
     parser.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write the bar charts")
 

@@ -7,9 +7,9 @@ import json
 
 from . import attention
 from . import peak as peak_command
-from .common import (CliError, Exit, add_device_argument, add_module_command, check_device, choice_list, console,
-                     emit_json, err_console, non_negative_int, output_path, positive_int, positive_seconds, size_list,
-                     wrote)
+from .common import (CliError, Exit, add_device_argument, add_module_command, add_validate_argument, check_device,
+                     choice_list, console, emit_json, err_console, non_negative_int, output_path, positive_int,
+                     positive_seconds, size_list, wrote)
 
 
 # --- bench ---------------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def _add_sparse_parser(kinds) -> None:
     p.add_argument("--baseline", choices=PATH_NAMES, default="cuBLAS", metavar="PATH",
                    help="the path the plot (and an extra column) divides by")
     add_device_argument(p)
-    p.add_argument("--validate", action="store_true", help="run the Vulkan paths under the validation layer")
+    add_validate_argument(p, "run the Vulkan paths")
     p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
                    help="auto: a bar with the time left on a terminal, else one line per finished path on stderr "
                         "and a heartbeat every 10 s; bar, lines or none")

@@ -124,6 +124,17 @@ def size_list(multiple: int = 1) -> callable:
     return parse
 
 
+#: ``--validate`` alone: the validation layer's API checks; ``--validate=gpu``: GPU-assisted validation as well.
+VALIDATE_MODES = ("api", "gpu")
+
+
+def add_validate_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--validate[=gpu]``: ``args.validate`` is False, "api" or "gpu" (:mod:`vkcoop.vk.validation`)."""
+    parser.add_argument("--validate", nargs="?", const="api", default=False, choices=VALIDATE_MODES,
+                        metavar="gpu", help=f"{what} under VK_LAYER_KHRONOS_validation; --validate=gpu adds "
+                        "GPU-assisted validation (every buffer access bounds-checked on the GPU)")
+
+
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None,
                         help="Vulkan device: index or name (default: $VKCOOP_DEVICE, else the first GPU)")

@@ -17,7 +17,7 @@ from rich.rule import Rule
 
 from ..portable import AddressingCase, AddressingResult, PortableRunner, reference_arrays
 from ..tensor import ClampMode, TensorLayout, TensorView
-from .common import Exit, add_device_argument, check_device, console
+from .common import Exit, add_device_argument, add_validate_argument, check_device, console
 from .device import choose_samples, device_reports, print_results, run_samples
 from .toolchain import check_shaders, print_toolchain, select_variants, toolchain_report
 
@@ -150,5 +150,5 @@ def cmd_demo(args) -> int:
 def add_demo_parser(sub) -> None:
     p = sub.add_parser("demo", help="compile every shader, then dispatch what this machine's Vulkan can run")
     add_device_argument(p)
-    p.add_argument("--validate", action="store_true", help="run under VK_LAYER_KHRONOS_validation")
+    add_validate_argument(p, "run")
     p.set_defaults(func=cmd_demo, needs_toolchain=True)

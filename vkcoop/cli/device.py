@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import CliError, Exit, add_device_argument, check_device, console, emit_json, output_path, progress_bar
+from .common import (CliError, Exit, add_device_argument, add_validate_argument, check_device, console, emit_json,
+                     output_path, progress_bar)
 
 
 # --- info -----------------------------------------------------------------------------------------------------
@@ -158,11 +159,15 @@ def print_results(results) -> None:
             console.print(f"[yellow]{r.name}[/yellow] known issue {issue['case']}: {state}: {issue['issue'][:200]}")
         for message in r.validation_messages[:5]:
             console.print(f"[red]{r.name}[/red] validation: {message[:400]}")
+        for note in r.not_instrumented[:5]:
+            console.print(f"[yellow]{r.name}[/yellow] GPU-AV did not instrument: {note[:400]}")
     counts = {k: sum(r.status == k for r in results) for k in ("pass", "fail", "skip")}
+    gaps = sum(len(r.not_instrumented) for r in results)
     console.print(f"summary: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped; "
                   f"{sum(r.cases for r in results)} cases dispatched, "
                   f"{sum(len(r.failed_cases) for r in results)} failed; "
-                  f"{sum(len(r.validation_messages) for r in results)} validation messages")
+                  f"{sum(len(r.validation_messages) for r in results)} validation messages"
+                  + (f"; {gaps} GPU-AV notes of what it could not instrument" if gaps else ""))
 
 
 def cmd_run(args) -> int:
@@ -187,7 +192,7 @@ def add_device_parsers(sub) -> None:
     p = sub.add_parser("info", help="the Vulkan device(s): coopmat extensions, coopmat2 features and properties")
     add_device_argument(p)
     p.add_argument("--all", action="store_true", help="every device")
-    p.add_argument("--validate", action="store_true", help="enable VK_LAYER_KHRONOS_validation")
+    add_validate_argument(p, "query the device")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_info)
 
@@ -198,7 +203,7 @@ def add_device_parsers(sub) -> None:
     p = sub.add_parser("run", help="dispatch samples and check them against the Python reference")
     p.add_argument("samples", nargs="*", help="sample names (`vkcoop list`)")
     p.add_argument("--all", action="store_true", help="every sample")
-    p.add_argument("--validate", action="store_true", help="VK_LAYER_KHRONOS_validation; any message fails")
+    add_validate_argument(p, "run the samples (any message fails)")
     add_device_argument(p)
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="write results as JSON to FILE (folders are created), or - for stdout")

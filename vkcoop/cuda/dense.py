@@ -23,8 +23,8 @@ import ctypes
 from typing import Callable
 
 from .configs import MmaDenseConfig
-from .gemm import SUPPORTED, ShapeError, _b_column_major, _dtype_name, _module, _splits_whose_clusters_fit, _stream, \
-    _torch
+from .gemm import SUPPORTED, ShapeError, _b_column_major, _dtype_name, _stream, _torch
+from .launches import module, splits_whose_clusters_fit
 
 #: N up to this runs a split-K tile in "auto" (a skinny problem leaves most SMs idle without it).
 SKINNY_N = 64
@@ -144,12 +144,12 @@ class MmaDenseGemm:
         torch = _torch()
         m, n, k, cfg, a, b_t, c = self._prepare(a, b)
         name = cfg.kernel_name(_dtype_name(a.dtype))
-        func = _module("mma_dense").function(name, cfg.smem_bytes)
+        func = module("mma_dense").function(name, cfg.smem_bytes)
         tiles = cfg.tiles(m, n)
         sms = torch.cuda.get_device_properties(b.device).multi_processor_count
         splits = cfg.splits(m, n, k, sms)
         if cfg.cluster_sum:
-            splits = _splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), splits)
+            splits = splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), splits)
         args = [ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b_t.data_ptr()), ctypes.c_void_p(c.data_ptr())]
         keep = [a, b_t]
         if cfg.per_sm and not cfg.cluster_sum:

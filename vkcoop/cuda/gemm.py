@@ -28,7 +28,7 @@ from vkcoop.errors import InputError
 from vkcoop.gemm.types import DTYPES, RESULT_TOLERANCE
 from vkcoop.sparse import Compressed2to4, decompress_2to4, validate_compressed
 
-from . import build, driver
+from . import driver, launches
 from .configs import MmaSpConfig, WgmmaSpConfig
 from .layout import reorder_metadata_for_mma
 
@@ -129,16 +129,6 @@ def _b_column_major(b):
     return b_t if b_t.is_contiguous() else b_t.contiguous()
 
 
-_MODULES: dict[str, driver.Module] = {}
-
-
-def _module(name: str) -> driver.Module:
-    if name not in _MODULES:
-        cubin, _how = build.compile_kernel(name)
-        _MODULES[name] = driver.Module(cubin, label=f"{name}.cu")
-    return _MODULES[name]
-
-
 def _stream() -> int:
     return _torch().cuda.current_stream().cuda_stream
 
@@ -194,15 +184,6 @@ class HandWrittenSpGemm:
         cfg = self._pick(m, n, k)
         c = torch.empty((m, n), dtype=a.dtype, device=b.device)
         return m, n, k, cfg, _b_column_major(b), c
-
-
-def _splits_whose_clusters_fit(func, cfg: MmaSpConfig, name: str, tiles: int, problem: tuple, splits: int) -> int:
-    """The most K splits, at most ``splits``, whose clusters (one a tile) all run at once: a cluster's CTAs share one
-    GPC, so the GPCs may hold fewer clusters than the SMs' slots suggest, and a second wave of a few clusters
-    would cost as much as the first."""
-    while splits > 1 and driver.max_active_clusters(func, splits, cfg.threads, cfg.smem_bytes, name) < tiles:
-        splits = cfg.splits(*problem, max_cluster=splits - 1)
-    return splits
 
 
 class MmaSpGemm(HandWrittenSpGemm):
@@ -277,35 +258,22 @@ class MmaSpGemm(HandWrittenSpGemm):
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
         torch = _torch()
         m, n, k, cfg, b_t, c = self._prepare(a, b)
-        name = cfg.kernel_name(_dtype_name(a.dtype))
-        func = _module(self.source).function(name, cfg.smem_bytes)
-        tiles = (m // cfg.bm) * (n // cfg.bn)
         sms = torch.cuda.get_device_properties(b.device).multi_processor_count
-        splits = cfg.splits(m, n, k, sms)
-        if cfg.cluster_sum:
-            splits = _splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), splits)
-        grid = (tiles * splits,)
-        args = [ctypes.c_void_p(a.values.data_ptr()), ctypes.c_void_p(a.mma_metadata.data_ptr()),
-                ctypes.c_void_p(b_t.data_ptr()), ctypes.c_void_p(c.data_ptr())]
-        keep = [a, b_t]
-        split_buffers = cfg.per_sm and not cfg.cluster_sum   # a cluster adds its splits up on chip
-        if split_buffers:
-            partials = torch.empty(cfg.partial_floats(m, n, splits), dtype=torch.float32, device=b.device)
-            arrivals = torch.zeros(tiles, dtype=torch.int32, device=b.device)   # the kernel leaves them zero
-            args += [ctypes.c_void_p(partials.data_ptr()), ctypes.c_void_p(arrivals.data_ptr())]
+        plan = launches.mma_sp_plan(cfg, _dtype_name(a.dtype), m, n, k, sms)
+        keep, scratch = [a, b_t], {}
+        if plan.split_buffers:
+            partials = torch.empty(plan.partial_floats, dtype=torch.float32, device=b.device)
+            arrivals = torch.zeros(plan.tiles, dtype=torch.int32, device=b.device)   # the kernel leaves them zero
+            scratch = {"partials": partials.data_ptr(), "arrivals": arrivals.data_ptr()}
             keep += [partials, arrivals]
-        args += [ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
-        if split_buffers:
-            args.append(ctypes.c_int(splits))
-        cluster = splits if cfg.cluster_sum else 1
+        launch = plan.launch(a.values.data_ptr(), a.mma_metadata.data_ptr(), b_t.data_ptr(), c.data_ptr(), **scratch)
 
         def run():
-            driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name, cluster=cluster)
+            launch(_stream())
             return c
 
         run.keep = tuple(keep)  # the tensors the raw pointers refer to stay alive with the op
-        run.description = (f"{name} grid={grid[0]}" + (f" splits={splits}" if cfg.per_sm else "")
-                           + (" (one cluster a tile)" if cfg.cluster_sum else ""))
+        run.description = launch.description
         return run
 
 
@@ -347,26 +315,15 @@ class WgmmaSpGemm(HandWrittenSpGemm):
         for label, t in (("a.values", a.values), ("b", b_t), ("a.mma_metadata", a.mma_metadata)):
             if t.data_ptr() % 16:
                 raise ShapeError(f"{self.name}: {label} is not 16-byte aligned (TMA needs it)")
-        tm_a = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, a.values.data_ptr(), k // 2, m,
-                                      k, 32, cfg.bm, driver.SWIZZLE_64B)
-        tm_b = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, b_t.data_ptr(), k, n, k * 2,
-                                      64, cfg.bn // cfg.cluster, driver.SWIZZLE_128B)
-        meta_cols = (k // 64) * 32
-        tm_meta = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT32, a.mma_metadata.data_ptr(),
-                                         meta_cols, m // 16, meta_cols * 4, 32, cfg.bm // 16,
-                                         driver.SWIZZLE_NONE)
-        name = cfg.kernel_name(_dtype_name(a.dtype))
-        func = _module(self.source).function(name, cfg.smem_bytes)
-        grid = ((m // cfg.bm) * (n // cfg.bn),)
-        args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c.data_ptr()),
-                ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+        launch = launches.wgmma_sp_launch(cfg, _dtype_name(a.dtype), m, n, k, a.values.data_ptr(), b_t.data_ptr(),
+                                          a.mma_metadata.data_ptr(), c.data_ptr())
 
         def run():
-            driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name)
+            launch(_stream())
             return c
 
         run.keep = (a, b_t)
-        run.description = f"{name} grid={grid[0]}"
+        run.description = launch.description
         return run
 
 
@@ -379,7 +336,7 @@ def mma_sp_peak_tflops(iters: int = 4096, ctas_per_sm: int = 4) -> float:
     torch = _torch()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = torch.zeros(1, dtype=torch.float32, device="cuda")
-    func = _module("mma_sp").function("mma_sp_peak_f16")
+    func = launches.module("mma_sp").function("mma_sp_peak_f16")
     grid = (sms * ctas_per_sm,)
     args = [ctypes.c_void_p(out.data_ptr()), ctypes.c_int(iters)]
     from .timing import time_cuda

@@ -147,6 +147,8 @@ class SampleResult:
     device: str = ""
     wall_time_s: float = 0.0
     known_issues: list = field(default_factory=list)   # {"case", "issue", "reproduced", "mismatches"}
+    not_instrumented: list = field(default_factory=list)   # GPU-AV's notes of what it could not check
+    pipelines: int = 0             # pipelines created (each instrumented under GPU-AV)
 
     @property
     def ok(self) -> bool:
@@ -157,5 +159,6 @@ class SampleResult:
                 "failed_cases": list(self.failed_cases), "gpu_time_ms": self.gpu_time_ms,
                 "mismatches": [m.to_dict() for m in self.mismatches], "mismatch_count": self.mismatch_count,
                 "validation_messages": list(self.validation_messages), "device": self.device,
-                "wall_time_s": self.wall_time_s, "known_issues": list(self.known_issues)}
+                "wall_time_s": self.wall_time_s, "known_issues": list(self.known_issues),
+                "not_instrumented": list(self.not_instrumented), "pipelines": self.pipelines}
 

@@ -1,0 +1,118 @@
+"""The launches of the hand-written 2:4 kernels from raw device pointers, with no torch: what
+:meth:`vkcoop.cuda.MmaSpGemm.bind` and :meth:`vkcoop.cuda.WgmmaSpGemm.bind` run on torch tensors, and what the
+compute-sanitizer child (:mod:`vkcoop.cuda.sanitize_child`) runs on its own allocations.
+
+``mma_sp_plan(cfg, dtype_name, m, n, k, sms)`` resolves the kernel, its K splits (and, for a cluster sum, the splits
+whose clusters all run at once) and the scratch a global-memory split-K needs; its ``launch(...)`` takes the
+operands' addresses. ``wgmma_sp_launch(cfg, dtype_name, m, n, k, ...)`` encodes the three TMA tensor maps.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from . import build, driver
+from .configs import MmaSpConfig, WgmmaSpConfig
+
+_MODULES: dict[str, driver.Module] = {}
+
+
+def module(name: str) -> driver.Module:
+    """``kernels/<name>.cu`` built (or taken from the cubin cache) and loaded once per process."""
+    if name not in _MODULES:
+        cubin, _how = build.compile_kernel(name)
+        _MODULES[name] = driver.Module(cubin, label=f"{name}.cu")
+    return _MODULES[name]
+
+
+@dataclass
+class KernelLaunch:
+    """One launch of a hand-written kernel: what cuLaunchKernel (or cuLaunchKernelEx with a cluster) takes."""
+    func: object
+    name: str
+    grid: int
+    threads: int
+    smem: int
+    args: list
+    cluster: int = 1
+    description: str = ""
+
+    def __call__(self, stream: int) -> None:
+        driver.launch(self.func, (self.grid,), (self.threads,), self.smem, stream, self.args, self.name,
+                      cluster=self.cluster)
+
+
+def splits_whose_clusters_fit(func, cfg: MmaSpConfig, name: str, tiles: int, problem: tuple, splits: int) -> int:
+    """The most K splits, at most ``splits``, whose clusters (one a tile) all run at once: a cluster's CTAs share one
+    GPC, so the GPCs may hold fewer clusters than the SMs' slots suggest, and a second wave of a few clusters
+    would cost as much as the first."""
+    while splits > 1 and driver.max_active_clusters(func, splits, cfg.threads, cfg.smem_bytes, name) < tiles:
+        splits = cfg.splits(*problem, max_cluster=splits - 1)
+    return splits
+
+
+@dataclass
+class MmaSpPlan:
+    """An mma.sp launch resolved for one problem on one device."""
+    cfg: MmaSpConfig
+    name: str
+    func: object
+    m: int
+    n: int
+    k: int
+    tiles: int
+    splits: int
+
+    @property
+    def split_buffers(self) -> bool:
+        """Whether the launch needs fp32 partial tiles and per-tile arrival counters in global memory (split-K
+        summed by the last CTA; a cluster adds its splits up on chip)."""
+        return bool(self.cfg.per_sm) and not self.cfg.cluster_sum
+
+    @property
+    def partial_floats(self) -> int:
+        return self.cfg.partial_floats(self.m, self.n, self.splits)
+
+    def launch(self, values: int, meta: int, b_t: int, c: int, partials: int = 0, arrivals: int = 0) -> KernelLaunch:
+        """The launch on these addresses; ``partials`` (``partial_floats`` fp32) and ``arrivals`` (``tiles`` int32,
+        zero before the first launch: the kernel leaves them zero) where :attr:`split_buffers`."""
+        cfg = self.cfg
+        args = [ctypes.c_void_p(values), ctypes.c_void_p(meta), ctypes.c_void_p(b_t), ctypes.c_void_p(c)]
+        if self.split_buffers:
+            args += [ctypes.c_void_p(partials), ctypes.c_void_p(arrivals)]
+        args += [ctypes.c_int(self.m), ctypes.c_int(self.n), ctypes.c_int(self.k)]
+        if self.split_buffers:
+            args.append(ctypes.c_int(self.splits))
+        grid = self.tiles * self.splits
+        description = (f"{self.name} grid={grid}" + (f" splits={self.splits}" if cfg.per_sm else "")
+                       + (" (one cluster a tile)" if cfg.cluster_sum else ""))
+        return KernelLaunch(self.func, self.name, grid, cfg.threads, cfg.smem_bytes, args,
+                            self.splits if cfg.cluster_sum else 1, description)
+
+
+def mma_sp_plan(cfg: MmaSpConfig, dtype_name: str, m: int, n: int, k: int, sms: int) -> MmaSpPlan:
+    """The kernel of ``cfg`` for ``dtype_name`` ("float16" or "bfloat16") and its K splits on ``sms`` SMs."""
+    name = cfg.kernel_name(dtype_name)
+    func = module("mma_sp").function(name, cfg.smem_bytes)
+    tiles = (m // cfg.bm) * (n // cfg.bn)
+    splits = cfg.splits(m, n, k, sms)
+    if cfg.cluster_sum:
+        splits = splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), splits)
+    return MmaSpPlan(cfg, name, func, m, n, k, tiles, splits)
+
+
+def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int, values: int, b_t: int,
+                    meta: int, c: int) -> KernelLaunch:
+    """The wgmma.sp launch on these addresses (each 16-byte aligned, as TMA needs): A's values [M][K/2], B^T
+    [N][K], the reordered metadata [M/16][K/64][32] and C [M][N]."""
+    tm_a = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, values, k // 2, m, k, 32, cfg.bm, driver.SWIZZLE_64B)
+    tm_b = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, b_t, k, n, k * 2, 64, cfg.bn // cfg.cluster,
+                                  driver.SWIZZLE_128B)
+    meta_cols = (k // 64) * 32
+    tm_meta = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT32, meta, meta_cols, m // 16, meta_cols * 4, 32,
+                                     cfg.bm // 16, driver.SWIZZLE_NONE)
+    name = cfg.kernel_name(dtype_name)
+    func = module("wgmma_sp").function(name, cfg.smem_bytes)
+    grid = (m // cfg.bm) * (n // cfg.bn)
+    args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+    return KernelLaunch(func, name, grid, cfg.threads, cfg.smem_bytes, args, description=f"{name} grid={grid}")
