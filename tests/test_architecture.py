@@ -21,7 +21,7 @@ LAYERS = [
     ["vkcoop.attention"],
     ["vkcoop.samples", "vkcoop.fuzz"],
     ["vkcoop.cuda"],
-    ["vkcoop.bench", "vkcoop.inspect"],
+    ["vkcoop.bench", "vkcoop.inspect", "vkcoop.sanitize"],
     ["vkcoop.cli"],
     ["vkcoop.__main__"],
 ]

@@ -14,6 +14,7 @@ from .common import EXIT_CODES_HELP, CliError, Exit, add_module_command, err_con
 from .demo import add_demo_parser
 from .device import add_device_parsers
 from .errors import classify
+from .sanitize import add_sanitize_parser
 from .toolchain import add_shaders_parser, add_toolchain_parser
 
 
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     add_fuzz_parser(sub)
     add_demo_parser(sub)
+    add_sanitize_parser(sub)
     add_module_command(sub, "explain", explain_command, "see what a tensor layout and view do to each matrix cell",
                        explain_command.DESCRIPTION)
     add_module_command(sub, "inspect", inspect_app, "the machine code the NVIDIA driver built for a pipeline of ours",

@@ -110,14 +110,21 @@ def compile_in_background(names) -> list[threading.Thread]:
 def compile_kernel(name: str) -> tuple[bytes, str]:
     """Return ``(cubin, how)`` for ``kernels/<name>.cu``, compiling on a cache miss (one compile per name at a
     time: a second caller waits and reads the cache)."""
+    return compile_file(KERNEL_DIR / f"{name}.cu")
+
+
+def compile_file(source: Path) -> tuple[bytes, str]:
+    """Return ``(cubin, how)`` for a .cu file (it may include the kernels' headers), compiling on a cache miss; one
+    compile per file at a time."""
+    source = Path(source)
     with _locks_guard:
-        lock = _locks.setdefault(name, threading.Lock())
+        lock = _locks.setdefault(str(source), threading.Lock())
     with lock:
-        return _compile_kernel(name)
+        return _compile_file(source)
 
 
-def _compile_kernel(name: str) -> tuple[bytes, str]:
-    source = KERNEL_DIR / f"{name}.cu"
+def _compile_file(source: Path) -> tuple[bytes, str]:
+    name = source.stem
     if not source.is_file():
         raise KernelBuildError(f"no kernel source {source}")
     nvcc = find_nvcc()

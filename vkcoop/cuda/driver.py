@@ -24,6 +24,7 @@ from ..errors import Error
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 
 # CUtensorMapDataType / swizzle enums (cuda.h)
 TENSOR_MAP_UINT16 = 1
@@ -79,6 +80,77 @@ def ensure_context(ordinal: int = 0) -> int:
     check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(current), device), "cuDevicePrimaryCtxRetain")
     check(lib.cuCtxSetCurrent(current), "cuCtxSetCurrent")
     return current.value
+
+
+def _attribute(attribute: int, ordinal: int) -> int:
+    device, value = ctypes.c_int(), ctypes.c_int()
+    check(_libcuda().cuDeviceGet(ctypes.byref(device), ordinal), f"cuDeviceGet({ordinal})")
+    check(_libcuda().cuDeviceGetAttribute(ctypes.byref(value), attribute, device),
+          f"cuDeviceGetAttribute({attribute})")
+    return value.value
+
+
+def sm_count(ordinal: int = 0) -> int:
+    """The device's multiprocessors (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)."""
+    return _attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ordinal)
+
+
+def compute_capability(ordinal: int = 0) -> tuple[int, int]:
+    return (_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ordinal),
+            _attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ordinal))
+
+
+def device_name(ordinal: int = 0) -> str:
+    device, name = ctypes.c_int(), ctypes.create_string_buffer(256)
+    check(_libcuda().cuDeviceGet(ctypes.byref(device), ordinal), f"cuDeviceGet({ordinal})")
+    check(_libcuda().cuDeviceGetName(name, 256, device), "cuDeviceGetName")
+    return name.value.decode(errors="replace")
+
+
+def synchronize() -> None:
+    """cuCtxSynchronize: wait for every launch of the current context (a fault in one surfaces here)."""
+    check(_libcuda().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+class DeviceMemory:
+    """``nbytes`` of device memory from cuMemAlloc, exactly that size (a tool that checks bounds sees the buffer
+    the kernel was given); what runs without torch allocates through this. ``address`` is the device pointer."""
+
+    def __init__(self, nbytes: int):
+        ensure_context()
+        pointer = ctypes.c_uint64()
+        check(_libcuda().cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(nbytes)), f"cuMemAlloc({nbytes})")
+        self.address, self.nbytes = pointer.value, nbytes
+
+    @classmethod
+    def holding(cls, array) -> "DeviceMemory":
+        """A buffer holding a copy of the (C-contiguous numpy) ``array``."""
+        memory = cls(array.nbytes)
+        memory.write(array)
+        return memory
+
+    def write(self, array) -> None:
+        if array.nbytes != self.nbytes or not array.flags.c_contiguous:
+            raise CudaError(f"write: {array.nbytes} contiguous bytes into a buffer of {self.nbytes}")
+        check(_libcuda().cuMemcpyHtoD_v2(ctypes.c_uint64(self.address), ctypes.c_void_p(array.ctypes.data),
+                                         ctypes.c_size_t(self.nbytes)), "cuMemcpyHtoD")
+
+    def fill_zero(self) -> None:
+        check(_libcuda().cuMemsetD8_v2(ctypes.c_uint64(self.address), ctypes.c_ubyte(0),
+                                       ctypes.c_size_t(self.nbytes)), "cuMemsetD8")
+
+    def read(self, dtype):
+        """The buffer as a new numpy array of ``dtype``."""
+        import numpy as np
+        out = np.empty(self.nbytes // np.dtype(dtype).itemsize, dtype=dtype)
+        check(_libcuda().cuMemcpyDtoH_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_uint64(self.address),
+                                         ctypes.c_size_t(out.nbytes)), "cuMemcpyDtoH")
+        return out
+
+    def free(self) -> None:
+        if self.address:
+            check(_libcuda().cuMemFree_v2(ctypes.c_uint64(self.address)), "cuMemFree")
+            self.address = 0
 
 
 def driver_version() -> int:

@@ -1,0 +1,181 @@
+"""The program compute-sanitizer runs: ``python -m vkcoop.cuda.sanitize_child JOBS.json``.
+
+It launches each job of the list (:mod:`vkcoop.cuda.sanitize_jobs`, or a test's own ``raw`` kernels) through the
+CUDA driver API alone, with no torch (whose start-up and own kernels a sanitizer would pay for and check too), on
+buffers of exactly the size the kernel is given, then checks what it wrote. One JSON line per job on stdout:
+``{"index", "kernel", "label", "status", "detail"}``, status ``ok``, ``failed`` (a wrong result), ``ran`` (a raw
+kernel: nothing to check) or ``error`` (a CUDA error: the context may be lost, so the jobs after it are not run).
+Exit status 0 when every job ran.
+
+A raw job names a ``source`` (.cu), its entry point ``name``, ``grid``, ``threads``, optional ``smem`` and
+``cluster``, and ``buffers`` (``{"bytes": N, "fill": "zero" | "none"}``, passed first, in order) and ``ints``.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+
+import numpy as np
+
+from . import build, driver, launches
+from .gemm import MmaSpGemm
+from .layout import reorder_metadata_for_mma
+from .peak import FORMS, META_POSITIONS_0_1
+from .sanitize_jobs import job_label, wgmma_config
+
+VALUES = np.array([-1.0, -0.5, -0.0, 0.0, 0.5, 1.0])   # every product and fp32 partial sum stays exact
+
+
+def _np_dtype(name: str):
+    import ml_dtypes
+    return np.float16 if name == "float16" else ml_dtypes.bfloat16
+
+
+class _Buffers:
+    """Device buffers of one job, freed together."""
+
+    def __init__(self):
+        self.items = []
+
+    def holding(self, array) -> int:
+        self.items.append(driver.DeviceMemory.holding(np.ascontiguousarray(array)))
+        return self.items[-1].address
+
+    def empty(self, nbytes: int, zero: bool = False) -> driver.DeviceMemory:
+        memory = driver.DeviceMemory(max(nbytes, 1))
+        if zero:
+            memory.fill_zero()
+        self.items.append(memory)
+        return memory
+
+    def free(self):
+        for memory in self.items:
+            memory.free()
+
+
+def _gemm_operands(job: dict, buffers: _Buffers):
+    """(values, metadata, B^T, C) addresses, C's buffer and the expected C bits for an M x N x K job."""
+    from ..sparse import compress_2to4, decompress_2to4
+    m, n, k, dtype = job["m"], job["n"], job["k"], _np_dtype(job["dtype"])
+    rng = np.random.default_rng(m + n + k)
+    a = compress_2to4(rng.choice(VALUES, size=(m, k)).astype(dtype))
+    b = rng.choice(VALUES, size=(k, n)).astype(dtype)
+    expected = (decompress_2to4(a).astype(np.float64) @ b.astype(np.float64)).astype(dtype)
+    c = buffers.empty(m * n * 2)
+    return (buffers.holding(a.values), buffers.holding(reorder_metadata_for_mma(a.metadata)),
+            buffers.holding(np.ascontiguousarray(b.T)), c, expected)
+
+
+def _check_c(c: driver.DeviceMemory, expected) -> str:
+    got = c.read(np.uint16).view(expected.dtype).reshape(expected.shape)
+    wrong = int((got.astype(np.float32) != expected.astype(np.float32)).sum())   # -0.0 equals 0.0
+    return f"{wrong} of {got.size} elements of C differ from the exact product" if wrong else ""
+
+
+def _mma_sp(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    values, meta, b_t, c, expected = _gemm_operands(job, buffers)
+    cfg = MmaSpGemm.CONFIGS[job["config"]]
+    plan = launches.mma_sp_plan(cfg, job["dtype"], job["m"], job["n"], job["k"], driver.sm_count())
+    scratch = {}
+    if plan.split_buffers:
+        scratch = {"partials": buffers.empty(4 * plan.partial_floats).address,
+                   "arrivals": buffers.empty(4 * plan.tiles, zero=True).address}
+    launch = plan.launch(values, meta, b_t, c.address, **scratch)
+    for _ in range(2):
+        launch(0)
+        driver.synchronize()
+        if problem := _check_c(c, expected):
+            return "failed", f"{launch.description}: {problem}"
+    return "ok", launch.description
+
+
+def _wgmma_sp(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    values, meta, b_t, c, expected = _gemm_operands(job, buffers)
+    launch = launches.wgmma_sp_launch(wgmma_config(job["config"]), job["dtype"], job["m"], job["n"], job["k"],
+                                      values, b_t, meta, c.address)
+    for _ in range(2):
+        launch(0)
+        driver.synchronize()
+        if problem := _check_c(c, expected):
+            return "failed", f"{launch.description}: {problem}"
+    return "ok", launch.description
+
+
+def _peak(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    """Two blocks of a register-only peak kernel, two iterations each, storing every thread's sum."""
+    form = next(f for f in FORMS if f.kernel == job["name"])
+    out = buffers.empty(2 * 256 * 4)
+    func = launches.module("peak").function(form.kernel)
+    args = [ctypes.c_void_p(out.address), ctypes.c_int(2), ctypes.c_uint32(form.ones),
+            ctypes.c_uint32(META_POSITIONS_0_1), ctypes.c_int(1)]
+    driver.launch(func, (2,), (256,), 0, 0, args, form.kernel)
+    driver.synchronize()
+    got = out.read(np.float32)
+    wrong = int((got != form.expected_sum(2)).sum())
+    return ("failed", f"{wrong} threads stored another sum than {form.expected_sum(2)}") if wrong else ("ok", "")
+
+
+def _stream_read(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    """The bandwidth kernel over 4096 zero vectors, every thread storing its (zero) fold."""
+    count, blocks = 4096, 4
+    src = buffers.empty(count * 16, zero=True)
+    dst = buffers.empty(blocks * 256 * 16)
+    args = [ctypes.c_void_p(src.address), ctypes.c_uint64(count), ctypes.c_void_p(dst.address), ctypes.c_int(1),
+            ctypes.c_uint32(1)]
+    driver.launch(launches.module("peak").function(job["name"]), (blocks,), (256,), 0, 0, args, job["name"])
+    driver.synchronize()
+    return ("ok", "") if not dst.read(np.uint32).any() else ("failed", "a fold of zeros was not zero")
+
+
+def _mma_sp_peak(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    out = buffers.empty(4, zero=True)
+    func = launches.module("mma_sp").function(job["name"])
+    driver.launch(func, (2,), (256,), 0, 0, [ctypes.c_void_p(out.address), ctypes.c_int(2)], job["name"])
+    driver.synchronize()
+    return "ok", ""
+
+
+def _raw(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    """A test's kernel: launched as described, nothing checked (the sanitizer's report is the result)."""
+    module = driver.Module(build.compile_file(job["source"])[0], label=job["source"])
+    func = module.function(job["name"], job.get("smem", 0))
+    args = [ctypes.c_void_p(buffers.empty(b["bytes"], zero=b.get("fill") == "zero").address)
+            for b in job.get("buffers", [])]
+    args += [ctypes.c_int(value) for value in job.get("ints", [])]
+    driver.launch(func, (job["grid"],), (job["threads"],), job.get("smem", 0), 0, args, job["name"],
+                  cluster=job.get("cluster", 1))
+    driver.synchronize()
+    return "ran", ""
+
+
+RUNNERS = {"mma.sp": _mma_sp, "wgmma.sp": _wgmma_sp, "peak": _peak, "stream_read": _stream_read,
+           "mma_sp_peak": _mma_sp_peak, "raw": _raw}
+
+
+def run_jobs(jobs: list[dict], out=sys.stdout) -> bool:
+    """Run each job, one JSON line each on ``out``; False where a CUDA error stopped the list."""
+    for index, job in enumerate(jobs):
+        label = job["name"] if job["kernel"] == "raw" else job_label(job)
+        buffers = _Buffers()
+        try:
+            status, detail = RUNNERS[job["kernel"]](job, buffers)
+            buffers.free()
+        except (driver.CudaError, build.KernelBuildError) as error:
+            status, detail = "error", str(error).splitlines()[0]
+        print(json.dumps({"index": index, "kernel": label.split(" ")[0], "label": label, "status": status,
+                          "detail": detail}), file=out, flush=True)
+        if status == "error":
+            return False
+    return True
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as file:
+        jobs = json.load(file)
+    return 0 if run_jobs(jobs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""What the compute-sanitizer pass launches (:mod:`vkcoop.cuda.sanitizer`): every configuration of the hand-written
+kernels that ships or that the tests run, at problems small enough for racecheck yet reaching each code path, and
+the peak kernels. A job is a JSON-able dict that :mod:`vkcoop.cuda.sanitize_child` runs.
+
+mma.sp (``MmaSpGemm.CONFIGS``), plain and pipelined kernels: three row tiles by two column tiles (a partial group of
+the grouped raster) over ``stages + 2`` K slices (the ring of shared-memory stages wraps), and a single tile of one
+slice (fewer slices than stages: with three or more, the prologue commits empty groups). Split-K (``wN``) and cluster-summed (``wNcs``)
+configurations: three tiles over 23 slices (the last split gets fewer: 12 splits of 2 where they sum in global
+memory, one short; 8 of 3 in a cluster, the last of 2) and two tiles of two slices (one slice a split). wgmma.sp
+(``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``, CTA pairs among them): three row tiles (of pairs) by two column
+tiles over ``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice. fp16 on every
+problem; bf16 (another entry point each) on the first. Each runs twice: the split kernels must leave their counters
+at zero for the next launch.
+"""
+from __future__ import annotations
+
+from .configs import MmaSpConfig, WgmmaSpConfig
+from .gemm import MmaSpGemm, WgmmaSpGemm
+from .peak import FORMS
+
+UNEVEN_SLICES = 23
+
+
+def mma_sp_problems(cfg: MmaSpConfig) -> list[tuple[str, int, int, int]]:
+    """(what it reaches, M, N, K) for an mma.sp configuration."""
+    if cfg.per_sm:
+        return [("uneven K splits", 3 * cfg.bm, cfg.bn, UNEVEN_SLICES * cfg.bk),
+                ("one slice a split", cfg.bm, 2 * cfg.bn, 2 * cfg.bk)]
+    return [("ring wraps, partial raster group", 3 * cfg.bm, 2 * cfg.bn, (cfg.stages + 2) * cfg.bk),
+            ("one slice", cfg.bm, cfg.bn, cfg.bk)]
+
+
+def wgmma_sp_problems(cfg: WgmmaSpConfig) -> list[tuple[str, int, int, int]]:
+    """(what it reaches, M, N, K) for a wgmma.sp configuration (rows in whole CTA pairs where it has them)."""
+    rows = cfg.bm * cfg.cluster
+    return [("ring wraps, partial raster group", 3 * rows, 2 * cfg.bn, (cfg.stages + 3) * 64),
+            ("one slice", rows, cfg.bn, 64)]
+
+
+def _gemm_jobs(kernel: str, key: str, problems, bf16: bool) -> list[dict]:
+    jobs = []
+    for index, (what, m, n, k) in enumerate(problems):
+        for dtype in ("float16", "bfloat16") if bf16 and index == 0 else ("float16",):
+            jobs.append({"kernel": kernel, "config": key, "dtype": dtype, "problem": what, "m": m, "n": n, "k": k})
+    return jobs
+
+
+def shipped_jobs() -> list[dict]:
+    """Every mma.sp and wgmma.sp configuration on its problems, then every peak kernel."""
+    jobs = []
+    for key, cfg in MmaSpGemm.CONFIGS.items():
+        jobs += _gemm_jobs("mma.sp", key, mma_sp_problems(cfg), bf16=True)
+    for key, cfg in WgmmaSpGemm.CONFIGS.items():
+        jobs += _gemm_jobs("wgmma.sp", key, wgmma_sp_problems(cfg), bf16=not cfg.fp16_only)
+    for index, cfg in enumerate(WgmmaSpGemm.DIAGNOSTIC_CONFIGS):
+        jobs += _gemm_jobs("wgmma.sp", f"diagnostic:{index}", wgmma_sp_problems(cfg), bf16=False)
+    jobs += [{"kernel": "peak", "name": form.kernel} for form in FORMS]
+    jobs += [{"kernel": "stream_read", "name": "peak_stream_read"},
+             {"kernel": "mma_sp_peak", "name": "mma_sp_peak_f16"}]
+    return jobs
+
+
+def wgmma_config(key: str) -> WgmmaSpConfig:
+    """A wgmma.sp job's configuration: a key of ``CONFIGS``, or ``diagnostic:INDEX`` of ``DIAGNOSTIC_CONFIGS``."""
+    if key.startswith("diagnostic:"):
+        return WgmmaSpGemm.DIAGNOSTIC_CONFIGS[int(key.split(":")[1])]
+    return WgmmaSpGemm.CONFIGS[key]
+
+
+def job_label(job: dict) -> str:
+    """How a job is named in the report: its kernel entry point, configuration and problem."""
+    if job["kernel"] == "mma.sp":
+        name = MmaSpGemm.CONFIGS[job["config"]].kernel_name(job["dtype"])
+    elif job["kernel"] == "wgmma.sp":
+        name = wgmma_config(job["config"]).kernel_name(job["dtype"])
+    else:
+        return job["name"]
+    return f"{name} {job['m']}x{job['n']}x{job['k']} ({job['problem']})"
+
+
+def kernel_name(job: dict) -> str:
+    """The entry point a job launches."""
+    return job_label(job).split(" ")[0]
