@@ -36,17 +36,17 @@ def print_gpu_av(report) -> None:
                 console.print(f"  {message[:600]}", highlight=False)
     for note in report.not_instrumented()[:10]:
         console.print(f"[yellow]not instrumented[/yellow]: {note[:600]}", highlight=False)
-    console.print(report.line(), highlight=False)
+    console.print(report.line(), highlight=False, soft_wrap=True)
 
 
 def cmd_vulkan(args) -> int:
     from .. import vk
-    from ..sanitize import run_gpu_av
+    from ..sanitize import vulkan as gpu_av
 
     output_path(args.json)
     check_device(args.device)
     try:
-        report = run_gpu_av(args.device, dtype=args.dtype, parts=args.parts, progress=_progress)
+        report = gpu_av.run_gpu_av(args.device, dtype=args.dtype, parts=args.parts, progress=_progress)
     except vk.LayerNotFoundError as error:
         raise CliError(str(error), "install vulkan-validationlayers (1.4: scripts/gpu_env.sh points "
                        "VK_ADD_LAYER_PATH at it)", Exit.ENVIRONMENT) from None
@@ -55,7 +55,7 @@ def cmd_vulkan(args) -> int:
     if args.json != "-":
         print_gpu_av(report)
     else:   # stdout holds the JSON: the summary goes beside the progress
-        err_console.print(report.line(), highlight=False)
+        err_console.print(report.line(), highlight=False, soft_wrap=True)
     if not any(r.status in ("ok", "failed") for r in report.runs):
         raise CliError(f"nothing ran under GPU-AV on {report.device}: every part was skipped",
                        "it needs a device with VK_NV_cooperative_matrix2", Exit.ENVIRONMENT)
@@ -100,7 +100,7 @@ def print_sanitizer(report) -> None:
                 console.print(f"[red]{run.tool}[/red] {result['label']}: {result['status']} {result['detail'][:300]}",
                               highlight=False)
     for line in report.lines():
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def cmd_cuda(args) -> int:
@@ -125,7 +125,7 @@ def cmd_cuda(args) -> int:
         print_sanitizer(report)
     else:   # stdout holds the JSON: the summaries go beside the progress
         for line in report.lines():
-            err_console.print(line, highlight=False)
+            err_console.print(line, highlight=False, soft_wrap=True)
     return Exit.OK if report.ok else Exit.FAILED
 
 
