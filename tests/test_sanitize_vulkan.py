@@ -113,7 +113,7 @@ def test_the_report_counts_what_ran_and_is_ok_only_without_findings():
                                           (_report(gpu_av.GpuAvRun("sample", "decode", messages=["m"])), 1)])
 def test_the_command_exits_by_the_report(monkeypatch, tmp_path, capsys, report, code):
     from vkcoop.sanitize import vulkan
-    monkeypatch.setattr(vulkan, "run_gpu_av", lambda device, dtype, parts, progress: report)
+    monkeypatch.setattr(vulkan, "run_gpu_av", lambda device, dtype, parts, progress, checkpoint: checkpoint(report) or report)
     out = tmp_path / "gpu-av.json"
     assert cli.main(["sanitize", "vulkan", "--json", str(out)]) == code
     assert json.loads(out.read_text())["ok"] is (code == 0)
@@ -129,7 +129,7 @@ def test_bad_parts_are_a_one_line_usage_error(capsys):
 def test_nothing_to_run_is_an_environment_error(monkeypatch, capsys):
     from vkcoop.sanitize import vulkan
     skipped = _report(gpu_av.GpuAvRun("sample", "decode", status="skipped", reason="no coopmat2"))
-    monkeypatch.setattr(vulkan, "run_gpu_av", lambda device, dtype, parts, progress: skipped)
+    monkeypatch.setattr(vulkan, "run_gpu_av", lambda device, dtype, parts, progress, checkpoint: skipped)
     assert cli.main(["sanitize", "vulkan"]) == 3
     assert "every part was skipped" in capsys.readouterr().err
 
@@ -138,6 +138,7 @@ REASON = coopmat2_reason()
 
 
 @pytest.mark.gpu
+@pytest.mark.sanitizer
 @pytest.mark.skipif(REASON is not None, reason=str(REASON))
 def test_attention_seeds_are_clean_under_gpu_av():
     try:
@@ -148,3 +149,25 @@ def test_attention_seeds_are_clean_under_gpu_av():
         raise
     assert report.totals()["attention_configurations"] == len(gpu_av.attention_jobs())
     assert report.ok, [r.to_dict() for r in report.runs if r.messages or r.status != "ok"][:4]
+
+
+def test_each_finished_part_is_written_before_the_next_starts(monkeypatch, tmp_path):
+    from vkcoop.sanitize import vulkan
+    out = tmp_path / "gpu-av.json"
+    written = []
+
+    class Stop(Exception):
+        pass
+
+    def samples(device, progress):
+        return [gpu_av.GpuAvRun("sample", "decode", pipelines=3)]
+
+    def gemm(device, dtype, progress):
+        written.append(json.loads(out.read_text()))
+        raise Stop
+
+    monkeypatch.setattr(vulkan, "_sample_runs", samples)
+    monkeypatch.setattr(vulkan, "_gemm_runs", gemm)
+    with pytest.raises(Stop):
+        cli.main(["--debug", "sanitize", "vulkan", "--json", str(out)])
+    assert written and written[0]["totals"]["samples"] == 1 and written[0]["totals"]["pipelines"] == 3

@@ -15,9 +15,18 @@
 #            attention.json / .png: vkcoop bench attention --ceilings (prefill and decode, fp16 and bf16)
 #   core     capabilities.json (vkcoop info --json), facts.log, inspect-*.json (vkcoop inspect: the driver's
 #            machine code for each GEMM kernel and the attention kernel), fuzz.json (vkcoop fuzz, both targets)
-#   tests    pytest-gpu.log: the GPU suite, python3 -m pytest -m "gpu or cuda or vulkan" -n 16
+#   waterfall
+#            waterfall-bench.json (vkcoop bench sparse on benchmarks/shapes-waterfall.csv, the paths of each rung),
+#            waterfall.json / .png (vkcoop bench waterfall of it and of attention.json where the set has one)
+#   tests    pytest-gpu.log: the GPU suite, python3 -m pytest -m "(gpu or cuda or vulkan) and not sanitizer" -n 16
+#   gpu-av   gpu-av-samples.json, gpu-av-seeds.json (vkcoop sanitize vulkan: every sample, then every GEMM and
+#            attention seed on an aligned and a ragged problem, under GPU-assisted validation)
+#   sanitizer
+#            sanitizer.json and sanitizer-logs.tgz (vkcoop sanitize cuda: every hand-written CUDA kernel
+#            configuration under memcheck, racecheck, synccheck and initcheck); pytest-sanitizer.log: the planted
+#            faults each tool must report, and the GPU-AV tests (pytest -m sanitizer)
 #
-# Each part fits one 10-minute command on an H100; run them in this order on one machine. The folder starts
+# Each part fits one 10-minute command on an H100 or H200; run them in this order on one machine. The folder starts
 # empty with the first part (fresh, or the first one named), so it only ever holds one run of one commit:
 # set.json says which, steps.json holds each step's command, wall time and exit status, and SUMMARY.md (vkcoop
 # bench summary) is generated from the JSON. With $OUT set (an output folder the host hands back), the folder is
@@ -25,11 +34,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(fresh grid attention core tests)
+all_parts="fresh grid attention core waterfall tests gpu-av sanitizer"
+[ ${#parts[@]} -gt 0 ] || read -ra parts <<<"$all_parts"
 for part in "${parts[@]}"; do
-  case "$part" in
-    fresh|grid|attention|core|tests) ;;
-    *) echo "results.sh: unknown part '$part' (fresh, grid, attention, core, tests)" >&2; exit 2 ;;
+  case " $all_parts " in
+    *" $part "*) ;;
+    *) echo "results.sh: unknown part '$part' (${all_parts// /, })" >&2; exit 2 ;;
   esac
 done
 # shellcheck disable=SC1091
@@ -100,8 +110,28 @@ for part in "${parts[@]}"; do
       STEP_TIMEOUT=90 step inspect-attention -- "$py" -m vkcoop inspect --attention prefill/fp16/128/4096/128:64x64 \
         --json "$dir/inspect-attention.json"
       STEP_TIMEOUT=150 step fuzz -- "$py" -m vkcoop fuzz --cases 20000 --target both --json "$dir/fuzz.json" ;;
+    waterfall)
+      STEP_TIMEOUT=420 step waterfall-bench -- "$py" -m vkcoop bench sparse --shapes benchmarks/shapes-waterfall.csv \
+        --paths cuBLAS,cuda-mma.sync,cuda-mma.sync-cap,vk-coopmat2-dense,cuSPARSELt,cuda-wgmma.sp,cuda-mma.sp,cuda-mma.sp-cap,vk-coopmat2-2:4 \
+        --ceilings --json "$dir/waterfall-bench.json"
+      attention=()
+      [ -f "$dir/attention.json" ] && attention=("$dir/attention.json")
+      STEP_TIMEOUT=60 step waterfall -- "$py" -m vkcoop bench waterfall "$dir/waterfall-bench.json" "${attention[@]}" \
+        --json "$dir/waterfall.json" --plot "$dir/waterfall.png" ;;
     tests)
-      step pytest-gpu -- "$py" -m pytest -p no:cacheprovider -p no:benchmark -q -n 16 --dist load -m "gpu or cuda or vulkan" ;;
+      step pytest-gpu -- "$py" -m pytest -p no:cacheprovider -p no:benchmark -q -n 16 --dist load \
+        -m "(gpu or cuda or vulkan) and not sanitizer" ;;
+    gpu-av)
+      STEP_TIMEOUT=270 step gpu-av-samples -- "$py" -m vkcoop sanitize vulkan --parts samples \
+        --json "$dir/gpu-av-samples.json"
+      STEP_TIMEOUT=290 step gpu-av-seeds -- "$py" -m vkcoop sanitize vulkan --parts gemm,attention \
+        --json "$dir/gpu-av-seeds.json" ;;
+    sanitizer)
+      STEP_TIMEOUT=380 step sanitizer -- "$py" -m vkcoop sanitize cuda --timeout 280 --logs /tmp/sanitizer-logs \
+        --json "$dir/sanitizer.json"
+      tar -czf "$dir/sanitizer-logs.tgz" -C /tmp sanitizer-logs 2>/dev/null
+      STEP_TIMEOUT=170 step pytest-sanitizer -- "$py" -m pytest -p no:cacheprovider -q -rfEs -W default -m sanitizer \
+        tests/test_cuda_sanitizer.py tests/test_vk_gpu_validation.py tests/test_sanitize_vulkan.py ;;
   esac
 done
 "$py" -m vkcoop bench summary "$dir" >/dev/null && echo "wrote $dir/SUMMARY.md"

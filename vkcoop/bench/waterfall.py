@@ -47,7 +47,7 @@ LADDERS = {
             Rung("mma.sp", "the instruction set", ("cuda-mma.sp",)),
             Rung("mma.sp at Vulkan's cap", "the cap", ("cuda-mma.sp-cap",)),
             Rung("Vulkan 2:4", "the driver's compiler and the API",
-                 ("vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "vk-khr-2:4"))),
+                 ("vk-coopmat2-2:4", "vk-coopmat2-2:4-expand"))),
     "attention": (Rung("cuDNN (wgmma)", "", ("torch-cudnn",)),
                   Rung("FlashAttention-2 (mma.sync)", "the instruction set and the kernel", ("torch-flash",)),
                   Rung("Vulkan coopmat2", "the driver's compiler, the API and the kernel", ("vk-coopmat2",))),

@@ -3,6 +3,7 @@ reads and writes (docs/sanitizers.md). Progress goes to stderr; the report to st
 clean, 1 with findings, 3 where the tool, the layer or the GPU is missing."""
 from __future__ import annotations
 
+import json
 import re
 
 from rich.table import Table
@@ -43,10 +44,16 @@ def cmd_vulkan(args) -> int:
     from .. import vk
     from ..sanitize import vulkan as gpu_av
 
-    output_path(args.json)
+    target = output_path(args.json)
     check_device(args.device)
+
+    def checkpoint(report):   # after each part: a run cut short keeps the parts it finished
+        if target is not None:
+            target.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+
     try:
-        report = gpu_av.run_gpu_av(args.device, dtype=args.dtype, parts=args.parts, progress=_progress)
+        report = gpu_av.run_gpu_av(args.device, dtype=args.dtype, parts=args.parts, progress=_progress,
+                                   checkpoint=checkpoint)
     except vk.LayerNotFoundError as error:
         raise CliError(str(error), "install vulkan-validationlayers (1.4: scripts/gpu_env.sh points "
                        "VK_ADD_LAYER_PATH at it)", Exit.ENVIRONMENT) from None

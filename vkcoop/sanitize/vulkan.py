@@ -30,7 +30,6 @@ from ..attention.reference import check_attention, reference_attention, toleranc
 from ..attention.seeds import ATTENTION_SEEDS
 from ..attention.tiles import parse_attention_config
 from ..attention.vulkan import EXTENSIONS, device_target_workgroups
-from ..errors import Error
 from ..gemm import GemmOperands, GemmProblem
 from ..gemm.path import check_bound
 from ..gemm.paths import SEEDS, VulkanDevicePaths
@@ -182,6 +181,16 @@ def attention_shapes(cls: str) -> list[tuple[str, AttentionShape, bool]]:
 
 
 # --- running -----------------------------------------------------------------------------------------------------
+def _reason(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _lost(kind: str, name: str, error: BaseException) -> GpuAvRun:
+    """The run that lost the device: the part stops there (nothing after it could run)."""
+    return GpuAvRun(kind, name, status="error", reason=f"{_reason(error)}; the part stopped here")
+
+
 def _layer_version() -> str:
     import vulkan
     for layer in vulkan.vkEnumerateInstanceLayerProperties():
@@ -216,8 +225,10 @@ def _gemm_run(group: VulkanDevicePaths, job: GemmJob, shape: tuple, dtype: str, 
             bound.release()
         if failure is not None:
             run.status, run.reason = "failed", failure["reason"]
-    except Error as error:
-        run.status, run.reason = "error", f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    except vk.DeviceLostError:
+        raise
+    except Exception as error:  # noqa: BLE001 - one configuration's failure is its run's result, not the pass's end
+        run.status, run.reason = "error", _reason(error)
     return run.take(group.device.instance)
 
 
@@ -236,6 +247,8 @@ def _gemm_runs(device, dtype: str, progress) -> list[GpuAvRun]:
         flush = GpuAvRun("flush", "l2_flush", shape="256 MiB")
         group.device.run(*group.flush().dispatch_args())
         runs.append(flush.take(group.device.instance))
+    except vk.DeviceLostError as error:
+        runs.append(_lost("gemm", f"after {len(runs)} runs", error))
     finally:
         instance = group.device.instance
         group.close()
@@ -271,8 +284,10 @@ def _attention_run(device, cls: str, label: str, sources, case, dtype: str) -> G
             if not ok:
                 run.status, run.reason = "failed", why
                 break
-    except Error as error:
-        run.status, run.reason = "error", f"{type(error).__name__}: {str(error).splitlines()[0]}"
+    except vk.DeviceLostError:
+        raise
+    except Exception as error:  # noqa: BLE001 - one configuration's failure is its run's result, not the pass's end
+        run.status, run.reason = "error", _reason(error)
     return run.take(device.instance)
 
 
@@ -283,9 +298,13 @@ def _attention_runs(device, dtype: str, progress) -> list[GpuAvRun]:
         return [GpuAvRun("attention", "vk-coopmat2-attention", status="skipped", reason=str(error))]
     runs = []
     with gpu:
-        for cls, label, sources in attention_jobs():
-            progress(f"attention {cls} {label}")
-            runs += [_attention_run(gpu, cls, label, sources, case, dtype) for case in attention_shapes(cls)]
+        try:
+            for cls, label, sources in attention_jobs():
+                progress(f"attention {cls} {label}")
+                for case in attention_shapes(cls):
+                    runs.append(_attention_run(gpu, cls, label, sources, case, dtype))
+        except vk.DeviceLostError as error:
+            runs.append(_lost("attention", f"after {len(runs)} runs", error))
     return runs
 
 
@@ -306,19 +325,21 @@ def _sample_runs(device, progress) -> list[GpuAvRun]:
 PARTS = ("samples", "gemm", "attention")
 
 
-def run_gpu_av(device=None, *, dtype: str = "fp16", parts=PARTS, progress=None) -> GpuAvReport:
+def run_gpu_av(device=None, *, dtype: str = "fp16", parts=PARTS, progress=None, checkpoint=None) -> GpuAvReport:
     """Every part of ``parts`` under GPU-AV on ``device`` (index, name or None); ``progress(text)`` hears what
-    starts. LayerNotFoundError where the layer or its GPU-AV is missing, NoDeviceError without a device."""
+    starts, ``checkpoint(report)`` gets the report so far after each part (a run cut short keeps what it did).
+    LayerNotFoundError where the layer or its GPU-AV is missing, NoDeviceError without a device."""
     progress = progress or (lambda text: None)
     started = time.monotonic()
     with vk.Instance(validate="gpu") as instance:
         report = GpuAvReport(device=instance.select(device).name, layer=_layer_version(),
                              extensions=list(instance.extensions))
-    if "samples" in parts:
-        report.runs += _sample_runs(device, progress)
-    if "gemm" in parts:
-        report.runs += _gemm_runs(device, dtype, progress)
-    if "attention" in parts:
-        report.runs += _attention_runs(device, dtype, progress)
-    report.seconds = time.monotonic() - started
+    steps = {"samples": lambda: _sample_runs(device, progress), "gemm": lambda: _gemm_runs(device, dtype, progress),
+             "attention": lambda: _attention_runs(device, dtype, progress)}
+    for part in PARTS:
+        if part in parts:
+            report.runs += steps[part]()
+            report.seconds = time.monotonic() - started
+            if checkpoint is not None:
+                checkpoint(report)
     return report
