@@ -59,6 +59,14 @@ USAGE = [
     (["shaders", "dis", "load_store", "-D", "NOEQUALS"], 2, ["NOEQUALS"]),
     (["shaders", "list", "load_store", "-D", "ELEMENT=F64"], 2, ["ELEMENT=F64", "vkcoop shaders list PATTERN"]),
     (["frobnicate"], 2, ["frobnicate"]),
+    (["run", "--all", "--validate=gpu-av"], 2, ["--validate", "gpu-av"]),
+    (["sanitize"], 2, ["TARGET"]),
+    (["sanitize", "cuda", "--tools", "leakcheck"], 2, ["--tools", "leakcheck"]),
+    (["sanitize", "cuda", "--kernels", "("], 2, ["--kernels", "regular expression"]),
+    (["sanitize", "cuda", "--kernels", "no_such_kernel"], 2, ["--kernels", "matches none"]),
+    (["sanitize", "cuda", "--timeout", "0"], 2, ["--timeout"]),
+    (["sanitize", "vulkan", "--parts", "shaders"], 2, ["--parts", "shaders"]),
+    (["sanitize", "vulkan", "--dtype", "fp8"], 2, ["--dtype", "fp8"]),
 ]
 
 
@@ -242,7 +250,8 @@ def test_a_second_setup_run_does_no_work():
 
 
 @pytest.mark.parametrize("argv", [["bench", "peak", "--no-cuda"], ["bench", "attention"],
-                                  ["inspect", "--shader", "test/increment.comp"]])
+                                  ["inspect", "--shader", "test/increment.comp"], ["sanitize", "vulkan"],
+                                  ["sanitize", "cuda"]])
 def test_every_json_output_refuses_a_directory_before_any_work(argv, tmp_path):
     proc = vkcoop(*argv, "--json", str(tmp_path))
     assert proc.returncode == 2, proc.stderr[-2000:]

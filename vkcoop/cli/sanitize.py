@@ -79,7 +79,8 @@ def chosen_jobs(pattern: str | None) -> list[dict]:
     try:
         wanted = re.compile(pattern)
     except re.error as error:
-        raise CliError(f"--kernels {pattern!r} is not a regular expression ({error})") from None
+        raise CliError(f"--kernels {pattern!r} is not a regular expression ({error})",
+                       "give a Python regular expression, e.g. 'mma_sp_f16_.*_cs '") from None
     chosen = [job for job in jobs if wanted.search(job_label(job))]
     if not chosen:
         raise CliError(f"--kernels {pattern!r} matches none of the {len(jobs)} launches",
