@@ -125,9 +125,14 @@ def test_synccheck_and_initcheck_reports():
 def test_a_report_that_did_not_finish_is_not_clean():
     cut = parse_log("========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 16 bytes\n", "memcheck")
     assert cut.errors is None and not cut.finished and not cut.clean
-    crashed = parse_log(CLEAN.replace("========= ERROR", "========= Target application returned an error\n"
-                                      "========= ERROR"), "memcheck")
+    crashed = parse_log(CLEAN.replace("========= ERROR", "========= Internal Sanitizer Error: The Sanitizer "
+                                      "encountered an error while launching the application\n========= ERROR"),
+                        "memcheck")
     assert crashed.errors == 0 and crashed.run_problems and not crashed.clean
+    # the program's own failure leaves the report whole (the run's exit code tells the rest)
+    stopped = parse_log(MEMCHECK_PLANTED.replace("========= ERROR", "========= Target application returned an "
+                                                 "error\n========= ERROR"), "memcheck", ["planted_oob_write"])
+    assert stopped.program_failed and stopped.finished and stopped.errors == 33 and len(stopped.records) == 3
     assert parse_log("", "memcheck").errors is None
     # racecheck printing an ERROR SUMMARY of 0 after its hazards keeps the hazards' count
     both = parse_log(RACECHECK_ANALYSIS + "========= ERROR SUMMARY: 0 errors\n", "racecheck")

@@ -152,7 +152,8 @@ class ToolRun:
                 "exit_code": self.exit_code, "seconds": round(self.seconds, 1), "timed_out": self.timed_out,
                 "log": self.log_path, "errors": None if log is None else log.errors,
                 "warnings": None if log is None else log.warnings, "hazards": None if log is None else log.hazards,
-                "run_problems": [] if log is None else log.run_problems, "jobs": self.statuses(),
+                "run_problems": [] if log is None else log.run_problems,
+                "program_failed": bool(log is not None and log.program_failed), "jobs": self.statuses(),
                 "kernels": len(self.kernels()), "per_kernel_findings": {} if log is None else log.per_kernel(),
                 "records": [] if log is None else [r.to_dict() for r in log.records[:50]],
                 "results": self.results, "stderr": self.stderr[-4000:]}

@@ -17,10 +17,12 @@ PREFIX = "========="
 _ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+) errors?")
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
 _LEAK_SUMMARY = re.compile(r"LEAK SUMMARY:")
-#: Records that say the run itself did not complete, whatever the kernels did.
-_RUN_PROBLEM = re.compile(r"Target application returned an error|process didn't terminate|Internal Sanitizer Error|"
-                          r"No attachable process|terminated before first instrumented|Could not|"
-                          r"Error: .*(?:timeout|timed out)", re.IGNORECASE)
+#: Records that say the tool itself did not complete its check, whatever the kernels did.
+_RUN_PROBLEM = re.compile(r"process didn't terminate|Internal Sanitizer Error|No attachable process|"
+                          r"terminated before first instrumented|Error: .*(?:timeout|timed out)", re.IGNORECASE)
+#: The program's own exit status was not 0 (a kernel the tool stopped makes the next CUDA call fail): the tool's
+#: report is still whole; the run's exit code says the rest.
+_PROGRAM_FAILED = re.compile(r"Target application returned an error", re.IGNORECASE)
 _FUNCTION = re.compile(r"(?:\bat|\bin)\s+(?:0x[0-9a-f]+\s+in\s+)?(?:[\w./-]+:\d+:)?([A-Za-z_]\w*)(?:\(|\+0x)")
 
 
@@ -44,6 +46,7 @@ class SanitizerLog:
     hazards: int | None = None     # racecheck's hazards displayed
     records: list = field(default_factory=list)
     run_problems: list = field(default_factory=list)
+    program_failed: bool = False
 
     @property
     def finished(self) -> bool:
@@ -107,6 +110,9 @@ def parse_log(text: str, tool: str, kernels=()) -> SanitizerLog:
         if summary := _RACE_SUMMARY.match(head):
             hazards, errors, warnings = (int(g) for g in summary.groups())
             log.hazards, log.errors, log.warnings = hazards, max(log.errors or 0, errors), warnings
+            continue
+        if _PROGRAM_FAILED.search(head):
+            log.program_failed = True
             continue
         if _RUN_PROBLEM.search(head):
             log.run_problems.append("\n".join(lines))
