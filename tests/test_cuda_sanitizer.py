@@ -224,6 +224,9 @@ def test_options_go_in_only_where_the_tool_lists_them(tmp_path):
     assert memcheck[-4:] == [sys.executable, "-m", "vkcoop.cuda.sanitize_child", str(tmp_path / "j.json")]
     racecheck = sanitizer.tool_command("cs", "racecheck", tmp_path / "r.log", tmp_path / "j.json", listed)
     assert racecheck[racecheck.index("--racecheck-memcpy-async") + 1] == "yes" and "--padding" not in racecheck
+    synccheck = sanitizer.tool_command("cs", "synccheck", tmp_path / "s.log", tmp_path / "j.json",
+                                       listed | {"--check-warpgroup-mma"})
+    assert synccheck[synccheck.index("--check-warpgroup-mma") + 1] == "yes"
 
 
 # --- the runner and the command, against a stand-in compute-sanitizer ------------------------------------------

@@ -6,8 +6,8 @@ at once on one GPU; each writes its report to ``<logs>/<tool>.log`` and the chil
 ``<logs>/<tool>.jobs.jsonl``. A tool's run is clean when its report finished with 0 errors (racecheck: 0 errors and 0
 warnings), every job ran, and every result was right. Options a tool takes beyond its defaults are passed where
 this compute-sanitizer lists them in ``--help``: memcheck pads each allocation (an access just past a buffer lands
-in the padding, not in a neighbour) and checks bulk (TMA) copies and warpgroup MMAs, racecheck follows
-``cp.async`` copies. docs/sanitizers.md says what each tool covers and cannot.
+in the padding, not in a neighbour), racecheck follows ``cp.async`` copies, and the checks of bulk (TMA) copies and
+of warpgroup MMAs are asked for. docs/sanitizers.md says what each tool covers and cannot.
 
 ``find_compute_sanitizer()`` looks at ``$COMPUTE_SANITIZER``, ``PATH``, ``$CUDA_HOME``/``$CUDA_PATH``, beside nvcc
 and ``/usr/local/cuda``; :func:`availability` says why the pass cannot run here.
@@ -35,12 +35,14 @@ TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 ENV = "COMPUTE_SANITIZER"
 #: Per tool, (option, value) passed where ``--help`` lists the option.
 TOOL_OPTIONS = {
-    "memcheck": (("--padding", "256"), ("--check-bulk-copy", "yes"), ("--check-warpgroup-mma", "yes")),
+    "memcheck": (("--padding", "256"),),
     "racecheck": (("--racecheck-memcpy-async", "yes"),),
     "synccheck": (),
     "initcheck": (),
 }
-COMMON_OPTIONS = (("--print-limit", "1000"),)
+#: Every tool gets these where listed: the checks of bulk (TMA) copies and of warpgroup MMAs belong to whichever
+#: tools implement them, and a tool ignores another's options.
+COMMON_OPTIONS = (("--print-limit", "1000"), ("--check-bulk-copy", "yes"), ("--check-warpgroup-mma", "yes"))
 DEFAULT_TIMEOUT_S = 540.0
 
 
