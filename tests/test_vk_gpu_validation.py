@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +201,42 @@ def test_toolchain_layer_reports_the_planted_read(tmp_path):
     assert report["found"]["0"] == [], report["found"]["0"]
     findings = [f for f in report["found"]["1"] if f[0] == "error"]
     assert findings and "out of bounds" in findings[0][2], report["found"]["1"]
+
+
+# --- a probe of what GPU-AV checks: a coopmat2 tensor load past the end of its buffer ----------------------------
+TENSOR_FEATURES = ["cooperativeMatrix", "cooperativeMatrixTensorAddressing", "vulkanMemoryModel", "shaderFloat16",
+                   "storageBuffer16BitAccess"]
+
+
+def _tensor_load(device, source_rows: int) -> list:
+    """tensor/load_store.comp loading a 16 x 16 fp16 tensor from a buffer of ``source_rows`` rows of 16: the layout
+    says 16 rows, so with fewer the load reads past the buffer. The layer's messages, classified."""
+    spirv = toolchain_or_skip().compile(path=shader_path("tensor/load_store.comp"))
+    pipeline = device.pipeline(spirv, specialization={0: 16, 1: 16, 2: 0}, name="tensor-load-probe")
+    push = vk.pack_push_constants(*(np.uint32(v) for v in (16, 16, 0, 16, 0, 16, 0)))
+    with device.upload(np.ones((source_rows, 16), np.float16), name="source") as source, \
+            device.empty((16, 16), np.float16, name="destination") as destination:
+        device.run(pipeline, [source, destination], (1,), push)
+    return [(validation.classify(m), m.message_id, m.message[:300]) for m in device.instance.take_messages()]
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitizer
+def test_gpu_av_on_a_tensor_load_past_its_buffer_is_recorded():
+    """A probe, not a planted fault: whether GPU-AV checks a coopmat2 tensor load (OpCooperativeMatrixLoadTensorNV)
+    is the layer's coverage, written down in docs/sanitizers.md from this test's warning. The in-bounds load must
+    be clean: a message there would be a false report."""
+    from support import coopmat2_reason
+    reason = coopmat2_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        device = vk.Device(features=TENSOR_FEATURES, validate="gpu", pipeline_cache=False)
+    except vk.LayerNotFoundError as error:
+        pytest.skip(f"no validation layer with GPU-assisted validation: {error}")
+    with device:
+        device.instance.take_messages()
+        inside = _tensor_load(device, 16)
+        past = _tensor_load(device, 8)
+    assert [m for m in inside if m[0] == "error"] == [], inside
+    warnings.warn(f"GPU-AV on a coopmat2 tensor load 8 rows past its buffer: {past or 'no message'}")
