@@ -124,6 +124,7 @@ def gpu_validated_device():
 
 
 @pytest.mark.vulkan
+@pytest.mark.sanitizer
 def test_gpu_mode_enables_gpu_assisted_validation(gpu_validated_device):
     instance = gpu_validated_device.instance
     assert instance.validation == "gpu" and instance.validate
@@ -132,6 +133,7 @@ def test_gpu_mode_enables_gpu_assisted_validation(gpu_validated_device):
 
 
 @pytest.mark.vulkan
+@pytest.mark.sanitizer
 def test_planted_out_of_bounds_read_is_reported(gpu_validated_device):
     device = gpu_validated_device
     device.instance.take_messages()
@@ -189,6 +191,7 @@ def _toolchain_layer(tmp_path: Path) -> tuple[list[str], dict]:
 
 @pytest.mark.vulkan
 @pytest.mark.toolchain
+@pytest.mark.sanitizer
 def test_toolchain_layer_reports_the_planted_read(tmp_path):
     if not HAVE_DEVICE:
         pytest.skip(NO_DEVICE_REASON)
