@@ -36,7 +36,7 @@ DENSE = [_row("cuBLAS", 746.0), _row("cuda-mma.sync", 500.0), _row("cuda-mma.syn
          _row("vk-coopmat2-dense", 335.0)]
 SPARSE = [_row("cuSPARSELt", 1300.0), _row("cuSPARSELt-nvmath", 1350.0), _row("cuda-wgmma.sp", 1200.0),
           _row("cuda-mma.sp", 733.0), _row("cuda-mma.sp-cap", 500.0), _row("vk-coopmat2-2:4", 230.0),
-          _row("vk-khr-2:4", 257.0)]
+          _row("vk-coopmat2-2:4-expand", 257.0)]
 
 
 def test_the_dense_and_2_4_rungs_of_a_compute_bound_case():
@@ -47,8 +47,8 @@ def test_the_dense_and_2_4_rungs_of_a_compute_bound_case():
     assert [s.ratio for s in dense.steps[1:]] == pytest.approx([500 / 746, 400 / 500, 335 / 400])
     assert [s.what for s in dense.steps] == ["", "the instruction set", "the cap", "the driver's compiler and the API"]
     assert dense.total == pytest.approx(335 / 746)
-    # the fastest of each rung's paths stands for it: nvmath's cuSPARSELt on top, the KHR 2:4 path at the bottom
-    assert [s.path for s in sparse.steps] == ["cuSPARSELt-nvmath", "cuda-mma.sp", "cuda-mma.sp-cap", "vk-khr-2:4"]
+    # the fastest of each rung's paths stands for it: nvmath's cuSPARSELt on top, the expand path at the bottom
+    assert [s.path for s in sparse.steps] == ["cuSPARSELt-nvmath", "cuda-mma.sp", "cuda-mma.sp-cap", "vk-coopmat2-2:4-expand"]
     assert sparse.steps[1].ratio == pytest.approx(733 / 1350) and sparse.total == pytest.approx(257 / 1350)
 
 

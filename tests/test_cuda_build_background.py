@@ -12,7 +12,8 @@ from vkcoop.cuda import build
 def test_background_compiles_overlap_and_a_later_caller_reads_what_they_made(monkeypatch):
     compiled, cache, both_running = [], {}, threading.Barrier(2, timeout=5)
 
-    def fake_compile(name):
+    def fake_compile(source):
+        name = source.stem
         if name in cache:
             return cache[name], "cache"
         both_running.wait()          # the two sources compile at the same time, or this times out
@@ -21,7 +22,7 @@ def test_background_compiles_overlap_and_a_later_caller_reads_what_they_made(mon
         cache[name] = name.encode()
         return cache[name], "nvcc"
 
-    monkeypatch.setattr(build, "_compile_kernel", fake_compile)
+    monkeypatch.setattr(build, "_compile_file", fake_compile)
     threads = build.compile_in_background(["mma_sp", "wgmma_sp"])
     assert build.compile_kernel("mma_sp") == (b"mma_sp", "cache")     # waited for the background compile
     for thread in threads:
@@ -32,11 +33,12 @@ def test_background_compiles_overlap_and_a_later_caller_reads_what_they_made(mon
 def test_a_failed_background_compile_is_reported_by_the_call_that_needs_it(monkeypatch):
     calls = []
 
-    def failing(name):
+    def failing(source):
+        name = source.stem
         calls.append(name)
         raise build.KernelBuildError(f"nvcc failed for {name}.cu")
 
-    monkeypatch.setattr(build, "_compile_kernel", failing)
+    monkeypatch.setattr(build, "_compile_file", failing)
     for thread in build.compile_in_background(["broken"]):
         thread.join(timeout=5)
     try:
