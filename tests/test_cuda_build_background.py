@@ -48,3 +48,11 @@ def test_a_failed_background_compile_is_reported_by_the_call_that_needs_it(monke
     else:
         raise AssertionError("the failure was not reported")
     assert calls == ["broken", "broken"]
+
+
+def test_a_run_compiles_the_sources_of_the_hand_written_paths_it_wants():
+    from vkcoop.bench.sparse import kernel_sources
+
+    assert kernel_sources(["cuda-mma.sync", "cuda-mma.sp-cap", "cuBLAS", "vk-coopmat2-dense"]) == {"mma_dense", "mma_sp"}
+    assert kernel_sources(["cuda-wgmma.sp", "cuda-mma.sync-cap"]) == {"wgmma_sp", "mma_dense"}
+    assert kernel_sources(["cuSPARSELt", "vk-coopmat2-2:4"]) == set()

@@ -249,6 +249,15 @@ def _start_searcher(objects: dict, cases, tuner: Tuner):
     return searcher
 
 
+def kernel_sources(wanted) -> set[str]:
+    """The hand-written kernels' sources (``kernels/<source>.cu``) the CUDA paths of ``wanted`` launch."""
+    from ..cuda.mma_sync_paths import PATH_TYPES
+    from ..cuda.paths import PATH_CLASSES
+
+    kernels = [PATH_CLASSES.get(name) or getattr(PATH_TYPES.get(name), "kernel_class", None) for name in wanted]
+    return {getattr(kernel, "source", None) for kernel in kernels} - {None}
+
+
 def _prepare_cuda(wanted) -> None:
     """Start compiling the hand-written CUDA kernels the run will launch, first thing (one nvcc per source, in the
     background, while the devices are opened, the Vulkan pipelines created and the inputs made); their first launch
@@ -256,9 +265,8 @@ def _prepare_cuda(wanted) -> None:
     if not any(name in CUDA_PATHS for name in wanted) or not cuda_status()[0]:
         return      # no CUDA here: its paths are skipped, with their reason, later
     from ..cuda import build
-    from ..cuda.paths import PATH_CLASSES
 
-    sources = {getattr(PATH_CLASSES.get(name), "source", None) for name in wanted} - {None}
+    sources = kernel_sources(wanted)
     if sources and build.find_nvcc() is not None:
         build.compile_in_background(sorted(sources))
 

@@ -26,7 +26,7 @@ from vkcoop.paths import cache_root
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 ARCH = "sm_90a"
-NVCC_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-O3", "-std=c++17")
+NVCC_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-O3", "-std=c++17", "--split-compile=0")
 
 
 class KernelBuildError(Error, RuntimeError):

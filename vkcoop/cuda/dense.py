@@ -41,6 +41,7 @@ class MmaDenseGemm:
     shared memory (kernels/mma_dense.cu)."""
 
     name = "mma.sync"
+    source = "mma_dense"   # kernels/mma_dense.cu
     config_type = MmaDenseConfig
     CONFIGS = {
         # free: up to 227 KB of shared memory; 8 warps of 64x64 unless the key says t128 (4 warps)
@@ -144,7 +145,7 @@ class MmaDenseGemm:
         torch = _torch()
         m, n, k, cfg, a, b_t, c = self._prepare(a, b)
         name = cfg.kernel_name(_dtype_name(a.dtype))
-        func = module("mma_dense").function(name, cfg.smem_bytes)
+        func = module(self.source).function(name, cfg.smem_bytes)
         tiles = cfg.tiles(m, n)
         sms = torch.cuda.get_device_properties(b.device).multi_processor_count
         splits = cfg.splits(m, n, k, sms)
