@@ -30,7 +30,8 @@
 # empty with the first part (fresh, or the first one named), so it only ever holds one run of one commit:
 # set.json says which, steps.json holds each step's command, wall time and exit status, and SUMMARY.md (vkcoop
 # bench summary) is generated from the JSON. With $OUT set (an output folder the host hands back), the folder is
-# packed into $OUT/results-<gpu>.tgz after every step.
+# packed into $OUT/results-<gpu>[-$RESULTS_TAG].tgz after every step. On a host of two GPUs, parts may run at once,
+# one GPU each (CUDA_VISIBLE_DEVICES and VKCOOP_DEVICE, a RESULTS_TAG each), once the set exists.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
@@ -43,7 +44,7 @@ for part in "${parts[@]}"; do
   esac
 done
 # shellcheck disable=SC1091
-source scripts/gpu_env.sh
+[ -n "${VK_ADD_LAYER_PATH:-}" ] || source scripts/gpu_env.sh   # once per host: not twice at once
 py=${PYTHON:-python3}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
       | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[A-Za-z]+[0-9]+/) {print tolower($i); exit}}')
@@ -59,6 +60,10 @@ json.dump({"commit": sys.argv[2], "gpu": sys.argv[3],
 PY
 fi
 
+pack() {  # the set so far into $OUT (one archive per RESULTS_TAG: parts may run at once, one GPU each)
+  [ -z "${OUT:-}" ] || tar -czf "$OUT/results-${gpu:-unknown-gpu}${RESULTS_TAG:+-$RESULTS_TAG}.tgz" "$dir"
+}
+
 step() {  # step NAME -- COMMAND...: run it (its output in NAME.log), record its wall time and exit status
   local name=$1
   shift 2
@@ -67,17 +72,23 @@ step() {  # step NAME -- COMMAND...: run it (its output in NAME.log), record its
   { echo "\$ $*"; timeout "${STEP_TIMEOUT:-560}" "$@"; } >"$dir/$name.log" 2>&1
   local status=$? seconds=$((SECONDS - started))
   echo "   exit $status after $seconds s"; tail -n 2 "$dir/$name.log" | cut -c1-200 | sed 's/^/   | /'
-  "$py" - "$dir/steps.json" "$name" "$*" "$seconds" "$status" <<'PY'
-import json, sys
-path, name, command, seconds, status = sys.argv[1:]
-try:
-    steps = json.load(open(path))
-except (OSError, ValueError):
-    steps = []
-steps.append({"name": name, "command": command, "seconds": int(seconds), "exit": int(status)})
-json.dump(steps, open(path, "w"), indent=1)
+  "$py" - "$dir/steps.json" "$name" "$*" "$seconds" "$status" "${CUDA_VISIBLE_DEVICES:-}" <<'PY'
+import fcntl, json, sys
+path, name, command, seconds, status, gpu = sys.argv[1:]
+with open(path, "a+") as f:   # locked: two GPUs of one host may each run parts of the same set
+    fcntl.flock(f, fcntl.LOCK_EX)
+    f.seek(0)
+    try:
+        steps = json.loads(f.read() or "[]")
+    except ValueError:
+        steps = []
+    steps.append({"name": name, "command": command, "seconds": int(seconds), "exit": int(status),
+                  **({"cuda_visible_devices": gpu} if gpu else {})})
+    f.seek(0)
+    f.truncate()
+    json.dump(steps, f, indent=1)
 PY
-  [ -z "${OUT:-}" ] || tar -czf "$OUT/results-${gpu:-unknown-gpu}.tgz" "$dir"
+  pack
 }
 
 for part in "${parts[@]}"; do
@@ -135,4 +146,4 @@ for part in "${parts[@]}"; do
   esac
 done
 "$py" -m vkcoop bench summary "$dir" >/dev/null && echo "wrote $dir/SUMMARY.md"
-[ -z "${OUT:-}" ] || tar -czf "$OUT/results-${gpu:-unknown-gpu}.tgz" "$dir"
+pack
