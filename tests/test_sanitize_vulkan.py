@@ -147,7 +147,11 @@ def test_attention_seeds_are_clean_under_gpu_av():
         if type(error).__name__ == "LayerNotFoundError":
             pytest.skip(str(error))
         raise
-    assert report.totals()["attention_configurations"] == len(gpu_av.attention_jobs())
+    jobs = gpu_av.attention_jobs()
+    # every seed label ran, each (class, label) on every problem of its class
+    assert report.totals()["attention_configurations"] == len({label for _cls, label, _devices in jobs})
+    ran = [r for r in report.runs if r.kind == "attention" and r.status in ("ok", "failed")]
+    assert len(ran) == sum(len(gpu_av.attention_shapes(cls)) for cls, _label, _devices in jobs)
     assert report.ok, [r.to_dict() for r in report.runs if r.messages or r.status != "ok"][:4]
 
 
