@@ -280,6 +280,7 @@ def make_module(fake: FakeTorch) -> types.ModuleType:
     torch.as_tensor = lambda values, device=None: Tensor(np.asarray(values))
     torch.empty = lambda shape, dtype=None, device=None: Tensor(np.zeros(shape, (dtype or float32).numpy))
     torch.ones = lambda shape, dtype=None, device=None: Tensor(np.ones(shape, (dtype or float32).numpy))
+    torch.zeros = lambda shape, dtype=None, device=None: Tensor(np.zeros(shape, (dtype or float32).numpy))
     torch.mm = fake.mm
     torch._cslt_compress = fake.cslt_compress
     torch._cslt_sparse_mm = fake.cslt_sparse_mm

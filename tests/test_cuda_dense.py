@@ -154,6 +154,117 @@ def test_the_capped_mma_sp_path():
     assert run_environment([MmaSyncPath("cuda-mma.sync", None, 0.0, OPT_IN)]) == {}
 
 
+# ---------------------------------------------------------------- the launch (a stand-in module and driver)
+
+@pytest.fixture
+def stand_in_kernels(monkeypatch):
+    """launches.module and the driver's cluster occupancy without a GPU: ``capacity`` (cluster size -> clusters at
+    once, 1000 unless set) answers cuOccupancyMaxActiveClusters; ``loaded`` records (source, name, smem)."""
+    from vkcoop.cuda import driver, launches
+    state = {"loaded": [], "capacity": {}}
+
+    class StandInModule:
+        def __init__(self, source):
+            self.source = source
+
+        def function(self, name, dynamic_smem=0):
+            state["loaded"].append((self.source, name, dynamic_smem))
+            return f"function {name}"
+
+    monkeypatch.setattr(launches, "module", StandInModule)
+    monkeypatch.setattr(driver, "max_active_clusters",
+                        lambda func, cluster, threads, smem, name: state["capacity"].get(cluster, 1000))
+    return state
+
+
+def _values(launch):
+    return [arg.value for arg in launch.args]
+
+
+def test_the_dense_plan_passes_what_the_kernel_takes(stand_in_kernels):
+    """Worked by hand from the kernel's entry points (kernels/mma_dense.cu): a, b_t, c, [partials, arrivals], M, N,
+    K, [splits]; one CTA a (tile, split), a cluster of the splits of a tile where they sum on chip."""
+    from vkcoop.cuda.launches import mma_dense_plan
+    a, b_t, c, partials, arrivals = 0x1000, 0x2000, 0x3000, 0x4000, 0x5000
+    # split-K in global memory, ragged 1000x30x1000: 8 tiles of 16 slices, 16 splits of one (test above)
+    plan = mma_dense_plan(MmaDenseGemm.CONFIGS["128x32k64s2w3"], "float16", 1000, 30, 1000, 132)
+    launch = plan.launch(a, b_t, c, partials, arrivals)
+    assert plan.split_buffers and (plan.tiles, plan.splits, plan.partial_floats) == (8, 16, 16 * 8 * 128 * 32)
+    assert _values(launch) == [a, b_t, c, partials, arrivals, 1000, 30, 1000, 16]
+    assert (launch.name, launch.grid, launch.threads, launch.smem, launch.cluster) == \
+        ("mma_dense_f16_128x32_k64_8x1_s2_g8_sk", 128, 256, 40960, 1)
+    assert stand_in_kernels["loaded"] == [("mma_dense", launch.name, 40960)]
+    # whole K, 200x136x328 in 2 x 2 tiles of the Vulkan seed's twin: no scratch, whatever is given
+    plan = mma_dense_plan(MmaDenseGemm.CONFIGS["128x128k32s3t128g4"], "bfloat16", 200, 136, 328, 132)
+    launch = plan.launch(a, b_t, c, partials, arrivals)
+    assert not plan.split_buffers and _values(launch) == [a, b_t, c, 200, 136, 328]
+    assert (launch.name, launch.grid, launch.threads, launch.smem, launch.cluster) == \
+        ("mma_dense_bf16_128x128_k32_2x2_s3_g4", 4, 128, 49152, 1)
+    # cluster sum, 1000x30x1000: 16 slices, 8 splits of 2, one cluster of 8 a tile
+    cluster_cfg = MmaDenseGemm.CONFIGS["128x32k64s4w2cs"]
+    launch = mma_dense_plan(cluster_cfg, "float16", 1000, 30, 1000, 132).launch(a, b_t, c)
+    assert _values(launch) == [a, b_t, c, 1000, 30, 1000] and (launch.grid, launch.cluster) == (64, 8)
+    assert "splits=8 (one cluster a tile)" in launch.description
+    # a device that runs 7 clusters of 8 at once (< 8 tiles): 7 at most, 16 slices evened out to 6 splits of 3
+    stand_in_kernels["capacity"] = {8: 7}
+    launch = mma_dense_plan(cluster_cfg, "float16", 1000, 30, 1000, 132).launch(a, b_t, c)
+    assert (launch.grid, launch.cluster) == (48, 6)
+
+
+def _entry_points() -> dict[str, tuple[int, list]]:
+    """{entry point: (block size, the ctypes type of each parameter)}, read from the generated instances header and
+    the entry macros of kernels/mma_dense.cu."""
+    import ctypes
+    import re
+    kernel = (build.KERNEL_DIR / "mma_dense.cu").read_text()
+    macros = {macro: [ctypes.c_void_p if "*" in p else ctypes.c_int
+                      for p in params.replace("\\", " ").split(",")]
+              for macro, params in re.findall(r"#define (VK_MMA_DENSE\w*_ENTRY)\(.*?\bNAME\(([^)]*)\)", kernel, re.S)}
+    assert set(macros) == {"VK_MMA_DENSE_ENTRY", "VK_MMA_DENSE_SPLIT_ENTRY"}
+    header = (build.KERNEL_DIR / "mma_dense_instances.cuh").read_text()
+    return {name: (int(threads), macros[macro])
+            for macro, name, threads in re.findall(r"^(VK_MMA_DENSE\w*_ENTRY)\((\w+), (\d+),", header, re.M)}
+
+
+@pytest.mark.parametrize("key", list(MmaDenseGemm.CONFIGS))
+def test_every_dense_launch_matches_its_entry_point(stand_in_kernels, key):
+    import ctypes
+    entries = _entry_points()
+    cfg = MmaDenseGemm.CONFIGS[key]
+    for dtype in ("float16", "bfloat16"):
+        from vkcoop.cuda.launches import mma_dense_plan
+        launch = mma_dense_plan(cfg, dtype, 1000, 30, 1000, 132).launch(1, 2, 3, 4, 5)
+        threads, types = entries[launch.name]
+        assert launch.threads == threads and [type(arg) for arg in launch.args] == types
+        assert types.count(ctypes.c_void_p) == (5 if cfg.per_sm and not cfg.cluster_sum else 3)
+
+
+def test_bind_runs_the_plan_on_the_tensors(stand_in_kernels, monkeypatch):
+    """MmaDenseGemm.bind on a stand-in torch: B copied column-major once, the split buffers allocated, and the
+    launch given their addresses, the problem and the splits."""
+    import fake_torch
+    from vkcoop.cuda import driver
+    fake_torch.install(monkeypatch)
+    launched = []
+    monkeypatch.setattr(driver, "launch", lambda func, grid, block, smem, stream, args, name, cluster=1:
+                        launched.append((func, grid, block, smem, stream, [arg.value for arg in args], name, cluster)))
+    rng = np.random.default_rng(0)
+    a = fake_torch.Tensor(rng.standard_normal((1000, 1000)).astype(np.float16))
+    b = fake_torch.Tensor(rng.standard_normal((1000, 30)).astype(np.float16))
+    op = MmaDenseGemm("128x32k64s2w3").bind(a, b)
+    c = op()
+    kept_a, b_t, partials, arrivals = op.keep
+    assert kept_a is a and np.array_equal(b_t.array, b.array.T) and b_t.is_contiguous()
+    assert partials.array.shape == (16 * 8 * 128 * 32,) and partials.dtype is fake_torch.float32
+    assert arrivals.dtype is fake_torch.int32 and not arrivals.array.any() and arrivals.array.shape == (8,)
+    name = "mma_dense_f16_128x32_k64_8x1_s2_g8_sk"
+    assert c.shape == (1000, 30) and launched == [
+        (f"function {name}", (128,), (256,), 40960, 0,
+         [a.data_ptr(), b_t.data_ptr(), c.data_ptr(), partials.data_ptr(), arrivals.data_ptr(), 1000, 30, 1000, 16],
+         name, 1)]
+    assert op.description == f"{name} grid=128 splits=16"
+
+
 # ---------------------------------------------------------------- machine code (nvcc and nvdisasm)
 
 NVCC = build.find_nvcc()

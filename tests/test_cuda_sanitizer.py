@@ -11,14 +11,16 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vkcoop import cli
 from vkcoop.cuda import build, sanitizer
 from vkcoop.cuda.configs import MAX_CLUSTER_SPLITS
+from vkcoop.cuda.dense import MmaDenseGemm
 from vkcoop.cuda.gemm import MmaSpGemm, WgmmaSpGemm
-from vkcoop.cuda.sanitize_jobs import (UNEVEN_SLICES, job_label, kernel_name, mma_sp_problems, shipped_jobs,
-                                       wgmma_sp_problems)
+from vkcoop.cuda.sanitize_jobs import (UNEVEN_SLICES, job_label, kernel_name, mma_dense_problems, mma_sp_problems,
+                                       shipped_jobs, wgmma_sp_problems)
 from vkcoop.cuda.sanitizer_log import parse_log
 
 PLANTED = Path(__file__).resolve().parent / "cuda" / "planted_faults.cu"
@@ -148,6 +150,8 @@ def test_every_shipped_entry_point_is_launched():
     for cfg in WgmmaSpGemm.CONFIGS.values():
         assert cfg.kernel_name("float16") in launched and (cfg.fp16_only or cfg.kernel_name("bfloat16") in launched)
     assert {cfg.kernel_name("float16") for cfg in WgmmaSpGemm.DIAGNOSTIC_CONFIGS} <= launched
+    for cfg in MmaDenseGemm.CONFIGS.values():
+        assert {cfg.kernel_name("float16"), cfg.kernel_name("bfloat16")} <= launched
     assert {"peak_wgmma_sp_bf16_f32", "peak_mma_s8_s32", "peak_stream_read", "mma_sp_peak_f16"} <= launched
     assert len({job_label(job) for job in jobs}) == len(jobs)
 
@@ -169,6 +173,35 @@ def test_mma_sp_problems_reach_every_path(key):
     assert 1 < splits and UNEVEN_SLICES - (splits - 1) * per_split < per_split, "the last split is short"
     assert not cfg.cluster_sum or splits == MAX_CLUSTER_SPLITS
     assert cfg.splits(m1, n1, k1, 132) == k1 // cfg.bk == 2               # one slice a split
+
+
+@pytest.mark.parametrize("key", list(MmaDenseGemm.CONFIGS))
+def test_mma_dense_problems_reach_every_path(key):
+    cfg = MmaDenseGemm.CONFIGS[key]
+    jobs = [job for job in shipped_jobs() if job["kernel"] == "mma.sync" and job["config"] == key]
+    problems = [(job["m"], job["n"], job["k"]) for job in jobs if job["dtype"] == "float16"]
+    assert problems == [(m, n, k) for _, m, n, k in mma_dense_problems(cfg)]
+    assert [job["dtype"] for job in jobs].count("bfloat16") == 1 and jobs[1]["dtype"] == "bfloat16"
+    assert {kernel_name(job) for job in jobs} == {cfg.kernel_name("float16"), cfg.kernel_name("bfloat16")}
+    assert all(job_label(job).startswith(cfg.kernel_name(job["dtype"]) + " ") for job in jobs)
+    for m, n, k in problems:
+        assert MmaDenseGemm(key).supports(m, n, k, "float16")[0]
+    *_, (m, n, k) = problems
+    assert m % cfg.bm and n % cfg.bn and n % 2 and k % cfg.bk and k % 8 == 0   # ragged, odd N, a K tail
+    slices = -(-k // cfg.bk)
+    if not cfg.per_sm:
+        (m0, n0, k0), (m1, n1, k1), _ = problems
+        assert k0 // cfg.bk > cfg.stages and cfg.tiles(m0, 1) % cfg.group_m   # the ring wraps; a partial group
+        assert cfg.tiles(m, n) > 1 and cfg.tiles(m1, n1) == 1 and k1 // cfg.bk < cfg.stages
+        return
+    (m0, n0, k0), (m1, n1, k1), _ = problems
+    splits = cfg.splits(m0, n0, k0, 132)
+    per_split = -(-UNEVEN_SLICES // splits)
+    assert k0 // cfg.bk == UNEVEN_SLICES and 1 < splits
+    assert UNEVEN_SLICES - (splits - 1) * per_split < per_split, "the last split is short"
+    assert not cfg.cluster_sum or splits == MAX_CLUSTER_SPLITS
+    assert cfg.splits(m1, n1, k1, 132) == k1 // cfg.bk == 2                  # one slice a split
+    assert cfg.splits(m, n, k, 132) == slices > 2 and cfg.tiles(m, n) == 2   # one a split, the last a K tail
 
 
 @pytest.mark.parametrize("cfg", list(WgmmaSpGemm.CONFIGS.values()) + list(WgmmaSpGemm.DIAGNOSTIC_CONFIGS),
@@ -270,7 +303,8 @@ def stand_in(tmp_path, monkeypatch):
 def test_every_kind_of_job_has_its_module_built_first():
     from vkcoop.cuda import sanitize_child
     assert set(sanitizer.JOB_SOURCES) | {"raw"} == set(sanitize_child.RUNNERS)
-    assert {sanitizer.JOB_SOURCES[job["kernel"]] for job in shipped_jobs()} == {"mma_sp", "wgmma_sp", "peak"}
+    assert {sanitizer.JOB_SOURCES[job["kernel"]] for job in shipped_jobs()} == {"mma_sp", "wgmma_sp", "mma_dense",
+                                                                                  "peak"}
 
 
 def test_the_child_reports_each_job_and_stops_at_a_cuda_error(monkeypatch):
@@ -291,6 +325,94 @@ def test_the_child_reports_each_job_and_stops_at_a_cuda_error(monkeypatch):
     assert "ILLEGAL_ADDRESS" in lines[1]["detail"]
     out = io.StringIO()
     assert sanitize_child.run_jobs(jobs[:1], out) and json.loads(out.getvalue())["detail"] == "peak_mma_f16_f32"
+
+
+class StandInGpu:
+    """The driver calls of the child's dense runner on numpy: memory by address (cuMemAlloc's bytes are 0xFF until
+    written) and a stand-in mma.sync kernel that reads A [M][K] and B^T [N][K] from buffers of exactly that size,
+    requires zeroed arrival counters, accumulates in fp32 and writes C; ``plant`` (a C index) it gets wrong."""
+
+    def __init__(self):
+        self.memory, self.next_address, self.launches, self.plant = {}, 1 << 20, [], None
+
+    def allocate(self, nbytes):
+        address, self.next_address = self.next_address, self.next_address + (1 << 24)
+        self.memory[address] = np.full(nbytes, 0xFF, np.uint8)
+        return address
+
+    def launch(self, func, grid, block, smem, stream, args, name, cluster=1):
+        import ml_dtypes
+        values = [arg.value for arg in args]
+        split = len(values) == 9
+        m, n, k = values[5:8] if split else values[3:6]
+        dtype = ml_dtypes.bfloat16 if "_bf16_" in name else np.float16
+        a = self.memory[values[0]].view(dtype).reshape(m, k)
+        b_t = self.memory[values[1]].view(dtype).reshape(n, k)
+        if split:
+            assert not self.memory[values[4]].any(), "arrival counters not zero before the launch"
+        c = (a.astype(np.float32) @ b_t.astype(np.float32).T).astype(dtype)
+        if self.plant is not None:
+            c.flat[self.plant] = dtype(7)
+        self.memory[values[2]][:] = c.view(np.uint8).ravel()
+        self.launches.append((name, grid, cluster, [self.memory[v].size for v in values[3:5]] if split else []))
+
+
+@pytest.fixture
+def stand_in_gpu(monkeypatch):
+    from vkcoop.cuda import driver, launches
+    gpu = StandInGpu()
+
+    class Memory:
+        def __init__(self, nbytes):
+            self.nbytes, self.address = nbytes, gpu.allocate(nbytes)
+
+        @classmethod
+        def holding(cls, array):
+            memory = cls(array.nbytes)
+            gpu.memory[memory.address][:] = np.ascontiguousarray(array).view(np.uint8).ravel()
+            return memory
+
+        def fill_zero(self):
+            gpu.memory[self.address][:] = 0
+
+        def read(self, dtype):
+            return gpu.memory[self.address].view(dtype).copy()
+
+        def free(self):
+            pass
+
+    class Module:
+        def function(self, name, dynamic_smem=0):
+            return name
+
+    monkeypatch.setattr(driver, "DeviceMemory", Memory)
+    monkeypatch.setattr(driver, "launch", gpu.launch)
+    monkeypatch.setattr(driver, "synchronize", lambda: None)
+    monkeypatch.setattr(driver, "sm_count", lambda ordinal=0: 132)
+    monkeypatch.setattr(driver, "max_active_clusters", lambda func, cluster, threads, smem, name: 1000)
+    monkeypatch.setattr(launches, "module", lambda source: Module())
+    return gpu
+
+
+def test_the_child_runs_each_dense_job_on_its_operands(stand_in_gpu):
+    import io
+    from vkcoop.cuda import sanitize_child
+    jobs = [job for job in shipped_jobs() if job["kernel"] == "mma.sync"]
+    out = io.StringIO()
+    assert sanitize_child.run_jobs(jobs, out)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["status"] for line in lines] == ["ok"] * len(jobs) and len(stand_in_gpu.launches) == 2 * len(jobs)
+    assert [line["label"] for line in lines] == [job_label(job) for job in jobs]
+    # 128x32k64s2w3 on 128x64x128: 2 tiles, 2 splits of one slice; partials 2 x 2 tiles of 128x32 fp32, 2 counters
+    one_slice = next(i for i, job in enumerate(jobs) if job["config"] == "128x32k64s2w3" and job["k"] == 128)
+    assert stand_in_gpu.launches[2 * one_slice] == ("mma_dense_f16_128x32_k64_8x1_s2_g8_sk", (4,), 1,
+                                                    [2 * 2 * 128 * 32 * 4, 2 * 4])
+    assert lines[one_slice]["detail"] == "mma_dense_f16_128x32_k64_8x1_s2_g8_sk grid=4 splits=2"
+    stand_in_gpu.plant = 5
+    out = io.StringIO()
+    assert sanitize_child.run_jobs(jobs[:1], out)
+    line = json.loads(out.getvalue())
+    assert line["status"] == "failed" and f"1 of {jobs[0]['m'] * jobs[0]['n']} elements of C differ" in line["detail"]
 
 
 def _jobs():

@@ -154,8 +154,9 @@ def add_sanitize_parser(sub) -> None:
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write the report as JSON (- for stdout)")
     p.set_defaults(func=cmd_vulkan, needs_toolchain=True)
     p = targets.add_parser("cuda", help="the hand-written CUDA kernels under compute-sanitizer's four tools",
-                           description="Every mma.sp, wgmma.sp and peak kernel configuration, at problems that "
-                                       "reach split-K, cluster sums, TMA rings and partial raster groups, under "
+                           description="Every mma.sp, wgmma.sp, dense mma.sync and peak kernel configuration, at "
+                                       "problems that reach split-K, cluster sums, TMA rings, partial raster groups "
+                                       "and ragged edges, under "
                                        "memcheck, racecheck, synccheck and initcheck (one process each, at once).")
     p.add_argument("--tools", type=choice_list(TOOLS), default=list(TOOLS), help="which tools")
     p.add_argument("--kernels", metavar="REGEX", help="only the launches whose label matches")

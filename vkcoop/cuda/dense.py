@@ -19,12 +19,11 @@ seed's 64-deep K step is two of them).
 """
 from __future__ import annotations
 
-import ctypes
 from typing import Callable
 
 from .configs import MmaDenseConfig
-from .gemm import SUPPORTED, ShapeError, _b_column_major, _dtype_name, _stream, _torch
-from .launches import module, splits_whose_clusters_fit
+from .gemm import SUPPORTED, ShapeError, _b_column_major, _dtype_name, _torch, bind_plan
+from .launches import mma_dense_plan
 
 #: N up to this runs a split-K tile in "auto" (a skinny problem leaves most SMs idle without it).
 SKINNY_N = 64
@@ -140,34 +139,8 @@ class MmaDenseGemm:
 
     def bind(self, a, b) -> Callable[[], object]:
         """The launch of C = A @ B for these operands (one-time work here: B's layout, split buffers)."""
-        from . import driver
-
         torch = _torch()
         m, n, k, cfg, a, b_t, c = self._prepare(a, b)
-        name = cfg.kernel_name(_dtype_name(a.dtype))
-        func = module(self.source).function(name, cfg.smem_bytes)
-        tiles = cfg.tiles(m, n)
         sms = torch.cuda.get_device_properties(b.device).multi_processor_count
-        splits = cfg.splits(m, n, k, sms)
-        if cfg.cluster_sum:
-            splits = splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), splits)
-        args = [ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b_t.data_ptr()), ctypes.c_void_p(c.data_ptr())]
-        keep = [a, b_t]
-        if cfg.per_sm and not cfg.cluster_sum:
-            partials = torch.empty(cfg.partial_floats(m, n, splits), dtype=torch.float32, device=b.device)
-            arrivals = torch.zeros(tiles, dtype=torch.int32, device=b.device)   # the kernel leaves them zero
-            args += [ctypes.c_void_p(partials.data_ptr()), ctypes.c_void_p(arrivals.data_ptr())]
-            keep += [partials, arrivals]
-        args += [ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
-        if cfg.per_sm and not cfg.cluster_sum:
-            args.append(ctypes.c_int(splits))
-        grid, cluster = (tiles * splits,), splits if cfg.cluster_sum else 1
-
-        def run():
-            driver.launch(func, grid, (cfg.threads,), cfg.smem_bytes, _stream(), args, name, cluster=cluster)
-            return c
-
-        run.keep = tuple(keep)  # the tensors the raw pointers refer to stay alive with the op
-        run.description = (f"{name} grid={grid[0]}" + (f" splits={splits}" if cfg.per_sm else "")
-                           + (" (one cluster a tile)" if cfg.cluster_sum else ""))
-        return run
+        plan = mma_dense_plan(cfg, _dtype_name(a.dtype), m, n, k, sms)
+        return bind_plan(plan, [a.data_ptr(), b_t.data_ptr(), c.data_ptr()], [a, b_t], c, b.device)

@@ -133,6 +133,27 @@ def _stream() -> int:
     return _torch().cuda.current_stream().cuda_stream
 
 
+def bind_plan(plan, operands: list[int], keep: list, c, device) -> Callable[[], object]:
+    """The op that runs ``plan`` (a :class:`launches.SplitPlan`) on the operands' addresses and returns ``c``: the
+    fp32 partial tiles and arrival counters a global-memory split-K needs are allocated here, once."""
+    torch = _torch()
+    scratch = {}
+    if plan.split_buffers:
+        partials = torch.empty(plan.partial_floats, dtype=torch.float32, device=device)
+        arrivals = torch.zeros(plan.tiles, dtype=torch.int32, device=device)   # the kernel leaves them zero
+        scratch = {"partials": partials.data_ptr(), "arrivals": arrivals.data_ptr()}
+        keep = [*keep, partials, arrivals]
+    launch = plan.launch(*operands, **scratch)
+
+    def run():
+        launch(_stream())
+        return c
+
+    run.keep = tuple(keep)  # the tensors the raw pointers refer to stay alive with the op
+    run.description = launch.description
+    return run
+
+
 # --------------------------------------------------------------------------- mma.sp
 
 
@@ -260,21 +281,8 @@ class MmaSpGemm(HandWrittenSpGemm):
         m, n, k, cfg, b_t, c = self._prepare(a, b)
         sms = torch.cuda.get_device_properties(b.device).multi_processor_count
         plan = launches.mma_sp_plan(cfg, _dtype_name(a.dtype), m, n, k, sms)
-        keep, scratch = [a, b_t], {}
-        if plan.split_buffers:
-            partials = torch.empty(plan.partial_floats, dtype=torch.float32, device=b.device)
-            arrivals = torch.zeros(plan.tiles, dtype=torch.int32, device=b.device)   # the kernel leaves them zero
-            scratch = {"partials": partials.data_ptr(), "arrivals": arrivals.data_ptr()}
-            keep += [partials, arrivals]
-        launch = plan.launch(a.values.data_ptr(), a.mma_metadata.data_ptr(), b_t.data_ptr(), c.data_ptr(), **scratch)
-
-        def run():
-            launch(_stream())
-            return c
-
-        run.keep = tuple(keep)  # the tensors the raw pointers refer to stay alive with the op
-        run.description = launch.description
-        return run
+        operands = [a.values.data_ptr(), a.mma_metadata.data_ptr(), b_t.data_ptr(), c.data_ptr()]
+        return bind_plan(plan, operands, [a, b_t], c, b.device)
 
 
 # --------------------------------------------------------------------------- wgmma.sp

@@ -1,10 +1,12 @@
-"""The launches of the hand-written 2:4 kernels from raw device pointers, with no torch: what
-:meth:`vkcoop.cuda.MmaSpGemm.bind` and :meth:`vkcoop.cuda.WgmmaSpGemm.bind` run on torch tensors, and what the
-compute-sanitizer child (:mod:`vkcoop.cuda.sanitize_child`) runs on its own allocations.
+"""The launches of the hand-written kernels (2:4: mma.sp, wgmma.sp; dense: mma.sync) from raw device pointers,
+with no torch: what :meth:`vkcoop.cuda.MmaSpGemm.bind`, :meth:`vkcoop.cuda.WgmmaSpGemm.bind` and
+:meth:`vkcoop.cuda.dense.MmaDenseGemm.bind` run on torch tensors, and what the compute-sanitizer child
+(:mod:`vkcoop.cuda.sanitize_child`) runs on its own allocations.
 
-``mma_sp_plan(cfg, dtype_name, m, n, k, sms)`` resolves the kernel, its K splits (and, for a cluster sum, the splits
-whose clusters all run at once) and the scratch a global-memory split-K needs; its ``launch(...)`` takes the
-operands' addresses. ``wgmma_sp_launch(cfg, dtype_name, m, n, k, ...)`` encodes the three TMA tensor maps.
+``mma_sp_plan(cfg, dtype_name, m, n, k, sms)`` and ``mma_dense_plan(...)`` resolve the kernel, its K splits (and,
+for a cluster sum, the splits whose clusters all run at once) and the scratch a global-memory split-K needs; their
+``launch(...)`` takes the operands' addresses. ``wgmma_sp_launch(cfg, dtype_name, m, n, k, ...)`` encodes the three
+TMA tensor maps.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import ctypes
 from dataclasses import dataclass
 
 from . import build, driver
-from .configs import MmaSpConfig, WgmmaSpConfig
+from .configs import MmaDenseConfig, MmaSpConfig, WgmmaSpConfig
 
 _MODULES: dict[str, driver.Module] = {}
 
@@ -42,7 +44,8 @@ class KernelLaunch:
                       cluster=self.cluster)
 
 
-def splits_whose_clusters_fit(func, cfg: MmaSpConfig, name: str, tiles: int, problem: tuple, splits: int) -> int:
+def splits_whose_clusters_fit(func, cfg: MmaSpConfig | MmaDenseConfig, name: str, tiles: int, problem: tuple,
+                              splits: int) -> int:
     """The most K splits, at most ``splits``, whose clusters (one a tile) all run at once: a cluster's CTAs share one
     GPC, so the GPCs may hold fewer clusters than the SMs' slots suggest, and a second wave of a few clusters
     would cost as much as the first."""
@@ -52,9 +55,10 @@ def splits_whose_clusters_fit(func, cfg: MmaSpConfig, name: str, tiles: int, pro
 
 
 @dataclass
-class MmaSpPlan:
-    """An mma.sp launch resolved for one problem on one device."""
-    cfg: MmaSpConfig
+class SplitPlan:
+    """A launch of a kernel that may split K (mma.sp or the dense mma.sync), resolved for one problem on one
+    device: its entry point, output tiles and K splits."""
+    cfg: MmaSpConfig | MmaDenseConfig
     name: str
     func: object
     m: int
@@ -73,11 +77,10 @@ class MmaSpPlan:
     def partial_floats(self) -> int:
         return self.cfg.partial_floats(self.m, self.n, self.splits)
 
-    def launch(self, values: int, meta: int, b_t: int, c: int, partials: int = 0, arrivals: int = 0) -> KernelLaunch:
-        """The launch on these addresses; ``partials`` (``partial_floats`` fp32) and ``arrivals`` (``tiles`` int32,
-        zero before the first launch: the kernel leaves them zero) where :attr:`split_buffers`."""
+    def _launch(self, operands: list[int], partials: int, arrivals: int) -> KernelLaunch:
+        """The entry points' parameters: the operands' addresses, [partials, arrivals], M, N, K, [splits]."""
         cfg = self.cfg
-        args = [ctypes.c_void_p(values), ctypes.c_void_p(meta), ctypes.c_void_p(b_t), ctypes.c_void_p(c)]
+        args = [ctypes.c_void_p(address) for address in operands]
         if self.split_buffers:
             args += [ctypes.c_void_p(partials), ctypes.c_void_p(arrivals)]
         args += [ctypes.c_int(self.m), ctypes.c_int(self.n), ctypes.c_int(self.k)]
@@ -90,15 +93,47 @@ class MmaSpPlan:
                             self.splits if cfg.cluster_sum else 1, description)
 
 
+class MmaSpPlan(SplitPlan):
+    """An mma.sp launch resolved for one problem on one device."""
+
+    def launch(self, values: int, meta: int, b_t: int, c: int, partials: int = 0, arrivals: int = 0) -> KernelLaunch:
+        """The launch on these addresses; ``partials`` (``partial_floats`` fp32) and ``arrivals`` (``tiles`` int32,
+        zero before the first launch: the kernel leaves them zero) where :attr:`split_buffers`."""
+        return self._launch([values, meta, b_t, c], partials, arrivals)
+
+
+class MmaDensePlan(SplitPlan):
+    """A dense mma.sync launch resolved for one problem on one device (edge tiles counted)."""
+
+    def launch(self, a: int, b_t: int, c: int, partials: int = 0, arrivals: int = 0) -> KernelLaunch:
+        """The launch on A [M][K], B^T [N][K] (B column-major) and C [M][N]; ``partials`` and ``arrivals`` as for
+        :meth:`MmaSpPlan.launch`."""
+        return self._launch([a, b_t, c], partials, arrivals)
+
+
+def _resolve(source: str, cfg, dtype_name: str, tiles: int, problem: tuple) -> tuple[str, object, int]:
+    """The entry point of ``cfg`` in ``kernels/<source>.cu``, its function and its K splits on ``problem`` (M, N,
+    K, SMs): for a cluster sum, the splits whose clusters all run at once."""
+    name = cfg.kernel_name(dtype_name)
+    func = module(source).function(name, cfg.smem_bytes)
+    splits = cfg.splits(*problem)
+    if cfg.cluster_sum:
+        splits = splits_whose_clusters_fit(func, cfg, name, tiles, problem, splits)
+    return name, func, splits
+
+
 def mma_sp_plan(cfg: MmaSpConfig, dtype_name: str, m: int, n: int, k: int, sms: int) -> MmaSpPlan:
     """The kernel of ``cfg`` for ``dtype_name`` ("float16" or "bfloat16") and its K splits on ``sms`` SMs."""
-    name = cfg.kernel_name(dtype_name)
-    func = module("mma_sp").function(name, cfg.smem_bytes)
     tiles = (m // cfg.bm) * (n // cfg.bn)
-    splits = cfg.splits(m, n, k, sms)
-    if cfg.cluster_sum:
-        splits = splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), splits)
+    name, func, splits = _resolve("mma_sp", cfg, dtype_name, tiles, (m, n, k, sms))
     return MmaSpPlan(cfg, name, func, m, n, k, tiles, splits)
+
+
+def mma_dense_plan(cfg: MmaDenseConfig, dtype_name: str, m: int, n: int, k: int, sms: int) -> MmaDensePlan:
+    """The dense kernel of ``cfg`` for ``dtype_name`` and its K splits on ``sms`` SMs, over whole and edge tiles."""
+    tiles = cfg.tiles(m, n)
+    name, func, splits = _resolve("mma_dense", cfg, dtype_name, tiles, (m, n, k, sms))
+    return MmaDensePlan(cfg, name, func, m, n, k, tiles, splits)
 
 
 def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int, values: int, b_t: int,

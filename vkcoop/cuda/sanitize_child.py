@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from . import build, driver, launches
+from .dense import MmaDenseGemm
 from .gemm import MmaSpGemm
 from .layout import reorder_metadata_for_mma
 from .peak import FORMS, META_POSITIONS_0_1
@@ -54,17 +55,28 @@ class _Buffers:
             memory.free()
 
 
-def _gemm_operands(job: dict, buffers: _Buffers):
-    """(values, metadata, B^T, C) addresses, C's buffer and the expected C bits for an M x N x K job."""
-    from ..sparse import compress_2to4, decompress_2to4
+def _exact_operands(job: dict):
+    """A [M][K] and B [K][N] in the job's type, their elements drawn from VALUES (seeded by the shape)."""
     m, n, k, dtype = job["m"], job["n"], job["k"], _np_dtype(job["dtype"])
     rng = np.random.default_rng(m + n + k)
-    a = compress_2to4(rng.choice(VALUES, size=(m, k)).astype(dtype))
+    a = rng.choice(VALUES, size=(m, k)).astype(dtype)
     b = rng.choice(VALUES, size=(k, n)).astype(dtype)
-    expected = (decompress_2to4(a).astype(np.float64) @ b.astype(np.float64)).astype(dtype)
-    c = buffers.empty(m * n * 2)
+    return a, b
+
+
+def _exact_product(a, b):
+    """C's expected bits: the exact product, rounded once to the input type (as the kernels round fp32)."""
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+
+
+def _gemm_operands(job: dict, buffers: _Buffers):
+    """(values, metadata, B^T, C) addresses, C's buffer and the expected C bits for a 2:4 M x N x K job."""
+    from ..sparse import compress_2to4, decompress_2to4
+    dense_a, b = _exact_operands(job)
+    a = compress_2to4(dense_a)
+    c = buffers.empty(job["m"] * job["n"] * 2)
     return (buffers.holding(a.values), buffers.holding(reorder_metadata_for_mma(a.metadata)),
-            buffers.holding(np.ascontiguousarray(b.T)), c, expected)
+            buffers.holding(np.ascontiguousarray(b.T)), c, _exact_product(decompress_2to4(a), b))
 
 
 def _check_c(c: driver.DeviceMemory, expected) -> str:
@@ -73,33 +85,46 @@ def _check_c(c: driver.DeviceMemory, expected) -> str:
     return f"{wrong} of {got.size} elements of C differ from the exact product" if wrong else ""
 
 
-def _mma_sp(job: dict, buffers: _Buffers) -> tuple[str, str]:
-    values, meta, b_t, c, expected = _gemm_operands(job, buffers)
-    cfg = MmaSpGemm.CONFIGS[job["config"]]
-    plan = launches.mma_sp_plan(cfg, job["dtype"], job["m"], job["n"], job["k"], driver.sm_count())
-    scratch = {}
-    if plan.split_buffers:
-        scratch = {"partials": buffers.empty(4 * plan.partial_floats).address,
-                   "arrivals": buffers.empty(4 * plan.tiles, zero=True).address}
-    launch = plan.launch(values, meta, b_t, c.address, **scratch)
+def _run_twice(launch: launches.KernelLaunch, c: driver.DeviceMemory, expected) -> tuple[str, str]:
+    """Launch, check C, and again: a split kernel must leave its arrival counters at zero for the next launch."""
     for _ in range(2):
         launch(0)
         driver.synchronize()
         if problem := _check_c(c, expected):
             return "failed", f"{launch.description}: {problem}"
     return "ok", launch.description
+
+
+def _split_scratch(plan: launches.SplitPlan, buffers: _Buffers) -> dict:
+    """The partial tiles and the zeroed arrival counters of a global-memory split-K launch (none otherwise)."""
+    if not plan.split_buffers:
+        return {}
+    return {"partials": buffers.empty(4 * plan.partial_floats).address,
+            "arrivals": buffers.empty(4 * plan.tiles, zero=True).address}
+
+
+def _mma_sp(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    values, meta, b_t, c, expected = _gemm_operands(job, buffers)
+    cfg = MmaSpGemm.CONFIGS[job["config"]]
+    plan = launches.mma_sp_plan(cfg, job["dtype"], job["m"], job["n"], job["k"], driver.sm_count())
+    return _run_twice(plan.launch(values, meta, b_t, c.address, **_split_scratch(plan, buffers)), c, expected)
+
+
+def _mma_sync(job: dict, buffers: _Buffers) -> tuple[str, str]:
+    """The dense kernel on A [M][K] and B column-major (B^T [N][K]), as :meth:`MmaDenseGemm.bind` passes them."""
+    a, b = _exact_operands(job)
+    m, n, k = job["m"], job["n"], job["k"]
+    c = buffers.empty(m * n * 2)
+    plan = launches.mma_dense_plan(MmaDenseGemm.CONFIGS[job["config"]], job["dtype"], m, n, k, driver.sm_count())
+    launch = plan.launch(buffers.holding(a), buffers.holding(b.T), c.address, **_split_scratch(plan, buffers))
+    return _run_twice(launch, c, _exact_product(a, b))
 
 
 def _wgmma_sp(job: dict, buffers: _Buffers) -> tuple[str, str]:
     values, meta, b_t, c, expected = _gemm_operands(job, buffers)
     launch = launches.wgmma_sp_launch(wgmma_config(job["config"]), job["dtype"], job["m"], job["n"], job["k"],
                                       values, b_t, meta, c.address)
-    for _ in range(2):
-        launch(0)
-        driver.synchronize()
-        if problem := _check_c(c, expected):
-            return "failed", f"{launch.description}: {problem}"
-    return "ok", launch.description
+    return _run_twice(launch, c, expected)
 
 
 def _peak(job: dict, buffers: _Buffers) -> tuple[str, str]:
@@ -149,7 +174,7 @@ def _raw(job: dict, buffers: _Buffers) -> tuple[str, str]:
     return "ran", ""
 
 
-RUNNERS = {"mma.sp": _mma_sp, "wgmma.sp": _wgmma_sp, "peak": _peak, "stream_read": _stream_read,
+RUNNERS = {"mma.sp": _mma_sp, "wgmma.sp": _wgmma_sp, "mma.sync": _mma_sync, "peak": _peak, "stream_read": _stream_read,
            "mma_sp_peak": _mma_sp_peak, "raw": _raw}
 
 

@@ -162,8 +162,8 @@ class ToolRun:
 
 
 #: The kernel source (kernels/NAME.cu) each kind of job loads.
-JOB_SOURCES = {"mma.sp": "mma_sp", "mma_sp_peak": "mma_sp", "wgmma.sp": "wgmma_sp", "peak": "peak",
-               "stream_read": "peak"}
+JOB_SOURCES = {"mma.sp": "mma_sp", "mma_sp_peak": "mma_sp", "wgmma.sp": "wgmma_sp", "mma.sync": "mma_dense",
+               "peak": "peak", "stream_read": "peak"}
 
 
 def prebuild(jobs: list[dict]) -> None:
