@@ -132,7 +132,7 @@ def test_the_capped_path_offers_only_tiles_within_the_limits():
     path = MmaSyncCapPath("cuda-mma.sync-cap", None, 0.0, OPT_IN, H100)
     for dtype in ("fp16", "bf16"):
         square = path.configs(problem(8192, 8192, 8192, dtype), tune=True)
-        assert square[0] == "128x128k32s3" and set(square) <= set(MmaDenseGemm.CAP_KEYS)
+        assert square[0] == MmaDenseGemm.CAP_AUTO_ORDER[0] and set(square) <= set(MmaDenseGemm.CAP_KEYS)
         assert path.configs(problem(8192, 32, 8192, dtype), tune=False) == ["128x32k64s2w3"]
     free = MmaSyncPath("cuda-mma.sync", None, 0.0, OPT_IN)
     offered = free.configs(problem(8192, 8192, 8192), tune=True)

@@ -16,6 +16,7 @@
 #   core     capabilities.json (vkcoop info --json), facts.log, inspect-*.json (vkcoop inspect: the driver's
 #            machine code for each GEMM kernel and the attention kernel), fuzz.json (vkcoop fuzz, both targets)
 #   waterfall
+#            waterfall-tune.json (the CUDA rungs' tiles tuned on those cases: vkcoop bench sparse --tune),
 #            waterfall-bench.json (vkcoop bench sparse on benchmarks/shapes-waterfall.csv, the paths of each rung),
 #            waterfall.json / .png (vkcoop bench waterfall of it and of attention.json where the set has one)
 #   tests    pytest-gpu.log: the GPU suite, python3 -m pytest -m "(gpu or cuda or vulkan) and not sanitizer" -n 16
@@ -121,7 +122,9 @@ for part in "${parts[@]}"; do
       STEP_TIMEOUT=90 step inspect-attention -- "$py" -m vkcoop inspect --attention prefill/fp16/128/4096/128:64x64 \
         --json "$dir/inspect-attention.json"
       STEP_TIMEOUT=150 step fuzz -- "$py" -m vkcoop fuzz --cases 20000 --target both --json "$dir/fuzz.json" ;;
-    waterfall)
+    waterfall)   # the CUDA rungs tuned first (every tile they admit), so that each rung is the best of its kind
+      STEP_TIMEOUT=300 step waterfall-tune -- "$py" -m vkcoop bench sparse --shapes benchmarks/shapes-waterfall.csv \
+        --paths cuda-mma.sync,cuda-mma.sync-cap,cuda-mma.sp-cap --tune --tune-budget 150 --json "$dir/waterfall-tune.json"
       STEP_TIMEOUT=420 step waterfall-bench -- "$py" -m vkcoop bench sparse --shapes benchmarks/shapes-waterfall.csv \
         --paths cuBLAS,cuda-mma.sync,cuda-mma.sync-cap,vk-coopmat2-dense,cuSPARSELt,cuda-wgmma.sp,cuda-mma.sp,cuda-mma.sp-cap,vk-coopmat2-2:4 \
         --ceilings --json "$dir/waterfall-bench.json"

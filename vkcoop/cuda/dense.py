@@ -79,10 +79,12 @@ class MmaDenseGemm:
         "64x32k64s3w4": _dense(64, 32, 64, 4, 2, 3, per_sm=4),
     }
     #: "auto": the first key whose form fits N (a split tile for N up to SKINNY_N and at most its BN, else a whole-K
-    #: tile). First guesses, before any measurement on the H100; the bench's tuning measures every key.
-    AUTO_ORDER = ("128x256k32s4", "128x16k128s3w3cs", "128x32k64s4w2cs", "128x64k64s4w2cs")
+    #: tile). The whole-K heads are the fastest of lab/mma_sync_sweep.py at 8192^3 on an H100 (fp16 and bf16:
+    #: 256x128k64s3 510.7 / 497.7 TFLOP/s, 0.785x / 0.765x of the mma.sync ceiling; within the cap 128x128k32s3t128
+    #: 451.2 / 445.0); the split tiles are first guesses. The bench's tuning measures every key.
+    AUTO_ORDER = ("256x128k64s3", "128x256k32s4", "128x16k128s3w3cs", "128x32k64s4w2cs", "128x64k64s4w2cs")
     #: The same within Vulkan's limits (``cuda-mma.sync-cap``).
-    CAP_AUTO_ORDER = ("128x128k32s3", "128x32k64s2w3")
+    CAP_AUTO_ORDER = ("128x128k32s3t128", "128x128k32s3", "128x32k64s2w3")
     #: The keys of the capped family, and the twin of the Vulkan dense seed among them.
     CAP_KEYS = ("128x128k32s3", "128x256k32s2", "256x128k32s2", "128x64k64s2", "128x128k32s3t128",
                 "128x128k32s3t128g4", "128x32k64s2w3", "128x32k32s4w3", "128x32k64s2w3t128", "64x32k64s3w4")
