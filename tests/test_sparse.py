@@ -208,3 +208,15 @@ def test_compressed_pairs_are_checked_when_built():
     with pytest.raises(sparse.SparseTypeError, match="metadata must be a numpy array"):
         metadata_nibbles([[1]])
     assert issubclass(SparseFormatError, vkcoop.Error) and issubclass(sparse.SparseTypeError, TypeError)
+
+
+def test_the_kept_positions_are_those_a_stable_sort_puts_first():
+    from vkcoop import sparse as sparse_module
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        priority = rng.integers(-2, 3, size=(33, 17, 4)).astype(np.float32)   # many ties
+        if trial % 4 == 0:
+            priority[...] = 0.0
+        expected = np.sort(np.argsort(priority, axis=-1, kind="stable")[..., :2], axis=-1)
+        assert (sparse_module._first_two_by_priority(priority) == expected).all()
