@@ -496,3 +496,29 @@ def test_a_device_without_sm_builtins_has_no_sm_count():
         pytest.skip(f"no Vulkan device here: {error}")
     if "VK_NV_shader_sm_builtins" not in physical.extensions:
         assert vk.sm_count(physical) is None
+
+
+def test_every_shipped_staged_seed_fits_the_share_a_workgroup_scope_shader_may_use():
+    """maxComputeSharedMemorySize less cooperativeMatrixWorkgroupScopeReservedSharedMemory, from the recorded report
+    of each device with seeds (VUID-RuntimeSpirv-maxComputeSharedMemorySize-10168)."""
+    import json
+    from pathlib import Path
+
+    from vkcoop.gemm.configs import path_kernel, recorded_device
+    from vkcoop.gemm.paths import SEEDS
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    reports = {recorded_device(json.loads(p.read_text()))[0]: recorded_device(json.loads(p.read_text()))[3]
+               for p in (docs / "h100-capabilities.json", docs / "h200-capabilities.json")}
+    staged = 0
+    for device, table in SEEDS.items():
+        limits = reports[device]
+        assert limits.reserved_shared_memory > 0
+        for path, families in table.items():
+            for configs in families.values():
+                for config in (c for c in configs if c.staged):
+                    for dtype in ("fp16", "bf16"):
+                        kernel = path_kernel(path, config, dtype)
+                        kernel.check_shared_memory(limits.shared_memory, limits.reserved_shared_memory)
+                        staged += 1
+    assert staged > 10

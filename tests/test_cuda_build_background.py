@@ -56,3 +56,29 @@ def test_a_run_compiles_the_sources_of_the_hand_written_paths_it_wants():
     assert kernel_sources(["cuda-mma.sync", "cuda-mma.sp-cap", "cuBLAS", "vk-coopmat2-dense"]) == {"mma_dense", "mma_sp"}
     assert kernel_sources(["cuda-wgmma.sp", "cuda-mma.sync-cap"]) == {"wgmma_sp", "mma_dense"}
     assert kernel_sources(["cuSPARSELt", "vk-coopmat2-2:4"]) == set()
+
+
+def test_the_first_semi_structured_conversion_runs_on_a_thread_and_a_failure_stays_there(monkeypatch):
+    import sys
+    import types
+
+    from vkcoop.cuda import baselines
+
+    calls = []
+    sparse = types.ModuleType("torch.sparse")
+    sparse.SparseSemiStructuredTensor = type("SparseSemiStructuredTensor", (), {"_FORCE_CUTLASS": True})
+    sparse.to_sparse_semi_structured = lambda a: calls.append(a)
+    torch = types.SimpleNamespace(sparse=sparse, float16="float16",
+                                  zeros=lambda *shape, dtype, device: ("zeros", shape, dtype, device))
+    monkeypatch.setitem(sys.modules, "torch.sparse", sparse)
+    monkeypatch.setattr(baselines, "_torch", lambda: torch)
+    baselines.warm_semi_structured().join(timeout=5)
+    assert calls == [("zeros", (64, 64), "float16", "cuda")] and sparse.SparseSemiStructuredTensor._FORCE_CUTLASS is False
+
+    def broken(_a):
+        raise RuntimeError("no cuSPARSELt")
+
+    sparse.to_sparse_semi_structured = broken
+    thread = baselines.warm_semi_structured()
+    thread.join(timeout=5)
+    assert not thread.is_alive()   # the error ended the thread quietly; the path reports it when it binds

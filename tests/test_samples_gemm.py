@@ -677,6 +677,13 @@ def test_staged_kernel_launch_and_its_limits():
     kernel.check_shared_memory(49152)
     with pytest.raises(kernels.GemmInputError, match="shared memory"):
         kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(256, 128, 256, 32)).check_shared_memory(49152)
+    # two stages of (64 rows x 5 vectors) + (32 rows x 33 vectors): 44,032 bytes fit 49,152, not the 40,960 left
+    # beside the driver's 8,192-byte workgroup-scope reserve
+    wide = kernels.StagedKernel("fp16->fp32", kernels.WorkgroupTile(128, 64, 256, 32))
+    assert wide.shared_memory_bytes() == 44032
+    wide.check_shared_memory(49152)
+    with pytest.raises(kernels.GemmInputError, match="the 40960 that maxComputeSharedMemorySize .49152. leaves"):
+        wide.check_shared_memory(49152, 8192)
     with pytest.raises(kernels.GemmInputError, match="multiples of 8"):
         kernel.launch(a[:, :90], b[:90])
     with pytest.raises(kernels.GemmInputError, match="16-bit"):

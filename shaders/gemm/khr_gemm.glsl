@@ -155,22 +155,30 @@ void main() {
         [[unroll]] for (uint j = 0; j < C_COLS; ++j) {
             uint row = row0 + subgroup_m * SUB_M + i * LM;
             uint col = col0 + subgroup_n * SUB_N + j * LN;
-            if (ALIGNED || (row + LM <= shape.M && col + LN <= shape.N)) {
+            const bool whole = ALIGNED || (row + LM <= shape.M && col + LN <= shape.N);
+            const bool edge = !whole && row < shape.M && col < shape.N;
+            if (whole) {
                 coopMatStore(accumulators[i][j], c, row * shape.stride_c + col, shape.stride_c,
                              gl_CooperativeMatrixLayoutRowMajor);
-            } else if (row < shape.M && col < shape.N) {
+            } else if (edge) {
                 coopMatStore(accumulators[i][j], edge_scratch, scratch0, LN, gl_CooperativeMatrixLayoutRowMajor);
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
-                for (uint e = gl_SubgroupInvocationID; e < LM * LN; e += SUBGROUP_SIZE) {
-                    uint r = row + e / LN;
-                    uint q = col + e % LN;
-                    if (r < shape.M && q < shape.N) {
-                        c[r * shape.stride_c + q] = edge_scratch[scratch0 + e];
+            }
+            if (!ALIGNED) {
+                // Workgroup barriers, reached by every invocation (i and j are the same for all): the subgroup's
+                // matrix store is visible before its lanes read the scratch back, and read before the next store.
+                // With subgroup barriers here GPU-assisted validation reported a shared-memory race and a ragged
+                // s8 case came out wrong.
+                barrier();
+                if (edge) {
+                    for (uint e = gl_SubgroupInvocationID; e < LM * LN; e += SUBGROUP_SIZE) {
+                        uint r = row + e / LN;
+                        uint q = col + e % LN;
+                        if (r < shape.M && q < shape.N) {
+                            c[r * shape.stride_c + q] = edge_scratch[scratch0 + e];
+                        }
                     }
                 }
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
+                barrier();
             }
         }
     }

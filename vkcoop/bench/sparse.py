@@ -237,12 +237,14 @@ def _start_searcher(objects: dict, cases, tuner: Tuner):
     """The run's search process, started now (torch loads in it while the inputs are made) when some library
     path will search on some case; None when none will. Every library path is handed it."""
     library = [path for path in objects.values() if getattr(path, "always_search", False)]
-    if not any(tuner.needs_search(path, case) for path in library for case in cases if path.supports(case)[0]):
+    searching = [path.name for path in library
+                 if any(tuner.needs_search(path, case) for case in cases if path.supports(case)[0])]
+    if not searching:
         return None
     from ..cuda.isolated import SearchProcess
     from ..gemm import WARMUP_SECONDS
 
-    searcher = SearchProcess(warmup_seconds=WARMUP_SECONDS)
+    searcher = SearchProcess(warmup_seconds=WARMUP_SECONDS, paths=searching)
     searcher.start()
     for path in library:
         path.searcher = searcher
@@ -266,6 +268,9 @@ def _prepare_cuda(wanted) -> None:
         return      # no CUDA here: its paths are skipped, with their reason, later
     from ..cuda import build
 
+    if "torch-semi-structured" in wanted:
+        from ..cuda.baselines import warm_semi_structured
+        warm_semi_structured()
     sources = kernel_sources(wanted)
     if sources and build.find_nvcc() is not None:
         build.compile_in_background(sorted(sources))

@@ -21,6 +21,8 @@ A bound op may carry ``close()`` (resources freed when the measurement releases 
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
 
 from .gemm import SUPPORTED, DeviceSparse, _check_operands, _dtype_name, _supported_shape, _torch
@@ -178,6 +180,23 @@ class CuSparseLtGemm:
         op.description = f"_cslt_sparse_mm {settings}" + (" in a CUDA graph" if config.graph else "")
         op.settings = settings
         return op
+
+
+def warm_semi_structured() -> threading.Thread:
+    """Start, on a daemon thread, a process's first ``to_sparse_semi_structured`` (of a 64 x 64 zero matrix): on an
+    H200 it took 6.2 s, torch importing some 880 modules, and 0.00 s the second time (lab/semi_structured_probe.py).
+    Started as a run begins, it overlaps the run's other preparation; a failure is left for the path to report."""
+    def convert():
+        with contextlib.suppress(Exception):
+            torch = _torch()
+            from torch.sparse import SparseSemiStructuredTensor
+
+            SparseSemiStructuredTensor._FORCE_CUTLASS = False
+            torch.sparse.to_sparse_semi_structured(torch.zeros(64, 64, dtype=torch.float16, device="cuda"))
+
+    thread = threading.Thread(target=convert, name="semi-structured warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 class SemiStructuredGemm:

@@ -137,8 +137,9 @@ class SearchProcess:
     it. A context manager; ``close`` stops it and removes the operand folders."""
 
     def __init__(self, *, warmup_seconds: float, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 setup_timeout_s: float = SETUP_TIMEOUT_S):
+                 setup_timeout_s: float = SETUP_TIMEOUT_S, paths=()):
         self.warmup_seconds, self.timeout_s, self.setup_timeout_s = warmup_seconds, timeout_s, setup_timeout_s
+        self.paths = tuple(paths)              # the paths it will search: the child prepares what they need first
         self.progress = None
         self.info: dict = {}
         self.done = self.total = 0
@@ -171,7 +172,8 @@ class SearchProcess:
         self._ready = self._searching = False
         self.started += 1
         threading.Thread(target=_read_lines, args=(self._proc.stdout, self._events), daemon=True).start()
-        self._send({"warmup_seconds": self.warmup_seconds, "probe_iters": PROBE_ITERS, "probe_warmup": PROBE_WARMUP})
+        self._send({"warmup_seconds": self.warmup_seconds, "probe_iters": PROBE_ITERS, "probe_warmup": PROBE_WARMUP,
+                    "paths": list(self.paths)})
 
     def begin(self, path_name: str, operands, *, timeout_s: float | None = None, progress=None) -> None:
         """The next search: ``path_name`` on ``operands`` (saved for the child once per operands object)."""

@@ -120,6 +120,9 @@ def main() -> None:
     with contextlib.suppress(Exception):   # its inputs; a failure here shows again, in words, at the first search
         import torch
         torch.zeros(1, device="cuda")
+        if "torch-semi-structured" in setup.get("paths", ()):
+            from .baselines import warm_semi_structured
+            warm_semi_structured()
 
     searches = _Searches(setup)
     emit("ready")

@@ -54,11 +54,16 @@ class _SharedMemoryKernel:
     def shared_memory_bytes(self) -> int:
         raise NotImplementedError
 
-    def check_shared_memory(self, limit: int) -> None:
+    def check_shared_memory(self, limit: int, reserved: int = 0) -> None:
+        """``limit`` is maxComputeSharedMemorySize; a shader with workgroup-scope matrices may use it less the
+        driver's ``reserved`` bytes (cooperativeMatrixWorkgroupScopeReservedSharedMemory; VUID-RuntimeSpirv-
+        maxComputeSharedMemorySize-10168)."""
         needed = self.shared_memory_bytes()
-        if needed > limit:
+        if needed > limit - reserved:
+            what = (f"the {limit - reserved} that maxComputeSharedMemorySize ({limit}) leaves beside the driver's "
+                    f"workgroup-scope reserve ({reserved})") if reserved else f"maxComputeSharedMemorySize ({limit})"
             raise GemmInputError(f"{self.what} tile {self.tile.label()} needs {needed} bytes of shared memory, "
-                                 f"above maxComputeSharedMemorySize ({limit})")
+                                 f"above {what}")
 
     def store_b(self, b: np.ndarray) -> np.ndarray:
         return b
@@ -209,10 +214,10 @@ class StagedSparse24Kernel(StagedKernel):
         return launch
 
 
-def check_coopmat2_kernel(kernel, flexible, shared_memory: int) -> None:
+def check_coopmat2_kernel(kernel, flexible, shared_memory: int, reserved: int) -> None:
     """Raise GemmInputError unless a workgroup-scope kernel's tile matches a flexible-dimensions row and, for a
-    staged kernel, its shared memory fits ``shared_memory`` bytes: what a tuning's candidates and a device GEMM
-    are both held to."""
+    staged kernel, its shared memory fits ``shared_memory`` bytes less the driver's ``reserved`` ones: what a
+    tuning's candidates and a device GEMM are both held to."""
     check_workgroup_tile(flexible, kernel.types, kernel.tile)
     if isinstance(kernel, StagedKernel):
-        kernel.check_shared_memory(shared_memory)
+        kernel.check_shared_memory(shared_memory, reserved)

@@ -215,8 +215,10 @@ class _TwoOperandGemm(VulkanGemm):
 
 def _checked(device, kernel, flexible):
     """``kernel`` once it fits the device (:func:`vkcoop.gemm.staging.check_coopmat2_kernel`)."""
+    coopmat2 = device.physical.cooperative_matrix2_properties() or {}
     check_coopmat2_kernel(kernel, device.physical.flexible_shapes() if flexible is None else flexible,
-                          int(device.physical.limits.maxComputeSharedMemorySize))
+                          int(device.physical.limits.maxComputeSharedMemorySize),
+                          int(coopmat2.get("cooperativeMatrixWorkgroupScopeReservedSharedMemory", 0)))
     return kernel
 
 
