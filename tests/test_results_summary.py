@@ -95,3 +95,16 @@ def test_every_result_set_the_readme_cites_is_committed():
     readme = (REPO / "README.md").read_text()
     cited = {line.split()[2] for line in readme.splitlines() if line.startswith("<!-- results ")}
     assert cited <= {p.name + ":" for p in _committed_sets()} | {p.name for p in _committed_sets()}
+
+
+def test_a_set_made_by_two_commits_names_each_step_s_commit(tmp_path):
+    folder = _set(tmp_path / "h100")
+    (folder / "steps.json").write_text(json.dumps([
+        {"name": "bench", "command": "python3 -m vkcoop bench sparse", "seconds": 61, "exit": 0, "commit": "abc1234"},
+        {"name": "pytest-gpu", "command": "python3 -m pytest", "seconds": 150, "exit": 0, "commit": "def5678"}]))
+    lines = summary._steps(folder)
+    assert lines[0] == "| step | seconds | exit | command | commit |"
+    assert lines[2].endswith("| abc1234 |") and lines[3].endswith("| def5678 |")
+    (folder / "steps.json").write_text(json.dumps([
+        {"name": "bench", "command": "python3 -m vkcoop bench sparse", "seconds": 61, "exit": 0, "commit": "abc1234"}]))
+    assert summary._steps(folder)[0] == "| step | seconds | exit | command |"   # one commit: set.json says it

@@ -28,9 +28,9 @@
 #            faults each tool must report, and the GPU-AV tests (pytest -m sanitizer)
 #
 # Each part fits one 10-minute command on an H100 or H200; run them in this order on one machine. The folder starts
-# empty with the first part (fresh, or the first one named), so it only ever holds one run of one commit:
-# set.json says which, steps.json holds each step's command, wall time and exit status, and SUMMARY.md (vkcoop
-# bench summary) is generated from the JSON. With $OUT set (an output folder the host hands back), the folder is
+# empty with the first part (fresh, or the first one named), so it only ever holds one run: set.json says which
+# commit began it, steps.json holds each step's command, wall time, exit status and commit (a part run again
+# replaces its steps), and SUMMARY.md (vkcoop bench summary) is generated from the JSON. With $OUT set (an output folder the host hands back), the folder is
 # packed into $OUT/results-<gpu>[-$RESULTS_TAG].tgz after every step. On a host of two GPUs, parts may run at once,
 # one GPU each (CUDA_VISIBLE_DEVICES and VKCOOP_DEVICE, a RESULTS_TAG each), once the set exists.
 set -uo pipefail
@@ -73,9 +73,9 @@ step() {  # step NAME -- COMMAND...: run it (its output in NAME.log), record its
   { echo "\$ $*"; timeout "${STEP_TIMEOUT:-560}" "$@"; } >"$dir/$name.log" 2>&1
   local status=$? seconds=$((SECONDS - started))
   echo "   exit $status after $seconds s"; tail -n 2 "$dir/$name.log" | cut -c1-200 | sed 's/^/   | /'
-  "$py" - "$dir/steps.json" "$name" "$*" "$seconds" "$status" "${CUDA_VISIBLE_DEVICES:-}" <<'PY'
+  "$py" - "$dir/steps.json" "$name" "$*" "$seconds" "$status" "${CUDA_VISIBLE_DEVICES:-}" "$commit" <<'PY'
 import fcntl, json, sys
-path, name, command, seconds, status, gpu = sys.argv[1:]
+path, name, command, seconds, status, gpu, commit = sys.argv[1:]
 with open(path, "a+") as f:   # locked: two GPUs of one host may each run parts of the same set
     fcntl.flock(f, fcntl.LOCK_EX)
     f.seek(0)
@@ -83,7 +83,8 @@ with open(path, "a+") as f:   # locked: two GPUs of one host may each run parts 
         steps = json.loads(f.read() or "[]")
     except ValueError:
         steps = []
-    steps.append({"name": name, "command": command, "seconds": int(seconds), "exit": int(status),
+    steps = [s for s in steps if s["name"] != name]   # a step run again replaces its earlier record
+    steps.append({"name": name, "command": command, "seconds": int(seconds), "exit": int(status), "commit": commit,
                   **({"cuda_visible_devices": gpu} if gpu else {})})
     f.seek(0)
     f.truncate()

@@ -116,10 +116,13 @@ def replace_readme_block(readme_text: str, folder, gpu: str) -> str:
 
 def _steps(folder: Path) -> list[str]:
     steps = _load(folder, "steps.json") or []
-    lines = ["| step | seconds | exit | command |", "|---|---:|---:|---|"]
+    commits = {step.get("commit") for step in steps} - {None}
+    lines = ["| step | seconds | exit | command |" + (" commit |" if len(commits) > 1 else ""),
+             "|---|---:|---:|---|" + ("---|" if len(commits) > 1 else "")]
     for step in steps:
         command = step["command"].replace("|", "\\|")     # a pipe in a command would end the table's cell
-        lines.append(f"| {step['name']} | {step['seconds']:.0f} | {step['exit']} | `{command}` |")
+        lines.append(f"| {step['name']} | {step['seconds']:.0f} | {step['exit']} | `{command}` |"
+                     + (f" {step.get('commit', '')} |" if len(commits) > 1 else ""))
     return lines if steps else []
 
 
