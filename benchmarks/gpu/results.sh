@@ -9,8 +9,11 @@
 #            run.json (vkcoop run --all --validate), then the same again; bench-default.json / .png (vkcoop bench
 #            sparse, no options), then again (bench-default-again.json); bench-default-deep.json (the same cases
 #            with --search deep) and compare-quick-deep.json (vkcoop bench compare of the quick and the deep run)
+#            (FRESH_DEEP=0: without the deep run and its comparison; RESULTS_CONTINUE=1: into the set already there,
+#            for a later commit's first-run figures)
 #   grid     bench.json / .png: vkcoop bench sparse --preset full --ceilings (fp16 and bf16, 4096 and 8192, square
-#            and N = 1 to 256), then peak.json (vkcoop bench peak)
+#            and N = 1 to 256)
+#   peak     peak.json (vkcoop bench peak)
 #   attention
 #            attention.json / .png: vkcoop bench attention --ceilings (prefill and decode, fp16 and bf16)
 #   core     capabilities.json (vkcoop info --json), facts.log, inspect-*.json (vkcoop inspect: the driver's
@@ -36,7 +39,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-all_parts="fresh grid attention core waterfall tests gpu-av sanitizer"
+all_parts="fresh grid peak attention core waterfall tests gpu-av sanitizer"
 [ ${#parts[@]} -gt 0 ] || read -ra parts <<<"$all_parts"
 for part in "${parts[@]}"; do
   case " $all_parts " in
@@ -51,7 +54,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
       | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[A-Za-z]+[0-9]+/) {print tolower($i); exit}}')
 dir=docs/results/${gpu:-unknown-gpu}
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-if [ "${parts[0]}" = fresh ] || [ ! -f "$dir/set.json" ]; then   # a new set: nothing of an older run stays
+if { [ "${parts[0]}" = fresh ] && [ -z "${RESULTS_CONTINUE:-}" ]; } || [ ! -f "$dir/set.json" ]; then   # a new set
   rm -rf "$dir"
   mkdir -p "$dir"
   "$py" - "$dir/set.json" "$commit" "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY'
@@ -102,13 +105,15 @@ for part in "${parts[@]}"; do
         --plot "$dir/bench-default.png"
       STEP_TIMEOUT=120 step bench-default-again -- "$py" -m vkcoop bench sparse \
         --json "$dir/bench-default-again.json"
+      [ "${FRESH_DEEP:-1}" = 1 ] || continue
       STEP_TIMEOUT=240 step bench-default-deep -- "$py" -m vkcoop bench sparse --search deep --search-budget 3 \
         --json "$dir/bench-default-deep.json"
       step compare-quick-deep -- "$py" -m vkcoop bench compare "$dir/bench-default-again.json" \
         "$dir/bench-default-deep.json" --json "$dir/compare-quick-deep.json" ;;
     grid)
       step bench -- "$py" -m vkcoop bench sparse --preset full --ceilings --json "$dir/bench.json" \
-        --plot "$dir/bench.png"
+        --plot "$dir/bench.png" ;;
+    peak)
       STEP_TIMEOUT=120 step peak -- "$py" -m vkcoop bench peak --json "$dir/peak.json" ;;
     attention)
       step attention -- "$py" -m vkcoop bench attention --kinds prefill,decode --dtype fp16,bf16 \
