@@ -108,3 +108,26 @@ def test_a_set_made_by_two_commits_names_each_step_s_commit(tmp_path):
     (folder / "steps.json").write_text(json.dumps([
         {"name": "bench", "command": "python3 -m vkcoop bench sparse", "seconds": 61, "exit": 0, "commit": "abc1234"}]))
     assert summary._steps(folder)[0] == "| step | seconds | exit | command |"   # one commit: set.json says it
+
+
+def test_the_waterfall_and_the_sanitizers_are_summed_up_from_their_json(tmp_path):
+    folder = _set(tmp_path / "h200")
+    steps = [{"rung": "cuBLAS (wgmma)", "what": "", "path": "cuBLAS", "tflops": 794.0, "ratio": None},
+             {"rung": "mma.sync", "what": "the instruction set", "path": "cuda-mma.sync", "tflops": 503.0,
+              "ratio": 503 / 794},
+             {"rung": "Vulkan coopmat2", "what": "the driver's compiler and the API", "path": "vk-coopmat2-dense",
+              "tflops": 294.0, "ratio": 294 / 503}]
+    fall = {"family": "dense", "dtype": "fp16", "regime": "compute-bound", "case": "fp16 square8192 8192x8192x8192",
+            "steps": steps, "total": 294 / 794}
+    (folder / "waterfall.json").write_text(json.dumps({"waterfalls": [dict(fall, dtype="bf16"), fall]}))
+    (folder / "sanitizer.json").write_text(json.dumps({"version": "2025.3.1.0", "summary": [
+        "memcheck: 3 kernels in 4 of 4 launches; 0 errors", "racecheck: 3 kernels in 4 of 4 launches; 1 errors"]}))
+    (folder / "gpu-av-seeds.json").write_text(json.dumps({"summary": "GPU-AV (1.4.363): 2 runs; 0 messages",
+                                                          "not_instrumented": ["OpCooperativeMatrixLoadTensorNV"]}))
+    table = summary.readme_table(folder)
+    assert ("cuBLAS (wgmma) 794 → mma.sync 503 (0.63×: the instruction set) → Vulkan coopmat2 294 (0.58×: the "
+            "driver's compiler and the API).") in table
+    text = summary.summary_markdown(folder)
+    assert "| dense | fp16 square8192 8192x8192x8192 | cuBLAS 794 | cuda-mma.sync 503 (0.63×) | " in text
+    assert "racecheck: 3 kernels in 4 of 4 launches; 1 errors" in text
+    assert "- `gpu-av-seeds.json`: GPU-AV (1.4.363): 2 runs; 0 messages; not instrumented: OpCooperative" in text

@@ -20,7 +20,9 @@ from ..errors import InputError
 
 #: The README's headline rows, in order: (path, what it is).
 HEADLINE_PATHS = (("vk-coopmat2-dense", "Vulkan coopmat2, dense"), ("vk-coopmat2-2:4", "Vulkan coopmat2, 2:4"),
-                  ("vk-khr-subgroup", "Vulkan KHR coopmat, dense"), ("cuda-mma.sp", "CUDA mma.sp (ours), 2:4"),
+                  ("vk-khr-subgroup", "Vulkan KHR coopmat, dense"),
+                  ("cuda-mma.sync-cap", "CUDA mma.sync (ours) within Vulkan's limits, dense"),
+                  ("cuda-mma.sync", "CUDA mma.sync (ours), dense"), ("cuda-mma.sp", "CUDA mma.sp (ours), 2:4"),
                   ("cuda-wgmma.sp", "CUDA wgmma.sp (ours), 2:4"), ("cuSPARSELt-nvmath", "cuSPARSELt, 2:4"),
                   ("cuBLAS", "cuBLAS, dense"))
 #: The headline cases: (M, N, K) of the compute-bound and the memory-bound default cases.
@@ -73,13 +75,16 @@ def _columns() -> list[str]:
 
 
 def meta(folder) -> dict:
-    """The set's commit, date, GPU and driver (``set.json``, and the driver from the headline run)."""
+    """The set's GPU, date and driver (``set.json``, and the driver from the headline run); ``commit``: the commit of
+    the headline run (its step in ``steps.json``, else the set's), ``began``: the commit that began the set."""
     folder = Path(folder)
     stamp = _load(folder, "set.json") or {}
     bench = _load(folder, HEADLINE_RUN) or {}
     smi = (bench.get("environment") or {}).get("nvidia_smi") or {}
-    return {"gpu": stamp.get("gpu") or smi.get("name", "?"), "commit": stamp.get("commit", "?"),
-            "date": stamp.get("date", "?"), "driver": smi.get("driver_version", "?"),
+    made = {step["name"]: step.get("commit") for step in _load(folder, "steps.json") or []}
+    began = stamp.get("commit", "?")
+    return {"gpu": stamp.get("gpu") or smi.get("name", "?"), "commit": made.get("bench-default") or began,
+            "began": began, "date": stamp.get("date", "?"), "driver": smi.get("driver_version", "?"),
             "torch": (bench.get("environment") or {}).get("torch", "?")}
 
 
@@ -99,7 +104,20 @@ def readme_table(folder, link: str | None = None) -> str:
             tflops, ratio = row["cases"].get(column, (None, None))
             cells.append("-" if tflops is None else f"{tflops:.0f} ({_fmt(ratio, '.2f')}×)")
         lines.append(f"| {row['what']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + _waterfall_sentence(folder, link))
+
+
+def _waterfall_sentence(folder: Path, link: str) -> list[str]:
+    """What Vulkan costs at the compute-bound fp16 case of the set's waterfall, rung by rung (none without one)."""
+    report = _load(folder, "waterfall.json")
+    fall = next((f for f in (report or {}).get("waterfalls", []) if f["family"] == "dense" and f["dtype"] == "fp16"
+                 and f["regime"] == "compute-bound" and f["case"].endswith("8192x8192x8192")), None)
+    if fall is None:
+        return []
+    steps = [f"{fall['steps'][0]['rung']} {fall['steps'][0]['tflops']:.0f}"]
+    steps += [f"{s['rung']} {s['tflops']:.0f} ({s['ratio']:.2f}×: {s['what']})" for s in fall["steps"][1:]]
+    return ["", f"What Vulkan costs at fp16 8192³ ([`{link}/waterfall.json`]({link}/waterfall.json), `vkcoop bench "
+                "waterfall`): " + " → ".join(steps) + "."]
 
 
 def readme_block(folder, gpu: str) -> str:
@@ -191,6 +209,36 @@ def _comparison(folder: Path, name: str, what: str) -> list[str]:
             + ("; ".join(moved) if moved else "none") + "."]
 
 
+def _sanitizers(folder: Path) -> list[str]:
+    lines = []
+    for name in ("gpu-av-samples.json", "gpu-av-seeds.json"):
+        report = _load(folder, name)
+        if report:
+            gaps = report.get("not_instrumented") or []
+            lines.append(f"- `{name}`: {report['summary']}"
+                         + (f"; not instrumented: {'; '.join(gaps)}" if gaps else "") + ".")
+    report = _load(folder, "sanitizer.json")
+    if report:
+        lines.append(f"- compute-sanitizer {report.get('version', '')} (`sanitizer.json`): "
+                     + "; ".join(report["summary"]) + ".")
+    return lines
+
+
+def _waterfall(folder: Path) -> list[str]:
+    report = _load(folder, "waterfall.json")
+    if not report:
+        return []
+    lines = ["", "## What Vulkan costs (`waterfall.json`)", "", "![the waterfall](waterfall.png)", "",
+             "| family | case | " + " | ".join(f"rung {i}" for i in range(1, 5)) + " | bottom/top |",
+             "|---|---|---|---|---|---|---|"]
+    for fall in report["waterfalls"]:
+        cells = [f"{s['path']} {s['tflops']:.0f}" + ("" if s["ratio"] is None else f" ({s['ratio']:.2f}×)")
+                 for s in fall["steps"]]
+        cells += ["-"] * (4 - len(cells))
+        lines.append(f"| {fall['family']} | {fall['case']} | " + " | ".join(cells) + f" | {fall['total']:.2f}× |")
+    return lines
+
+
 def _missing(folder: Path) -> list[str]:
     absent = [part for part, name in PART_FILES.items() if not (folder / name).is_file()]
     return [f"- Not in this set: the part(s) {', '.join(absent)} of `benchmarks/gpu/results.sh`."] if absent else []
@@ -201,7 +249,9 @@ def summary_markdown(folder) -> str:
     folder = Path(folder)
     info = meta(folder)
     lines = [f"# {info['gpu']}: the current result set", "",
-             f"Commit `{info['commit']}`, {info['date']}, driver {info['driver']}, torch {info['torch']}. Every "
+             f"Commit `{info['commit']}`" + (f" (the set began at `{info['began']}`; each step's commit is below)"
+                                              if info["began"] != info["commit"] else "")
+             + f", {info['date']}, driver {info['driver']}, torch {info['torch']}. Every "
              "figure below is generated from the JSON beside this file (`vkcoop bench summary`).", "",
              f"## GEMM (`{HEADLINE_RUN}`)", "", readme_table(folder, link="."), "",
              "![each path over cuBLAS](bench-default.png)", "", "## How long a user waits", ""]
@@ -210,7 +260,9 @@ def summary_markdown(folder) -> str:
     lines += _comparison(folder, "compare-before-after.json", "This commit's kernels against the previous commit's, "
                          "one run of each on one machine, one after the other (`before-*.json`, `after.json`)")
     lines += ["", "## Checks and ceilings", ""]
-    lines += _samples(folder) + _fuzz(folder) + _peak(folder) + _tests(folder) + _missing(folder)
+    lines += (_samples(folder) + _fuzz(folder) + _peak(folder) + _tests(folder) + _sanitizers(folder)
+              + _missing(folder))
+    lines += _waterfall(folder)
     steps = _steps(folder)
     if steps:
         lines += ["", "## How it was made", "", "Each step of `benchmarks/gpu/results.sh`, in order:", ""] + steps
