@@ -155,6 +155,27 @@ def test_attention_seeds_are_clean_under_gpu_av():
     assert report.ok, [r.to_dict() for r in report.runs if r.messages or r.status != "ok"][:4]
 
 
+@pytest.mark.gpu
+@pytest.mark.sanitizer
+@pytest.mark.skipif(REASON is not None, reason=str(REASON))
+def test_the_khr_sample_s_edge_store_is_race_free_under_gpu_av():
+    """GPU-AV reported a shared-memory race in the KHR kernel's edge store (subgroup barriers around the scratch
+    tile), and a ragged s8 case came out wrong under it; the edge store now syncs its workgroup."""
+    from vkcoop import vk
+    from vkcoop.samples import all_samples
+
+    sample = next(s for s in all_samples() if s.name == "khr-shmem-gemm")
+    try:
+        with vk.Instance(validate="gpu") as instance:
+            result = sample.run(None, validate="gpu", instance=instance)
+    except Exception as error:  # noqa: BLE001 - a layer without GPU-AV is this machine's, not the code's
+        if type(error).__name__ == "LayerNotFoundError":
+            pytest.skip(str(error))
+        raise
+    assert result.status == "pass" and result.cases > 0 and not result.failed_cases, result.reason
+    assert not result.validation_messages, [str(m)[:300] for m in result.validation_messages[:2]]
+
+
 def test_each_finished_part_is_written_before_the_next_starts(monkeypatch, tmp_path):
     from vkcoop.sanitize import vulkan
     out = tmp_path / "gpu-av.json"
