@@ -71,3 +71,25 @@ def child_env(*first_paths, drop=(), **variables) -> dict:
     environment["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     environment.update(variables)
     return environment
+
+
+def kernel_cubin(tmp_path_factory, stem: str) -> tuple[bytes, str]:
+    """(cubin, ptxas -v log) of ``vkcoop/cuda/kernels/<stem>.cu``, compiled once per test session: the pytest-xdist
+    workers share the folder above their own temporary ones, and a lock makes the first one compile and the others
+    wait for it (nvcc takes 20-40 s for the larger sources on two cores)."""
+    import fcntl
+    from pathlib import Path
+
+    from vkcoop.cuda import build
+
+    shared = Path(tmp_path_factory.getbasetemp()).parent / "kernel-cubins"
+    shared.mkdir(exist_ok=True)
+    cubin, log = shared / f"{stem}.cubin", shared / f"{stem}.ptxas.log"
+    with open(shared / f"{stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cubin.is_file() and log.is_file()):
+            text = build.nvcc_compile(build.KERNEL_DIR / f"{stem}.cu", cubin.with_suffix(".tmp"),
+                                      extra_flags=("-Xptxas", "-v"))
+            log.write_text(text)
+            cubin.with_suffix(".tmp").replace(cubin)
+    return cubin.read_bytes(), log.read_text()

@@ -30,15 +30,11 @@ def compiled(tmp_path_factory):
     """Each .cu compiled once with ptxas -v: {stem: (cubin bytes, ptxas log)}."""
     from concurrent.futures import ThreadPoolExecutor
 
-    out_dir = tmp_path_factory.mktemp("cubins")
-
-    def compile_one(source):
-        out = out_dir / (source.stem + ".cubin")
-        log = build.nvcc_compile(source, out, extra_flags=("-Xptxas", "-v"))
-        return source.stem, (out.read_bytes(), log)
+    from support import kernel_cubin
 
     with ThreadPoolExecutor() as pool:   # one nvcc per source at once
-        return dict(pool.map(compile_one, build.kernel_sources()))
+        stems = [source.stem for source in build.kernel_sources()]
+        return dict(zip(stems, pool.map(lambda stem: kernel_cubin(tmp_path_factory, stem), stems)))
 
 
 def test_there_are_kernel_sources():

@@ -275,9 +275,8 @@ def dense_listing(tmp_path_factory):
     from vkcoop.inspect import elf, sass
     if NVCC is None or sass.find_nvdisasm() is None:
         pytest.skip("needs nvcc and nvdisasm")
-    out = tmp_path_factory.mktemp("dense") / "mma_dense.cubin"
-    build.nvcc_compile(build.KERNEL_DIR / "mma_dense.cu", out)
-    data = out.read_bytes()
+    from support import kernel_cubin
+    data, _log = kernel_cubin(tmp_path_factory, "mma_dense")
     return {k.name: k for k in sass.parse_listing(sass.disassemble(data))}, {k.name: k for k in elf.parse(data).kernels}
 
 

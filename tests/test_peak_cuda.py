@@ -40,12 +40,11 @@ def test_check_values_follow_the_kernels_accumulators():
     assert {f.ones for f in cuda_peak.FORMS} == {0x3C003C00, 0x3F803F80, 0x01010101}
 
 
-def test_every_form_names_a_kernel_of_peak_cu(tmp_path):
+def test_every_form_names_a_kernel_of_peak_cu(tmp_path_factory):
     if build.find_nvcc() is None:
         pytest.skip("nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)")
-    out = tmp_path / "peak.cubin"
-    build.nvcc_compile(build.KERNEL_DIR / "peak.cu", out)
-    data = out.read_bytes()
+    from support import kernel_cubin
+    data, _log = kernel_cubin(tmp_path_factory, "peak")
     for name in [f.kernel for f in cuda_peak.FORMS] + ["peak_stream_read"]:
         assert name.encode() + b"\0" in data, name
 
