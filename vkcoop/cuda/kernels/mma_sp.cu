@@ -171,14 +171,6 @@ struct SplitKernel {
   static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
   static constexpr int MT = Base::MT, NT = Base::NT;
 
-  static VK_DEVICE void write_partial(float4* partials, const float (&acc)[MT][NT][4], int tid) {
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-        partials[(i * NT + j) * THREADS + tid] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-  }
-
   // acc = the product over split `split`'s share of the slices (the last share may be short or empty).
   static VK_DEVICE void accumulate_split(float (&acc)[MT][NT][4], const u16* __restrict__ a_values,
                                          const u32* __restrict__ a_meta, const u16* __restrict__ b_t,
@@ -186,22 +178,6 @@ struct SplitKernel {
     const int k_tiles = K / BK, per = (k_tiles + splits - 1) / splits;
     const int kt0 = split * per;
     Base::accumulate(acc, a_values, a_meta, b_t, at, K, kt0, max(0, min(per, k_tiles - kt0)));
-  }
-
-  static VK_DEVICE void add_partials(float (&acc)[MT][NT][4], const float4* partials, int splits, int tid) {
-    zero_accumulators(acc);
-    for (int s = 0; s < splits; ++s) {
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const float4 p = __ldcg(partials + ((size_t)s * MT * NT + i * NT + j) * THREADS + tid);  // L2: not L1
-          acc[i][j][0] += p.x;
-          acc[i][j][1] += p.y;
-          acc[i][j][2] += p.z;
-          acc[i][j][3] += p.w;
-        }
-    }
   }
 
   static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
@@ -216,14 +192,14 @@ struct SplitKernel {
     accumulate_split(acc, a_values, a_meta, b_t, at, K, split, splits);
 
     float4* tile_partials = partials + (size_t)tile * splits * MT * NT * THREADS;
-    write_partial(tile_partials + (size_t)split * MT * NT * THREADS, acc, at.tid);
+    write_partial<THREADS>(tile_partials + (size_t)split * MT * NT * THREADS, acc, at.tid);
     __threadfence();  // the partial reaches L2 before this CTA is counted
     __syncthreads();
     if (at.tid == 0) last = atomicAdd(arrivals + tile, 1) == splits - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();  // every other split's partial is visible to the loads below
-    add_partials(acc, tile_partials, splits, at.tid);
+    add_partials<THREADS>(acc, tile_partials, splits, at.tid);
     store_accumulators<kBf16>(c, N, acc, at.m0 + at.warp_m * Base::WM, at.n0 + at.warp_n * Base::WN, at.lane);
     if (at.tid == 0) arrivals[tile] = 0;
   }
@@ -256,24 +232,14 @@ struct ClusterSplitKernel {
     Split::accumulate_split(acc, a_values, a_meta, b_t, at, K, split, splits);
 
     __syncthreads();  // every warp is done with the ring before it holds the partial
-    Split::write_partial(reinterpret_cast<float4*>(smem), acc, at.tid);
+    write_partial<THREADS>(reinterpret_cast<float4*>(smem), acc, at.tid);
     cluster_sync_aligned();  // every partial of the tile is in its CTA's shared memory, visible to the cluster
 
     const u32 mine = smem_addr(smem) + at.tid * 16;
     const int row0 = at.m0 + at.warp_m * Base::WM, col0 = at.n0 + at.warp_n * Base::WN;
-    for (int f = split; f < FRAGMENTS; f += splits) {
-      float parts[MAX_SPLITS][4];
-#pragma unroll
-      for (int s = 0; s < MAX_SPLITS; ++s)  // all loads in flight before the first add
-        if (s < splits) cluster_load4(parts[s], cluster_map(mine + f * THREADS * 16, s));
-      float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int s = 0; s < MAX_SPLITS; ++s)
-        if (s < splits)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) sum[e] += parts[s][e];
+    sum_cluster_partials<THREADS, FRAGMENTS, MAX_SPLITS>(mine, split, splits, [&](int f, const float (&sum)[4]) {
       store_fragment<kBf16>(c, N, sum, row0 + (f / NT) * 16, col0 + (f % NT) * 8, at.lane);
-    }
+    });
     cluster_sync_aligned();  // no CTA leaves while another still reads its shared memory
   }
 };

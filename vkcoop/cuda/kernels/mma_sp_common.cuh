@@ -97,6 +97,56 @@ VK_DEVICE void zero_accumulators(float (&acc)[MT][NT][4]) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 }
 
+// Split-K partial tiles are [split][fragment][thread] float4s: a warp's stores and loads are 512 contiguous bytes.
+// This thread's accumulators as one split's partial.
+template <int THREADS, int MT, int NT>
+VK_DEVICE void write_partial(float4* partials, const float (&acc)[MT][NT][4], int tid) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      partials[(i * NT + j) * THREADS + tid] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+}
+
+// acc = the `splits` partials of a tile added up in split order from zero: the same bits whichever CTA adds them.
+template <int THREADS, int MT, int NT>
+VK_DEVICE void add_partials(float (&acc)[MT][NT][4], const float4* partials, int splits, int tid) {
+  zero_accumulators(acc);
+  for (int s = 0; s < splits; ++s) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const float4 p = __ldcg(partials + ((size_t)s * MT * NT + i * NT + j) * THREADS + tid);  // L2, not L1
+        acc[i][j][0] += p.x;
+        acc[i][j][1] += p.y;
+        acc[i][j][2] += p.z;
+        acc[i][j][3] += p.w;
+      }
+  }
+}
+
+// The cluster's sum of its CTAs' partial tiles, each in its CTA's shared memory (`mine`: this thread's float4 of
+// fragment 0 in this CTA's): CTA `split` of `splits` adds fragments split, split + splits, ... of every partial,
+// read through distributed shared memory in split order from zero (the bits add_partials gives), and hands each
+// sum to store(fragment, sum).
+template <int THREADS, int FRAGMENTS, int MAX_SPLITS, class Store>
+VK_DEVICE void sum_cluster_partials(u32 mine, int split, int splits, Store store) {
+  for (int f = split; f < FRAGMENTS; f += splits) {
+    float parts[MAX_SPLITS][4];
+#pragma unroll
+    for (int s = 0; s < MAX_SPLITS; ++s)  // all loads in flight before the first add
+      if (s < splits) cluster_load4(parts[s], cluster_map(mine + f * THREADS * 16, s));
+    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < MAX_SPLITS; ++s)
+      if (s < splits)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sum[e] += parts[s][e];
+    store(f, sum);
+  }
+}
+
 // Epilogue: thread (g, t) of an m16n8 tile owns rows g and g+8, columns 2t, 2t+1; (row, col) is the m16n8
 // tile's first element in C.
 template <bool kBf16>
