@@ -245,8 +245,7 @@ def launch_kernel(config: VulkanConfig, dtype: str, *, sparse: bool, types=None)
 
 def _valid(path_name: str, problem: GemmProblem, flexible, limits: DeviceLimits, config: VulkanConfig) -> bool:
     try:
-        check_coopmat2_kernel(path_kernel(path_name, config, problem.dtype), flexible, limits.shared_memory,
-                              limits.reserved_shared_memory)
+        check_coopmat2_kernel(path_kernel(path_name, config, problem.dtype), flexible, limits)
     except GemmInputError:
         return False
     return True

@@ -214,10 +214,11 @@ class StagedSparse24Kernel(StagedKernel):
         return launch
 
 
-def check_coopmat2_kernel(kernel, flexible, shared_memory: int, reserved: int) -> None:
+def check_coopmat2_kernel(kernel, flexible, limits) -> None:
     """Raise GemmInputError unless a workgroup-scope kernel's tile matches a flexible-dimensions row and, for a
-    staged kernel, its shared memory fits ``shared_memory`` bytes less the driver's ``reserved`` ones: what a
-    tuning's candidates and a device GEMM are both held to."""
+    staged kernel, its shared memory fits the device's ``limits`` (:class:`vkcoop.gemm.configs.DeviceLimits`:
+    maxComputeSharedMemorySize less the driver's workgroup-scope reserve): what a tuning's candidates and a device
+    GEMM are both held to."""
     check_workgroup_tile(flexible, kernel.types, kernel.tile)
     if isinstance(kernel, StagedKernel):
-        kernel.check_shared_memory(shared_memory, reserved)
+        kernel.check_shared_memory(limits.shared_memory, limits.reserved_shared_memory)

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from .. import shaders as shader_catalog
+from .configs import DeviceLimits
 from .expanded import ExpandedSparse24Kernel
 from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
 from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
@@ -215,10 +216,8 @@ class _TwoOperandGemm(VulkanGemm):
 
 def _checked(device, kernel, flexible):
     """``kernel`` once it fits the device (:func:`vkcoop.gemm.staging.check_coopmat2_kernel`)."""
-    coopmat2 = device.physical.cooperative_matrix2_properties() or {}
     check_coopmat2_kernel(kernel, device.physical.flexible_shapes() if flexible is None else flexible,
-                          int(device.physical.limits.maxComputeSharedMemorySize),
-                          int(coopmat2.get("cooperativeMatrixWorkgroupScopeReservedSharedMemory", 0)))
+                          DeviceLimits.of(device.physical))
     return kernel
 
 
