@@ -182,6 +182,15 @@ class CuSparseLtGemm:
         return op
 
 
+def _semi_structured(dense):
+    """``torch.sparse.to_sparse_semi_structured`` of ``dense`` with the cuSPARSELt backend."""
+    torch = _torch()
+    from torch.sparse import SparseSemiStructuredTensor
+
+    SparseSemiStructuredTensor._FORCE_CUTLASS = False
+    return torch.sparse.to_sparse_semi_structured(dense)
+
+
 def warm_semi_structured() -> threading.Thread:
     """Start, on a daemon thread, a process's first ``to_sparse_semi_structured`` (of a 64 x 64 zero matrix): on an
     H200 it took 6.2 s, torch importing some 880 modules, and 0.00 s the second time (lab/semi_structured_probe.py).
@@ -189,10 +198,7 @@ def warm_semi_structured() -> threading.Thread:
     def convert():
         with contextlib.suppress(Exception):
             torch = _torch()
-            from torch.sparse import SparseSemiStructuredTensor
-
-            SparseSemiStructuredTensor._FORCE_CUTLASS = False
-            torch.sparse.to_sparse_semi_structured(torch.zeros(64, 64, dtype=torch.float16, device="cuda"))
+            _semi_structured(torch.zeros(64, 64, dtype=torch.float16, device="cuda"))
 
     thread = threading.Thread(target=convert, name="semi-structured warm-up", daemon=True)
     thread.start()
@@ -226,10 +232,7 @@ class SemiStructuredGemm:
     def bind(self, a: DeviceSparse, b, config: str = "default"):
         torch = _torch()
         _supported_shape(self, a, b)
-        from torch.sparse import SparseSemiStructuredTensor
-
-        SparseSemiStructuredTensor._FORCE_CUTLASS = False
-        sparse = torch.sparse.to_sparse_semi_structured(a.dense)
+        sparse = _semi_structured(a.dense)
 
         def run():
             return torch.mm(sparse, b)
