@@ -54,17 +54,17 @@ from dataclasses import asdict, dataclass
 
 from ..errors import InputError
 from ..gemm.path import GemmOperands
+from ..gemm.paths import VULKAN_PATH_NAMES
 from .library_cache import SEARCH_DEPTHS
 from .measure import PathResult, measure_path, path_result
 from .progress import PROGRESS_MODES, RunProgress, progress_mode
 from .shapes import LLM_TOKENS, PRESETS, SHAPES, describe_shapes, make_cases, preset_grid
 from .tuning import Tuner, TuningCache, cache_dir
 
-PATH_NAMES = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-coopmat2-2:4-expand",
-              "vk-khr-subgroup", "cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath",
-              "torch-semi-structured", "cuBLAS", "cuda-mma.sync", "cuda-mma.sync-cap", "cuda-mma.sp-cap")
-VULKAN_PATHS = PATH_NAMES[:5]
-CUDA_PATHS = PATH_NAMES[5:]
+VULKAN_PATHS = VULKAN_PATH_NAMES
+CUDA_PATHS = ("cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured", "cuBLAS",
+              "cuda-mma.sync", "cuda-mma.sync-cap", "cuda-mma.sp-cap")
+PATH_NAMES = VULKAN_PATHS + CUDA_PATHS
 #: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
 CUSPARSELT_PATHS = ("cuSPARSELt", "cuSPARSELt-nvmath")
 DEFAULT_TUNE_BUDGET = 600.0

@@ -147,8 +147,7 @@ class VulkanDevicePaths:
         self.khr = self.device.physical.khr_shapes()
         self.limits = DeviceLimits.of(self.device.physical)
         self._flush = None
-        self.paths = [CoopMat2Path(self), CoopMat2Fp16AccumulatingPath(self), Sparse24Path(self),
-                      ExpandedSparse24Path(self), KhrPath(self)]
+        self.paths = [path_type(self) for path_type in VULKAN_PATH_TYPES]
 
     @property
     def name(self) -> str:
@@ -310,3 +309,8 @@ class KhrPath(_VulkanPath):
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.pruned, operands.b)
+
+
+#: The Vulkan GEMM paths, in the order the bench lists them.
+VULKAN_PATH_TYPES = (CoopMat2Path, CoopMat2Fp16AccumulatingPath, Sparse24Path, ExpandedSparse24Path, KhrPath)
+VULKAN_PATH_NAMES = tuple(path_type.name for path_type in VULKAN_PATH_TYPES)

@@ -32,12 +32,11 @@ from ..attention.tiles import parse_attention_config
 from ..attention.vulkan import EXTENSIONS, device_target_workgroups
 from ..gemm import GemmOperands, GemmProblem
 from ..gemm.path import check_bound
-from ..gemm.paths import SEEDS, VulkanDevicePaths
+from ..gemm.paths import SEEDS, VULKAN_PATH_NAMES, VulkanDevicePaths
 from ..gemm.tiles import MIN_TAIL_WAVES
 
-#: The Vulkan GEMM paths (vkcoop.gemm.paths); the KHR ones ship no seeds and run their first derived configuration.
-GEMM_PATHS = ("vk-coopmat2-dense", "vk-coopmat2-dense-fp16acc", "vk-coopmat2-2:4", "vk-coopmat2-2:4-expand",
-              "vk-khr-subgroup")
+#: The Vulkan GEMM paths; the KHR one ships no seeds and runs its first derived configuration.
+GEMM_PATHS = VULKAN_PATH_NAMES
 #: The aligned problem (M, N, K) of each seed family or class; the ragged one has RAGGED fewer of each.
 FAMILY_SHAPES = {"square": (512, 512, 512), "small": (512, 512, 512), "medium": (1024, 1024, 256),
                  "llm": (1024, 32, 2048), "narrow16": (1024, 16, 2048), "narrow64": (1024, 64, 2048)}
