@@ -155,7 +155,9 @@ import numpy as np, spirv_tools, vulkan
 from vkcoop import vk
 from vkcoop.paths import shader_path
 from vkcoop.vk import validation
-layer = [p for p in vulkan.vkEnumerateInstanceLayerProperties() if p.layerName == validation.VALIDATION_LAYER][0]
+# read while the generator lives: it alone keeps the property array alive, so a kept element would dangle
+version = [p.specVersion for p in vulkan.vkEnumerateInstanceLayerProperties()
+           if p.layerName == validation.VALIDATION_LAYER][0]
 spirv = spirv_tools.compile(path=shader_path(sys.argv[1]))
 with vk.Device(validate="gpu", pipeline_cache=False) as device:
     pipeline = device.pipeline(spirv)
@@ -166,8 +168,8 @@ with vk.Device(validate="gpu", pipeline_cache=False) as device:
         device.run(pipeline, [src, dst], (1,), vk.pack_push_constants(np.uint32(64), np.uint32(offset)))
         found[offset] = [[validation.classify(m), m.message_id, m.message[:300]]
                          for m in device.instance.take_messages()]
-print(json.dumps({"layer": vulkan.VK_VERSION_MAJOR(layer.specVersion) * 1000 + vulkan.VK_VERSION_MINOR(
-    layer.specVersion), "patch": layer.specVersion & 0xFFF, "extensions": device.instance.extensions,
+print(json.dumps({"layer": vulkan.VK_VERSION_MAJOR(version) * 1000 + vulkan.VK_VERSION_MINOR(version),
+    "patch": version & 0xFFF, "extensions": device.instance.extensions,
     "found": found}))
 """
 
