@@ -15,7 +15,7 @@ PACKAGES = ("spirv_tools", "vkcoop")
 LAYERS = [
     ["spirv_tools"],
     ["vkcoop.errors"],
-    ["vkcoop.paths", "vkcoop.tensor", "vkcoop.sparse"],
+    ["vkcoop.paths", "vkcoop.progress", "vkcoop.tensor", "vkcoop.sparse"],
     ["vkcoop.vk", "vkcoop.shaders"],
     ["vkcoop.gemm", "vkcoop.portable"],
     ["vkcoop.attention"],

@@ -1,4 +1,4 @@
-"""How a long bench run shows progress (vkcoop.bench.progress), its default grid and presets, the A shared
+"""How a long bench run shows progress (vkcoop.progress), its default grid and presets, the A shared
 between cases, and the Vulkan pipelines created on several threads (vkcoop.vk.create_concurrently)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from vkcoop import cli, vk
-from vkcoop.bench import progress as progress_module
-from vkcoop.bench.progress import RunProgress, resolve_mode
+from vkcoop import progress as progress_module
+from vkcoop.progress import RunProgress, resolve_mode
 from vkcoop.bench.shapes import PRESETS, make_cases, preset_grid
 from vkcoop.bench.sparse import summary_line
 from vkcoop.bench.measure import PathResult
@@ -42,6 +42,28 @@ def test_piped_progress_is_one_line_per_finished_unit_with_the_time_left():
     lines = out.getvalue().splitlines()
     assert len(lines) == 4 and lines[0].startswith("[1/4 0:00, ~0:00 left] fp16 square")
     assert lines[-1].startswith("[4/4 0:00] ") and "path3  ok" in lines[-1]
+
+
+def test_units_by_the_thousand_get_the_first_and_last_line_and_one_per_interval():
+    lines = {}
+    for every in (0.0, 60.0):
+        out = Pipe()
+        with RunProgress(10_000, "lines", stream=out, line_every_s=every) as shown:
+            for _ in range(10):
+                shown.finished("portable 0 mismatches", units=1000)
+        lines[every] = [line.split()[0] for line in out.getvalue().splitlines()]
+    assert lines[0.0] == [f"[{done}/10000" for done in range(1000, 10_001, 1000)]
+    assert lines[60.0] == ["[1000/10000", "[10000/10000"]
+
+
+def test_a_bar_advances_by_the_units_given():
+    from rich.console import Console
+    console = Console(file=Terminal(), force_terminal=True, width=120)
+    with RunProgress(600, "bar", console=console, title="fuzz") as shown:
+        shown.finished("portable 0 mismatches", units=256)
+        shown.finished("portable 0 mismatches", units=344)
+        assert shown.done == 600
+    assert "600/600" in console.file.getvalue()
 
 
 def test_a_long_step_gets_a_heartbeat_with_what_it_is_on(monkeypatch):

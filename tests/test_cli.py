@@ -108,9 +108,22 @@ def test_run_validate_takes_an_optional_mode(monkeypatch, capsys, argv, mode):
     from vkcoop.cli import device as device_command
     seen = []
     monkeypatch.setattr(device_command, "run_samples",
-                        lambda chosen, device, validate, on_result: seen.append(validate) or [])
+                        lambda chosen, device, validate, on_result, progress: seen.append(validate) or [])
     code, _, _ = run_cli(capsys, "run", samples.all_samples()[0].name, *argv)
     assert code == 0 and seen == [mode]
+
+
+@needs_vulkan
+def test_a_piped_run_says_each_sample_as_it_finishes(capsys):
+    """Through a pipe `vkcoop run` writes a line per sample to stderr (a skip on a device without coopmat2, a pass
+    on one with it); --quiet writes none."""
+    names = [sample.name for sample in samples.all_samples()][:2]   # the quickest on a GPU too
+    code, out, err = run_cli(capsys, "run", *names, "--progress", "lines")
+    lines = err.splitlines()
+    assert code == 0 and len(lines) == len(names), err
+    for index, (line, name) in enumerate(zip(lines, names), 1):
+        assert line.startswith(f"[{index}/{len(names)} ") and f"] {name}: " in line, line
+    assert run_cli(capsys, "run", *names, "--quiet")[2] == ""
 
 
 def test_run_validate_refuses_an_unknown_mode_in_one_line(capsys):

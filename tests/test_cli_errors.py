@@ -166,49 +166,66 @@ def test_version_and_module_entry():
     assert helped.returncode == 0 and "exit codes:" in helped.stdout and "130" in helped.stdout
 
 
-def _interrupted_fuzz_run(report, wait_s: float):
-    """A 5,000,000-case fuzz run sent SIGINT after ``wait_s``: (return code, stdout, stderr)."""
+def _interrupted_fuzz_run(report):
+    """A 5,000,000-case fuzz run sent SIGINT once its piped progress says a chunk of cases finished: (return code,
+    stdout, stderr, the progress line it was interrupted after)."""
+    import queue
     import signal
-    import time
+    import threading
 
     environment = child_env(drop=("VKCOOP_DEVICE",), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     # A shell without job control starts background jobs with SIGINT ignored, and children inherit that (a CI
     # runner did). Python then never raises KeyboardInterrupt, so the child gets the default disposition back.
     proc = subprocess.Popen([sys.executable, "-m", "vkcoop", "fuzz", "--target", "portable", "--cases", "5000000",
-                             "--workers", "0", "--no-shrink", "--json", str(report)], cwd=REPO, env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             "--workers", "0", "--no-shrink", "--progress", "lines", "--json", str(report)],
+                            cwd=REPO, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(wait_s)
-    proc.send_signal(signal.SIGINT)
+    lines, err_lines, out_parts = queue.Queue(), [], []
+
+    def read_stderr():
+        for line in proc.stderr:
+            err_lines.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    readers = [threading.Thread(target=read_stderr, daemon=True),
+               threading.Thread(target=lambda: out_parts.append(proc.stdout.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
     try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGABRT)   # faulthandler prints where every thread is
-        out, err = proc.communicate(timeout=30)
-        pytest.fail(f"the fuzz run did not stop within 120 s of SIGINT; its stderr began:\n{err[:3000]}\n"
-                    f"its threads:\n{err[-6000:]}")
+        first = None
+        while first is None:
+            line = lines.get(timeout=120)
+            assert line is not None, f"the fuzz run ended before its first progress line: {''.join(err_lines)}"
+            first = line if line.startswith("[") and "mismatches" in line else None
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)   # faulthandler prints where every thread is
+            readers[0].join(timeout=30)
+            pytest.fail("the fuzz run did not stop within 120 s of SIGINT; its stderr:\n"
+                        + "".join(err_lines)[-6000:])
+        for reader in readers:
+            reader.join(timeout=30)
     finally:
         proc.kill()   # never leave a 5,000,000-case run behind a failed assertion
-    return proc.returncode, out, err
+    out = "".join(out_parts)
+    return proc.returncode, out, "".join(err_lines), first
 
 
 @needs_vulkan
 @pytest.mark.vulkan
 @pytest.mark.toolchain
 def test_ctrl_c_stops_a_long_fuzz_run_with_a_partial_summary(tmp_path):
-    # 12 s is past start-up and the first chunks on an idle machine; on a loaded one no case may have finished
-    # yet (a partial report of 0 cases, the start-up path), so the run is made again with a longer wait.
-    for wait_s in (12, 45):
-        report = tmp_path / f"fuzz-{wait_s}.json"
-        returncode, out, err = _interrupted_fuzz_run(report, wait_s)
-        assert returncode == 130, err[-2000:]
-        assert "Traceback" not in out + err
-        assert "interrupted" in out
-        data = json.loads(report.read_text())
-        assert data["interrupted"] and 0 <= data["cases"] < 5000000
-        if data["cases"] > 0:
-            return
-    pytest.fail("no fuzz case finished within 45 s, so the interrupt of a running loop was not exercised")
+    report = tmp_path / "fuzz.json"
+    returncode, out, err, first = _interrupted_fuzz_run(report)
+    assert returncode == 130, err[-2000:]
+    assert "Traceback" not in out + err
+    assert "interrupted" in out
+    data = json.loads(report.read_text())
+    done = int(first[1:first.index("/")])
+    assert data["interrupted"] and done <= data["cases"] < 5000000, (first, data["cases"])
 
 
 def test_a_bad_json_path_fails_before_the_fuzz_runs(tmp_path):

@@ -31,6 +31,7 @@ from ..attention.cases import (DECODE_HEADS, HIDDEN, KINDS, PREFILL_TOKENS, Atte
 from ..attention.shapes import HEAD_DIMS, check_dtype
 from ..gemm import DTYPES
 from ..gemm import WARMUP_SECONDS as BUSY_WARMUP_SECONDS
+from ..progress import RunProgress
 from . import report
 from .attention_paths import TORCH_BACKENDS, VULKAN_PATH, TorchInputs, TorchSdpaPath, Unsupported, VulkanPath
 from .attention_paths import torch_status
@@ -264,6 +265,13 @@ def _at_least(option: str, values, minimum: int) -> None:
         raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
 
 
+def _said(result: AttentionResult) -> str:
+    """One path's outcome in a progress line: ``vk-coopmat2 ok 312.4 TFLOP/s``."""
+    figure = f" {result.gbs:.0f} GB/s" if result.kind == "decode" and result.gbs else (
+        f" {result.tflops:.1f} TFLOP/s" if result.tflops else "")
+    return f"{result.path} {result.status}{figure}"
+
+
 def _run_case(case, wanted, available, iters, warmup, tuner, progress=None,
               warmup_seconds: float = WARMUP_SECONDS) -> list[AttentionResult]:
     if not any(name in available.objects for name in wanted):   # nothing runs here: make no inputs either
@@ -315,7 +323,7 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                         decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
                         tokens: int = PREFILL_TOKENS, decode_batch: int = 1, decode_heads=DECODE_HEADS, tile=None,
                         ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
-                        validate: bool = False, console=None, progress: bool = True, ceilings: bool = False,
+                        validate: bool = False, console=None, progress: str | bool = "auto", ceilings: bool = False,
                         tune: bool = False, retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET,
                         tuning_root=None, warmup_seconds: float | None = None,
                         flush_l2: bool = False) -> BenchResult:
@@ -353,16 +361,16 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
                              "stored": tuner.stored}
     results, interrupted = [], False
     try:
-        with report.progress_bar(console, enabled=progress) as bar:
-            task = bar.add_task("bench attention", total=len(cases))
+        with RunProgress(len(cases), progress, console=console, title="bench attention") as shown:
             for case in cases:
-                bar.update(task, description=case.label)
+                shown.step(case.label)
 
-                def tuning(done, total, label, case=case):
-                    bar.update(task, description=f"{case.label}: tuning {done + 1}/{total} {label}")
-                results += _run_case(case, wanted, available, iters, warmup, tuner, tuning,
+                def tuning(done, total, label):
+                    shown.detail(f"tuning {label}", done + 1, total)
+                measured = _run_case(case, wanted, available, iters, warmup, tuner, tuning,
                                      warmup_seconds_for(case.kind, warmup_seconds))
-                bar.advance(task)
+                results += measured
+                shown.finished(f"{case.label}: " + ", ".join(_said(r) for r in measured))
     except KeyboardInterrupt:
         interrupted = True   # report what was measured
     finally:

@@ -47,27 +47,6 @@ def environment(vulkan_device: str | None, cuda_device: str | None) -> dict:
     return env
 
 
-@contextlib.contextmanager
-def progress_bar(console=None, enabled: bool = True):
-    """A rich progress bar (a no-op stand-in when disabled)."""
-    if not enabled:
-        class _Quiet:
-            def add_task(self, *a, **k):
-                return 0
-
-            def update(self, *a, **k):
-                pass
-
-            def advance(self, *a, **k):
-                pass
-        yield _Quiet()
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as bar:
-        yield bar
-
-
 def _fmt(value, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
 

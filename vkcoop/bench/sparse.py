@@ -57,7 +57,7 @@ from ..gemm.path import GemmOperands
 from ..gemm.paths import VULKAN_PATH_NAMES
 from .library_cache import SEARCH_DEPTHS
 from .measure import PathResult, measure_path, path_result
-from .progress import PROGRESS_MODES, RunProgress, progress_mode
+from ..progress import PROGRESS_MODES, RunProgress, progress_mode
 from .shapes import LLM_TOKENS, PRESETS, SHAPES, describe_shapes, make_cases, preset_grid
 from .tuning import Tuner, TuningCache, cache_dir
 

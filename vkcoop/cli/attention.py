@@ -14,7 +14,8 @@ from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS,
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
-from .common import add_validate_argument, positive_seconds, seconds_at_least_zero
+from .common import (add_progress_arguments, add_validate_argument, positive_seconds, progress_mode,
+                     seconds_at_least_zero)
 
 
 def _list_of(kind, allowed=None):
@@ -92,6 +93,7 @@ def add_arguments(parser) -> None:
     add_validate_argument(parser, "run the Vulkan path")
     parser.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
     parser.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="write the bar charts")
+    add_progress_arguments(parser, "a line per finished case")
 
 
 def run(args, console=None) -> int:
@@ -105,6 +107,7 @@ def run(args, console=None) -> int:
                                   decode_heads=args.decode_heads,
                                   tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
                                   device=args.device, validate=args.validate, console=console,
+                                  progress=progress_mode(args),
                                   ceilings=args.ceilings, tune=args.tune, retune=args.retune,
                                   tune_budget=args.tune_budget, warmup_seconds=args.warmup_seconds,
                                   flush_l2=args.flush_l2)

@@ -7,9 +7,9 @@ import json
 
 from . import attention
 from . import peak as peak_command
-from .common import (CliError, Exit, add_device_argument, add_module_command, add_validate_argument, check_device,
-                     choice_list, console, emit_json, err_console, non_negative_int, output_path, positive_int,
-                     positive_seconds, size_list, wrote)
+from .common import (CliError, Exit, add_device_argument, add_module_command, add_progress_arguments,
+                     add_validate_argument, check_device, choice_list, console, emit_json, err_console,
+                     non_negative_int, output_path, positive_int, positive_seconds, progress_mode, size_list, wrote)
 
 
 # --- bench ---------------------------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def cmd_bench_sparse(args) -> int:
                                flush_l2=args.flush_l2, paths=args.paths, tune=args.tune, retune=args.retune,
                                tune_budget=args.tune_budget, search=args.search, search_budget=args.search_budget,
                                baseline=args.baseline, device=args.device, validate=args.validate,
-                               console=err_console, progress="none" if args.quiet else args.progress,
+                               console=err_console, progress=progress_mode(args),
                                ceilings=args.ceilings)
     report.print_table(outcome)
     if outcome.interrupted:
@@ -206,7 +206,6 @@ def _grid_help(preset: dict, name: str) -> str:
 
 
 def _add_sparse_parser(kinds) -> None:
-    from ..bench.progress import PROGRESS_MODES
     from ..bench.shapes import PRESETS, SHAPES
     from ..bench.sparse import DEFAULT_SEARCH_BUDGET, DEFAULT_TUNE_BUDGET, PATH_NAMES, SEARCH_DEPTHS
     from ..gemm import DTYPES
@@ -259,10 +258,7 @@ def _add_sparse_parser(kinds) -> None:
                    help="the path the plot (and an extra column) divides by")
     add_device_argument(p)
     add_validate_argument(p, "run the Vulkan paths")
-    p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
-                   help="auto: a bar with the time left on a terminal, else one line per finished path on stderr "
-                        "and a heartbeat every 10 s; bar, lines or none")
-    p.add_argument("--quiet", action="store_true", help="no progress (--progress none)")
+    add_progress_arguments(p, "one line per finished path")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write every result as JSON")
     p.add_argument("--plot", dest="plot_path", metavar="FILE.png",
                    help="write the x-baseline chart (log axis, one panel per shape class)")
@@ -332,7 +328,7 @@ def cmd_fuzz(args) -> int:
     json_path = output_path(args.json_path)
     check_device(args.device)
     report = fuzz.run(cases=args.cases, seed=args.seed, target=args.target, json_path=json_path,
-                      progress=not args.quiet, device=args.device, variants=args.variants,
+                      progress=progress_mode(args), device=args.device, variants=args.variants,
                       shrink=not args.no_shrink, workers=args.workers)
     fuzz.print_report(report)
     if json_path:
@@ -361,5 +357,5 @@ def add_fuzz_parser(sub) -> None:
     p.add_argument("--workers", type=non_negative_int, default=None,
                    help="generator processes (0: none; default: up to 16 for large runs)")
     add_device_argument(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress_arguments(p, "a line every 10 s with the cases done and the mismatches")
     p.set_defaults(func=cmd_fuzz, needs_toolchain=True)

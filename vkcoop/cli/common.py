@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import InputError
 from ..paths import output_file
@@ -46,9 +45,17 @@ class CliError(Exception):
         return f"{self.what}; {self.todo}" if self.todo else self.what
 
 
-def progress_bar(**kwargs) -> Progress:
-    return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err_console, transient=True, **kwargs)
+def add_progress_arguments(p, lines: str) -> None:
+    """``--progress`` (:data:`vkcoop.progress.PROGRESS_MODES`) and ``--quiet``, read back by :func:`progress_mode`."""
+    from ..progress import PROGRESS_MODES
+    p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                   help=f"auto: a bar with the time left on a terminal, else {lines} on stderr and a heartbeat "
+                        "every 10 s; bar, lines or none")
+    p.add_argument("--quiet", action="store_true", help="no progress (--progress none)")
+
+
+def progress_mode(args) -> str:
+    return "none" if args.quiet else args.progress
 
 
 # --- output files ---------------------------------------------------------------------------------------------

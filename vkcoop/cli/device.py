@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import (CliError, Exit, add_device_argument, add_validate_argument, check_device, console, emit_json,
-                     output_path, progress_bar)
+from .common import (CliError, Exit, add_device_argument, add_progress_arguments, add_validate_argument,
+                     check_device, console, emit_json, err_console, output_path, progress_mode)
 
 
 # --- info -----------------------------------------------------------------------------------------------------
@@ -105,20 +105,24 @@ def choose_samples(names: list, run_all: bool) -> list:
         raise CliError(exc.args[0], "`vkcoop list` shows them") from None
 
 
-def run_samples(chosen: list, device=None, validate: bool = False, on_result=None) -> list:
+def run_samples(chosen: list, device=None, validate: bool = False, on_result=None, progress: str = "auto") -> list:
     """Run each sample (a skip result where the device lacks what it needs) and return the SampleResults.
-    ``on_result(result)`` is called after each; Ctrl-C stops after the sample in flight is abandoned."""
+    ``on_result(result)`` is called after each; Ctrl-C stops after the sample in flight is abandoned. ``progress``:
+    a mode of :data:`vkcoop.progress.PROGRESS_MODES` (piped: a line per sample, a heartbeat while one compiles)."""
     from .. import vk
+    from ..progress import RunProgress
 
     results = []
-    with vk.Instance(validate=validate) as instance, progress_bar() as progress:
-        task = progress.add_task("samples", total=len(chosen))
+    with vk.Instance(validate=validate) as instance, \
+            RunProgress(len(chosen), progress, console=err_console, title="samples", transient=True) as shown:
         for sample in chosen:
-            progress.update(task, description=sample.name)
+            shown.step(sample.name)
             results.append(sample.run(device, validate=validate, instance=instance))
             if on_result:
                 on_result(results[-1])
-            progress.advance(task)
+            result = results[-1]
+            shown.finished(f"{sample.name}: skip ({result.reason[:120]})" if result.status == "skip" else
+                           f"{sample.name}: {result.status}, {result.cases} cases, {result.wall_time_s:.1f} s")
     return results
 
 
@@ -176,7 +180,7 @@ def cmd_run(args) -> int:
     check_device(args.device)
     results = []
     try:
-        run_samples(chosen, args.device, args.validate, on_result=results.append)
+        run_samples(chosen, args.device, args.validate, on_result=results.append, progress=progress_mode(args))
     except KeyboardInterrupt:
         if results:
             print_results(results)
@@ -207,4 +211,5 @@ def add_device_parsers(sub) -> None:
     add_device_argument(p)
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="write results as JSON to FILE (folders are created), or - for stdout")
+    add_progress_arguments(p, "a line per finished sample")
     p.set_defaults(func=cmd_run, needs_toolchain=True)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .common import CliError, Exit, console, emit_json, err_console, progress_bar
+from .common import CliError, Exit, console, emit_json, err_console
 
 
 # --- toolchain ------------------------------------------------------------------------------------------------
@@ -117,14 +117,18 @@ def check_shaders(action: str, variants) -> list:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
+    from ..progress import HEARTBEAT_SECONDS, RunProgress
+
     variants, results = list(variants), []
-    with progress_bar() as progress, ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        task = progress.add_task(f"{action} shaders", total=len(variants))
+    with RunProgress(len(variants), "auto", console=err_console, title=f"{action} shaders", transient=True,
+                     line_every_s=HEARTBEAT_SECONDS) as shown, \
+            ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         futures = [pool.submit(_check_one, action, variant) for variant in variants]
         for variant, future in zip(variants, futures):
+            shown.step(f"{action} {variant.shader}")
             results.append(future.result())
-            progress.update(task, description=variant.shader)
-            progress.advance(task)
+            failed = sum(not r.ok for r in results)
+            shown.finished(f"{action} shaders: {variant.shader}" + (f", {failed} failed" if failed else ""))
     return results
 
 

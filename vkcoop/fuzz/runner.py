@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..progress import HEARTBEAT_SECONDS, RunProgress
 from . import compare
 from .cases import PORTABLE_MAX_SIDE, FuzzCase, generate_case, variant_pool
 from .models import explain, tags
@@ -120,7 +121,7 @@ class FuzzSession:
     def compile_seconds(self) -> float:
         return sum(t.compile_seconds for t in self.opened.values())
 
-    def evaluate(self, chunk_cases: list, ref, progress_bar, task_ids) -> None:
+    def evaluate(self, chunk_cases: list, ref) -> None:
         """Run one chunk on every open target and tally what differs from the reference."""
         if "hw" in self.opened:
             for case in chunk_cases:
@@ -135,9 +136,11 @@ class FuzzSession:
             tally.count += int(bad.sum())
             for k, (obs, element_bad) in details.items():
                 tally.add(name, chunk_cases[k], tuple(a[k] for a in ref), obs, element_bad)
-            progress_bar.update(task_ids[name], advance=len(chunk_cases),
-                                description=f"{name} ({tally.count} mismatches)")
         self.cases_done += len(chunk_cases)
+
+    def tally_line(self) -> str:
+        """Each open target and its mismatches so far: ``portable 0 mismatches``."""
+        return ", ".join(f"{name} {self.tallies[name].count} mismatches" for name in self.opened)
 
     def shrink(self, max_shrinks: int, do_shrink: bool) -> list:
         reported = []
@@ -241,12 +244,15 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
             with _CtrlC() as ctrl_c:
                 session.open(device)
                 loop_started, compile_before = time.perf_counter(), session.compile_seconds()
-                with _progress(console, progress) as progress_bar:
-                    task_ids = {name: progress_bar.add_task(f"{name}", total=cases) for name in session.opened}
+                with RunProgress(cases, progress, console=console, title="fuzz",
+                                 line_every_s=HEARTBEAT_SECONDS) as shown:
+                    shown.step(f"fuzz: {session.tally_line()}")
                     for chunk_cases, ref, waited in _chunks(results, len(tasks), max(1, chunk_size // _TASK_CASES),
                                                             ctrl_c.check):
                         session.generation_seconds += waited
-                        session.evaluate(chunk_cases, ref, progress_bar, task_ids)
+                        session.evaluate(chunk_cases, ref)
+                        shown.step(f"fuzz: {session.tally_line()}")
+                        shown.finished(session.tally_line(), units=len(chunk_cases))
                 ctrl_c.check()
             run_seconds = time.perf_counter() - loop_started - (session.compile_seconds() - compile_before)
         except KeyboardInterrupt:
@@ -261,12 +267,6 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
     if json_path is not None:
         Path(json_path).write_text(json.dumps(report.to_json(), indent=2))
     return report
-
-
-def _progress(console, enabled):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, disable=not enabled, transient=False)
 
 
 def _report_mismatch(t, seed, case, ref_k, obs, element_bad, do_shrink) -> Mismatch:

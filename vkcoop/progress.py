@@ -1,11 +1,14 @@
-"""How a long benchmark shows where it is, on a terminal and through a pipe.
+"""How a long command (``bench sparse``, ``bench attention``, ``run``, ``fuzz``, ``shaders check``) shows where it
+is, on a terminal and through a pipe.
 
 * ``bar`` (a terminal's default): a rich progress bar with the elapsed time and the time left, and a second line
   for the step in hand (the configuration or search candidate being tried).
-* ``lines`` (the default when standard error is not a terminal: CI, ``| tee``, a notebook): one line per finished
-  unit on standard error, with the count, the elapsed time and the estimate of the time left, the case, the path,
-  its status, its figure and where its configuration came from; and, while a step runs long, a heartbeat line at
-  least every :data:`HEARTBEAT_SECONDS` saying what it is on.
+* ``lines`` (the default when standard error is not a terminal: CI, ``| tee``, a notebook): a line on standard
+  error per finished unit (a bench path, a sample), with the count, the elapsed time, the estimate of the time
+  left and what the caller says of it (the case, the path, its status, its figure). Where units come by the
+  thousand (fuzz cases, shader variants) the caller asks for at most one line per ``line_every_s``, besides the
+  first and the last. While a step runs long, a heartbeat line at least every :data:`HEARTBEAT_SECONDS` says what
+  it is on.
 * ``none``: nothing.
 """
 from __future__ import annotations
@@ -41,13 +44,15 @@ def _clock(seconds: float) -> str:
 class RunProgress:
     """Progress of ``total`` units (``finished`` once each), in one of :data:`PROGRESS_MODES`; a context
     manager. ``step(text)`` names what runs now, ``detail(text, done, total)`` the step's inner progress,
-    ``note(text)`` is a line worth keeping (printed above a bar, or as a line)."""
+    ``note(text)`` is a line worth keeping (printed above a bar, or as a line). ``transient``: the bar goes when
+    the work is done (the result's own table follows)."""
 
-    def __init__(self, total: int, mode: str = "auto", *, console=None, stream=None, title: str = "",
-                 heartbeat_s: float = HEARTBEAT_SECONDS):
-        self.stream = stream or sys.stderr
+    def __init__(self, total: int, mode: str | bool = "auto", *, console=None, stream=None, title: str = "",
+                 heartbeat_s: float = HEARTBEAT_SECONDS, line_every_s: float = 0.0, transient: bool = False):
+        self.stream = stream or getattr(console, "file", None) or sys.stderr
         self.mode, self.total, self.title, self.console = resolve_mode(mode, self.stream), total, title, console
-        self.heartbeat_s, self.done, self.started = heartbeat_s, 0, time.monotonic()
+        self.heartbeat_s, self.line_every_s, self.transient = heartbeat_s, line_every_s, transient
+        self.done, self.started = 0, time.monotonic()
         self._step, self._detail, self._said = "", "", self.started
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._bar = self._task = self._detail_task = self._thread = None
@@ -59,7 +64,7 @@ class RunProgress:
                                        TimeRemainingColumn)
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                                 console=self.console, transient=False)
+                                 console=self.console, transient=self.transient)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.title, total=self.total)
             self._detail_task = self._bar.add_task("", total=1, visible=False)
@@ -97,15 +102,16 @@ class RunProgress:
         elif self.mode == "lines":
             self._write(text)
 
-    def finished(self, text: str) -> None:
-        """One unit is done; ``text`` says which and how it went."""
+    def finished(self, text: str, units: int = 1) -> None:
+        """``units`` more are done (one by default); ``text`` says which and how it went."""
         with self._lock:
-            self.done += 1
+            first, self.done = self.done == 0, self.done + units
             self._detail = ""
+            due = first or self.done >= self.total or time.monotonic() - self._said >= self.line_every_s
         if self._bar is not None:
             self._bar.update(self._detail_task, visible=False)
-            self._bar.advance(self._task)
-        elif self.mode == "lines":
+            self._bar.advance(self._task, units)
+        elif self.mode == "lines" and due:
             self._write(f"[{self.done}/{self.total} {self._times()}] {text}")
 
     # --- lines ----------------------------------------------------------------------------------------------
