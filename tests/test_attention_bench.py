@@ -126,15 +126,31 @@ def _fake_bench(monkeypatch, **options):
 
     monkeypatch.setattr(bench, "_Paths", FakePaths)
     monkeypatch.setattr(bench, "TorchInputs", FakeTorchInputs)
+    options = {"progress": False, **options}
     outcome = bench.run_attention_bench(kinds=("prefill", "decode"), head_dims=(64,), seqs=(64,), decode_seqs=(256,),
                                         causal=(True,), tokens=128, iters=3, warmup=0, ceiling_tflops=100.0,
-                                        progress=False, decode_heads=((32, 8),), **options)
+                                        decode_heads=((32, 8),), **options)
     return outcome, paths
 
 
 @pytest.fixture
 def fake_run(monkeypatch):
     return _fake_bench(monkeypatch)
+
+
+def test_a_piped_run_says_each_case_with_every_path_s_outcome(monkeypatch):
+    import io
+
+    from rich.console import Console
+    piped = io.StringIO()
+    outcome, _ = _fake_bench(monkeypatch, progress="lines", console=Console(file=piped, width=200))
+    lines = [line for line in piped.getvalue().splitlines() if line.startswith("[")]
+    labels = list(dict.fromkeys(r.case for r in outcome.results))
+    assert len(lines) == len(labels) == 2, piped.getvalue()
+    for index, (line, label) in enumerate(zip(lines, labels), 1):
+        assert line.startswith(f"[{index}/2 ") and f"] {label}: vk-coopmat2 ok " in line, line
+        assert "torch-cudnn skipped" in line and "torch-efficient failed" in line, line
+    assert " TFLOP/s" in lines[0] and " GB/s" in lines[1]
 
 
 def test_the_warm_up_time_is_the_caller_s_and_recorded(monkeypatch):
