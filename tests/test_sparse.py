@@ -145,6 +145,10 @@ def test_property_round_trip_and_validity(dense):
     validate_metadata(c.metadata)
     assert (mask.reshape(dense.shape[0], -1, 4).sum(-1) == 2).all()
     assert _bits(decompress_2to4(c)).tobytes() == _bits(pruned).tobytes()
+    again_c, again_pruned = compress_2to4(dense, return_pruned=True)    # one prune for both
+    assert _bits(again_pruned).tobytes() == _bits(pruned).tobytes()
+    assert again_c.metadata.tobytes() == c.metadata.tobytes() and _bits(again_c.values).tobytes() == \
+        _bits(c.values).tobytes()
     # the kept entries are never smaller in magnitude than the dropped ones of their chunk
     mag = np.abs(dense.astype(np.float32)).reshape(dense.shape[0], -1, 4)
     m4 = mask.reshape(mag.shape)
@@ -205,6 +209,8 @@ def test_compressed_pairs_are_checked_when_built():
         decompress_2to4((c.values, c.metadata))
     with pytest.raises(sparse.SparseTypeError, match="accept_sparse must be True or False"):
         compress_2to4(np.ones((2, 64), dtype=np.float16), accept_sparse="no")
+    with pytest.raises(sparse.SparseTypeError, match="return_pruned must be True or False"):
+        compress_2to4(np.ones((2, 64), dtype=np.float16), return_pruned=1)
     with pytest.raises(sparse.SparseTypeError, match="metadata must be a numpy array"):
         metadata_nibbles([[1]])
     assert issubclass(SparseFormatError, vkcoop.Error) and issubclass(sparse.SparseTypeError, TypeError)
@@ -220,3 +226,25 @@ def test_the_kept_positions_are_those_a_stable_sort_puts_first():
             priority[...] = 0.0
         expected = np.sort(np.argsort(priority, axis=-1, kind="stable")[..., :2], axis=-1)
         assert (sparse_module._first_two_by_priority(priority) == expected).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(DTYPES), st.integers(0, 2**32 - 1))
+def test_pruning_by_bit_patterns_keeps_what_a_stable_sort_of_magnitudes_keeps(dtype, seed):
+    """Pruning orders magnitudes by their sign-less bit patterns; on any bits (no NaN) with ties, zeros of both
+    signs, subnormals and infinities it must keep what a stable sort of float64 magnitudes keeps."""
+    dtype = np.dtype(dtype)
+    unsigned = np.dtype(f"u{dtype.itemsize}")
+    rng = np.random.default_rng(seed)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, np.finfo(np.float16).tiny / 4], dtype=dtype)
+    dense = rng.integers(0, np.iinfo(unsigned).max, size=(6, 64), dtype=unsigned, endpoint=True).view(dtype)
+    picks = rng.random(dense.shape) < 0.5
+    dense[picks] = rng.choice(special, size=int(picks.sum()))
+    sign_less = dense.view(unsigned) & unsigned.type((1 << (8 * dtype.itemsize - 1)) - 1)
+    dense[sign_less > np.array(np.inf, dtype=dtype).view(unsigned)] = 0   # the NaNs
+    magnitude = np.abs(dense.astype(np.float64)).reshape(6, 16, 4)
+    expected = np.sort(np.argsort(-magnitude, axis=-1, kind="stable")[..., :2], axis=-1)
+    nibbles = metadata_nibbles(compress_2to4(dense).metadata)
+    assert np.array_equal(np.stack([nibbles & 3, nibbles >> 2], axis=-1), expected)
+    mask = prune_2to4(dense, return_mask=True)[1].reshape(6, 16, 4)
+    assert np.array_equal(np.sort(np.argwhere(mask)[:, 2].reshape(6, 16, 2), axis=-1), expected)

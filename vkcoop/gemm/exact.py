@@ -36,14 +36,22 @@ def exact_inputs(types, m: int, n: int, k: int, *, seed: int = 0) -> tuple[np.nd
     return a, b
 
 
+def _draw_eighths(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
+    """Multiples of 1/8 in [-1, 1], uniform over the 17 of them: int8 draws looked up in a table of the 17 values
+    in ``dtype`` (one pass, where converting through float32 takes three and fp16's conversion is slow)."""
+    table = (np.arange(-8, 9, dtype=np.float32) / 8).astype(DTYPES[dtype])
+    draws = rng.integers(-8, 9, size=shape, dtype=np.int8)
+    draws += 8
+    return table[draws.view(np.uint8)]
+
+
 @functools.lru_cache(maxsize=1)
 def _eighths_a(dtype: str, m: int, k: int, seed: int):
     """(pruned A, compressed A, the generator's state after drawing A), read-only: kept for the next problem of
     the same dtype, M, K and seed, whose A is the same whatever its N (a benchmark's memory-bound cases)."""
     rng = np.random.default_rng(seed)
-    a = (rng.integers(-8, 9, size=(m, k), dtype=np.int8).astype(np.float32) / 8).astype(DTYPES[dtype])
-    compressed = sparse24.compress_2to4(a)
-    pruned = sparse24.decompress_2to4(compressed)
+    a = _draw_eighths(rng, (m, k), dtype)
+    compressed, pruned = sparse24.compress_2to4(a, return_pruned=True)
     for array in (pruned, compressed.values, compressed.metadata):
         array.flags.writeable = False
     return pruned, compressed, rng.bit_generator.state
@@ -54,14 +62,15 @@ def eighths_inputs(dtype: str, m: int, n: int, k: int, *, seed: int = 0):
     first and B after it from one generator (so A depends on M, K and the seed only, and is made once for the
     problems that share them). A's arrays are read-only: several problems may hold them.
 
-    Every product is a multiple of 1/64 and every partial sum stays far below 2**24 / 64 for K up to 2**20, so
-    fp32 accumulation is exact in any order."""
+    Every product is a multiple of 1/64 of magnitude at most 1, so every partial sum of K products, in any order,
+    is a multiple of 1/64 of magnitude at most K: fp32 (24 significant bits) holds it exactly for K up to
+    :data:`EIGHTHS_EXACT_K`, and far beyond that in practice (random signs keep sums near sqrt(K))."""
     if dtype not in DTYPES:
         raise GemmInputError(f"dtype={dtype!r}: choose from {', '.join(DTYPES)}")
     pruned, compressed, state = _eighths_a(dtype, int(m), int(k), int(seed))
     rng = np.random.default_rng()
     rng.bit_generator.state = state
-    b = (rng.integers(-8, 9, size=(k, n), dtype=np.int8).astype(np.float32) / 8).astype(DTYPES[dtype])
+    b = _draw_eighths(rng, (k, n), dtype)
     return pruned, compressed, b
 
 
@@ -86,6 +95,19 @@ def short_sum_b(b: np.ndarray, terms: int = FP16_EXACT_TERMS, seed: int = 2) -> 
     short = np.zeros_like(b)
     short[rows, columns] = b[rows, columns]
     return short
+
+
+#: The largest K for which every fp32 partial sum of eighths products is exact: K * 64 <= 2**24.
+EIGHTHS_EXACT_K = 1 << 18
+
+
+def eighths_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A @ B in fp32 for operands of :func:`eighths_inputs`: exact up to :data:`EIGHTHS_EXACT_K`, so the fp32
+    product (a fraction of the float64 one's time: fp16 converts slowly to float64) is the exact reference; beyond
+    it, :func:`reference_gemm`."""
+    if a.shape[1] > EIGHTHS_EXACT_K:
+        return reference_gemm(a, b, np.float32)
+    return a.astype(np.float32) @ b.astype(np.float32)
 
 
 def reference_gemm(a: np.ndarray, b: np.ndarray, output_dtype) -> np.ndarray:

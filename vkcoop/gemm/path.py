@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .exact import check_output, check_rows, eighths_inputs, reference_gemm, short_sum_b
+from .exact import check_output, check_rows, eighths_inputs, eighths_reference, short_sum_b
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class GemmOperands:
     def make(cls, problem: GemmProblem, seed: int = 0) -> "GemmOperands":
         pruned, compressed, b = eighths_inputs(problem.dtype, problem.m, problem.n, problem.k, seed=seed)
         rows = check_rows(problem.m)
-        return cls(problem, pruned, compressed, b, rows, reference_gemm(pruned[rows], b, np.float32), seed)
+        return cls(problem, pruned, compressed, b, rows, eighths_reference(pruned[rows], b), seed)
 
     @cached_property
     def short_sums(self) -> "GemmOperands":
@@ -60,7 +60,7 @@ class GemmOperands:
         exact product: what a path that accumulates in fp16 is checked on, bit for bit (tolerance 0); it is timed on
         these operands."""
         b = short_sum_b(self.b)
-        return replace(self, b=b, reference=reference_gemm(self.pruned[self.rows], b, np.float32), tolerance=0.0)
+        return replace(self, b=b, reference=eighths_reference(self.pruned[self.rows], b), tolerance=0.0)
 
     def _arrays(self) -> dict:
         return {"pruned": self.pruned, "b": self.b, "rows": self.rows, "reference": self.reference,
