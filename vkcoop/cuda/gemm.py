@@ -35,9 +35,19 @@ from .layout import reorder_metadata_for_mma
 SUPPORTED = ("float16", "bfloat16")
 
 
+#: torch's warnings about what these paths do on purpose: upload from read-only arrays (the bench's operands, shared
+#: between cases, are never written), and measure the semi-structured tensor, which torch calls a prototype.
+QUIET_TORCH_WARNINGS = ("The given NumPy array is not writable",
+                        "The PyTorch API of SparseSemiStructuredTensor is in prototype stage")
+
+
 def _torch():
+    import warnings
+
     import torch  # imported lazily: vkcoop.cuda must import on machines without torch
 
+    for message in QUIET_TORCH_WARNINGS:   # a repeated filter replaces its twin, so this may run every call
+        warnings.filterwarnings("ignore", message=message, category=UserWarning)
     return torch
 
 
