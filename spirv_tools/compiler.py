@@ -43,7 +43,7 @@ class ShaderCompileError(Error, RuntimeError):
 @dataclass(frozen=True)
 class Backend:
     name: str            # "libshaderc" or "glslc"
-    identity: str        # goes into cache keys: path and version
+    identity: str        # goes into cache keys: the tool and its versions (its place only where they are unknown)
     toolchain: Toolchain
     library: ShadercLibrary | None = None
 
@@ -87,8 +87,17 @@ def backend() -> Backend:
         if os.environ.get("SPIRV_TOOLS_BACKEND", "") != "glslc":
             library, _ = try_load_shaderc(tc.libshaderc)
             if library is not None:
-                return Backend("libshaderc", f"libshaderc:{tc.libshaderc}:{tc.versions.get('shaderc')}", tc, library)
-        return Backend("glslc", f"glslc:{tc.describe()}:{tc.versions.get('shaderc')}:{tc.versions.get('glslang')}", tc)
+                return Backend("libshaderc", _identity("libshaderc", tc, tc.libshaderc, ("shaderc",)), tc, library)
+        return Backend("glslc", _identity("glslc", tc, tc.describe(), ("shaderc", "glslang")), tc)
+
+
+def _identity(kind: str, tc: Toolchain, where, version_names: tuple[str, ...]) -> str:
+    """A backend's part of the cache key: its kind and versions, so that another checkout, a reinstall or the same
+    toolchain elsewhere finds the shaders already built (the SPIR-V names no path: no debug information is asked
+    for); where a version is unknown, also where the tool is."""
+    versions = [tc.versions.get(name) for name in version_names]
+    known = all(v and not str(v).startswith("unavailable") for v in versions)
+    return ":".join([kind, *map(str, versions)] + ([] if known else [str(where)]))
 
 
 def cache_dir() -> Path:
@@ -109,7 +118,7 @@ def _included_sources(source: str, origin: str, include_dirs, seen: set[Path]) -
             continue
         seen.add(found)
         text = found.read_text()
-        parts.append(str(found).encode() + b"\0" + text.encode())
+        parts.append(requested.encode() + b"\0" + text.encode())   # as the source names it, not where it lies
         parts.extend(_included_sources(text, str(found), include_dirs, seen))
     return parts
 
@@ -134,7 +143,7 @@ def compile(source: str | None = None, *, path: str | os.PathLike | None = None,
     cached = None
     if use_cache:
         h = hashlib.sha256()
-        for part in (_CACHE_FORMAT, be.identity, target_env, stage, entry, name,
+        for part in (_CACHE_FORMAT, be.identity, target_env, stage, entry,
                      repr(sorted(macro_values.items())), source):
             h.update(part.encode() + b"\0")
         for part in _included_sources(source, name, include_dirs, set()):

@@ -1,6 +1,7 @@
 """spirv_tools: toolchain search, compile (both backends), errors, cache, validate, reflect."""
 from __future__ import annotations
 
+import dataclasses
 import struct
 import subprocess
 import sys
@@ -114,6 +115,39 @@ def test_cache_hits_and_is_invalidated_by_an_include_change(tmp_path, monkeypatc
     second = spirv_tools.compile(src, name=str(tmp_path / "v.comp"))
     assert second != first
     assert len(list(cache.glob("*.spvc"))) == 2
+
+
+@needs_toolchain
+def test_the_same_shader_from_another_checkout_is_served_from_the_cache(tmp_path, monkeypatch):
+    """The key holds what decides the SPIR-V (source, includes by name and text, defines, tool versions), not
+    where the checkout lies: a second clone finds its shaders built."""
+    src = ("#version 450\n#extension GL_GOOGLE_include_directive : enable\n#include \"value.glsl\"\n"
+           "layout(local_size_x = 1) in;\nlayout(set=0, binding=0) buffer D { uint d[]; };\n"
+           "void main() { d[0] = VALUE; }\n")
+    built = {}
+    for checkout in ("one", "two"):
+        (tmp_path / checkout / "include").mkdir(parents=True)
+        (tmp_path / checkout / "include" / "value.glsl").write_text("const uint VALUE = 7u;\n")
+        (tmp_path / checkout / "v.comp").write_text(src)
+        built[checkout] = spirv_tools.compile(path=tmp_path / checkout / "v.comp",
+                                              include_dirs=[tmp_path / checkout / "include"])
+        real = compiler.backend()   # the second checkout's compile must come from the cache, whatever the backend
+        monkeypatch.setattr(compiler, "backend", lambda: dataclasses.replace(real, library=None))
+        monkeypatch.setattr(compiler, "_compile_with_glslc", lambda *a, **k: pytest.fail("compiled again"))
+    assert built["one"] == built["two"]
+    assert len(list((tmp_path / "spirv-cache").glob("*.spvc"))) == 1
+
+
+def test_the_backend_s_key_names_its_versions_and_its_place_only_without_them():
+    from spirv_tools.toolchain import Toolchain
+    versioned = Toolchain("private", Path("/one/usr/bin"), versions={"shaderc": "2026.4", "glslang": "16.4.0"})
+    moved = Toolchain("private", Path("/two/usr/bin"), versions={"shaderc": "2026.4", "glslang": "16.4.0"})
+    unknown = Toolchain("private", Path("/one/usr/bin"), versions={"shaderc": "unavailable: no glslc"})
+    key = compiler._identity("glslc", versioned, versioned.describe(), ("shaderc", "glslang"))
+    assert key == compiler._identity("glslc", moved, moved.describe(), ("shaderc", "glslang")) == \
+        "glslc:2026.4:16.4.0"
+    assert "/one/usr/bin" in compiler._identity("glslc", unknown, unknown.describe(), ("shaderc", "glslang"))
+    assert compiler._identity("libshaderc", versioned, "/one/lib.so", ("shaderc",)) == "libshaderc:2026.4"
 
 
 @needs_toolchain
