@@ -139,10 +139,9 @@ def _kept_code(dense: np.ndarray, accept_sparse: bool) -> np.ndarray:
     return _first_two_code(priority)
 
 
-#: The lowest and the highest set bit of each 4-bit mask, and the PTX metadata nibble ``lowest | highest << 2``.
-_LOWEST_BIT = np.array([(c & -c).bit_length() - 1 if c else 0 for c in range(16)], dtype=np.uint8)
-_HIGHEST_BIT = np.array([c.bit_length() - 1 if c else 0 for c in range(16)], dtype=np.uint8)
-_NIBBLE = (_LOWEST_BIT | _HIGHEST_BIT << 2).astype(np.uint32)
+#: The PTX metadata nibble ``lowest | highest << 2`` of each 4-bit mask of kept positions (its two set bits).
+_NIBBLE = np.array([((c & -c).bit_length() - 1) | (c.bit_length() - 1) << 2 if c else 0 for c in range(16)],
+                   dtype=np.uint32)
 
 
 def _first_two_code(priority: np.ndarray) -> np.ndarray:
@@ -159,12 +158,6 @@ def _first_two_code(priority: np.ndarray) -> np.ndarray:
                 rank += (planes[j] <= planes[i]) if j < i else (planes[j] < planes[i])
         code |= (rank < 2).astype(np.uint8) << i
     return code
-
-
-def _first_two_by_priority(priority: np.ndarray) -> np.ndarray:
-    """[..., 2] the positions of :func:`_first_two_code`, ascending."""
-    code = _first_two_code(priority)
-    return np.stack([_LOWEST_BIT[code], _HIGHEST_BIT[code]], axis=-1)
 
 
 @dataclass(frozen=True)
