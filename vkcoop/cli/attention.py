@@ -14,7 +14,7 @@ from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS,
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
-from .common import (add_progress_arguments, add_validate_argument, positive_seconds, progress_mode,
+from .common import (add_progress_arguments, add_validate_argument, chosen_progress, positive_seconds,
                      seconds_at_least_zero)
 
 
@@ -107,7 +107,7 @@ def run(args, console=None) -> int:
                                   decode_heads=args.decode_heads,
                                   tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
                                   device=args.device, validate=args.validate, console=console,
-                                  progress=progress_mode(args),
+                                  progress=chosen_progress(args),
                                   ceilings=args.ceilings, tune=args.tune, retune=args.retune,
                                   tune_budget=args.tune_budget, warmup_seconds=args.warmup_seconds,
                                   flush_l2=args.flush_l2)

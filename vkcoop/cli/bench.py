@@ -8,8 +8,8 @@ import json
 from . import attention
 from . import peak as peak_command
 from .common import (CliError, Exit, add_device_argument, add_module_command, add_progress_arguments,
-                     add_validate_argument, check_device, choice_list, console, emit_json, err_console,
-                     non_negative_int, output_path, positive_int, positive_seconds, progress_mode, size_list, wrote)
+                     add_validate_argument, check_device, choice_list, chosen_progress, console, emit_json,
+                     err_console, non_negative_int, output_path, positive_int, positive_seconds, size_list, wrote)
 
 
 # --- bench ---------------------------------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def cmd_bench_sparse(args) -> int:
                                flush_l2=args.flush_l2, paths=args.paths, tune=args.tune, retune=args.retune,
                                tune_budget=args.tune_budget, search=args.search, search_budget=args.search_budget,
                                baseline=args.baseline, device=args.device, validate=args.validate,
-                               console=err_console, progress=progress_mode(args),
+                               console=err_console, progress=chosen_progress(args),
                                ceilings=args.ceilings)
     report.print_table(outcome)
     if outcome.interrupted:
@@ -328,7 +328,7 @@ def cmd_fuzz(args) -> int:
     json_path = output_path(args.json_path)
     check_device(args.device)
     report = fuzz.run(cases=args.cases, seed=args.seed, target=args.target, json_path=json_path,
-                      progress=progress_mode(args), device=args.device, variants=args.variants,
+                      progress=chosen_progress(args), device=args.device, variants=args.variants,
                       shrink=not args.no_shrink, workers=args.workers)
     fuzz.print_report(report)
     if json_path:

@@ -46,7 +46,7 @@ class CliError(Exception):
 
 
 def add_progress_arguments(p, lines: str) -> None:
-    """``--progress`` (:data:`vkcoop.progress.PROGRESS_MODES`) and ``--quiet``, read back by :func:`progress_mode`."""
+    """``--progress`` (:data:`vkcoop.progress.PROGRESS_MODES`) and ``--quiet``, read back by :func:`chosen_progress`."""
     from ..progress import PROGRESS_MODES
     p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
                    help=f"auto: a bar with the time left on a terminal, else {lines} on stderr and a heartbeat "
@@ -54,7 +54,8 @@ def add_progress_arguments(p, lines: str) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress (--progress none)")
 
 
-def progress_mode(args) -> str:
+def chosen_progress(args) -> str:
+    """The mode ``--progress`` and ``--quiet`` chose (:data:`vkcoop.progress.PROGRESS_MODES`)."""
     return "none" if args.quiet else args.progress
 
 

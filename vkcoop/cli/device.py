@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from .common import (CliError, Exit, add_device_argument, add_progress_arguments, add_validate_argument,
-                     check_device, console, emit_json, err_console, output_path, progress_mode)
+                     check_device, chosen_progress, console, emit_json, err_console, output_path)
 
 
 # --- info -----------------------------------------------------------------------------------------------------
@@ -117,10 +117,10 @@ def run_samples(chosen: list, device=None, validate: bool = False, on_result=Non
             RunProgress(len(chosen), progress, console=err_console, title="samples", transient=True) as shown:
         for sample in chosen:
             shown.step(sample.name)
-            results.append(sample.run(device, validate=validate, instance=instance))
+            result = sample.run(device, validate=validate, instance=instance)
+            results.append(result)
             if on_result:
-                on_result(results[-1])
-            result = results[-1]
+                on_result(result)
             shown.finished(f"{sample.name}: skip ({result.reason[:120]})" if result.status == "skip" else
                            f"{sample.name}: {result.status}, {result.cases} cases, {result.wall_time_s:.1f} s")
     return results
@@ -180,7 +180,7 @@ def cmd_run(args) -> int:
     check_device(args.device)
     results = []
     try:
-        run_samples(chosen, args.device, args.validate, on_result=results.append, progress=progress_mode(args))
+        run_samples(chosen, args.device, args.validate, on_result=results.append, progress=chosen_progress(args))
     except KeyboardInterrupt:
         if results:
             print_results(results)

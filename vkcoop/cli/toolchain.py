@@ -119,7 +119,7 @@ def check_shaders(action: str, variants) -> list:
 
     from ..progress import HEARTBEAT_SECONDS, RunProgress
 
-    variants, results = list(variants), []
+    variants, results, failed = list(variants), [], 0
     with RunProgress(len(variants), "auto", console=err_console, title=f"{action} shaders", transient=True,
                      line_every_s=HEARTBEAT_SECONDS) as shown, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -127,7 +127,7 @@ def check_shaders(action: str, variants) -> list:
         for variant, future in zip(variants, futures):
             shown.step(f"{action} {variant.shader}")
             results.append(future.result())
-            failed = sum(not r.ok for r in results)
+            failed += not results[-1].ok
             shown.finished(f"{action} shaders: {variant.shader}" + (f", {failed} failed" if failed else ""))
     return results
 

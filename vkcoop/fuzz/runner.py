@@ -251,8 +251,9 @@ def run(cases: int = 1000, seed: int = 0, target: str = "portable", json_path=No
                                                             ctrl_c.check):
                         session.generation_seconds += waited
                         session.evaluate(chunk_cases, ref)
-                        shown.step(f"fuzz: {session.tally_line()}")
-                        shown.finished(session.tally_line(), units=len(chunk_cases))
+                        tally = session.tally_line()
+                        shown.step(f"fuzz: {tally}")
+                        shown.finished(tally, units=len(chunk_cases))
                 ctrl_c.check()
             run_seconds = time.perf_counter() - loop_started - (session.compile_seconds() - compile_before)
         except KeyboardInterrupt:
