@@ -27,8 +27,28 @@ def k_splits(tiles: int, slices: int, sm_count: int, per_sm: int, cluster_sum: b
     return -(-slices // per_split)
 
 
+class _WarpTiledSplitK:
+    """What the mma.sp and the dense mma.sync tiles share (fields ``warps_m``, ``warps_n``, ``per_sm``,
+    ``cluster_sum``): a warp grid, and the split kernels of mma_sp_common.cuh, whose flag saying which CTA of a
+    tile came last takes static shared memory where no cluster adds the splits up."""
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def static_smem_bytes(self) -> int:
+        """The split kernel's flag: 4 bytes that ptxas pads to the 128-byte alignment of the dynamic ring
+        (``ptxas -v``: 128 bytes smem)."""
+        return 128 if self.per_sm and not self.cluster_sum else 0
+
+    @property
+    def total_smem_bytes(self) -> int:
+        return self.smem_bytes + self.static_smem_bytes
+
+
 @dataclass(frozen=True)
-class MmaSpConfig:
+class MmaSpConfig(_WarpTiledSplitK):
     bm: int
     bn: int
     warps_m: int
@@ -43,19 +63,10 @@ class MmaSpConfig:
     cluster_sum: bool = False
 
     @property
-    def threads(self) -> int:
-        return 32 * self.warps_m * self.warps_n
-
-    @property
     def smem_bytes(self) -> int:
         """Checked against the kernel's SMEM_BYTES by a static_assert in the generated instances header."""
         return self.stages * (self.bm * self.bk + self.bn * self.bk * 2
                               + (self.bm // 16) * (self.bk // 64) * 128)
-
-    @property
-    def total_smem_bytes(self) -> int:
-        """With the split kernel's flag that says which CTA of a tile came last (4 bytes, padded to 128)."""
-        return self.smem_bytes + (128 if self.per_sm and not self.cluster_sum else 0)
 
     def kernel_name(self, dtype_name: str) -> str:
         short = "f16" if dtype_name == "float16" else "bf16"
@@ -111,7 +122,7 @@ class WgmmaSpConfig:
 
 
 @dataclass(frozen=True)
-class MmaDenseConfig:
+class MmaDenseConfig(_WarpTiledSplitK):
     """A tile of the dense mma.sync kernel (kernels/mma_dense.cu): BM x BN outputs per CTA, BK of K per pipeline
     stage, WARPS_M x WARPS_N warps, STAGES shared-memory stages, raster groups of GROUP_M row tiles; ``per_sm`` > 0
     splits K as :class:`MmaSpConfig` does (``cluster_sum``: the splits of a tile are one thread-block cluster)."""
@@ -126,24 +137,10 @@ class MmaDenseConfig:
     cluster_sum: bool = False
 
     @property
-    def threads(self) -> int:
-        return 32 * self.warps_m * self.warps_n
-
-    @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory: the ring of A and B stages (checked against the kernel's SMEM_BYTES by a
         static_assert in the generated instances header)."""
         return self.stages * (self.bm + self.bn) * self.bk * 2
-
-    @property
-    def static_smem_bytes(self) -> int:
-        """Static shared memory: the split kernel's flag that says which CTA of a tile came last, 4 bytes that
-        ptxas pads to the 128-byte alignment of the dynamic ring (``ptxas -v``: 128 bytes smem)."""
-        return 128 if self.per_sm and not self.cluster_sum else 0
-
-    @property
-    def total_smem_bytes(self) -> int:
-        return self.smem_bytes + self.static_smem_bytes
 
     @property
     def warp_tile(self) -> tuple[int, int]:
