@@ -106,6 +106,20 @@ def test_bad_inputs_raise_clear_errors():
         prune_2to4(np.full((1, 32), np.nan, dtype=np.float32))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_nan_is_refused_with_its_place_in_every_dtype(dtype):
+    """NaN is found on the sign-less bits (above infinity's), whatever the type, and named where it first is."""
+    dense = np.ones((3, 64), dtype=dtype)
+    dense[1, 37] = -np.nan
+    dense[2, 5] = np.nan
+    dense[0, 3] = np.inf   # infinities are magnitudes, not NaN
+    for prune in (prune_2to4, compress_2to4):
+        with pytest.raises(SparseFormatError, match=r"dense holds NaN \(first at row 1, column 37\)"):
+            prune(dense)
+    dense[1, 37] = dense[2, 5] = 0
+    assert prune_2to4(dense)[0, 3] == np.inf
+
+
 @pytest.mark.parametrize("code", [0b0000, 0b0101, 0b1010, 0b1111, 0b0001, 0b1011])
 def test_invalid_metadata_detected(code):
     c = compress_2to4(np.ones((2, 64), dtype=np.float16))
