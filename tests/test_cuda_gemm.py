@@ -50,6 +50,26 @@ def test_skinny_problems_pick_a_split_tile():
     assert not MmaSpGemm()._pick(8192, 8192, 8192).per_sm  # square problems run the unsplit kernels
 
 
+def test_skinny_problems_pick_a_wgmma_split_tile_as_wide_as_n():
+    for m, n, bn in ((8192, 16, 16), (8192, 32, 32), (8192, 64, 64), (14336, 64, 64), (4096, 96, 32),
+                     (4096, 192, 64)):
+        picked = WgmmaSpGemm()._pick(m, n, 4096)
+        assert picked.per_sm and picked.bn == bn and picked.kernel_name("bfloat16").endswith("_cs"), (m, n)
+    assert not WgmmaSpGemm()._pick(8192, 8192, 8192).per_sm
+
+
+def test_wgmma_split_counts_worked_by_hand():
+    # 64-wide K slices, one CTA an SM (132). 8192x64x8192 at 128x64: 64 tiles, 132 // 64 = 2 splits of 64 slices.
+    # 256x16x1024 at 128x16: 2 tiles, 66 wanted, a portable cluster caps it at 8 splits of 2 slices. 128x32x704:
+    # 11 slices, 8 wanted gives 2 a split, so 6 splits (the last has one). 14336x32x4096: 112 tiles, no split.
+    configs = WgmmaSpGemm.CONFIGS
+    assert configs["128x64cs"].splits(8192, 64, 8192, 132) == 2
+    assert configs["128x16cs"].splits(256, 16, 1024, 132) == 8
+    assert configs["128x32cs"].splits(128, 32, 704, 132) == 6
+    assert configs["128x32cs"].splits(14336, 32, 4096, 132) == 1
+    assert configs["128x256"].splits(256, 256, 1024, 132) == 1     # not a split configuration
+
+
 def test_split_counts_worked_by_hand():
     # 128x32 tiles, 132 SMs x 4 = a wave of 528 CTAs. 4096x32x4096: 32 tiles, 528 // 32 = 16 splits of 64 / 16 =
     # 4 slices. 8192x32x8192: 64 tiles, 8 splits of 16 slices. 256x32x192: 2 tiles, at most 3 slices -> 3 splits.
@@ -218,6 +238,15 @@ def _problem(m, n, k, dtype_name, seed=0):
     (WgmmaSpGemm, "256x128", (512, 256, 1024)),
     (WgmmaSpGemm, "256x128s5", (256, 384, 640)),
     (WgmmaSpGemm, "256x128s6", (768, 128, 512)),
+    # CTA pairs sharing B: two pairs along M, two along N; one pair, a long K
+    (WgmmaSpGemm, "128x256x2", (512, 512, 512)),
+    (WgmmaSpGemm, "128x256x2s5", (256, 256, 2048)),
+    # wgmma.sp split-K summed in a cluster: 2 tiles split 8 ways (2 slices each), uneven shares (11 slices in 6
+    # splits of 2: the last has one), one consumer warpgroup, and 4 tiles of 3 slices each
+    (WgmmaSpGemm, "128x16cs", (256, 16, 1024)),
+    (WgmmaSpGemm, "128x32cs", (128, 32, 704)),
+    (WgmmaSpGemm, "64x64cs", (192, 64, 1024)),
+    (WgmmaSpGemm, "128x64cs", (512, 64, 192)),
 ])
 def test_kernel_matches_reference_bit_exact(path_cls, config, shape, dtype_name):
     import torch
@@ -257,6 +286,28 @@ def test_split_kernel_repeats_and_leaves_its_counters_at_zero(key):
         return
     arrivals = op.keep[-1]
     assert arrivals.dtype == torch.int32 and int(arrivals.abs().sum()) == 0
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("key", ["128x16cs", "128x64cs"])
+def test_wgmma_split_k_repeats_bit_for_bit_and_matches_the_unsplit_kernel(key):
+    """wgmma.sp split-K adds its partials in split order whichever CTA finishes first: launches repeat bit for bit
+    (C poisoned in between), split several ways, and equal the unsplit 128x16 kernel, whose fp32 sum runs in K
+    order: the partial sums of exact inputs are exact, so any order gives the same bits."""
+    import torch
+    from vkcoop.cuda import compare, reference
+    a, b = _problem(256, 64, 4096, "float16", seed=11)
+    op = WgmmaSpGemm(key).bind(a, b)
+    assert "splits=" in op.description and "splits=1 " not in op.description
+    first = op().clone()
+    for _ in range(3):
+        op().fill_(float("nan"))
+        c = op()
+        torch.cuda.synchronize()
+        assert torch.equal(c, first)
+    assert compare(first, reference(a, b))["exact_fraction"] == 1.0
+    assert torch.equal(first, WgmmaSpGemm("128x16").bind(a, b)())
 
 
 @pytest.mark.cuda

@@ -210,6 +210,13 @@ def test_wgmma_sp_problems_wrap_the_ring_and_fit(cfg):
     (_, m, n, k), (_, m1, n1, k1) = wgmma_sp_problems(cfg)
     path = WgmmaSpGemm(cfg)
     assert path.supports(m, n, k, "float16")[0] and path.supports(m1, n1, k1, "float16")[0]
+    if cfg.per_sm:   # cluster-summed split-K: a full cluster with a short last split, and one slice a split
+        splits = cfg.splits(m, n, k, 132)
+        per_split = -(-UNEVEN_SLICES // splits)
+        assert k // 64 == UNEVEN_SLICES and splits == MAX_CLUSTER_SPLITS
+        assert UNEVEN_SLICES - (splits - 1) * per_split < per_split, "the last split is short"
+        assert cfg.splits(m1, n1, k1, 132) == k1 // 64 == 2
+        return
     assert k // 64 > cfg.stages and k1 == 64 and (m // cfg.bm) % cfg.cluster == 0
 
 

@@ -97,6 +97,9 @@ class WgmmaSpConfig:
     wait_depth: int = 1  # wgmma groups left in flight before releasing a slice
     cluster: int = 1  # 2: CTA pairs along M share B through TMA multicast
     msub: int = 1  # m64 sub-tiles per consumer warpgroup (2: 128 rows each)
+    #: > 0: split-K for skinny problems, as many K splits as fill one wave of per_sm CTAs per SM; the splits of a
+    #: tile are one thread-block cluster and add their partials up through distributed shared memory
+    per_sm: int = 0
 
     @property
     def bm(self) -> int:
@@ -117,8 +120,18 @@ class WgmmaSpConfig:
         short = "f16" if dtype_name == "float16" else "bf16"
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
                   + ("" if self.cluster == 1 else f"_x{self.cluster}")
-                  + ("" if self.msub == 1 else f"_m{self.msub}"))
+                  + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else ""))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
+
+    @property
+    def cluster_sum(self) -> bool:
+        return bool(self.per_sm)
+
+    def splits(self, m: int, n: int, k: int, sm_count: int, max_cluster: int = MAX_CLUSTER_SPLITS) -> int:
+        """The K splits of an M x N x K launch (:func:`k_splits` over 64-wide K slices); 1 without ``per_sm``."""
+        if not self.per_sm:
+            return 1
+        return k_splits((m // self.bm) * (n // self.bn), k // 64, sm_count, self.per_sm, True, max_cluster)
 
 
 @dataclass(frozen=True)

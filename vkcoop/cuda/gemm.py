@@ -310,14 +310,25 @@ class WgmmaSpGemm(HandWrittenSpGemm):
     # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
     CONFIGS = {
         "128x256": WgmmaSpConfig(256, 2, 4),
+        # CTA pairs along M sharing B through TMA multicast (cuSPARSELt's 128x256x64 tile, cluster 2x1)
+        "128x256x2": WgmmaSpConfig(256, 2, 4, cluster=2),
+        "128x256x2s5": WgmmaSpConfig(256, 2, 5, cluster=2),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
         "256x128s5": WgmmaSpConfig(128, 2, 5, msub=2),
         "256x128s6": WgmmaSpConfig(128, 2, 6, msub=2),
         "128x128": WgmmaSpConfig(128, 2, 6),
         "128x16": WgmmaSpConfig(16, 2, 8),
         "64x16": WgmmaSpConfig(16, 1, 8),
+        # split-K for skinny problems, the splits of a tile summed in a cluster
+        "128x16cs": WgmmaSpConfig(16, 2, 8, per_sm=1),
+        "128x32cs": WgmmaSpConfig(32, 2, 8, per_sm=1),
+        "128x64cs": WgmmaSpConfig(64, 2, 8, per_sm=1),
+        "64x64cs": WgmmaSpConfig(64, 1, 8, per_sm=1),
     }
-    AUTO_ORDER = ("128x256", "128x128", "128x16", "64x16")
+    # measured on the H200 (docs/cuda-sparse.md, "Configurations"): 128x256 for the compute-bound shapes; for N of
+    # 16 to 64 a tile as wide as N, its K split over a cluster (1.00-1.08x cuSPARSELt at M = 4096 to 14336, where
+    # the unsplit 128x16 tile left half the SMs idle and read A once per 16 columns); then the small-N tile
+    AUTO_ORDER = ("128x256", "128x128", "128x64cs", "128x32cs", "128x16cs", "64x16")
     #: extra instantiations (fp16 only) used to localise problems
     DIAGNOSTIC_CONFIGS = tuple(
         WgmmaSpConfig(bn, cons, st, setmaxnreg=nreg, fp16_only=True, wait_depth=wait)
@@ -326,15 +337,16 @@ class WgmmaSpGemm(HandWrittenSpGemm):
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
             (256, 2, 5, True, 1))) + tuple(
-        WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
+        WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((128, 6),))
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
         m, n, k, cfg, b_t, c = self._prepare(a, b)
         for label, t in (("a.values", a.values), ("b", b_t), ("a.mma_metadata", a.mma_metadata)):
             if t.data_ptr() % 16:
                 raise ShapeError(f"{self.name}: {label} is not 16-byte aligned (TMA needs it)")
+        sms = _torch().cuda.get_device_properties(b.device).multi_processor_count
         launch = launches.wgmma_sp_launch(cfg, _dtype_name(a.dtype), m, n, k, a.values.data_ptr(), b_t.data_ptr(),
-                                          a.mma_metadata.data_ptr(), c.data_ptr())
+                                          a.mma_metadata.data_ptr(), c.data_ptr(), sms)
 
         def run():
             launch(_stream())

@@ -99,9 +99,11 @@ def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
 def wgmma_sp_instance(cfg: WgmmaSpConfig, dtype: str, origin: str) -> Instance:
     bf16 = _cxx_bool(dtype == "bfloat16")
     kernel_type = (f"wgsp::Kernel<{bf16}, {cfg.bn}, {cfg.consumers}, {cfg.stages}, {_cxx_bool(cfg.setmaxnreg)}, "
-                   f"{cfg.wait_depth}, {cfg.cluster}, {cfg.msub}>")
+                   f"{cfg.wait_depth}, {cfg.cluster}, {cfg.msub}, {_cxx_bool(bool(cfg.per_sm))}>")
     if cfg.cluster not in (1, 2):
         raise ValueError(f"{origin}: cluster must be 1 or 2, got {cfg.cluster}")
+    if cfg.per_sm and cfg.cluster != 1:
+        raise ValueError(f"{origin}: split-K clusters cannot also share B (cluster {cfg.cluster})")
     macro = "VK_WGMMA_SP_ENTRY" if cfg.cluster == 1 else "VK_WGMMA_SP_ENTRY_X2"
     return Instance(cfg.kernel_name(dtype), macro, kernel_type, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes), ("BM", "bm", cfg.bm)), origin)

@@ -44,7 +44,7 @@ class KernelLaunch:
                       cluster=self.cluster)
 
 
-def splits_whose_clusters_fit(func, cfg: MmaSpConfig | MmaDenseConfig, name: str, tiles: int, problem: tuple,
+def splits_whose_clusters_fit(func, cfg: MmaSpConfig | MmaDenseConfig | WgmmaSpConfig, name: str, tiles: int, problem: tuple,
                               splits: int) -> int:
     """The most K splits, at most ``splits``, whose clusters (one a tile) all run at once: a cluster's CTAs share one
     GPC, so the GPCs may hold fewer clusters than the SMs' slots suggest, and a second wave of a few clusters
@@ -137,9 +137,10 @@ def mma_dense_plan(cfg: MmaDenseConfig, dtype_name: str, m: int, n: int, k: int,
 
 
 def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int, values: int, b_t: int,
-                    meta: int, c: int) -> KernelLaunch:
+                    meta: int, c: int, sms: int = 0) -> KernelLaunch:
     """The wgmma.sp launch on these addresses (each 16-byte aligned, as TMA needs): A's values [M][K/2], B^T
-    [N][K], the reordered metadata [M/16][K/64][32] and C [M][N]."""
+    [N][K], the reordered metadata [M/16][K/64][32] and C [M][N]; a split-K configuration splits K for ``sms``
+    SMs, one cluster a tile."""
     tm_a = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, values, k // 2, m, k, 32, cfg.bm, driver.SWIZZLE_64B)
     tm_b = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, b_t, k, n, k * 2, 64, cfg.bn // cfg.cluster,
                                   driver.SWIZZLE_128B)
@@ -148,6 +149,13 @@ def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int,
                                      cfg.bm // 16, driver.SWIZZLE_NONE)
     name = cfg.kernel_name(dtype_name)
     func = module("wgmma_sp").function(name, cfg.smem_bytes)
-    grid = (m // cfg.bm) * (n // cfg.bn)
+    tiles = (m // cfg.bm) * (n // cfg.bn)
+    splits = 1
+    if cfg.per_sm:
+        if sms <= 0:
+            raise ValueError(f"{name}: a split-K launch needs the device's SM count")
+        splits = splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), cfg.splits(m, n, k, sms))
     args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
-    return KernelLaunch(func, name, grid, cfg.threads, cfg.smem_bytes, args, description=f"{name} grid={grid}")
+    grid = tiles * splits
+    description = f"{name} grid={grid}" + (f" splits={splits} (one cluster a tile)" if cfg.per_sm else "")
+    return KernelLaunch(func, name, grid, cfg.threads, cfg.smem_bytes, args, splits, description)

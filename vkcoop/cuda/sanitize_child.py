@@ -123,7 +123,7 @@ def _mma_sync(job: dict, buffers: _Buffers) -> tuple[str, str]:
 def _wgmma_sp(job: dict, buffers: _Buffers) -> tuple[str, str]:
     values, meta, b_t, c, expected = _gemm_operands(job, buffers)
     launch = launches.wgmma_sp_launch(wgmma_config(job["config"]), job["dtype"], job["m"], job["n"], job["k"],
-                                      values, b_t, meta, c.address)
+                                      values, b_t, meta, c.address, driver.sm_count())
     return _run_twice(launch, c, expected)
 
 

@@ -8,7 +8,8 @@ slice (fewer slices than stages: with three or more, the prologue commits empty 
 cluster-summed (``wNcs``) configurations: three tiles over 23 slices (the last split gets fewer: 12 splits of 2 where
 they sum in global memory, one short; 8 of 3 in a cluster, the last of 2) and two tiles of two slices (one slice a
 split). wgmma.sp (``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``, CTA pairs among them): three row tiles (of pairs)
-by two column tiles over ``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice.
+by two column tiles over ``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice;
+its cluster-summed split-K configurations the uneven and the one-slice splits of mma.sp's, in 64-wide slices.
 The dense mma.sync kernel (``MmaDenseGemm.CONFIGS``, kernel "mma.sync"): the mma.sp problems, and one more with
 edges: M and N past whole tiles (the rows past them zero-filled and not stored), N odd (C stored an element at a
 time), K a multiple of 8 but not of the slice (the last slice's tail zero-filled); whole-K tiles over three
@@ -48,6 +49,9 @@ def mma_dense_problems(cfg: MmaDenseConfig) -> list[tuple[str, int, int, int]]:
 
 def wgmma_sp_problems(cfg: WgmmaSpConfig) -> list[tuple[str, int, int, int]]:
     """(what it reaches, M, N, K) for a wgmma.sp configuration (rows in whole CTA pairs where it has them)."""
+    if cfg.per_sm:
+        return [("uneven K splits", 3 * cfg.bm, cfg.bn, UNEVEN_SLICES * 64),
+                ("one slice a split", cfg.bm, 2 * cfg.bn, 2 * 64)]
     rows = cfg.bm * cfg.cluster
     return [("ring wraps, partial raster group", 3 * rows, 2 * cfg.bn, (cfg.stages + 3) * 64),
             ("one slice", rows, cfg.bn, 64)]

@@ -70,10 +70,12 @@ VK_DEVICE void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int c0, int c1
 }
 
 // Arrive on the mbarrier at the same offset in cluster CTA `rank` (cluster_rank, cluster_sync: common.cuh).
+// The default .release.cta semantics: what the arrival hands over is a slot this warp's retired wgmma
+// groups no longer read.  `.release.cluster` compiled to MEMBAR.ALL.GPU before every arrival and ran the
+// B-sharing pairs at 0.38x of the one-CTA kernel (docs/cuda-sparse.md, experiment C7).
 VK_DEVICE void mbar_arrive_cluster(u32 bar, u32 rank) {
   const u32 remote = cluster_map(bar, rank);
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
 VK_DEVICE void tma_load_2d(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar) {
@@ -109,9 +111,16 @@ VK_DEVICE void fence_accumulators(float (&d)[N]) {
 // refilled only when the consumers of both CTAs have released it.
 // MSUB = 2: each consumer warpgroup owns 128 rows as two m64 sub-tiles (two
 // accumulator sets), so a 256 x BN tile needs less L2 traffic per FLOP.
+// kSplitK: split-K for skinny problems.  The K splits of a tile are one
+// thread-block cluster (its size, set at launch, is the split count); each CTA
+// runs its share of the K slices, leaves its fp32 partial tile in its own ring,
+// and after a cluster barrier CTA r adds fragments r, r + splits, ... of every
+// CTA's partial through distributed shared memory, in split order from zero
+// (the same bits whichever CTA finishes first), and stores them.
 template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1,
-          int CLUSTER = 1, int MSUB = 1>
+          int CLUSTER = 1, int MSUB = 1, bool kSplitK = false>
 struct Kernel {
+  static_assert(!(kSplitK && CLUSTER > 1), "split-K clusters and B-sharing pairs are different clusters");
   static constexpr int BM = 64 * MSUB * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int A_BYTES = BM * 64;        // BM rows x 32 compressed halves
@@ -125,6 +134,11 @@ struct Kernel {
   // empty[s] collects every consumer thread (one CTA) or one lane per consumer
   // warp of every CTA in the cluster
   static constexpr u32 EMPTY_COUNT = CLUSTER == 1 ? CONSUMERS * 128 : CLUSTER * CONSUMERS * 4;
+  static constexpr int CONSUMER_THREADS = CONSUMERS * 128;
+  static constexpr int FRAGMENTS = MSUB * ACC / 4;  // float4s of a consumer thread's accumulators
+  static constexpr int MAX_SPLITS = 8;              // a portable cluster
+  static_assert(!kSplitK || FRAGMENTS * 16 * CONSUMER_THREADS <= STAGES * STAGE_BYTES,
+                "the partial tile must fit the ring");
 
   // The STAGES slots, 1024-byte aligned for the swizzled TMA boxes, then the
   // mbarriers: full[s] at bars + 8s (slot s's bytes have landed), empty[s] after
@@ -146,7 +160,10 @@ struct Kernel {
 
   // This CTA's tile: a grouped raster, or for CTA pairs the pair's tile and row tile `rank` of it.
   static VK_DEVICE void tile_of_cta(int M, int N, int& tile_m, int& tile_n, u32& rank) {
-    if constexpr (CLUSTER == 1) {
+    if constexpr (kSplitK) {
+      rank = cluster_rank();  // this CTA's split
+      grouped_tile(blockIdx.x / cluster_size(), M / BM, N / BN, 16, tile_m, tile_n);
+    } else if constexpr (CLUSTER == 1) {
       grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
     } else {
       rank = cluster_rank();
@@ -176,12 +193,13 @@ struct Kernel {
     }
   }
 
-  // Producer (one thread): slice kt into slot kt % STAGES once the consumers have
-  // released the slot's previous slice; full[s] counts the bytes as they land.
-  static VK_DEVICE void load_slice(const Ring& ring, int kt, const TmaDesc* tm_a, const TmaDesc* tm_b,
+  // Producer (one thread): K slice kt, this CTA's slice number `it`, into slot
+  // it % STAGES once the consumers have released the slot's previous slice;
+  // full[s] counts the bytes as they land.
+  static VK_DEVICE void load_slice(const Ring& ring, int it, int kt, const TmaDesc* tm_a, const TmaDesc* tm_b,
                                    const TmaDesc* tm_meta, int m0, int n0, u32 rank) {
-    const int s = kt % STAGES;
-    if (kt >= STAGES) mbar_wait(ring.empty(s), ((kt / STAGES) + 1) & 1);
+    const int s = it % STAGES;
+    if (it >= STAGES) mbar_wait(ring.empty(s), ((it / STAGES) + 1) & 1);
     const u32 full = ring.full(s);
     const u32 stage = ring.slot(s);
     mbar_expect_tx(full, TX_BYTES);
@@ -247,8 +265,7 @@ struct Kernel {
         mbar_arrive(empty);
       } else {
         __syncwarp();
-        if (lane == 0)
-          for (u32 r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(empty, r);
+        if (lane < CLUSTER) mbar_arrive_cluster(empty, lane);  // lane r signals CTA r
       }
     }
   }
@@ -268,28 +285,72 @@ struct Kernel {
 
   // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
   // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
-  // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).
+  // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).  Fragment f
+  // of a thread is registers 4j..4j+3 of sub-tile h = f / (BN/8), j = f % (BN/8).
+  static VK_DEVICE void store_fragment(u16* __restrict__ c, int N, const float (&v)[4], int f, int m0, int n0,
+                                       int consumer, int warp, int lane) {
+    const int h = f / (BN / 8), j = f % (BN / 8);
+    const int row = m0 + (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2);
+    const int col = n0 + j * 8 + 2 * (lane & 3);
+    *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(v[0], v[1]);
+    *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) = pack2<kBf16>(v[2], v[3]);
+  }
+
   static VK_DEVICE void store(u16* __restrict__ c, int N, const float (&acc)[MSUB][ACC], int m0, int n0,
                               int consumer, int warp, int lane) {
-    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int h = 0; h < MSUB; ++h) {
-      const int row = m0 + (consumer * MSUB + h) * 64 + warp * 16 + g;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int col = n0 + j * 8 + 2 * t;
-        *reinterpret_cast<u32*>(c + (size_t)row * N + col) =
-            pack2<kBf16>(acc[h][4 * j], acc[h][4 * j + 1]);
-        *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) =
-            pack2<kBf16>(acc[h][4 * j + 2], acc[h][4 * j + 3]);
-      }
+    for (int f = 0; f < FRAGMENTS; ++f) {
+      const float* r = &acc[f / (BN / 8)][4 * (f % (BN / 8))];
+      const float v[4] = {r[0], r[1], r[2], r[3]};
+      store_fragment(c, N, v, f, m0, n0, consumer, warp, lane);
     }
+  }
+
+  // Split-K: this CTA's partial tile into its ring as [fragment][consumer thread] float4s
+  // (a warp's stores are 512 contiguous bytes), once every consumer's MMAs have retired.
+  static VK_DEVICE void write_partial(const Ring& ring, const float (&acc)[MSUB][ACC], int ctid) {
+    asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");  // the ring is no longer read
+    float4* partial = reinterpret_cast<float4*>(const_cast<unsigned char*>(ring.ptr));
+#pragma unroll
+    for (int f = 0; f < FRAGMENTS; ++f) {
+      const float* r = &acc[f / (BN / 8)][4 * (f % (BN / 8))];
+      partial[f * CONSUMER_THREADS + ctid] = make_float4(r[0], r[1], r[2], r[3]);
+    }
+  }
+
+  // Split-K: CTA `split` adds fragments split, split + splits, ... of every CTA's
+  // partial (distributed shared memory, all loads in flight, then split order from
+  // zero) and stores them; between two cluster barriers, so every partial is
+  // written before it is read and stays until every CTA has read it.
+  static VK_DEVICE void sum_partials(const Ring& ring, u16* __restrict__ c, int N, int m0, int n0, int consumer,
+                                     int warp, int lane, u32 split, u32 splits) {
+    const int ctid = consumer * 128 + warp * 32 + lane;
+    cluster_sync();
+    for (int f = split; f < FRAGMENTS; f += splits) {
+      const u32 mine = ring.base + (u32)(f * CONSUMER_THREADS + ctid) * 16;
+      float parts[MAX_SPLITS][4];
+#pragma unroll
+      for (int s = 0; s < MAX_SPLITS; ++s)
+        if (s < (int)splits)
+          asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+                       : "=f"(parts[s][0]), "=f"(parts[s][1]), "=f"(parts[s][2]), "=f"(parts[s][3])
+                       : "r"(cluster_map(mine, s))
+                       : "memory");
+      float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int s = 0; s < MAX_SPLITS; ++s)
+        if (s < (int)splits)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sum[e] += parts[s][e];
+      store_fragment(c, N, sum, f, m0, n0, consumer, warp, lane);
+    }
+    cluster_sync();
   }
 
   // Consumer warpgroups 1..CONSUMERS, each owning MSUB x 64 rows of the tile:
   // take registers from the producer, run the K loop, store C.
   static VK_DEVICE void consume(const Ring& ring, u16* __restrict__ c, int N, int m0, int n0, int k_tiles,
-                                int tid, int warpgroup) {
+                                int tid, int warpgroup, u32 split) {
     if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int consumer = warpgroup - 1;
     const int warp = (tid / 32) & 3, lane = tid & 31;
@@ -319,7 +380,12 @@ struct Kernel {
       asm volatile("" ::"r"(meta_even[h]), "r"(meta_odd[h]));
       fence_accumulators(acc[h]);
     }
-    store(c, N, acc, m0, n0, consumer, warp, lane);
+    if constexpr (kSplitK) {
+      write_partial(ring, acc, consumer * 128 + warp * 32 + lane);
+      sum_partials(ring, c, N, m0, n0, consumer, warp, lane, split, cluster_size());
+    } else {
+      store(c, N, acc, m0, n0, consumer, warp, lane);
+    }
   }
 
   static VK_DEVICE void run(const TmaDesc* tm_a, const TmaDesc* tm_b, const TmaDesc* tm_meta,
@@ -333,7 +399,13 @@ struct Kernel {
     u32 rank = 0;
     tile_of_cta(M, N, tile_m, tile_n, rank);
     const int m0 = tile_m * BM, n0 = tile_n * BN;
-    const int k_tiles = K / BK;
+    // This CTA's K slices: all of them, or for split-K its share (the host makes none empty).
+    int k_first = 0, k_tiles = K / BK;
+    if constexpr (kSplitK) {
+      const int per_split = (k_tiles + cluster_size() - 1) / cluster_size();
+      k_first = min(k_tiles, (int)rank * per_split);
+      k_tiles = min(k_tiles - k_first, per_split);
+    }
 
     if (tid == 0) create_barriers(ring);
     barriers_created();
@@ -341,11 +413,15 @@ struct Kernel {
     if (warpgroup == 0) {  // the producer: gives registers away, one thread issues the loads
       if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (tid == 0)
-        for (int kt = 0; kt < k_tiles; ++kt) load_slice(ring, kt, tm_a, tm_b, tm_meta, m0, n0, rank);
+        for (int it = 0; it < k_tiles; ++it) load_slice(ring, it, k_first + it, tm_a, tm_b, tm_meta, m0, n0, rank);
+      if constexpr (kSplitK) {  // the consumers' two cluster barriers (sum_partials)
+        cluster_sync();
+        cluster_sync();
+      }
       return;
     }
 
-    consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup);
+    consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup, rank);
     // The peer may still arrive on this CTA's barriers: leave together.
     if constexpr (CLUSTER > 1) cluster_sync();
   }
