@@ -14,6 +14,10 @@
 #   grid     bench.json / .png: vkcoop bench sparse --preset full --ceilings (fp16 and bf16, 4096 and 8192, square
 #            and N = 1 to 256)
 #   peak     peak.json (vkcoop bench peak)
+#   sparse-grid
+#            the 2:4 targets' grid, every path, the libraries searched deep: sparse-compute-<dtype>.json (vkcoop bench
+#            sparse on benchmarks/shapes-compute.csv) and sparse-skinny-<dtype>.json (benchmarks/shapes-skinny.csv,
+#            with --flush-l2), for fp16 and bf16
 #   attention
 #            attention.json / .png: vkcoop bench attention --ceilings (prefill and decode, fp16 and bf16)
 #   core     capabilities.json (vkcoop info --json), facts.log, inspect-*.json (vkcoop inspect: the driver's
@@ -39,7 +43,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-all_parts="fresh grid peak attention core waterfall tests gpu-av sanitizer"
+all_parts="fresh grid peak sparse-grid attention core waterfall tests gpu-av sanitizer"
 [ ${#parts[@]} -gt 0 ] || read -ra parts <<<"$all_parts"
 for part in "${parts[@]}"; do
   case " $all_parts " in
@@ -115,6 +119,13 @@ for part in "${parts[@]}"; do
         --plot "$dir/bench.png" ;;
     peak)
       STEP_TIMEOUT=120 step peak -- "$py" -m vkcoop bench peak --json "$dir/peak.json" ;;
+    sparse-grid)
+      for dtype in fp16 bf16; do
+        step "sparse-compute-$dtype" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
+          --shapes benchmarks/shapes-compute.csv --search deep --search-budget 2 --json "$dir/sparse-compute-$dtype.json"
+        step "sparse-skinny-$dtype" -- "$py" -m vkcoop bench sparse --dtype "$dtype" --flush-l2 \
+          --shapes benchmarks/shapes-skinny.csv --search deep --search-budget 2 --json "$dir/sparse-skinny-$dtype.json"
+      done ;;
     attention)
       step attention -- "$py" -m vkcoop bench attention --kinds prefill,decode --dtype fp16,bf16 \
         --head-dims 64,128 --seqs 4096 --ceilings --json "$dir/attention.json" --plot "$dir/attention.png" ;;
