@@ -125,17 +125,22 @@ def _included_sources(source: str, origin: str, include_dirs, seen: set[Path]) -
 
 def compile(source: str | None = None, *, path: str | os.PathLike | None = None,
             defines: dict | None = None, stage: str = "comp", target_env: str = "vulkan1.3",
-            include_dirs=(), entry: str = "main", name: str | None = None, use_cache: bool = True) -> bytes:
+            include_dirs=(), entry: str = "main", name: str | None = None, use_cache: bool = True,
+            assign_missing_bindings: bool = False) -> bytes:
     """Compile GLSL to SPIR-V words (as bytes).
 
     Give either ``source`` (with an optional display ``name``) or ``path``. ``defines`` maps macro names (C
     identifiers) to one-line values (None for a bare define). ``target_env`` is ``vulkan1.0`` .. ``vulkan1.4``;
     vulkan1.3 means SPIR-V 1.6. ``entry`` must be an entry point of the result (GLSL's is always ``main``).
+    ``assign_missing_bindings`` gives every resource without a ``layout(binding=N)`` one (glslc's
+    ``-fauto-bind-uniforms``, glslang's ``--auto-map-bindings``); off, such a shader is refused.
     Raises :class:`ShaderCompileError` with the first error's file:line and the compiler's message, and
     :class:`~spirv_tools.errors.InputError` (a ValueError) naming the argument for bad arguments.
     """
     source, name, path = _check_source(source, path, name)
     _check_options(stage, target_env, entry)
+    if not isinstance(assign_missing_bindings, bool):
+        raise InputTypeError(f"assign_missing_bindings must be True or False, got {assign_missing_bindings!r}")
     include_dirs = _check_include_dirs(include_dirs)
     macro_values = _check_defines(defines)
 
@@ -146,6 +151,8 @@ def compile(source: str | None = None, *, path: str | os.PathLike | None = None,
         for part in (_CACHE_FORMAT, be.identity, target_env, stage, entry,
                      repr(sorted(macro_values.items())), source):
             h.update(part.encode() + b"\0")
+        if assign_missing_bindings:   # a part only when on: the keys of every other compile stay as they are
+            h.update(b"assign-missing-bindings\0")
         for part in _included_sources(source, name, include_dirs, set()):
             h.update(part + b"\0")
         cached = cache_dir() / f"{h.hexdigest()}.spvc"  # a checked entry, not bare SPIR-V
@@ -155,12 +162,13 @@ def compile(source: str | None = None, *, path: str | os.PathLike | None = None,
 
     if be.library is not None:
         ok, spirv, log = be.library.compile(source, name=name, stage=stage, entry=entry, defines=macro_values,
-                                            target_env=target_env, include_dirs=include_dirs)
+                                            target_env=target_env, include_dirs=include_dirs,
+                                            assign_missing_bindings=assign_missing_bindings)
         if not ok:
             raise parse_compile_error(log, name)
     else:
         spirv = _compile_with_glslc(be.toolchain, source, name, path, stage, target_env, entry,
-                                    macro_values, include_dirs)
+                                    macro_values, include_dirs, assign_missing_bindings)
     _check_entry(spirv, entry, name)
     if cached is not None:
         write_entry(cached, spirv)
@@ -259,7 +267,8 @@ def _macro_text(value) -> str:
     return str(value)
 
 
-def _compile_with_glslc(tc: Toolchain, source, name, path, stage, target_env, entry, macros, include_dirs) -> bytes:
+def _compile_with_glslc(tc: Toolchain, source, name, path, stage, target_env, entry, macros, include_dirs,
+                        assign_missing_bindings: bool = False) -> bytes:
     with tempfile.TemporaryDirectory(prefix="spirv-tools-") as tmp:
         out = Path(tmp) / "out.spv"
         if path is None:
@@ -273,6 +282,7 @@ def _compile_with_glslc(tc: Toolchain, source, name, path, stage, target_env, en
                 str(src), "-o", str(out)]
         args += [f"-I{d}" for d in dirs]
         args += [f"-D{k}" if v == "" else f"-D{k}={v}" for k, v in macros.items()]
+        args += ["-fauto-bind-uniforms"] if assign_missing_bindings else []
         proc = tc.run("glslc", args)
         log = proc.stderr.decode(errors="replace")
         if path is None:

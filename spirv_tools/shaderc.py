@@ -36,6 +36,7 @@ void shaderc_compile_options_add_macro_definition(shaderc_compile_options_t opti
     size_t name_length, const char* value, size_t value_length);
 void shaderc_compile_options_set_target_env(shaderc_compile_options_t options, int target, uint32_t version);
 void shaderc_compile_options_set_target_spirv(shaderc_compile_options_t options, int version);
+void shaderc_compile_options_set_auto_bind_uniforms(shaderc_compile_options_t options, bool auto_bind);
 void shaderc_compile_options_set_include_callbacks(shaderc_compile_options_t options,
     shaderc_include_resolve_fn resolver, shaderc_include_result_release_fn result_releaser, void* user_data);
 shaderc_compilation_result_t shaderc_compile_into_spv(const shaderc_compiler_t compiler,
@@ -88,8 +89,9 @@ class ShadercLibrary:
 
     def compile(self, source: str, *, name: str, stage: str = "comp", entry: str = "main",
                 defines: dict[str, str] | None = None, target_env: str = "vulkan1.3",
-                include_dirs=()) -> tuple[bool, bytes, str]:
-        """Returns (ok, spirv, messages)."""
+                include_dirs=(), assign_missing_bindings: bool = False) -> tuple[bool, bytes, str]:
+        """Returns (ok, spirv, messages). ``assign_missing_bindings``: shaderc's auto-bind-uniforms (glslc's
+        ``-fauto-bind-uniforms``), a binding for every resource the source leaves without one."""
         ffi, lib = self.ffi, self.lib
         env, env_version, spirv_version = TARGET_ENVS[target_env]
         opts = lib.shaderc_compile_options_initialize()
@@ -100,6 +102,7 @@ class ShadercLibrary:
                 lib.shaderc_compile_options_add_macro_definition(opts, k, len(k), v, len(v))
             lib.shaderc_compile_options_set_target_env(opts, env, env_version)
             lib.shaderc_compile_options_set_target_spirv(opts, spirv_version)
+            lib.shaderc_compile_options_set_auto_bind_uniforms(opts, bool(assign_missing_bindings))
 
             @ffi.callback("shaderc_include_resolve_fn")
             def resolve(user_data, requested, kind, requesting, depth):
