@@ -9,7 +9,8 @@ from . import attention
 from . import peak as peak_command
 from .common import (CliError, Exit, add_device_argument, add_module_command, add_progress_arguments,
                      add_validate_argument, check_device, choice_list, chosen_progress, console, emit_json,
-                     err_console, non_negative_int, output_path, positive_int, positive_seconds, size_list, wrote)
+                     err_console, non_negative_int, nothing_ran, nothing_ran_error, output_path, positive_int,
+                     positive_seconds, size_list, wrote)
 
 
 # --- bench ---------------------------------------------------------------------------------------------------
@@ -66,11 +67,11 @@ def cmd_bench_sparse(args) -> int:
         wrote(stored)
     if outcome.interrupted:
         return Exit.INTERRUPTED
-    if all(r.status == "skipped" for r in outcome.results):
-        reasons = sorted({r.reason for r in outcome.results})
-        raise CliError("no path could run here: " + " / ".join(reasons)[:300], "run it on a GPU host",
-                       Exit.ENVIRONMENT)
-    return Exit.FAILED if outcome.failed else Exit.OK
+    if outcome.failed:
+        return Exit.FAILED
+    if nothing_ran(r.status for r in outcome.results):
+        raise nothing_ran_error("path", [r.reason for r in outcome.results], "run it on a GPU host")
+    return Exit.OK
 
 
 def cmd_bench_compare(args) -> int:
@@ -337,10 +338,9 @@ def cmd_fuzz(args) -> int:
         wrote(json_path)
     if report.interrupted:
         return Exit.INTERRUPTED
-    if all(s.skipped for s in report.targets.values()):
-        reasons = "; ".join(f"{s.name}: {s.skipped}" for s in report.targets.values())
-        raise CliError(f"no fuzz target can run here ({reasons})"[:400], "use --target portable on any Vulkan "
-                       "device, hw needs VK_NV_cooperative_matrix2", Exit.ENVIRONMENT)
+    if nothing_ran("skipped" if s.skipped else "ran" for s in report.targets.values()):
+        raise nothing_ran_error("fuzz target", [f"{s.name}: {s.skipped}" for s in report.targets.values()],
+                                "use --target portable on any Vulkan device, hw needs VK_NV_cooperative_matrix2")
     return fuzz_exit_code(report)
 
 
