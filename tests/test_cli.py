@@ -140,3 +140,15 @@ def test_run_validate_refuses_an_unknown_mode_in_one_line(capsys):
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "invalid choice: 'gpu-av'" in err and "'api', 'gpu'" in err
 
+
+@needs_vulkan
+@needs_toolchain
+def test_the_demo_passes_on_a_device_without_coopmat2(capsys):
+    """The README's first command, as CI and a GPU-less machine run it: the shaders and the portable port pass, the
+    coopmat2 samples are named as skipped, and the exit code is 0 (run --all alone exits 3 there)."""
+    if _CAPS["cooperative_matrix2"]["supported"]:
+        pytest.skip("this device has coopmat2; the gpu tests cover the sample suite")
+    code, out, err = run_cli(capsys, "demo")
+    assert code == 0, out[-3000:] + err
+    assert "0 mismatches" in out and "has no VK_NV_cooperative_matrix2" in out
+    assert out.rstrip().endswith("demo passed (step 3 skipped: see why above)") and "vkcoop: error" not in err

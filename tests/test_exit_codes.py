@@ -1,6 +1,6 @@
 """One exit code for "nothing could run" (3) across every command whose samples, paths, targets or parts can all be
-skipped, the same order everywhere (a failure before nothing-ran), and the README's table of codes beside the
-command's. Each command runs in-process through cli.main on what its measuring function returns
+skipped, the same order everywhere (a failure before nothing-ran), `vkcoop demo`'s own rule, and the README's table
+of codes beside the command's. Each command runs in-process through cli.main on what its measuring function returns
 (stood in here, so no GPU is needed); the real skips on this machine are in test_cli.py and test_cli_errors.py."""
 from __future__ import annotations
 
@@ -173,6 +173,66 @@ def test_gpu_av_errors_are_failures_not_an_empty_run(monkeypatch, command):
     _gpu_av(monkeypatch, ["error", "skipped"])
     code, _, err = command("sanitize", "vulkan")
     assert code == Exit.FAILED and "could run here" not in err
+
+
+# --- vkcoop demo ------------------------------------------------------------------------------------------------
+def _caps(coopmat2: bool) -> dict:
+    return {"name": "a Vulkan device", "driver_info": "test", "cooperative_matrix2": {"supported": coopmat2}}
+
+
+@pytest.fixture
+def demo_parts(monkeypatch):
+    """The demo's steps stood in: shaders, the device's report, the portable port and the sample suite."""
+    from vkcoop.cli import demo
+    from vkcoop.samples.case import SampleResult
+
+    parts = {"shaders_failed": 0, "caps": _caps(False), "mismatches": 0, "samples": ["pass"]}
+    monkeypatch.setattr(demo, "_shader_step", lambda: parts["shaders_failed"])
+
+    def device_reports(device):
+        if isinstance(parts["caps"], Exception):
+            raise parts["caps"]
+        return [parts["caps"]]
+    monkeypatch.setattr(demo, "device_reports", device_reports)
+    monkeypatch.setattr(demo, "portable_demo", lambda device, validate: demo.DemoSummary(
+        device="a Vulkan device", cases=10, mismatches=parts["mismatches"], seconds=1.0, cases_per_s=10.0,
+        showcase=[], first_mismatch=None, validation_messages=[]))
+    monkeypatch.setattr(demo, "run_samples", lambda chosen, device, validate: [
+        SampleResult(f"s{i}", status, cases=1) for i, status in enumerate(parts["samples"])])
+    return parts
+
+
+def test_demo_without_coopmat2_passes_on_what_it_dispatched(command, demo_parts):
+    code, out, err = command("demo")
+    assert code == Exit.OK and "demo passed (step 3 skipped: see why above)" in out and err == ""
+    assert "has no VK_NV_cooperative_matrix2" in out
+
+
+def test_demo_on_a_coopmat2_device_runs_the_suite(command, demo_parts):
+    demo_parts["caps"] = _caps(True)
+    code, out, _ = command("demo")
+    assert code == Exit.OK and out.rstrip().endswith("demo passed") and "1 passed" in out
+    demo_parts["samples"] = ["pass", "fail"]
+    assert command("demo")[0] == Exit.FAILED
+
+
+def test_demo_fails_on_a_mismatch_and_on_a_shader(command, demo_parts):
+    demo_parts["mismatches"] = 1
+    code, out, _ = command("demo")
+    assert code == Exit.FAILED and "demo failed (1 step(s))" in out
+    demo_parts["mismatches"], demo_parts["shaders_failed"] = 0, 1
+    assert command("demo")[0] == Exit.FAILED
+
+
+def test_demo_without_a_vulkan_device_dispatched_nothing(command, demo_parts):
+    from vkcoop import vk
+
+    demo_parts["caps"] = vk.NoDeviceError("no Vulkan physical devices")
+    code, out, err = command("demo")
+    assert code == Exit.ENVIRONMENT and "demo passed" not in out
+    assert err.count("\n") == 1 and "no Vulkan dispatch could run here" in err
+    demo_parts["shaders_failed"] = 1   # a failure is said before an empty run
+    assert command("demo")[0] == Exit.FAILED
 
 
 # --- the documented codes ---------------------------------------------------------------------------------------
