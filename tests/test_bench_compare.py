@@ -254,3 +254,139 @@ def test_what_differs_between_the_runs_is_said_under_the_table_and_in_the_json(t
     assert json.loads(out_json.read_text())["environment_differences"][1] == "buffer robustness: default -> disabled"
     assert cli.main(["bench", "compare", str(a), str(a)]) == 0
     assert "the runs differ" not in capsys.readouterr().out
+
+
+# --- runs on two GPUs -------------------------------------------------------------------------------------------
+# The runs below are written by the benches' own writers (report.environment, path_result / result_for, set_times,
+# report.write_json); only the GPU's nvidia-smi record is stood in, since that is what the comparison reads.
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+GEMM_PROBLEMS = (GemmProblem("fp16", "square", 8192, 8192, 8192), GemmProblem("fp16", "llm", 8192, 32, 8192))
+
+
+def _environment(monkeypatch, gpu: str | None) -> dict:
+    monkeypatch.setattr(report, "nvidia_smi", lambda: {} if gpu is None else {"name": gpu,
+                                                                               "driver_version": "580.159.04"})
+    return report.environment(gpu, None)
+
+
+def _timed(result, problem_flops: float, milliseconds: float):
+    """``result`` timed at about ``milliseconds`` per run (a 1 % spread), its TFLOP/s as the benches set them."""
+    result.set_times([milliseconds * 1e-3 * f for f in (0.99, 1.0, 1.0, 1.0, 1.01)])
+    result.tflops = problem_flops / (result.median_ms * 1e-3) / 1e12
+    return result
+
+
+def _written_gemm_run(monkeypatch, path: Path, gpu: str | None, milliseconds: dict) -> Path:
+    """A `bench sparse --json` file: {path name: ms per run, or a status ("failed", "skipped")} on each problem."""
+    results = []
+    for problem in GEMM_PROBLEMS:
+        for name, figure in milliseconds.items():
+            if isinstance(figure, str):
+                results.append(path_result(name, problem, figure, f"{figure} here"))
+            else:
+                results.append(_timed(path_result(name, problem, "ok"), problem.flops, figure * problem.m / 8192))
+    outcome = BenchResult(results, _environment(monkeypatch, gpu), {"baseline": "cuBLAS"})
+    return report.write_json(outcome, path)
+
+
+def _written_attention_run(monkeypatch, path: Path, gpu: str, milliseconds: float) -> Path:
+    from vkcoop.bench import attention as attention_bench
+
+    cases = attention_bench.make_cases(kinds=("decode",), head_dims=(128,), decode_seqs=(8192,))
+    results = [_timed(attention_bench.result_for("vk-coopmat2", case, "ok"), case.shape.flops(case.causal),
+                      milliseconds) for case in cases]
+    return report.write_json(BenchResult(results, _environment(monkeypatch, gpu), {}), path)
+
+
+def _compare(tmp_path, a: Path, b: Path, capsys) -> tuple[int, str, dict]:
+    out_json = tmp_path / f"{a.stem}-{b.stem}.json"
+    code = cli.main(["bench", "compare", str(a), str(b), "--json", str(out_json)])
+    return code, capsys.readouterr().out, json.loads(out_json.read_text())
+
+
+def test_a_slower_run_on_the_same_gpu_is_a_regression(tmp_path, monkeypatch, capsys):
+    a = _written_gemm_run(monkeypatch, tmp_path / "a.json", H100, {"cuBLAS": 1.0, "vk-coopmat2-dense": 2.0})
+    b = _written_gemm_run(monkeypatch, tmp_path / "b.json", H100, {"cuBLAS": 1.0, "vk-coopmat2-dense": 2.5})
+    code, out, data = _compare(tmp_path, a, b, capsys)
+    assert code == 1 and "regression(s) beyond the noise band" in out and "compare the two GPUs" not in out
+    assert data["across_devices"] is False and data["devices"] == {"a": H100, "b": H100}
+    verdicts = {(c["path"], c["n"]): c["verdict"] for c in data["cases"]}
+    assert verdicts == {("cuBLAS", 8192): "within noise", ("cuBLAS", 32): "within noise",
+                        ("vk-coopmat2-dense", 8192): "regression", ("vk-coopmat2-dense", 32): "regression"}
+    assert data["regressions"] == 2
+
+
+def test_runs_on_two_gpus_show_their_ratios_and_judge_no_regression(tmp_path, monkeypatch, capsys):
+    a = _written_gemm_run(monkeypatch, tmp_path / "h100.json", H100, {"cuBLAS": 1.0, "vk-coopmat2-dense": 2.0,
+                                                                      "cuda-mma.sp": 1.0})
+    b = _written_gemm_run(monkeypatch, tmp_path / "h200.json", H200, {"cuBLAS": 0.8, "vk-coopmat2-dense": 2.5,
+                                                                      "cuda-mma.sp": "failed"})
+    code, out, data = _compare(tmp_path, a, b, capsys)
+    assert code == 0 and data["across_devices"] is True and data["regressions"] == 0
+    assert data["devices"] == {"a": H100, "b": H200}
+    said = [line for line in out.splitlines() if "differ" in line or "GPUs" in line]
+    assert said == [f"A ran on {H100} and B on {H200}: the ratios compare the two GPUs, so no case is judged a "
+                    "regression"], out
+    assert "regression(s) beyond" not in out and "the runs differ in GPU" not in out
+    written = {name: json.loads(path.read_text()) for name, path in (("a", a), ("b", b))}
+    for case in data["cases"]:
+        rows = [next(r for r in written[side]["results"] if (r["path"], r["n"]) == (case["path"], case["n"]))
+                for side in "ab"]
+        if case["path"] == "cuda-mma.sp":
+            assert case["verdict"] == "failed in B" and case["ratio"] is None
+            continue
+        assert case["ratio"] == pytest.approx(rows[1]["tflops"] / rows[0]["tflops"])
+        assert case["verdict"] == ("faster" if case["path"] == "cuBLAS" else "slower")
+    assert f"{data['cases'][0]['ratio']:.3f}" in out
+
+
+def test_the_same_runs_on_one_gpu_exit_1(tmp_path, monkeypatch, capsys):
+    """The fixture above with B relabelled as an H100: every slower case and the lost path are regressions."""
+    a = _written_gemm_run(monkeypatch, tmp_path / "h100.json", H100, {"cuBLAS": 1.0, "cuda-mma.sp": 1.0})
+    b = _written_gemm_run(monkeypatch, tmp_path / "also-h100.json", H100, {"cuBLAS": 1.25, "cuda-mma.sp": "failed"})
+    code, _, data = _compare(tmp_path, a, b, capsys)
+    assert code == 1 and data["regressions"] == 4
+    assert {c["verdict"] for c in data["cases"]} == {"regression", "lost"}
+
+
+def test_a_run_that_names_no_gpu_is_judged_as_on_the_same_one(tmp_path, monkeypatch, capsys):
+    a = _written_gemm_run(monkeypatch, tmp_path / "named.json", H100, {"cuBLAS": 1.0})
+    b = _written_gemm_run(monkeypatch, tmp_path / "unnamed.json", None, {"cuBLAS": 1.5})
+    code, out, data = _compare(tmp_path, a, b, capsys)
+    assert code == 1 and data["across_devices"] is False and data["devices"]["b"] is None
+    assert "regression(s) beyond the noise band" in out
+
+
+def test_attention_runs_on_two_gpus_exit_0(tmp_path, monkeypatch, capsys):
+    a = _written_attention_run(monkeypatch, tmp_path / "attention-h100.json", H100, 0.05)
+    b = _written_attention_run(monkeypatch, tmp_path / "attention-h200.json", H200, 0.07)
+    code, out, data = _compare(tmp_path, a, b, capsys)
+    assert code == 0 and data["across_devices"] and data["cases"]
+    assert {c["verdict"] for c in data["cases"]} == {"slower"}
+    same = _written_attention_run(monkeypatch, tmp_path / "attention-h100-again.json", H100, 0.07)
+    assert _compare(tmp_path, a, same, capsys)[0] == 1
+
+
+def test_a_run_recorded_in_the_first_format_compares_with_another_gpu(tmp_path, monkeypatch, capsys):
+    """The recorded H200 run (schema 1, nvidia-smi's name) against an H100 run as the bench writes it today."""
+    recorded = compare.load_run(H200_RUN)
+    b_row = next(r for r in recorded["results"] if r["status"] == "ok")
+    problem = GemmProblem(b_row["dtype"], b_row["shape_class"], b_row["m"], b_row["n"], b_row["k"])
+    result = _timed(path_result(b_row["path"], problem, "ok"), problem.flops, 1.0)
+    h100 = report.write_json(BenchResult([result], _environment(monkeypatch, H100), {}), tmp_path / "h100.json")
+    code, out, data = _compare(tmp_path, h100, H200_RUN, capsys)
+    assert code == 0 and data["devices"] == {"a": H100, "b": recorded["environment"]["nvidia_smi"]["name"]}
+    row = data["cases"][0]   # A's one case comes first
+    assert (row["path"], row["dtype"], row["m"], row["n"], row["k"]) == (b_row["path"], b_row["dtype"], b_row["m"],
+                                                                         b_row["n"], b_row["k"])
+    assert row["ratio"] == pytest.approx(b_row["tflops"] / result.tflops)
+
+
+def test_the_recorded_h100_and_h200_result_sets_compare_across_gpus(tmp_path, capsys):
+    """docs/results: the two GPUs' default runs, as recorded."""
+    results = Path(__file__).resolve().parent.parent / "docs" / "results"
+    a, b = results / "h100" / "bench-default.json", results / "h200" / "bench-default.json"
+    code, out, data = _compare(tmp_path, a, b, capsys)
+    assert code == 0 and data["across_devices"] and data["regressions"] == 0
+    assert any(c["verdict"] == "slower" for c in data["cases"]) and "compare the two GPUs" in out
+    assert cli.main(["bench", "compare", str(b), str(b)]) == 0

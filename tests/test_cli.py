@@ -80,9 +80,10 @@ def test_run_unknown_sample_names_the_known_ones(capsys):
 def test_run_all_never_claims_a_pass_without_coopmat2(capsys):
     if _CAPS["cooperative_matrix2"]["supported"]:
         pytest.skip("this device has coopmat2; the gpu tests cover real runs")
-    code, out, _ = run_cli(capsys, "run", "--all", "--json")
+    code, out, err = run_cli(capsys, "run", "--all", "--json")
     results = json.loads(out)
-    assert code == 0
+    errors = [line for line in err.splitlines() if line.startswith("vkcoop: error:")]
+    assert code == 3 and len(errors) == 1 and errors[0].startswith("vkcoop: error: no sample could run here: ")
     assert {r["status"] for r in results} == {"skip"}
     assert all("VK_NV_cooperative_matrix2" in r["reason"] or "lacks" in r["reason"] for r in results)
 
@@ -106,9 +107,13 @@ def test_bench_help_names_the_command(capsys):
                                         (["--validate", "gpu"], "gpu"), ([], False)])
 def test_run_validate_takes_an_optional_mode(monkeypatch, capsys, argv, mode):
     from vkcoop.cli import device as device_command
+    from vkcoop.samples.case import SampleResult
     seen = []
-    monkeypatch.setattr(device_command, "run_samples",
-                        lambda chosen, device, validate, on_result, progress: seen.append(validate) or [])
+
+    def run_samples(chosen, device, validate, on_result, progress):
+        seen.append(validate)
+        on_result(SampleResult(chosen[0].name, "pass", cases=1))
+    monkeypatch.setattr(device_command, "run_samples", run_samples)
     code, _, _ = run_cli(capsys, "run", samples.all_samples()[0].name, *argv)
     assert code == 0 and seen == [mode]
 
@@ -116,17 +121,34 @@ def test_run_validate_takes_an_optional_mode(monkeypatch, capsys, argv, mode):
 @needs_vulkan
 def test_a_piped_run_says_each_sample_as_it_finishes(capsys):
     """Through a pipe `vkcoop run` writes a line per sample to stderr (a skip on a device without coopmat2, a pass
-    on one with it); --quiet writes none."""
+    on one with it); --quiet writes none. Without coopmat2 both samples skip: nothing ran, exit 3 and its one line."""
     names = [sample.name for sample in samples.all_samples()][:2]   # the quickest on a GPU too
+    ran = _CAPS["cooperative_matrix2"]["supported"]
     code, out, err = run_cli(capsys, "run", *names, "--progress", "lines")
     lines = err.splitlines()
-    assert code == 0 and len(lines) == len(names), err
+    error = [] if ran else ["vkcoop: error: no sample could run here: "]
+    assert code == (0 if ran else 3) and len(lines) == len(names) + len(error), err
     for index, (line, name) in enumerate(zip(lines, names), 1):
         assert line.startswith(f"[{index}/{len(names)} ") and f"] {name}: " in line, line
-    assert run_cli(capsys, "run", *names, "--quiet")[2] == ""
+    assert [line[:len(e)] for line, e in zip(lines[len(names):], error)] == error
+    quiet = run_cli(capsys, "run", *names, "--quiet")[2]
+    assert quiet == "" if ran else quiet.startswith(error[0]) and quiet.count("\n") == 1
 
 
 def test_run_validate_refuses_an_unknown_mode_in_one_line(capsys):
     code, out, err = run_cli(capsys, "run", "--validate=gpu-av", "--all")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "invalid choice: 'gpu-av'" in err and "'api', 'gpu'" in err
+
+
+@needs_vulkan
+@needs_toolchain
+def test_the_demo_passes_on_a_device_without_coopmat2(capsys):
+    """The README's first command, as CI and a GPU-less machine run it: the shaders and the portable port pass, the
+    coopmat2 samples are named as skipped, and the exit code is 0 (run --all alone exits 3 there)."""
+    if _CAPS["cooperative_matrix2"]["supported"]:
+        pytest.skip("this device has coopmat2; the gpu tests cover the sample suite")
+    code, out, err = run_cli(capsys, "demo")
+    assert code == 0, out[-3000:] + err
+    assert "0 mismatches" in out and "has no VK_NV_cooperative_matrix2" in out
+    assert out.rstrip().endswith("demo passed (step 3 skipped: see why above)") and "vkcoop: error" not in err

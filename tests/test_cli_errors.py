@@ -129,7 +129,10 @@ def test_json_to_a_directory_fails_before_the_run_and_folders_are_created(tmp_pa
     assert_one_line_error(vkcoop("run", "--all", "--json", str(tmp_path)), 2, "is a directory")
     target = tmp_path / "new" / "folder" / "r.json"
     made = vkcoop("run", "tensor-views", "--json", str(target))
-    assert made.returncode == 0 and target.is_file() and f"wrote {target}" in made.stderr.replace("\n", "")
+    from test_fuzz_hw import _coopmat2_device
+    ran = bool(_coopmat2_device())   # without coopmat2 the sample skips: the JSON says so, and nothing ran (exit 3)
+    assert made.returncode == (0 if ran else 3), made.stderr
+    assert target.is_file() and f"wrote {target}" in made.stderr.replace("\n", "")
 
 
 @needs_vulkan
@@ -149,7 +152,7 @@ def test_nothing_can_run_so_no_rate_and_no_plot(tmp_path):
     if _coopmat2_device():
         pytest.skip("this machine has a coopmat2 device: the hardware target and the Vulkan path can run")
     proc = vkcoop("fuzz", "--target", "hw", "--cases", "100")
-    assert_one_line_error(proc, 3, "no fuzz target can run here")
+    assert_one_line_error(proc, 3, "no fuzz target could run here")
     assert "cases/s" not in proc.stdout
     plot = tmp_path / "bench.png"
     bench = vkcoop("bench", "sparse", "--sizes", "64", "--shapes", "llm", "--dtype", "fp16", "--paths",

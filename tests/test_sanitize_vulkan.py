@@ -131,7 +131,9 @@ def test_nothing_to_run_is_an_environment_error(monkeypatch, capsys):
     skipped = _report(gpu_av.GpuAvRun("sample", "decode", status="skipped", reason="no coopmat2"))
     monkeypatch.setattr(vulkan, "run_gpu_av", lambda device, dtype, parts, progress, checkpoint: skipped)
     assert cli.main(["sanitize", "vulkan"]) == 3
-    assert "every part was skipped" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no part of the GPU-AV pass on NVIDIA H100 80GB HBM3 could run here: no coopmat2" in err
 
 
 REASON = coopmat2_reason()

@@ -6,10 +6,16 @@ attention results by path and case (kind, dtype, heads, lengths, head_dim and ma
 of B / TFLOP/s of A (> 1: B is faster). The noise band is the sum of both figures' relative noise (half their p10-p90
 width over the median, :func:`vkcoop.bench.stats.relative_noise`; a run of schema version 1 may have only the
 minimum: :data:`vkcoop.bench.report.SCHEMA_VERSION`), at least ``min_noise``: a ratio below 1 - band is a
-regression, above 1 + band an improvement, anything between is within noise. A path that passed in A and failed or errored in B is a regression too; one
-that ran in only one of the runs is listed, not judged. What else differs between the two runs' environments (the
-GPU, its driver, the Vulkan device's buffer robustness, torch, cuSPARSELt) is said under the table and in the JSON
-(``environment_differences``): a ratio across two drivers is not a ratio across two kernels.
+regression, above 1 + band an improvement, anything between is within noise. A path that passed in A and failed or
+errored in B is a regression too; one that ran in only one of the runs is listed, not judged. What else differs
+between the two runs' environments (the GPU, its driver, the Vulkan device's buffer robustness, torch, cuSPARSELt) is
+said under the table and in the JSON (``environment_differences``): a ratio across two drivers is not a ratio across
+two kernels.
+
+Runs on two different GPUs (by name: an H100 run and an H200 run) answer how the GPUs compare, not whether the code
+regressed: their ratios and noise bands are shown as usual, but a ratio below the band is ``slower`` and a path that
+failed only in B is ``failed in B``, neither a regression (:func:`devices_differ`). A run that does not name its GPU
+is taken to be on the same one, so a regression is never hidden for want of a name.
 """
 from __future__ import annotations
 
@@ -23,7 +29,8 @@ from .stats import relative_noise
 
 #: The smallest noise band: run-to-run differences of clocks and placement that one run's spread does not show.
 MIN_NOISE = 0.02
-VERDICTS = ("regression", "faster", "within noise", "lost", "not comparable", "only in A", "only in B")
+VERDICTS = ("regression", "faster", "within noise", "lost", "not comparable", "only in A", "only in B",
+            "slower", "failed in B")   # the last two: across GPUs, where "regression" and "lost" would be
 
 
 #: The fields every result of a run has, by the bench that wrote it.
@@ -95,8 +102,10 @@ def _key(row: dict) -> tuple:
     return (row["path"], row["dtype"], row["case"])
 
 
-def compare_pair(a: dict | None, b: dict | None, min_noise: float = MIN_NOISE) -> CaseComparison:
-    """The comparison of one result of A with the same case and path of B (either may be missing)."""
+def compare_pair(a: dict | None, b: dict | None, min_noise: float = MIN_NOISE, *,
+                 across_devices: bool = False) -> CaseComparison:
+    """The comparison of one result of A with the same case and path of B (either may be missing); across two GPUs
+    nothing is judged a regression."""
     row = a or b
     a_tflops = a.get("tflops") if a and a.get("status") == "ok" else None
     b_tflops = b.get("tflops") if b and b.get("status") == "ok" else None
@@ -107,12 +116,13 @@ def compare_pair(a: dict | None, b: dict | None, min_noise: float = MIN_NOISE) -
     if a is None or b is None:
         return CaseComparison(**case, ratio=None, band=None, verdict="only in B" if a is None else "only in A")
     if a_tflops and b.get("status") in ("failed", "error"):
-        return CaseComparison(**case, ratio=None, band=None, verdict="lost")
+        return CaseComparison(**case, ratio=None, band=None, verdict="failed in B" if across_devices else "lost")
     if not a_tflops or not b_tflops:
         return CaseComparison(**case, ratio=None, band=None, verdict="not comparable")
     ratio = b_tflops / a_tflops
     band = max(min_noise, (relative_noise(a) or 0.0) + (relative_noise(b) or 0.0))
-    verdict = "regression" if ratio < 1 - band else "faster" if ratio > 1 + band else "within noise"
+    slower = "slower" if across_devices else "regression"
+    verdict = slower if ratio < 1 - band else "faster" if ratio > 1 + band else "within noise"
     return CaseComparison(**case, ratio=ratio, band=band, verdict=verdict)
 
 
@@ -126,7 +136,8 @@ def compare_runs(a: dict, b: dict, min_noise: float = MIN_NOISE) -> list[CaseCom
     left = {_key(r): r for r in a["results"]}
     right = {_key(r): r for r in b["results"]}
     keys = list(left) + [k for k in right if k not in left]
-    return [compare_pair(left.get(k), right.get(k), min_noise) for k in keys]
+    across = devices_differ(a, b)
+    return [compare_pair(left.get(k), right.get(k), min_noise, across_devices=across) for k in keys]
 
 
 def geometric_means(rows: list[CaseComparison]) -> dict[str, float]:
@@ -139,7 +150,21 @@ def geometric_means(rows: list[CaseComparison]) -> dict[str, float]:
 
 
 def _gpu(env: dict) -> str | None:
-    return env.get("nvidia_smi", {}).get("name") or env.get("vulkan_device") or env.get("cuda_device")
+    """The GPU's name: nvidia-smi's, else the Vulkan device's, else the CUDA device's (less its "(sm_90, ...)")."""
+    cuda = env.get("cuda_device")
+    return (env.get("nvidia_smi", {}).get("name") or env.get("vulkan_device")
+            or (cuda.split(" (")[0] if isinstance(cuda, str) else cuda))
+
+
+def run_device(run: dict) -> str | None:
+    """The GPU a run was measured on, or None where it does not say."""
+    return _gpu(run.get("environment") or {})
+
+
+def devices_differ(a: dict, b: dict) -> bool:
+    """True when both runs name their GPU and the names differ (an H100 run and an H200 run)."""
+    device_a, device_b = run_device(a), run_device(b)
+    return device_a is not None and device_b is not None and str(device_a) != str(device_b)
 
 
 #: What a run's environment says that bears on its figures: (name in the report, getter).
@@ -152,21 +177,27 @@ ENVIRONMENT_FACTS = (
 )
 
 
-def environment_differences(a: dict, b: dict) -> list[str]:
-    """One line per environment fact that both runs recorded and that differs between them, "name: A -> B"."""
+def environment_differences(a: dict, b: dict, leave_out=()) -> list[str]:
+    """One line per environment fact that both runs recorded and that differs between them, "name: A -> B" (less
+    the facts named in ``leave_out``)."""
     env_a, env_b = a.get("environment", {}), b.get("environment", {})
     lines = []
     for name, fact in ENVIRONMENT_FACTS:
+        if name in leave_out:
+            continue
         in_a, in_b = fact(env_a), fact(env_b)
         if in_a is not None and in_b is not None and str(in_a) != str(in_b):
             lines.append(f"{name}: {in_a} -> {in_b}")
     return lines
 
 
-def to_dict(rows: list[CaseComparison], a_name: str, b_name: str, differences=()) -> dict:
+def to_dict(rows: list[CaseComparison], a: dict, b: dict, a_name: str, b_name: str) -> dict:
+    """The comparison of runs ``a`` and ``b`` (files ``a_name``, ``b_name``) as JSON: each case, the geometric means,
+    the regressions, what differs in the environments, and each run's GPU (``across_devices``: they differ)."""
     return {"a": a_name, "b": b_name, "cases": [asdict(r) for r in rows],
             "geometric_mean_ratio": geometric_means(rows),
-            "regressions": sum(r.regressed for r in rows), "environment_differences": list(differences)}
+            "regressions": sum(r.regressed for r in rows), "environment_differences": environment_differences(a, b),
+            "devices": {"a": run_device(a), "b": run_device(b)}, "across_devices": devices_differ(a, b)}
 
 
 def _describe(run: dict, name: str) -> str:
@@ -188,7 +219,8 @@ def print_comparison(rows: list[CaseComparison], a: dict, b: dict, a_name: str, 
     for column, justify in (("case", "left"), ("path", "left"), ("A TFLOP/s", "right"), ("B TFLOP/s", "right"),
                             ("B/A", "right"), ("noise band", "right"), ("verdict", "left")):
         table.add_column(column, justify=justify)
-    styles = {"regression": "bold red", "lost": "bold red", "faster": "green", "within noise": None}
+    styles = {"regression": "bold red", "lost": "bold red", "faster": "green", "within noise": None,
+              "slower": "yellow", "failed in B": "red"}
     for r in rows:
         table.add_row(r.label, r.path, _number(r.a_tflops, ".1f"), _number(r.b_tflops, ".1f"),
                       _number(r.ratio, ".3f"), "-" if r.band is None else f"±{100 * r.band:.1f}%", r.verdict,
@@ -197,10 +229,14 @@ def print_comparison(rows: list[CaseComparison], a: dict, b: dict, a_name: str, 
     means = geometric_means(rows)
     if means:
         console.print("geometric mean B/A: " + ", ".join(f"{p} {v:.3f}" for p, v in means.items()))
-    for line in environment_differences(a, b):
+    across = devices_differ(a, b)
+    for line in environment_differences(a, b, leave_out=("GPU",) if across else ()):   # two GPUs: said below
         console.print(f"[yellow]the runs differ in {escape(line)}[/]")
     regressed = [r for r in rows if r.regressed]
-    if regressed:
+    if across:
+        console.print(f"[yellow]A ran on {escape(str(run_device(a)))} and B on {escape(str(run_device(b)))}: the "
+                      "ratios compare the two GPUs, so no case is judged a regression[/]")
+    elif regressed:
         console.print(f"[bold red]{len(regressed)} regression(s) beyond the noise band[/]")
     else:
         console.print("no regression beyond the noise band")

@@ -8,14 +8,13 @@ import sys
 from ..attention import parse_attention_tile
 from ..attention.shapes import HEAD_DIMS
 from ..bench import report
-from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS, DEFAULT_TUNE_BUDGET, EXIT_ENVIRONMENT,
-                               EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, KINDS, PATH_NAMES, PREFILL_SEQS,
-                               PREFILL_TOKENS, WARMUP_SECONDS, run_attention_bench)
+from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS, DEFAULT_TUNE_BUDGET, KINDS,
+                               PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, WARMUP_SECONDS, run_attention_bench)
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
-from .common import (add_progress_arguments, add_validate_argument, chosen_progress, positive_seconds,
-                     seconds_at_least_zero)
+from .common import (Exit, add_progress_arguments, add_validate_argument, chosen_progress, nothing_ran,
+                     nothing_ran_error, positive_seconds, seconds_at_least_zero)
 
 
 def _list_of(kind, allowed=None):
@@ -97,7 +96,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args, console=None) -> int:
-    """Run, print, write files; the exit code (EXIT_*). Bad arguments raise ValueError before any GPU work."""
+    """Run, print, write files; the exit code (:class:`vkcoop.cli.common.Exit`; 3 when every path was skipped). Bad
+    arguments raise ValueError before any GPU work."""
     output_file(args.json_path)          # bad output paths fail before the run, with their folders made
     output_file(args.plot_path, "--plot")
     causal = {"both": (False, True), "on": (True,), "off": (False,)}[args.causal]
@@ -117,9 +117,11 @@ def run(args, console=None) -> int:
     if args.plot_path and any(r.tflops for r in outcome.results):
         print(f"wrote {plot(outcome, args.plot_path)}", file=sys.stderr)
     if outcome.interrupted:
-        return EXIT_INTERRUPTED
-    if outcome.results and all(r.status == "skipped" for r in outcome.results):
-        reasons = " / ".join(sorted({r.reason for r in outcome.results}))
-        print(f"vkcoop: error: no path could run here: {reasons[:300]}; run it on a GPU host", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    return EXIT_FAILED if outcome.failed else EXIT_OK
+        return Exit.INTERRUPTED
+    if outcome.failed:
+        return Exit.FAILED
+    if nothing_ran(r.status for r in outcome.results):
+        error = nothing_ran_error("path", [r.reason for r in outcome.results], "run it on a GPU host")
+        print(f"vkcoop: error: {error.line()}", file=sys.stderr)
+        return error.code
+    return Exit.OK

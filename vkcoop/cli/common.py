@@ -17,19 +17,19 @@ err_console = Console(stderr=True)
 
 class Exit(enum.IntEnum):
     """The documented exit codes (README, ``vkcoop --help``)."""
-    OK = 0            # everything ran and passed
-    FAILED = 1        # a check failed (a mismatch, a failed shader, a validation message)
+    OK = 0            # what ran passed, and something ran
+    FAILED = 1        # a check failed (a mismatch, a failed shader, a validation message, a regression)
     USAGE = 2         # bad arguments or input; nothing was run
-    ENVIRONMENT = 3   # something this needs is missing: toolchain, device, feature, tool
+    ENVIRONMENT = 3   # something this needs is missing (toolchain, device, feature, tool): nothing could run
     KNOWN_DEVIATION = 4   # fuzz: only known driver deviations from the spec were reproduced
     INTERRUPTED = 130     # Ctrl-C: what ran is summarised
 
 
 EXIT_CODES_HELP = """exit codes:
-  0  all passed
+  0  all passed (what could not run here is named)
   1  a check failed
   2  usage: bad arguments or input (nothing ran)
-  3  an environment need is missing (toolchain, device, feature)
+  3  nothing could run: an environment need is missing (toolchain, device, feature)
   4  fuzz: only known driver deviations were reproduced
   130  interrupted (Ctrl-C), after a partial summary"""
 
@@ -43,6 +43,25 @@ class CliError(Exception):
 
     def line(self) -> str:
         return f"{self.what}; {self.todo}" if self.todo else self.what
+
+
+#: What a sample (``skip``) or a benchmark row (``skipped``) says when it could not run here.
+SKIPPED = ("skip", "skipped")
+
+
+def nothing_ran(statuses) -> bool:
+    """True when no status is other than skipped: nothing was dispatched (an empty run counts as nothing)."""
+    return all(status in SKIPPED for status in statuses)
+
+
+def nothing_ran_error(what: str, reasons, todo: str) -> CliError:
+    """The one error (exit 3) of a command whose every ``what`` (sample, path, target, part) was skipped. A partial
+    run is judged by what ran instead. Of many reasons the shortest is said; the table above says each."""
+    distinct = sorted({str(r).splitlines()[0] for r in reasons if r}, key=len)
+    said = distinct[0] if distinct else "no reason given"
+    if len(distinct) > 1:
+        said += f" (and {len(distinct) - 1} other reasons above)"
+    return CliError(f"no {what} could run here: {said}"[:400], todo, Exit.ENVIRONMENT)
 
 
 def add_progress_arguments(p, lines: str) -> None:

@@ -7,6 +7,11 @@
 3. on a device with VK_NV_cooperative_matrix2, runs the whole sample suite against the reference.
 
 Nothing is reported as passed that was not dispatched; what this machine can't run is named with the reason.
+
+The demo is the README's first command on any machine, a GPU-less one and CI included, so its exit code judges what
+ran: 0 when every step that could run here passed and step 2 dispatched (step 3 skipped, with its reason, on a device
+without coopmat2 is what such a machine can show, not a failure); 1 when a step failed; 3 when there is no Vulkan
+device, so nothing could be dispatched (as ``run``, ``bench`` and ``fuzz`` exit 3 when nothing of theirs could run).
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from rich.rule import Rule
 
 from ..portable import AddressingCase, AddressingResult, PortableRunner, reference_arrays
 from ..tensor import ClampMode, TensorLayout, TensorView
-from .common import Exit, add_device_argument, add_validate_argument, check_device, console
+from .common import Exit, add_device_argument, add_validate_argument, check_device, console, nothing_ran_error
 from .device import choose_samples, device_reports, print_results, run_samples
 from .toolchain import check_shaders, print_toolchain, select_variants, toolchain_report
 
@@ -110,45 +115,76 @@ def portable_demo(device=None, *, cases: int = 2000, seed: int = 0, progress: bo
                        validation_messages=messages)
 
 
-def cmd_demo(args) -> int:
-    check_device(args.device)
-    failures = 0
+def _shader_step() -> int:
+    """Step 1: every shader variant compiled and validated; the number of failed steps (0 or 1)."""
     console.print(Rule("1. shader toolchain and every shader variant"))
     report = toolchain_report()
     print_toolchain(report)
-    if report["chosen"]:
-        results = check_shaders("check", select_variants(None))
-        bad = [r for r in results if not r.ok]
-        for r in bad:
-            console.print(f"[red]FAILED[/red] {r.variant.label}\n{r.error}")
-        console.print(f"{len(results) - len(bad)} of {len(results)} variants compiled and validated")
-        failures += bool(bad)
-    else:
-        failures += 1
+    if not report["chosen"]:
         console.print("[red]no coopmat2-capable shader toolchain[/red]: run `vkcoop toolchain install`")
+        return 1
+    results = check_shaders("check", select_variants(None))
+    bad = [r for r in results if not r.ok]
+    for r in bad:
+        console.print(f"[red]FAILED[/red] {r.variant.label}\n{r.error}")
+    console.print(f"{len(results) - len(bad)} of {len(results)} variants compiled and validated")
+    return int(bool(bad))
+
+
+def _portable_step(device, validate) -> tuple[dict | None, int]:
+    """Step 2: (the device's capability report, or None where there is no Vulkan device; failed steps)."""
+    from .. import vk
 
     console.print(Rule("2. portable tensor addressing on this machine's Vulkan, checked against vkcoop.tensor"))
-    (caps,) = device_reports(args.device)
+    try:
+        (caps,) = device_reports(device)
+    except vk.NoDeviceError as error:
+        console.print(f"[yellow]skipped:[/yellow] no Vulkan device ({error}); `vkcoop info` says what is found")
+        return None, 0
     console.print(f"device: [bold]{caps['name']}[/bold] ({caps['driver_info']})")
-    summary = portable_demo(args.device, validate=args.validate)
+    summary = portable_demo(device, validate=validate)
     console.print(summary.describe())
-    failures += not summary.ok
+    return caps, int(not summary.ok)
 
+
+def _samples_step(caps: dict | None, device, validate) -> int:
+    """Step 3: the coopmat2 sample suite where the device has coopmat2; failed steps (0 or 1)."""
     console.print(Rule("3. the cooperative_matrix2 sample suite"))
-    if caps["cooperative_matrix2"]["supported"]:
-        results = run_samples(choose_samples([], True), args.device, args.validate)
-        print_results(results)
-        failures += any(r.status == "fail" for r in results)
-    else:
-        console.print(f"[yellow]skipped:[/yellow] {caps['name']} has no VK_NV_cooperative_matrix2, so the "
-                      "coopmat2 samples can't run here (`vkcoop list` shows what each needs; `vkcoop info` "
-                      "what this device has)")
-    console.print("demo " + ("[green]passed[/green]" if not failures else f"[red]failed ({failures} step(s))[/red]"))
-    return Exit.FAILED if failures else Exit.OK
+    if caps is None or not caps["cooperative_matrix2"]["supported"]:
+        name = "no Vulkan device" if caps is None else f"{caps['name']} has no VK_NV_cooperative_matrix2"
+        console.print(f"[yellow]skipped:[/yellow] {name}, so the coopmat2 samples can't run here (`vkcoop list` "
+                      "shows what each needs; `vkcoop info` what this device has)")
+        return 0
+    results = run_samples(choose_samples([], True), device, validate)
+    print_results(results)
+    return int(any(r.status == "fail" for r in results))
+
+
+def cmd_demo(args) -> int:
+    """0 when every step that could run here passed and the portable port was dispatched (the coopmat2 suite is
+    skipped, with its reason, on a device without coopmat2); 1 when a step failed; 3 with no Vulkan device."""
+    check_device(args.device)
+    failures = _shader_step()
+    caps, failed = _portable_step(args.device, args.validate)
+    failures += failed + _samples_step(caps, args.device, args.validate)
+    if failures:
+        console.print(f"demo [red]failed ({failures} step(s))[/red]")
+        return Exit.FAILED
+    if caps is None:
+        raise nothing_ran_error("Vulkan dispatch", ["no Vulkan device"], "install a Vulkan driver (lavapipe will "
+                                "do: scripts/setup.sh installs it)")
+    skipped = "" if caps["cooperative_matrix2"]["supported"] else " (step 3 skipped: see why above)"
+    console.print(f"demo [green]passed[/green]{skipped}")
+    return Exit.OK
 
 
 def add_demo_parser(sub) -> None:
-    p = sub.add_parser("demo", help="compile every shader, then dispatch what this machine's Vulkan can run")
+    p = sub.add_parser("demo", help="compile every shader, then dispatch what this machine's Vulkan can run",
+                       description="Compile and validate every shader variant, dispatch the portable tensor-"
+                                   "addressing port on any Vulkan device (lavapipe will do), and on a device with "
+                                   "VK_NV_cooperative_matrix2 run the sample suite. Exit 0 when all that could run "
+                                   "here passed (the suite skipped, with its reason, on a device without coopmat2); "
+                                   "3 when no Vulkan device could be dispatched to.")
     add_device_argument(p)
     add_validate_argument(p, "run")
     p.set_defaults(func=cmd_demo, needs_toolchain=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 from rich.table import Table
 
 from .common import (CliError, Exit, add_device_argument, add_progress_arguments, add_validate_argument,
-                     check_device, chosen_progress, console, emit_json, err_console, output_path)
+                     check_device, chosen_progress, console, emit_json, err_console, nothing_ran, nothing_ran_error,
+                     output_path)
 
 
 # --- info -----------------------------------------------------------------------------------------------------
@@ -189,7 +190,18 @@ def cmd_run(args) -> int:
         emit_json([r.to_dict() for r in results], args.json)
     if args.json != "-":
         print_results(results)
-    return Exit.FAILED if any(r.status == "fail" for r in results) else Exit.OK
+    return run_exit_code(results)
+
+
+def run_exit_code(results) -> Exit:
+    """1 when a sample failed; 3 (one line) when every sample was skipped, so nothing was checked; else 0."""
+    if any(r.status == "fail" for r in results):
+        return Exit.FAILED
+    if nothing_ran(r.status for r in results):
+        raise nothing_ran_error("sample", [r.reason for r in results],
+                                "the samples need VK_NV_cooperative_matrix2: `vkcoop info` shows what this device "
+                                "has, `vkcoop demo` runs what it can")
+    return Exit.OK
 
 
 def add_device_parsers(sub) -> None:
@@ -204,7 +216,10 @@ def add_device_parsers(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the list as JSON")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("run", help="dispatch samples and check them against the Python reference")
+    p = sub.add_parser("run", help="dispatch samples and check them against the Python reference",
+                       description="Dispatch samples and check them against the Python reference. A sample this "
+                                   "device cannot run is skipped with the reason; when every one is, nothing was "
+                                   "checked and the exit code is 3.")
     p.add_argument("samples", nargs="*", help="sample names (`vkcoop list`)")
     p.add_argument("--all", action="store_true", help="every sample")
     add_validate_argument(p, "run the samples (any message fails)")

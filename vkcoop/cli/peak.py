@@ -7,6 +7,7 @@ import sys
 
 from ..paths import output_file
 from ..bench.peak import FORMS, MODES, OPERANDS, TYPES, PeakResult, PeakRow, run_peak
+from .common import Exit, nothing_ran, nothing_ran_error
 
 
 def print_table(result: PeakResult, console=None) -> None:
@@ -58,6 +59,8 @@ def run(args) -> int:
     """``vkcoop bench peak``: 0 when every measured row passed its check, 1 when one failed, 3 when nothing could
     be measured here. Bad arguments raise ValueError (one line through the CLI) before any device work."""
     try:
+        if args.no_vulkan and args.no_cuda:
+            raise ValueError("--no-vulkan and --no-cuda leave nothing to measure")
         path = output_file(args.json_path)   # a bad --json path fails now, not after the measurements
         result = run_peak(device=args.device, vulkan=not args.no_vulkan, cuda=not args.no_cuda, types=args.types,
                           forms=args.forms, modes=args.modes, sms=args.sms, target_ms=args.target_ms,
@@ -65,16 +68,16 @@ def run(args) -> int:
                           operands=args.operands)
     except ValueError as error:
         print(f"vkcoop: error: {error}; see `vkcoop bench peak --help`", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     print_table(result)
     if path is not None:
         path.write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
         print(f"wrote {path}", file=sys.stderr)
     if any(r.status in ("failed", "error") for r in result.rows):
-        return 1
-    if not any(r.status == "ok" for r in result.rows):
-        print("vkcoop: error: nothing could be measured here (see the reasons above); run it on a GPU host",
-              file=sys.stderr)
-        return 3
-    return 0
+        return Exit.FAILED
+    if nothing_ran(r.status for r in result.rows):
+        error = nothing_ran_error("form or bandwidth", [r.reason for r in result.rows], "run it on a GPU host")
+        print(f"vkcoop: error: {error.line()}", file=sys.stderr)
+        return error.code
+    return Exit.OK
 

@@ -9,7 +9,7 @@ import re
 from rich.table import Table
 
 from .common import (CliError, Exit, add_device_argument, check_device, choice_list, console, emit_json,
-                     err_console, output_path, positive_int, positive_seconds)
+                     err_console, nothing_ran, nothing_ran_error, output_path, positive_int, positive_seconds)
 
 
 def _progress(text: str) -> None:
@@ -63,9 +63,9 @@ def cmd_vulkan(args) -> int:
         print_gpu_av(report)
     else:   # stdout holds the JSON: the summary goes beside the progress
         err_console.print(report.line(), highlight=False, soft_wrap=True)
-    if not any(r.status in ("ok", "failed") for r in report.runs):
-        raise CliError(f"nothing ran under GPU-AV on {report.device}: every part was skipped",
-                       "it needs a device with VK_NV_cooperative_matrix2", Exit.ENVIRONMENT)
+    if nothing_ran(r.status for r in report.runs):
+        raise nothing_ran_error(f"part of the GPU-AV pass on {report.device}", [r.reason for r in report.runs],
+                                "it needs a device with VK_NV_cooperative_matrix2")
     return Exit.OK if report.ok else Exit.FAILED
 
 
