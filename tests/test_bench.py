@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from io import StringIO
 
 import numpy as np
@@ -13,6 +14,7 @@ from vkcoop import sparse as sparse24
 from vkcoop.bench import measure
 from vkcoop.bench import report
 from vkcoop.bench import sparse as bench
+from vkcoop.bench.sparse_settings import SparseBenchSettings
 from vkcoop.bench.tuning import TuningCache
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, parse_config
@@ -38,10 +40,13 @@ def test_bad_arguments_name_the_option(kwargs, message):
 
 
 def test_run_rejects_unknown_paths_and_iterations_before_any_gpu_work():
+    small = SparseBenchSettings(dtypes=["fp16"], sizes=[64], shapes=["llm"])
     with pytest.raises(ValueError, match="unknown path"):
-        bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], paths=["cuda-magic"], progress=False)
+        bench.run_sparse_bench(replace(small, paths=["cuda-magic"]), progress=False)
     with pytest.raises(ValueError, match="--iters"):
-        bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=0, progress=False)
+        bench.run_sparse_bench(replace(small, iters=0), progress=False)
+    with pytest.raises(ValueError, match="--baseline"):
+        bench.run_sparse_bench(replace(small, baseline="cuda-magic"), progress=False)
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
@@ -89,8 +94,8 @@ def test_ratios_use_the_same_case_only():
 
 
 def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
-    outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0,
-                                     llm_tokens=32, progress=False, cache=TuningCache(tmp_path / "tuning"))
+    settings = SparseBenchSettings(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0, llm_tokens=32)
+    outcome = bench.run_sparse_bench(settings, progress=False, cache=TuningCache(tmp_path / "tuning"))
     report.write_json(outcome, tmp_path / "bench.json")
     statuses = {r.path: r.status for r in outcome.results}
     assert set(statuses) == set(bench.PATH_NAMES)
@@ -107,9 +112,9 @@ def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
 @pytest.mark.cuda
 def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
     # a throwaway tuning cache: on a device without seeds the first run tunes, within these budgets
-    outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[256], shapes=["square"], iters=3, warmup=1,
-                                     tune_budget=30, search_budget=3, progress=False,
-                                     cache=TuningCache(tmp_path / "tuning"))
+    settings = SparseBenchSettings(dtypes=["fp16"], sizes=[256], shapes=["square"], iters=3, warmup=1,
+                                   tune_budget_s=30, search_budget_s=3)
+    outcome = bench.run_sparse_bench(settings, progress=False, cache=TuningCache(tmp_path / "tuning"))
     if all(r.status == "skipped" for r in outcome.results):
         pytest.skip("neither a coopmat2 Vulkan device nor the CUDA paths are available: "
                     + "; ".join(sorted({r.reason for r in outcome.results}))[:300])
