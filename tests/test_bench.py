@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from io import StringIO
 
 import numpy as np
 import pytest
+import support
 from rich.console import Console
 
 from vkcoop import gemm
@@ -106,6 +108,51 @@ def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
     assert data["settings"]["sizes"] == [64] and len(data["results"]) == len(bench.PATH_NAMES)
     assert "nvidia_smi" in data["environment"]
     assert data["settings"]["timing"].startswith("GPU work only")    # what the figures measure, for machines
+
+
+def _nothing_can_run_here() -> None:
+    """Skip unless neither a coopmat2 Vulkan device nor CUDA is here (this machine's case, and CI's)."""
+    if support.coopmat2_reason() is None or bench.cuda_status()[0]:
+        pytest.skip("a coopmat2 Vulkan device or CUDA is here: some path can run")
+
+
+@pytest.fixture
+def inputs_made(monkeypatch) -> list:
+    """The problems whose inputs a run made (GemmOperands.make), recorded as it makes them."""
+    made, real = [], GemmOperands.make
+
+    def make(problem, seed=0):
+        made.append(problem)
+        return real(problem, seed)
+    monkeypatch.setattr(GemmOperands, "make", staticmethod(make))
+    return made
+
+
+def test_where_no_path_can_run_the_default_run_makes_no_inputs(inputs_made, tmp_path):
+    _nothing_can_run_here()
+    outcome = bench.run_sparse_bench(SparseBenchSettings(), progress=False, cache=TuningCache(tmp_path / "tuning"))
+    assert outcome.nothing_ran and not inputs_made
+    assert len(outcome.results) == len(outcome.settings.cases()) * len(bench.PATH_NAMES)
+    reasons = {r.path: r.reason for r in outcome.results}
+    assert reasons["cuBLAS"] == bench.cuda_status()[1] and reasons["vk-coopmat2-dense"]
+
+
+def test_where_no_path_can_run_bench_sparse_refuses_in_one_line_within_seconds(inputs_made, tmp_path, capsys):
+    """The default preset's inputs (8192^3, both dtypes) take seconds to make: a refusal must come before them."""
+    from vkcoop import cli
+    from vkcoop.cli.common import Exit
+    _nothing_can_run_here()
+    support.toolchain_or_skip()
+    started = time.perf_counter()
+    code = cli.main(["bench", "sparse", "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")])
+    seconds = time.perf_counter() - started
+    out, err = capsys.readouterr()
+    assert code == Exit.ENVIRONMENT and not inputs_made and seconds < 5.0, (code, inputs_made, seconds)
+    assert out == "" and len(err.splitlines()) == 1, err
+    line = err.strip()
+    assert line.startswith("vkcoop: error: no path could run here: ") and line.endswith("; run it on a GPU host")
+    assert line.count(bench.cuda_status()[1][:60]) == 1          # each reason once, not once per path
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.png").exists()
 
 
 @pytest.mark.gpu

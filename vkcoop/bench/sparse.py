@@ -27,7 +27,8 @@ cuda-mma.sp-cap            CUDA      ``mma.sp`` with only the tiles within Vulka
 
 With no options a run answers the question in about a minute (:data:`vkcoop.bench.shapes.PRESETS`: both
 dtypes, 8192^3 and 8192x32x8192); ``preset="full"`` is the wider grid. What a run measures is one frozen
-:class:`~vkcoop.bench.sparse_settings.SparseBenchSettings`, recorded in its JSON. The Vulkan pipelines a run needs are
+:class:`~vkcoop.bench.sparse_settings.SparseBenchSettings`, recorded in its JSON. Which paths can run is decided
+first, from the devices alone: where none can, the run makes no inputs. The Vulkan pipelines a run needs are
 created first, on several threads (the driver compiles them concurrently), and the library searches of the run
 share one child process, started before the first inputs are made.
 
@@ -113,6 +114,11 @@ class BenchResult:
     @property
     def failed(self) -> list:
         return [r for r in self.results if r.status in ("failed", "error")]
+
+    @property
+    def nothing_ran(self) -> bool:
+        """Every path was skipped on every case: nothing could run here (or nothing was asked)."""
+        return not self.interrupted and all(r.status == "skipped" for r in self.results)
 
     def to_dict(self) -> dict:
         settings = asdict(self.settings) if is_dataclass(self.settings) else dict(self.settings)
@@ -301,8 +307,9 @@ def run_sparse_bench(settings: SparseBenchSettings = SparseBenchSettings(), *, c
                      progress: str | bool = "auto", cache: TuningCache | None = None) -> BenchResult:
     """Run the comparison ``settings`` describe and return every result (printing and files are the caller's:
     :mod:`.report`). ``progress``: :data:`PROGRESS_MODES` (:mod:`vkcoop.progress`); ``cache``: the tuning cache
-    (default: the user's). Bad settings raise an InputError before any GPU work. A path that cannot run here is "skipped"
-    with the reason; one that fails its check is "failed" and not timed. With ``settings.ceilings``, ``vkcoop bench peak``'s ceilings are measured afterwards in this process and set each
+    (default: the user's). Bad settings raise an InputError before any GPU work. Which paths can run here is decided
+    first, from the devices alone; one that cannot is "skipped" with the reason, and where none can, no input is
+    made. A path that fails its check is "failed" and not timed. With ``settings.ceilings``, ``vkcoop bench peak``'s ceilings are measured afterwards in this process and set each
     result's ``ratio_own_ceiling`` (:mod:`vkcoop.bench.roofline`).
     """
     progress = progress_mode(progress)
@@ -313,6 +320,10 @@ def run_sparse_bench(settings: SparseBenchSettings = SparseBenchSettings(), *, c
     _prepare_cuda(settings.paths)
     available = _Paths(settings.paths, settings.dtypes, settings.device, settings.validate)
     environment = _environment(available)
+    if not available.objects:     # nothing can run here: make no inputs, start no search
+        available.close()
+        return BenchResult([path_result(name, problem, "skipped", available.skipped[name])
+                            for problem in cases for name in settings.paths], environment, settings)
     cache = cache or TuningCache(log=console.log if console is not None else None)
     tuner = Tuner(cache, available.identities, tune=settings.tune, retune=settings.retune,
                   budget=settings.tune_budget_s, search_budget=settings.search_budget_s, search_depth=settings.search)

@@ -51,6 +51,13 @@ def bench_sparse_settings(args):
                                device=args.device, validate=args.validate)
 
 
+def refuse_when_nothing_ran(outcome) -> None:
+    """Exit 3 in one line, before any table or file, when no path could run on any case: each reason once."""
+    if outcome.nothing_ran:
+        reasons = " / ".join(reason[:160] for reason in sorted({r.reason for r in outcome.results}))
+        raise CliError(f"no path could run here: {reasons}"[:400], "run it on a GPU host", Exit.ENVIRONMENT)
+
+
 def cmd_bench_sparse(args) -> int:
     from ..bench import report
     from ..bench.sparse import run_sparse_bench
@@ -58,6 +65,7 @@ def cmd_bench_sparse(args) -> int:
     json_path, plot_path = output_path(args.json_path), output_path(args.plot_path, "--plot")
     check_device(args.device)
     outcome = run_sparse_bench(bench_sparse_settings(args), console=err_console, progress=chosen_progress(args))
+    refuse_when_nothing_ran(outcome)
     report.print_table(outcome)
     if outcome.interrupted:
         console.print("[yellow]interrupted: the table holds the paths measured so far[/yellow]")
@@ -72,10 +80,6 @@ def cmd_bench_sparse(args) -> int:
         wrote(stored)
     if outcome.interrupted:
         return Exit.INTERRUPTED
-    if all(r.status == "skipped" for r in outcome.results):
-        reasons = sorted({r.reason for r in outcome.results})
-        raise CliError("no path could run here: " + " / ".join(reasons)[:300], "run it on a GPU host",
-                       Exit.ENVIRONMENT)
     return Exit.FAILED if outcome.failed else Exit.OK
 
 
