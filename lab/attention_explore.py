@@ -16,9 +16,9 @@ own shared memory by the kernel's rule; ``m`` merges the key slices in the same 
 split; without ``c``/``t`` a causal launch orders its query tiles in the chunks of (head, batch) pairs of
 :func:`vkcoop.attention.kernel.causal_order`).
 Each configuration is checked against the float64 reference on sampled rows before it is timed (after the benchmark's
-warm-up for its kind, :func:`vkcoop.bench.attention.warmup_seconds_for`), and the first configuration of each job is
-timed again at its end (``repeat``), which exposes drift. Output: one line per configuration, and ``--json`` writes
-them all.
+warm-up for its kind, :func:`vkcoop.bench.attention_settings.warmup_seconds_for`), and the first configuration of each
+job is timed again at its end (``repeat``), which exposes drift. Output: one line per configuration, and ``--json``
+writes them all.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from pathlib import Path
 
 from vkcoop.attention import JOB_GRAMMAR, VulkanAttention, attention_features, parse_job
 from vkcoop.attention.vulkan import device_target_workgroups
-from vkcoop.bench.attention import check_planes, make_inputs, measure, warmup_seconds_for
+from vkcoop.bench.attention import check_planes, make_inputs, measure
+from vkcoop.bench.attention_settings import warmup_seconds_for
 
 from . import attention_trace
 

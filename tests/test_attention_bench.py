@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import io
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -52,9 +53,11 @@ def test_bad_case_options_are_refused(kwargs, message):
 
 def test_unknown_paths_and_iterations_are_refused_before_any_gpu_work():
     with pytest.raises(ValueError, match="--paths 'torch-fast'"):
-        bench.run_attention_bench(paths=["torch-fast"])
+        bench.run_attention_bench(bench.AttentionBenchSettings(paths=["torch-fast"]))
     with pytest.raises(ValueError, match="--iters"):
-        bench.run_attention_bench(iters=0)
+        bench.run_attention_bench(bench.AttentionBenchSettings(iters=0))
+    with pytest.raises(ValueError, match="--seqs must be >= 1"):        # the cases' checks, before any GPU work
+        bench.run_attention_bench(bench.AttentionBenchSettings(seqs=[0]))
 
 
 # --------------------------------------------------------------------------- fake paths
@@ -108,7 +111,7 @@ class FakeTorchInputs:
         pass
 
 
-def _fake_bench(monkeypatch, **options):
+def _fake_bench(monkeypatch, console=None, progress=False, **options):
     paths = {"vk-coopmat2": FakePath("vk-coopmat2", 2.0), "torch-flash": FakePath("torch-flash", 1.0),
              "torch-efficient": FakePath("torch-efficient", 1.5, error=0.5),
              "torch-cudnn": FakePath("torch-cudnn", 0.5, unsupported="No available kernel")}
@@ -126,10 +129,10 @@ def _fake_bench(monkeypatch, **options):
 
     monkeypatch.setattr(bench, "_Paths", FakePaths)
     monkeypatch.setattr(bench, "TorchInputs", FakeTorchInputs)
-    options = {"progress": False, **options}
-    outcome = bench.run_attention_bench(kinds=("prefill", "decode"), head_dims=(64,), seqs=(64,), decode_seqs=(256,),
-                                        causal=(True,), tokens=128, iters=3, warmup=0, ceiling_tflops=100.0,
-                                        decode_heads=((32, 8),), **options)
+    settings = bench.AttentionBenchSettings(kinds=("prefill", "decode"), head_dims=(64,), seqs=(64,),
+                                            decode_seqs=(256,), causal=(True,), tokens=128, iters=3, warmup=0,
+                                            ceiling_tflops=100.0, decode_heads=((32, 8),), **options)
+    outcome = bench.run_attention_bench(settings, console=console, progress=progress)
     return outcome, paths
 
 
@@ -156,21 +159,22 @@ def test_a_piped_run_says_each_case_with_every_path_s_outcome(monkeypatch):
 def test_the_warm_up_time_is_the_caller_s_and_recorded(monkeypatch):
     outcome, paths = _fake_bench(monkeypatch, warmup_seconds=0.25)
     assert paths["vk-coopmat2"].warmups == paths["torch-flash"].warmups == {"prefill": 0.25, "decode": 0.25}
-    assert outcome.settings["warmup_seconds"] == {"prefill": 0.25, "decode": 0.25}
+    assert outcome.settings.warmup_by_kind == {"prefill": 0.25, "decode": 0.25}
+    assert outcome.to_dict()["settings"]["warmup_by_kind"] == {"prefill": 0.25, "decode": 0.25}
     for bad in (-1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="--warmup-seconds"):
-            bench.run_attention_bench(warmup_seconds=bad)
+            bench.run_attention_bench(bench.AttentionBenchSettings(warmup_seconds=bad))
 
 
 def test_the_l2_flush_reaches_every_path_and_the_run_says_so(monkeypatch):
     from rich.console import Console
     outcome, paths = _fake_bench(monkeypatch, flush_l2=True)
-    assert all(p.flush_l2 for p in paths.values()) and outcome.settings["flush_l2"] is True
+    assert all(p.flush_l2 for p in paths.values()) and outcome.settings.flush_l2 is True
     text = io.StringIO()
     attention_report.print_table(outcome, Console(file=text, width=200))
     assert "--flush-l2: 256 MiB read before every timed run" in text.getvalue()
     outcome, paths = _fake_bench(monkeypatch)
-    assert not any(p.flush_l2 for p in paths.values()) and outcome.settings["flush_l2"] is False
+    assert not any(p.flush_l2 for p in paths.values()) and outcome.settings.flush_l2 is False
 
 
 def test_the_bound_paths_time_with_the_flush_they_were_given(monkeypatch):
@@ -216,14 +220,14 @@ def test_each_path_is_checked_then_timed_and_compared_to_the_best_torch_backend(
     per_kind = {"prefill": bench.WARMUP_SECONDS, "decode": bench.DECODE_WARMUP_SECONDS}
     assert paths["vk-coopmat2"].warmups == paths["torch-flash"].warmups == per_kind
     assert bench.WARMUP_SECONDS >= 3 and 0 < bench.DECODE_WARMUP_SECONDS < bench.WARMUP_SECONDS
-    assert outcome.settings["warmup_seconds"] == per_kind
-    assert outcome.settings["timing"].startswith("GPU work only")              # and what it measured
+    assert outcome.settings.warmup_by_kind == per_kind and outcome.settings.warmup_seconds is None
+    assert outcome.settings.timing.startswith("GPU work only")                 # and what it measured
     assert by[(case, "torch-cudnn")].status == "skipped" and by[(case, "torch-cudnn")].reason == "No available kernel"
     assert by[(case, "torch-math")].reason == "not today"
     decode = by[("decode fp16 b1 h32/8 q1 kv256 d64", "vk-coopmat2")]
     assert decode.gbs == pytest.approx(2 * 8 * 256 * 64 * 2 / 2e-3 / 1e9)
     assert decode.roofline == pytest.approx(decode.gbs / 4800.0)   # H200 by name
-    assert len(outcome.failed) == 2 and outcome.settings["bandwidth_gbs"] == 4800.0
+    assert len(outcome.failed) == 2 and outcome.environment["ratios_over"]["bandwidth_gbs"] == 4800.0
     json.dumps(outcome.to_dict(), default=str)
 
 
@@ -236,16 +240,16 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
     monkeypatch.setattr(bench, "measured_read_floors",
                         lambda cases, device=None, flush_l2=False: asked.append(([c.label for c in cases], flush_l2))
                         or {kv_bytes: 1.5})
-    options = dict(kinds=("decode",), head_dims=(64,), decode_seqs=(256,), iters=3, warmup=0, progress=False,
-                   ceilings=True, decode_heads=((32, 8),))
-    outcome = bench.run_attention_bench(**options)
+    settings = bench.AttentionBenchSettings(kinds=("decode",), head_dims=(64,), decode_seqs=(256,), iters=3, warmup=0,
+                                            ceilings=True, decode_heads=((32, 8),))
+    outcome = bench.run_attention_bench(settings, progress=False)
     decode = next(r for r in outcome.results if r.path == "vk-coopmat2")
     assert decode.roofline == pytest.approx(decode.gbs / 3000.0) and decode.ratio_ceiling == pytest.approx(
         decode.tflops / 600.0)
     assert asked == [(["decode fp16 b1 h32/8 q1 kv256 d64"], False)]
     assert decode.read_floor == pytest.approx(1.5e-3 / decode.median_ms)     # the floor's time over ours
     assert outcome.environment["read_floor_us"] == {str(kv_bytes): 1.5}
-    assert outcome.settings["bandwidth_source"] == "measured read bandwidth"
+    assert outcome.environment["ratios_over"]["bandwidth_source"] == "measured read bandwidth"
     assert outcome.environment["ceilings"] is measured
     def broken(device=None):
         raise RuntimeError("no peak shader here\nsecond line")
@@ -253,16 +257,18 @@ def test_ceilings_measured_in_the_same_process_replace_the_spec_sheet_but_not_gi
     def no_floor(cases, device=None, flush_l2=False):
         raise ValueError("a read floor of 9 bytes passes the range\nmore")
     monkeypatch.setattr(bench, "measured_read_floors", no_floor)
-    failed = bench.run_attention_bench(**options)   # the cases stand; the spec sheet's bandwidth is used
+    failed = bench.run_attention_bench(settings, progress=False)   # the cases stand; the spec sheet's bandwidth
     assert failed.environment["ceilings_error"] == "RuntimeError: no peak shader here"
     assert failed.environment["read_floor_error"] == "ValueError: a read floor of 9 bytes passes the range"
     assert all(r.read_floor is None for r in failed.results)
-    assert failed.settings["bandwidth_source"] == "spec sheet" and failed.settings["bandwidth_gbs"] == 4800.0
+    assert failed.environment["ratios_over"] == {"ceiling_tflops": None, "bandwidth_gbs": 4800.0,
+                                                 "bandwidth_source": "spec sheet"}
     assert all(r.status != "error" for r in failed.results if r.path == "vk-coopmat2")
-    given = bench.run_attention_bench(**options, bandwidth_gbs=2500.0, ceiling_tflops=100.0)
+    given = bench.run_attention_bench(replace(settings, bandwidth_gbs=2500.0, ceiling_tflops=100.0), progress=False)
     decode = next(r for r in given.results if r.path == "vk-coopmat2")
-    assert decode.roofline == pytest.approx(decode.gbs / 2500.0) and given.settings["bandwidth_source"] == "given"
-    assert given.settings["ceiling_tflops"] == 100.0
+    assert decode.roofline == pytest.approx(decode.gbs / 2500.0)
+    assert given.environment["ratios_over"] == {"ceiling_tflops": 100.0, "bandwidth_gbs": 2500.0,
+                                                "bandwidth_source": "given"}
 
 
 def test_the_table_numbers_skip_reasons_once_and_the_plot_is_written(fake_run, tmp_path):
@@ -378,8 +384,8 @@ def test_a_small_real_run_checks_and_times_every_path_that_can_run():
     ok, why = bench.torch_status()
     if not ok:
         pytest.skip(why)
-    outcome = bench.run_attention_bench(head_dims=(128,), seqs=(1024,), decode_seqs=(8192,), iters=3, warmup=1,
-                                        progress=False)
+    settings = bench.AttentionBenchSettings(head_dims=(128,), seqs=(1024,), decode_seqs=(8192,), iters=3, warmup=1)
+    outcome = bench.run_attention_bench(settings, progress=False)
     assert not outcome.failed, [(r.case, r.path, r.reason) for r in outcome.failed]
     assert any(r.path == "vk-coopmat2" and r.tflops for r in outcome.results)
     assert any(r.path.startswith("torch-") and r.tflops for r in outcome.results)

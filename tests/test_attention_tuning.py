@@ -4,6 +4,7 @@ seeds, and the order cache -> seed -> default with a fake Vulkan path whose cand
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -157,8 +158,9 @@ def _run(monkeypatch, tmp_path, vulkan, **options):
 
     monkeypatch.setattr(bench, "_Paths", Paths)
     settings = dict(kinds=("prefill",), head_dims=(64,), seqs=(64, 128), causal=(False,), tokens=128, iters=2,
-                    warmup=0, paths=["vk-coopmat2"], progress=False, tuning_root=tmp_path)
-    return bench.run_attention_bench(**{**settings, **options})
+                    warmup=0, paths=["vk-coopmat2"])
+    return bench.run_attention_bench(bench.AttentionBenchSettings(**{**settings, **options}), progress=False,
+                                     tuning_root=tmp_path)
 
 
 def test_tuning_times_every_candidate_stores_the_fastest_correct_one_and_the_next_run_reads_it(monkeypatch, tmp_path):
@@ -175,7 +177,7 @@ def test_tuning_times_every_candidate_stores_the_fastest_correct_one_and_the_nex
     entries = cached_entries(tmp_path)
     assert [(e["path"], e["dtype"], e["class"], e["config"], e["candidates"]) for e in entries] == [
         (TUNING_PATH, "fp16", "prefill-d64", FAST.label(), 3)]
-    assert tuned.environment["tuning"]["stored"] and tuned.settings["tune"] is True
+    assert tuned.environment["tuning"]["stored"] and tuned.settings.tune is True
 
     again = _run(monkeypatch, tmp_path, FakeVulkan())             # a later run, without --tune
     assert [(r.config_source, r.config) for r in again.results] == [("cache", FAST.label() + "s1")] * 2
@@ -274,7 +276,7 @@ def test_the_table_says_where_each_configuration_came_from(monkeypatch, tmp_path
 @pytest.mark.parametrize("budget", [0, -1.0])
 def test_a_tuning_budget_that_is_not_positive_is_refused_before_any_gpu_work(budget):
     with pytest.raises(ValueError, match="--tune-budget"):
-        bench.run_attention_bench(tune=True, tune_budget=budget)
+        bench.run_attention_bench(bench.AttentionBenchSettings(tune=True, tune_budget=budget))
 
 
 @pytest.mark.parametrize("label", ["not a label", "128:128x64qrk", "64:16x64s66gf"])
@@ -305,9 +307,10 @@ def test_a_tuning_on_the_device_stores_a_checked_winner_and_reads_it_back(tmp_pa
         pytest.skip(why)
     support.toolchain_or_skip()
     # One class: the GQA layout only (decode without GQA is a class of its own).
-    options = dict(kinds=("decode",), head_dims=(128,), decode_seqs=(8192,), decode_heads=((32, 8),),
-                   paths=["vk-coopmat2"], iters=5, warmup=2, progress=False, tuning_root=tmp_path)
-    tuned = bench.run_attention_bench(**options, tune=True, tune_budget=120.0)
+    settings = bench.AttentionBenchSettings(kinds=("decode",), head_dims=(128,), decode_seqs=(8192,),
+                                            decode_heads=((32, 8),), paths=["vk-coopmat2"], iters=5, warmup=2)
+    tuned = bench.run_attention_bench(replace(settings, tune=True, tune_budget=120.0), progress=False,
+                                      tuning_root=tmp_path)
     result = tuned.results[0]
     assert result.status == "ok" and result.config_source == "tuned", result.reason
     ok = [t for t in result.tuning if t["status"] == "ok"]
@@ -317,5 +320,5 @@ def test_a_tuning_on_the_device_stores_a_checked_winner_and_reads_it_back(tmp_pa
         best = result.tuning[0]   # no candidate beat the incumbent by the margin
     entries = cached_entries(tmp_path)
     assert [(e["class"], e["config"]) for e in entries] == [("decode-d128", best["config"])]
-    again = bench.run_attention_bench(**options)
+    again = bench.run_attention_bench(settings, progress=False, tuning_root=tmp_path)
     assert again.results[0].config_source == "cache" and again.results[0].config == best["ran"]

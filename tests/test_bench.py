@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from io import StringIO
 
 import numpy as np
 import pytest
+import support
 from rich.console import Console
 
 from vkcoop import gemm
@@ -13,6 +16,7 @@ from vkcoop import sparse as sparse24
 from vkcoop.bench import measure
 from vkcoop.bench import report
 from vkcoop.bench import sparse as bench
+from vkcoop.bench.sparse_settings import SparseBenchSettings
 from vkcoop.bench.tuning import TuningCache
 from vkcoop.gemm.path import GemmOperands, GemmProblem
 from vkcoop.gemm.paths import SEED_CONFIGS, parse_config
@@ -38,10 +42,13 @@ def test_bad_arguments_name_the_option(kwargs, message):
 
 
 def test_run_rejects_unknown_paths_and_iterations_before_any_gpu_work():
+    small = SparseBenchSettings(dtypes=["fp16"], sizes=[64], shapes=["llm"])
     with pytest.raises(ValueError, match="unknown path"):
-        bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], paths=["cuda-magic"], progress=False)
+        bench.run_sparse_bench(replace(small, paths=["cuda-magic"]), progress=False)
     with pytest.raises(ValueError, match="--iters"):
-        bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=0, progress=False)
+        bench.run_sparse_bench(replace(small, iters=0), progress=False)
+    with pytest.raises(ValueError, match="--baseline"):
+        bench.run_sparse_bench(replace(small, baseline="cuda-magic"), progress=False)
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
@@ -89,8 +96,8 @@ def test_ratios_use_the_same_case_only():
 
 
 def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
-    outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0,
-                                     llm_tokens=32, progress=False, cache=TuningCache(tmp_path / "tuning"))
+    settings = SparseBenchSettings(dtypes=["fp16"], sizes=[64], shapes=["llm"], iters=1, warmup=0, llm_tokens=32)
+    outcome = bench.run_sparse_bench(settings, progress=False, cache=TuningCache(tmp_path / "tuning"))
     report.write_json(outcome, tmp_path / "bench.json")
     statuses = {r.path: r.status for r in outcome.results}
     assert set(statuses) == set(bench.PATH_NAMES)
@@ -103,13 +110,58 @@ def test_without_hardware_every_path_is_skipped_with_a_reason(tmp_path):
     assert data["settings"]["timing"].startswith("GPU work only")    # what the figures measure, for machines
 
 
+def _nothing_can_run_here() -> None:
+    """Skip unless neither a coopmat2 Vulkan device nor CUDA is here (this machine's case, and CI's)."""
+    if support.coopmat2_reason() is None or bench.cuda_status()[0]:
+        pytest.skip("a coopmat2 Vulkan device or CUDA is here: some path can run")
+
+
+@pytest.fixture
+def inputs_made(monkeypatch) -> list:
+    """The problems whose inputs a run made (GemmOperands.make), recorded as it makes them."""
+    made, real = [], GemmOperands.make
+
+    def make(problem, seed=0):
+        made.append(problem)
+        return real(problem, seed)
+    monkeypatch.setattr(GemmOperands, "make", staticmethod(make))
+    return made
+
+
+def test_where_no_path_can_run_the_default_run_makes_no_inputs(inputs_made, tmp_path):
+    _nothing_can_run_here()
+    outcome = bench.run_sparse_bench(SparseBenchSettings(), progress=False, cache=TuningCache(tmp_path / "tuning"))
+    assert outcome.nothing_ran and not inputs_made
+    assert len(outcome.results) == len(outcome.settings.cases()) * len(bench.PATH_NAMES)
+    reasons = {r.path: r.reason for r in outcome.results}
+    assert reasons["cuBLAS"] == bench.cuda_status()[1] and reasons["vk-coopmat2-dense"]
+
+
+def test_where_no_path_can_run_bench_sparse_refuses_in_one_line_within_seconds(inputs_made, tmp_path, capsys):
+    """The default preset's inputs (8192^3, both dtypes) take seconds to make: a refusal must come before them."""
+    from vkcoop import cli
+    from vkcoop.cli.common import Exit
+    _nothing_can_run_here()
+    support.toolchain_or_skip()
+    started = time.perf_counter()
+    code = cli.main(["bench", "sparse", "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")])
+    seconds = time.perf_counter() - started
+    out, err = capsys.readouterr()
+    assert code == Exit.ENVIRONMENT and not inputs_made and seconds < 5.0, (code, inputs_made, seconds)
+    assert out == "" and len(err.splitlines()) == 1, err
+    line = err.strip()
+    assert line.startswith("vkcoop: error: no path could run here: ") and line.endswith("; run it on a GPU host")
+    assert line.count(bench.cuda_status()[1][:60]) == 1          # each reason once, not once per path
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r.png").exists()
+
+
 @pytest.mark.gpu
 @pytest.mark.cuda
 def test_small_bench_on_the_gpu_checks_and_times_every_available_path(tmp_path):
     # a throwaway tuning cache: on a device without seeds the first run tunes, within these budgets
-    outcome = bench.run_sparse_bench(dtypes=["fp16"], sizes=[256], shapes=["square"], iters=3, warmup=1,
-                                     tune_budget=30, search_budget=3, progress=False,
-                                     cache=TuningCache(tmp_path / "tuning"))
+    settings = SparseBenchSettings(dtypes=["fp16"], sizes=[256], shapes=["square"], iters=3, warmup=1,
+                                   tune_budget_s=30, search_budget_s=3)
+    outcome = bench.run_sparse_bench(settings, progress=False, cache=TuningCache(tmp_path / "tuning"))
     if all(r.status == "skipped" for r in outcome.results):
         pytest.skip("neither a coopmat2 Vulkan device nor the CUDA paths are available: "
                     + "; ".join(sorted({r.reason for r in outcome.results}))[:300])

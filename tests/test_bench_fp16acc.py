@@ -187,9 +187,9 @@ def test_its_roofline_is_the_fp16_accumulating_ceiling_and_its_c_is_two_bytes():
 
 @pytest.mark.gpu
 def test_on_the_gpu_the_fp16_accumulating_path_is_bit_exact_on_short_sums_and_timed(tmp_path):
-    outcome = bench.run_sparse_bench(dtypes=["fp16", "bf16"], sizes=[512], shapes=["square", "llm"], iters=3,
-                                     warmup=1, paths=[PATH], llm_tokens=32, progress=False,
-                                     cache=TuningCache(tmp_path / "tuning"))
+    settings = bench.SparseBenchSettings(dtypes=["fp16", "bf16"], sizes=[512], shapes=["square", "llm"], iters=3,
+                                         warmup=1, paths=[PATH], llm_tokens=32)
+    outcome = bench.run_sparse_bench(settings, progress=False, cache=TuningCache(tmp_path / "tuning"))
     results = {(r.dtype, r.shape_class): r for r in outcome.results}
     if all(r.status == "skipped" and "fp16 inputs only" not in r.reason for r in results.values()):
         pytest.skip("no coopmat2 Vulkan device here: " + results["fp16", "square"].reason[:200])

@@ -244,7 +244,7 @@ def test_ctrl_c_mid_run_keeps_what_was_measured_and_the_cache_readable(monkeypat
         return real_make(problem, seed)
 
     monkeypatch.setattr(GemmOperands, "make", staticmethod(make))
-    settings = {"iters": 3, "warmup": 0, "flush_l2": False}
+    settings = bench.SparseBenchSettings(iters=3, warmup=0)
     try:
         results, interrupted = bench.run_cases(cases, {"cuSPARSELt": run.path}, {}, ["cuSPARSELt"], run.tuner,
                                                settings, progress=False)
@@ -277,7 +277,8 @@ def test_the_bench_command_prints_the_partial_table_on_ctrl_c(monkeypatch, capsy
     done = PathResult("cuBLAS", "fp16 llm 64x32x128", "fp16", "llm", 64, 32, 128, status="ok", median_ms=0.01,
                       tflops=0.05, config="torch.mm mm")
     monkeypatch.setattr(bench, "run_sparse_bench",
-                        lambda **kwargs: bench.BenchResult([done], {"nvidia_smi": {}}, {}, interrupted=True))
+                        lambda settings, **kwargs: bench.BenchResult([done], {"nvidia_smi": {}}, settings,
+                                                                     interrupted=True))
     monkeypatch.setattr("vkcoop.cli.bench.check_device", lambda device: None)
     assert cli.main(["bench", "sparse", "--quiet"]) == 130
     out = capsys.readouterr().out

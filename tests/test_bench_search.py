@@ -137,4 +137,5 @@ def test_hand_written_kernels_offer_their_keys_auto_first(monkeypatch):
 def test_budgets_must_be_positive(budget):
     from vkcoop.bench import sparse
     with pytest.raises(ValueError, match="budget"):
-        sparse.run_sparse_bench(dtypes=["fp16"], sizes=[64], shapes=["llm"], tune_budget=budget, progress=False)
+        sparse.run_sparse_bench(sparse.SparseBenchSettings(dtypes=["fp16"], sizes=[64], shapes=["llm"],
+                                                           tune_budget_s=budget), progress=False)

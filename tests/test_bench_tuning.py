@@ -239,7 +239,7 @@ def test_the_progress_of_a_tuning_reaches_the_bar(tmp_path):
 
     path, shown = FakePath(), Shown()
     tuner = Tuner(TuningCache(tmp_path), {"vulkan": H100})
-    settings = {"iters": 3, "warmup": 0, "flush_l2": False}
+    settings = bench.SparseBenchSettings(iters=3, warmup=0)
     result = bench._measure(path, GemmOperands.make(SQUARE), tuner, shown, settings)
     assert result.config_source == "tuned"
     counts = [(done, total) for _, done, total in shown.details if done is not None]
@@ -346,7 +346,7 @@ def test_a_run_on_an_unknown_device_tunes_once_per_class_and_records_everything(
     dense, sparse24 = FakePath("vk-coopmat2-dense"), FakePath("vk-coopmat2-2:4", broken={"c"})
     cases = [SQUARE, GemmProblem("fp16", "square", 2304, 2304, 128), LLM]
     tuner = Tuner(TuningCache(tmp_path), {"vulkan": H100})
-    settings = {"iters": 5, "warmup": 0, "flush_l2": False}
+    settings = bench.SparseBenchSettings(iters=5, warmup=0)
     results, interrupted = bench.run_cases(cases, {"vk-coopmat2-dense": dense, "vk-coopmat2-2:4": sparse24},
                                            {"cuBLAS": "no CUDA here"}, ["vk-coopmat2-dense", "vk-coopmat2-2:4",
                                                                         "cuBLAS"], tuner, settings, progress=False)

@@ -15,9 +15,10 @@ of K and V read and the fraction of the memory bandwidth (``bandwidth_gbs``; wit
 measured in the same process, else the spec sheet's by the GPU's name). Ratios: to the fastest torch backend of the
 case, and to a coopmat2 ceiling in TFLOP/s (given, or measured with ``ceilings``).
 
-API: :func:`run_attention_bench` returns a :class:`vkcoop.bench.sparse.BenchResult` of :class:`AttentionResult`;
-:func:`print_table` and :func:`plot` render it. The command itself (options, files, exit codes) is
-:mod:`vkcoop.cli.attention`.
+API: :func:`run_attention_bench` takes one :class:`~vkcoop.bench.attention_settings.AttentionBenchSettings` (the
+cases, the paths, the timing rules; recorded in the run's JSON) and returns a :class:`vkcoop.bench.sparse.BenchResult`
+of :class:`AttentionResult`; :func:`vkcoop.bench.attention_report.print_table` and ``plot`` render it. The command
+itself (options, files, exit codes) is :mod:`vkcoop.cli.attention`.
 """
 from __future__ import annotations
 
@@ -26,36 +27,28 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..attention import AttentionShape, check_attention, reference_attention, tolerance_for
-from ..attention.cases import (DECODE_HEADS, HIDDEN, KINDS, PREFILL_TOKENS, AttentionCase, decode_shape,
-                               prefill_shape)
-from ..attention.shapes import HEAD_DIMS, check_dtype
+from ..attention.cases import DECODE_HEADS, HIDDEN, KINDS, PREFILL_TOKENS, AttentionCase
 from ..gemm import DTYPES
 from ..gemm import WARMUP_SECONDS as BUSY_WARMUP_SECONDS
 from ..progress import RunProgress
 from . import report
 from .attention_paths import TORCH_BACKENDS, VULKAN_PATH, TorchInputs, TorchSdpaPath, Unsupported, VulkanPath
 from .attention_paths import torch_status
+from .attention_settings import (DECODE_SEQS, DECODE_WARMUP_SECONDS, DEFAULT_TUNE_BUDGET, PATH_NAMES, PREFILL_SEQS,
+                                 WARMUP_SECONDS, AttentionBenchSettings, make_cases, warmup_seconds_for)
 from .attention_tuning import AttentionTuner, tune_case
 from .measure import Outcome
 from .random_fill import clipped_normal
 from .stats import retime_if_unsteady
 from .sparse import BenchResult
 
-PATH_NAMES = (VULKAN_PATH,) + tuple(TORCH_BACKENDS)
-PREFILL_SEQS = (1024, 2048, 4096, 8192, 16384)
-DECODE_SEQS = (8192, 16384, 32768, 65536)
-#: Least warm-up wall time before a path is timed (vkcoop.gemm.warmup's rule takes 1 s after an idle gap). On the
-#: H100 the first timing after a case's inputs were made and checked measured prefill 5-15 % slow for all of its
-#: 20 or 100 runs after that 1 s, in 5 of 5 explore jobs, while the same configuration timed again seconds later was
-#: steady (docs/attention.md, experiment 21); 3 s of the same work first removes it.
-WARMUP_SECONDS = 3.0
-#: Decode's: every path timed the same after 1 s as after 3 s, within 1 % (docs/attention.md, experiment 49).
-DECODE_WARMUP_SECONDS = 1.0
+__all__ = ["run_attention_bench", "AttentionBenchSettings", "AttentionResult", "make_cases", "make_inputs",
+           "check_planes", "measure", "warmup_seconds_for", "PATH_NAMES", "PREFILL_SEQS", "DECODE_SEQS", "KINDS",
+           "DECODE_HEADS", "PREFILL_TOKENS", "HIDDEN", "WARMUP_SECONDS", "DECODE_WARMUP_SECONDS",
+           "DEFAULT_TUNE_BUDGET"]
 #: Spec-sheet HBM bandwidth in GB/s by a substring of the GPU's name (more specific first).
 BANDWIDTH_GBS = (("H200", 4800.0), ("H100 PCIe", 2000.0), ("H100 NVL", 3900.0), ("H100", 3350.0),
                  ("A100-SXM4-80GB", 2039.0), ("A100", 1555.0))
-#: Seconds all tunings of a run share (``--tune-budget``).
-DEFAULT_TUNE_BUDGET = 600.0
 #: Exit codes, the CLI's (vkcoop.cli.common.Exit): all ran and passed, a check failed, nothing could run, Ctrl-C.
 EXIT_OK, EXIT_FAILED, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 3, 130
 
@@ -77,33 +70,6 @@ class AttentionResult(Outcome):
     read_floor: float | None = None  # decode: one READ dispatch of the same K and V bytes (--ceilings) / this time
     config_source: str = ""          # vk-coopmat2: "given", "tuned", "cache", "seed" or "default" (attention_tuning)
     tuning: list = field(default_factory=list)   # a tuned case: every candidate, what it ran as and its time
-
-
-def make_cases(kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS, decode_seqs=DECODE_SEQS,
-               causal=(False, True), tokens: int = PREFILL_TOKENS, hidden: int = HIDDEN,
-               decode_batch: int = 1, decode_heads=DECODE_HEADS) -> list[AttentionCase]:
-    """The prefill and decode cases; ValueError naming the option for anything out of range."""
-    _choices("--kinds", kinds, KINDS)
-    _choices("--dtype", dtypes, tuple(DTYPES))
-    _choices("--head-dims", head_dims, HEAD_DIMS)
-    head_counts = [h for pair in decode_heads for h in pair]
-    for option, values in (("--seqs", seqs), ("--decode-seqs", decode_seqs), ("--tokens", [tokens]),
-                           ("--decode-batch", [decode_batch]), ("--decode-heads", head_counts)):
-        _at_least(option, values, 1)
-    for q, kv in decode_heads:
-        if q % kv:
-            raise ValueError(f"--decode-heads {q}/{kv}: the q heads must be a multiple of the kv heads")
-    cases = []
-    for dtype in dtypes:
-        check_dtype(dtype)
-        for d in head_dims:
-            if "prefill" in kinds:
-                cases += [AttentionCase("prefill", dtype, bool(c), prefill_shape(s, d, tokens, hidden))
-                          for s in seqs for c in causal]
-            if "decode" in kinds:
-                cases += [AttentionCase("decode", dtype, False, decode_shape(s, d, heads, decode_batch))
-                          for heads in decode_heads for s in decode_seqs]
-    return cases
 
 
 def make_inputs(case: AttentionCase, seed: int = 0):
@@ -245,26 +211,6 @@ class _Paths:
             path.close()
 
 
-def _choices(option: str, values, allowed) -> list:
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise ValueError(f"{option} {bad[0]!r}: choose from {', '.join(map(str, allowed))}")
-    return list(values)
-
-
-def warmup_seconds_for(kind: str, given: float | None = None) -> float:
-    """The least warm-up before a path is timed on a case of ``kind``: ``given``, else :data:`WARMUP_SECONDS` for
-    prefill and :data:`DECODE_WARMUP_SECONDS` for decode."""
-    if given is not None:
-        return given
-    return DECODE_WARMUP_SECONDS if kind == "decode" else WARMUP_SECONDS
-
-
-def _at_least(option: str, values, minimum: int) -> None:
-    if any(int(v) < minimum for v in values):
-        raise ValueError(f"{option} must be >= {minimum} (got {', '.join(map(str, values))})")
-
-
 def _said(result: AttentionResult) -> str:
     """One path's outcome in a progress line: ``vk-coopmat2 ok 312.4 TFLOP/s``."""
     figure = f" {result.gbs:.0f} GB/s" if result.kind == "decode" and result.gbs else (
@@ -319,47 +265,40 @@ def measured_read_floors(cases, device=None, flush_l2: bool = False) -> dict[int
                        flush_l2=flush_l2)
 
 
-def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, seqs=PREFILL_SEQS,
-                        decode_seqs=DECODE_SEQS, causal=(False, True), paths=None, iters: int = 20, warmup: int = 5,
-                        tokens: int = PREFILL_TOKENS, decode_batch: int = 1, decode_heads=DECODE_HEADS, tile=None,
-                        ceiling_tflops: float | None = None, bandwidth_gbs: float | None = None, device=None,
-                        validate: bool = False, console=None, progress: str | bool = "auto", ceilings: bool = False,
-                        tune: bool = False, retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET,
-                        tuning_root=None, warmup_seconds: float | None = None,
-                        flush_l2: bool = False) -> BenchResult:
-    """Check and time every path on every case; bad arguments raise ValueError before any GPU work. ``ceilings``:
-    afterwards measure the coopmat2 ceiling and the read bandwidth in this process (:func:`measured_ceilings`) for
-    the ratios that ``ceiling_tflops`` and ``bandwidth_gbs`` do not give, and the read floor of each decode case's
-    K and V bytes (:func:`measured_read_floors`). The Vulkan configuration of each case comes from
-    :mod:`.attention_tuning` (``tune``, ``retune``: tune within ``tune_budget`` seconds; ``tuning_root``: the tuning
-    cache's folder, default ``vkcoop.bench.tuning.cache_dir()``). Every path is timed after ``warmup`` runs lasting
-    at least ``warmup_seconds`` (default: :func:`warmup_seconds_for` each case's kind), and with ``flush_l2`` after
-    reading 256 MiB, so that no path finds its inputs in the L2 (the read floors too)."""
-    wanted = _choices("--paths", PATH_NAMES if paths is None else paths, PATH_NAMES)
-    _at_least("--iters", [iters], 1)
-    _at_least("--warmup", [warmup], 0)
-    if not tune_budget > 0:
-        raise ValueError(f"--tune-budget must be > 0 seconds (got {tune_budget})")
-    if warmup_seconds is not None and not 0 <= warmup_seconds < float("inf"):
-        raise ValueError(f"--warmup-seconds must be >= 0 and finite (got {warmup_seconds})")
-    cases = make_cases(kinds, dtypes, head_dims, seqs, decode_seqs, causal, tokens, decode_batch=decode_batch,
-                       decode_heads=decode_heads)
-    settings = {"kinds": list(kinds), "dtypes": list(dtypes), "head_dims": list(head_dims), "seqs": list(seqs),
-                "decode_seqs": list(decode_seqs), "causal": list(causal), "paths": wanted, "iters": iters,
-                "warmup": warmup, "warmup_seconds": {kind: warmup_seconds_for(kind, warmup_seconds) for kind in kinds},
-                "tokens": tokens, "decode_batch": decode_batch,
-                "decode_heads": [f"{q}/{kv}" for q, kv in decode_heads],
-                "tile": tile.label() if tile else None, "ceiling_tflops": ceiling_tflops, "timing": report.TIMING,
-                "tune": tune, "retune": retune, "tune_budget": tune_budget, "flush_l2": bool(flush_l2)}
-    available = _Paths(wanted, dtypes, device, validate, tile, bool(flush_l2))
+def run_attention_bench(settings: AttentionBenchSettings = AttentionBenchSettings(), *, console=None,
+                        progress: str | bool = "auto", tuning_root=None) -> BenchResult:
+    """Check and time every path on every case ``settings`` name; bad settings raise ValueError before any GPU work.
+    The Vulkan configuration of each case comes from :mod:`.attention_tuning` (``tuning_root``: the tuning cache's
+    folder, default ``vkcoop.bench.tuning.cache_dir()``). Every path is timed after ``settings.warmup`` runs lasting
+    at least each kind's warm-up, and with ``settings.flush_l2`` after reading 256 MiB, so that no path finds its
+    inputs in the L2 (the read floors too). ``settings.ceilings``: afterwards measure the coopmat2 ceiling and the
+    read bandwidth in this process (:func:`measured_ceilings`) for the ratios that ``ceiling_tflops`` and
+    ``bandwidth_gbs`` do not give, and the read floor of each decode case's K and V bytes
+    (:func:`measured_read_floors`); the figures the ratios are over are ``environment["ratios_over"]``."""
+    settings = settings.resolved()
+    cases = settings.cases()
+    available = _Paths(settings.paths, settings.dtypes, settings.device, settings.validate, settings.tile,
+                       settings.flush_l2)
     environment = report.environment(available.vulkan_name, available.torch_name)
     environment["skip_reasons"] = dict(available.skipped)
     vulkan_device = getattr(available.objects.get(VULKAN_PATH), "device", None)
     environment["buffer_robustness"] = getattr(vulkan_device, "buffer_robustness", None)
-    tuner = _tuner(available, cases, tune, retune, tune_budget, tuning_root)
+    tuner = _tuner(available, cases, settings, tuning_root)
     environment["tuning"] = {"cache_dir": str(tuner.cache.root), "messages": tuner.cache.messages,
                              "stored": tuner.stored}
-    results, interrupted = [], False
+    try:
+        results, interrupted = _run_cases(cases, settings, available, tuner, console, progress)
+    finally:
+        available.close()
+    floors = _ratios_over(settings, cases, environment, available.vulkan_name, measuring=not interrupted)
+    over = environment["ratios_over"]
+    add_ratios(results, over["ceiling_tflops"], over["bandwidth_gbs"], floors)
+    return BenchResult(results, environment, settings, interrupted)
+
+
+def _run_cases(cases, settings: AttentionBenchSettings, available, tuner, console, progress) -> tuple[list, bool]:
+    """Every case in turn, a progress line each: (results, whether Ctrl-C stopped the run)."""
+    results = []
     try:
         with RunProgress(len(cases), progress, console=console, title="bench attention") as shown:
             for case in cases:
@@ -367,38 +306,44 @@ def run_attention_bench(*, kinds=KINDS, dtypes=("fp16",), head_dims=HEAD_DIMS, s
 
                 def tuning(done, total, label):
                     shown.detail(f"tuning {label}", done + 1, total)
-                measured = _run_case(case, wanted, available, iters, warmup, tuner, tuning,
-                                     warmup_seconds_for(case.kind, warmup_seconds))
+                measured = _run_case(case, settings.paths, available, settings.iters, settings.warmup, tuner, tuning,
+                                     settings.warmup_by_kind[case.kind])
                 results += measured
                 shown.finished(f"{case.label}: " + ", ".join(_said(r) for r in measured))
     except KeyboardInterrupt:
-        interrupted = True   # report what was measured
-    finally:
-        available.close()
-    source = "given" if bandwidth_gbs else "spec sheet"
-    floors = {}
-    if ceilings and not interrupted:
+        return results, True   # report what was measured
+    return results, False
+
+
+def _ratios_over(settings: AttentionBenchSettings, cases, environment: dict, vulkan_name,
+                 measuring: bool = True) -> dict[int, float]:
+    """Measure what ``settings.ceilings`` asks for (unless not ``measuring``: Ctrl-C stopped the run) and record in
+    ``environment["ratios_over"]`` the ceiling and the bandwidth the ratios are over (given, else measured, else
+    the bandwidth from the spec sheet) and where the bandwidth came from; the read floors, {K and V bytes: µs}."""
+    ceiling, bandwidth = settings.ceiling_tflops, settings.bandwidth_gbs
+    source, floors = "given" if bandwidth else "spec sheet", {}
+    if settings.ceilings and measuring:
         try:
-            environment["ceilings"], measured_tflops, measured_gbs = measured_ceilings(device)
+            environment["ceilings"], measured_tflops, measured_gbs = measured_ceilings(settings.device)
         except Exception as error:  # noqa: BLE001 - the cases' results stand without the ceilings
             environment["ceilings_error"] = report.error_line(error)
             measured_tflops = measured_gbs = None
-        ceiling_tflops = ceiling_tflops or measured_tflops
-        if not bandwidth_gbs and measured_gbs:
-            bandwidth_gbs, source = measured_gbs, "measured read bandwidth"
-        floors = _read_floors(cases, device, environment, bool(flush_l2))
-    bandwidth_gbs = bandwidth_gbs or bandwidth_for(environment["nvidia_smi"].get("name") or available.vulkan_name)
-    settings.update(bandwidth_gbs=bandwidth_gbs, bandwidth_source=source, ceiling_tflops=ceiling_tflops)
-    add_ratios(results, ceiling_tflops, bandwidth_gbs, floors)
-    return BenchResult(results, environment, settings, interrupted)
+        ceiling = ceiling or measured_tflops
+        if not bandwidth and measured_gbs:
+            bandwidth, source = measured_gbs, "measured read bandwidth"
+        floors = _read_floors(cases, settings.device, environment, settings.flush_l2)
+    bandwidth = bandwidth or bandwidth_for(environment["nvidia_smi"].get("name") or vulkan_name)
+    environment["ratios_over"] = {"ceiling_tflops": ceiling, "bandwidth_gbs": bandwidth, "bandwidth_source": source}
+    return floors
 
 
-def _tuner(available, cases, tune: bool, retune: bool, budget: float, root) -> AttentionTuner:
+def _tuner(available, cases, settings: AttentionBenchSettings, root) -> AttentionTuner:
     """The run's :class:`AttentionTuner`: the Vulkan device's identity (None without the path: nothing is tuned)."""
     from .tuning import TuningCache
     vulkan = available.objects.get(VULKAN_PATH)
     identity = vulkan.identity if vulkan is not None else None
-    tuner = AttentionTuner(TuningCache(root), identity, tune=tune, retune=retune, budget=budget)
+    tuner = AttentionTuner(TuningCache(root), identity, tune=settings.tune, retune=settings.retune,
+                           budget=settings.tune_budget)
     tuner.count_tunings(cases)
     return tuner
 

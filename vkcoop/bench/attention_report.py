@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..attention.tiles import CONFIG_GRAMMAR
 from .attention_paths import VULKAN_PATH
+from .report import setting
 from .stats import UNSTEADY_NOTE
 
 STYLES = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}
@@ -67,20 +68,20 @@ def print_table(outcome, console=None) -> None:
     for cells, result in zip(rows, outcome.results):
         table.add_row(*(escape(c) for c in cells), style=STYLES.get(result.status))
     footer = [f"[dim]note {number}: skipped because {escape(reason)}[/]" for reason, number in notes.items()]
-    settings = outcome.settings or {}
-    if settings.get("flush_l2"):
+    over = env.get("ratios_over") or {}
+    if setting(outcome, "flush_l2"):
         footer.append("[dim]--flush-l2: 256 MiB read before every timed run and every read floor: the L2 held none "
                       "of the inputs[/]")
-    if settings.get("bandwidth_gbs"):
-        footer.append(f"[dim]x bandwidth: over {settings['bandwidth_gbs']:,.0f} GB/s "
-                      f"({escape(settings.get('bandwidth_source', 'given'))})[/]")
+    if over.get("bandwidth_gbs"):
+        footer.append(f"[dim]x bandwidth: over {over['bandwidth_gbs']:,.0f} GB/s "
+                      f"({escape(over.get('bandwidth_source', 'given'))})[/]")
     if env.get("read_floor_us"):
         footer.append("[dim]x read floor: one dispatch of a plain read of the case's K and V bytes, timed in this "
                       "process, over the path's time[/]")
     if env.get("read_floor_error"):
         footer.append(f"[yellow]the read floors could not be measured: {escape(env['read_floor_error'])}[/]")
-    if settings.get("ceiling_tflops"):
-        footer.append(f"[dim]x ceiling: over {settings['ceiling_tflops']:,.1f} TFLOP/s[/]")
+    if over.get("ceiling_tflops"):
+        footer.append(f"[dim]x ceiling: over {over['ceiling_tflops']:,.1f} TFLOP/s[/]")
     if env.get("ceilings_error"):
         footer.append(f"[yellow]the ceilings could not be measured: {escape(env['ceilings_error'])}[/]")
     if any(r.path == VULKAN_PATH and r.status == "ok" for r in outcome.results):

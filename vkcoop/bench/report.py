@@ -47,6 +47,14 @@ def environment(vulkan_device: str | None, cuda_device: str | None) -> dict:
     return env
 
 
+def setting(outcome, name: str, default=None):
+    """One setting of a run: an attribute of its settings object, or a key of a recorded run's JSON dict."""
+    settings = outcome.settings
+    if isinstance(settings, dict):
+        return settings.get(name, default)
+    return getattr(settings, name, default)
+
+
 def _fmt(value, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
 
@@ -73,7 +81,7 @@ def print_table(outcome, console=None) -> None:
         console = Console()
         if not console.is_terminal:  # logs and pipes: do not squeeze the table into 80 columns
             console = Console(width=190)
-    baseline = outcome.settings.get("baseline", "cuBLAS")
+    baseline = setting(outcome, "baseline", "cuBLAS")
     extra = baseline not in ("cuBLAS", "cuSPARSELt")
     table = Table(title=_title(outcome), show_lines=False)
     columns = [("case", "left"), ("path", "left"), ("status", "left"), ("ms", "right"), ("p10-p90", "right"),
@@ -127,8 +135,11 @@ def library_notes(results) -> list[str]:
 #: The format of the JSON ``bench sparse`` and ``bench attention`` write. 1 (a file without the field): results may
 #: lack the percentiles (``vkcoop bench compare`` then takes median - min as the spread). 2: every result has its
 #: percentiles and series; ``settings`` names the preset and the search depth, ``environment`` the search processes
-#: the run started.
-SCHEMA_VERSION = 2
+#: the run started. 3: ``settings`` is the run's settings object, resolved (``dataclasses.asdict`` of a
+#: :class:`~vkcoop.bench.sparse_settings.SparseBenchSettings` or an
+#: :class:`~vkcoop.bench.attention_settings.AttentionBenchSettings`: the device and the validation mode too);
+#: bench attention's figures its ratios are over are ``environment["ratios_over"]``.
+SCHEMA_VERSION = 3
 
 
 def write_json(outcome, path) -> Path:
@@ -191,7 +202,7 @@ def plot(outcome, path, baseline: str | None = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    baseline = baseline or outcome.settings.get("baseline", "cuBLAS")
+    baseline = baseline or setting(outcome, "baseline", "cuBLAS")
     results = [r for r in outcome.results if r.tflops]
     values = _ratios(results, baseline)
     ylabel = f"x {baseline} (log)"

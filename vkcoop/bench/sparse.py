@@ -26,7 +26,9 @@ cuda-mma.sp-cap            CUDA      ``mma.sp`` with only the tiles within Vulka
 =========================  ========  ===============================================================
 
 With no options a run answers the question in about a minute (:data:`vkcoop.bench.shapes.PRESETS`: both
-dtypes, 8192^3 and 8192x32x8192); ``preset="full"`` is the wider grid. The Vulkan pipelines a run needs are
+dtypes, 8192^3 and 8192x32x8192); ``preset="full"`` is the wider grid. What a run measures is one frozen
+:class:`~vkcoop.bench.sparse_settings.SparseBenchSettings`, recorded in its JSON. Which paths can run is decided
+first, from the devices alone: where none can, the run makes no inputs. The Vulkan pipelines a run needs are
 created first, on several threads (the driver compiles them concurrently), and the library searches of the run
 share one child process, started before the first inputs are made.
 
@@ -50,28 +52,23 @@ The **x cuSPARSELt** ratio of a case is over the fastest cuSPARSELt row that ran
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 
 from ..errors import InputError
 from ..gemm.path import GemmOperands
-from ..gemm.paths import VULKAN_PATH_NAMES
-from .library_cache import SEARCH_DEPTHS
 from .measure import PathResult, measure_path, path_result
 from ..progress import PROGRESS_MODES, RunProgress, progress_mode
-from .shapes import LLM_TOKENS, PRESETS, SHAPES, describe_shapes, make_cases, preset_grid
+from .shapes import LLM_TOKENS, PRESETS, SHAPES, make_cases
+from .sparse_settings import (CUDA_PATHS, DEFAULT_SEARCH_BUDGET, DEFAULT_TUNE_BUDGET, PATH_NAMES, SEARCH_DEPTHS,
+                              VULKAN_PATHS, SparseBenchSettings)
 from .tuning import Tuner, TuningCache, cache_dir
 
-VULKAN_PATHS = VULKAN_PATH_NAMES
-CUDA_PATHS = ("cuda-mma.sp", "cuda-wgmma.sp", "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured", "cuBLAS",
-              "cuda-mma.sync", "cuda-mma.sync-cap", "cuda-mma.sp-cap")
-PATH_NAMES = VULKAN_PATHS + CUDA_PATHS
 #: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
 CUSPARSELT_PATHS = ("cuSPARSELt", "cuSPARSELt-nvmath")
-DEFAULT_TUNE_BUDGET = 600.0
-DEFAULT_SEARCH_BUDGET = 15.0
 
-__all__ = ["run_sparse_bench", "run_cases", "make_cases", "add_ratios", "BenchResult", "PATH_NAMES", "SHAPES",
-           "LLM_TOKENS", "PRESETS", "SEARCH_DEPTHS", "VULKAN_PATHS", "CUDA_PATHS"]
+__all__ = ["run_sparse_bench", "run_cases", "make_cases", "add_ratios", "BenchResult", "SparseBenchSettings",
+           "PATH_NAMES", "SHAPES", "LLM_TOKENS", "PRESETS", "SEARCH_DEPTHS", "VULKAN_PATHS", "CUDA_PATHS",
+           "DEFAULT_TUNE_BUDGET", "DEFAULT_SEARCH_BUDGET"]
 
 
 def cuda_status() -> tuple[bool, str]:
@@ -107,17 +104,25 @@ def add_ratios(results: list[PathResult], baseline: str = "cuBLAS") -> None:
 
 @dataclass
 class BenchResult:
+    """A run's results, its environment and its settings: a :class:`SparseBenchSettings` or an
+    :class:`~vkcoop.bench.attention_settings.AttentionBenchSettings` (a recorded run read back: its JSON dict)."""
     results: list
     environment: dict
-    settings: dict
+    settings: object
     interrupted: bool = False     # Ctrl-C stopped the run: ``results`` holds what was measured
 
     @property
     def failed(self) -> list:
         return [r for r in self.results if r.status in ("failed", "error")]
 
+    @property
+    def nothing_ran(self) -> bool:
+        """Every path was skipped on every case: nothing could run here (or nothing was asked)."""
+        return not self.interrupted and all(r.status == "skipped" for r in self.results)
+
     def to_dict(self) -> dict:
-        return {"environment": self.environment, "settings": self.settings, "interrupted": self.interrupted,
+        settings = asdict(self.settings) if is_dataclass(self.settings) else dict(self.settings)
+        return {"environment": self.environment, "settings": settings, "interrupted": self.interrupted,
                 "results": [asdict(r) for r in self.results]}
 
 
@@ -165,23 +170,7 @@ def _cuda_environment(paths) -> dict:
     return run_environment([p for p in paths if getattr(p, "api", "") == "cuda"])
 
 
-def _check_settings(iters, warmup, paths, tune_budget, search_budget, search="quick", progress="auto") -> list[str]:
-    if search not in SEARCH_DEPTHS:
-        raise InputError(f"--search {search!r}: choose from {', '.join(SEARCH_DEPTHS)}")
-    if progress not in PROGRESS_MODES:
-        raise InputError(f"--progress {progress!r}: choose from {', '.join(PROGRESS_MODES)}")
-    if iters < 1 or warmup < 0:
-        raise InputError(f"--iters must be >= 1 and --warmup >= 0 (got {iters}, {warmup})")
-    if tune_budget <= 0 or search_budget <= 0:
-        raise InputError(f"--tune-budget and --search-budget must be positive (got {tune_budget}, {search_budget})")
-    wanted = list(PATH_NAMES) if paths is None else list(paths)
-    unknown = [p for p in wanted if p not in PATH_NAMES]
-    if unknown:
-        raise InputError(f"unknown path(s) {', '.join(unknown)}; choose from {', '.join(PATH_NAMES)}")
-    return wanted
-
-
-def _measure(path, operands, tuner: Tuner, progress: RunProgress, settings) -> PathResult:
+def _measure(path, operands, tuner: Tuner, progress: RunProgress, settings: SparseBenchSettings) -> PathResult:
     problem = operands.problem
     if not path.supports(problem)[0]:   # measure_path reports the reason
         return measure_path(path, operands, iters=1, warmup=0, flush_l2=False, tune=False)
@@ -191,8 +180,8 @@ def _measure(path, operands, tuner: Tuner, progress: RunProgress, settings) -> P
     def on_config(done, total, label):
         progress.detail(f"{path.name} ({plan.source}): {label}", done, total)
 
-    result = measure_path(path, operands, iters=settings["iters"], warmup=settings["warmup"],
-                          flush_l2=settings["flush_l2"], tune=plan.source == "tuned", configs=plan.configs,
+    result = measure_path(path, operands, iters=settings.iters, warmup=settings.warmup,
+                          flush_l2=settings.flush_l2, tune=plan.source == "tuned", configs=plan.configs,
                           deadline=plan.deadline, on_config=on_config, search=plan.search)
     result.config_source = plan.source
     tuner.finish(plan, problem, result, path)
@@ -208,8 +197,8 @@ def summary_line(result: PathResult) -> str:
     return f"{head}: {result.reason}"[:220]
 
 
-def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, settings: dict, *, console=None,
-              progress: str | bool = "auto") -> tuple[list[PathResult], bool]:
+def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, settings: SparseBenchSettings, *,
+              console=None, progress: str | bool = "auto") -> tuple[list[PathResult], bool]:
     """Measure every wanted path on every case: (results, interrupted). ``objects``: name -> GemmPath;
     ``skipped``: name -> why it cannot run here; ``progress``: a :data:`PROGRESS_MODES` mode (True: auto)."""
     results: list[PathResult] = []
@@ -299,50 +288,10 @@ def _prepare_vulkan(available: "_Paths", wanted, cases, tuner: Tuner, console=No
                     f"({len(makers)} kernels{f', {failed} failed: their paths report why' if failed else ''})")
 
 
-def _settings(grid: dict, wanted, **options) -> dict:
+def _environment(available: _Paths) -> dict:
+    """Where the run ran: the devices each API reports, why an API's paths are skipped, the CUDA paths' cap."""
     from . import report
 
-    tokens = grid["llm_tokens"]
-    return {"preset": options.pop("preset"), "dtypes": list(grid["dtypes"]), "sizes": [int(s) for s in grid["sizes"]],
-            "shapes": describe_shapes(grid["shapes"]),
-            "llm_tokens": [tokens] if isinstance(tokens, int) else list(tokens), "paths": wanted,
-            "timing": report.TIMING, **options}
-
-
-def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes=None, llm_tokens=None,
-                     iters: int = 20, warmup: int = 5, flush_l2: bool = False, paths=None, tune: bool = False,
-                     retune: bool = False, tune_budget: float = DEFAULT_TUNE_BUDGET, search: str = "quick",
-                     search_budget: float = DEFAULT_SEARCH_BUDGET, baseline: str = "cuBLAS", device=None,
-                     validate: bool = False, console=None, progress: str | bool = "auto",
-                     cache: TuningCache | None = None, ceilings: bool = False) -> BenchResult:
-    """Run the comparison and return every result (printing and files are the caller's: :mod:`.report`).
-
-    The grid is ``preset``'s (:data:`PRESETS`) with any of ``dtypes``, ``sizes``, ``shapes`` (class names and
-    :class:`vkcoop.bench.shapes.UserShape` objects) and ``llm_tokens`` given put over it. ``paths``: a subset of
-    :data:`PATH_NAMES` (default all). ``tune``: tune what the tuning cache lacks; ``retune``: tune again; both
-    share ``tune_budget`` seconds. ``search``: how far the library paths search where the library cache has
-    nothing (:mod:`.library_cache`); a deep search takes up to ``search_budget`` seconds per case and path.
-    ``progress``: :data:`PROGRESS_MODES` (:mod:`.progress`). ``ceilings``: afterwards measure ``vkcoop bench
-    peak``'s ceilings in this process and set each result's ``ratio_own_ceiling`` (:mod:`vkcoop.bench.roofline`).
-    Bad arguments raise ValueError before any GPU work. A path that cannot run here is "skipped" with the reason;
-    one that fails its check is "failed" and not timed.
-    """
-    from . import report
-
-    progress = progress_mode(progress)
-    wanted = _check_settings(iters, warmup, paths, tune_budget, search_budget, search, progress)
-    if baseline not in PATH_NAMES:
-        raise InputError(f"--baseline {baseline!r}: choose from {', '.join(PATH_NAMES)}")
-    grid = preset_grid(preset, dtypes=dtypes, sizes=sizes, shapes=shapes, llm_tokens=llm_tokens)
-    cases = make_cases(grid["dtypes"], grid["sizes"], grid["shapes"], grid["llm_tokens"])
-    settings = _settings(grid, wanted, preset=preset, iters=iters, warmup=warmup, flush_l2=flush_l2, tune=tune,
-                         retune=retune, tune_budget_s=tune_budget, search=search, search_budget_s=search_budget,
-                         baseline=baseline)
-    _prepare_cuda(wanted)
-    available = _Paths(wanted, grid["dtypes"], device, validate)
-    cache = cache or TuningCache(log=console.log if console is not None else None)
-    tuner = Tuner(cache, available.identities, tune=tune, retune=retune, budget=tune_budget,
-                  search_budget=search_budget, search_depth=search)
     environment = report.environment(available.vulkan.name if available.vulkan else None,
                                      available.cuda_reason if available.cuda_ok else None)
     environment.update(vulkan_skip_reason=available.skipped.get(VULKAN_PATHS[0]),
@@ -351,12 +300,39 @@ def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes
                        sm_count=available.sm_count,
                        buffer_robustness=available.vulkan.device.buffer_robustness if available.vulkan else None,
                        **_cuda_environment(available.objects.values()))
+    return environment
+
+
+def run_sparse_bench(settings: SparseBenchSettings = SparseBenchSettings(), *, console=None,
+                     progress: str | bool = "auto", cache: TuningCache | None = None) -> BenchResult:
+    """Run the comparison ``settings`` describe and return every result (printing and files are the caller's:
+    :mod:`.report`). ``progress``: :data:`PROGRESS_MODES` (:mod:`vkcoop.progress`); ``cache``: the tuning cache
+    (default: the user's). Bad settings raise an InputError before any GPU work. Which paths can run here is decided
+    first, from the devices alone; one that cannot is "skipped" with the reason, and where none can, no input is
+    made. A path that fails its check is "failed" and not timed. With ``settings.ceilings``, ``vkcoop bench peak``'s ceilings are measured afterwards in this process and set each
+    result's ``ratio_own_ceiling`` (:mod:`vkcoop.bench.roofline`).
+    """
+    progress = progress_mode(progress)
+    if progress not in PROGRESS_MODES:
+        raise InputError(f"--progress {progress!r}: choose from {', '.join(PROGRESS_MODES)}")
+    settings = settings.resolved()
+    cases = settings.cases()
+    _prepare_cuda(settings.paths)
+    available = _Paths(settings.paths, settings.dtypes, settings.device, settings.validate)
+    environment = _environment(available)
+    if not available.objects:     # nothing can run here: make no inputs, start no search
+        available.close()
+        return BenchResult([path_result(name, problem, "skipped", available.skipped[name])
+                            for problem in cases for name in settings.paths], environment, settings)
+    cache = cache or TuningCache(log=console.log if console is not None else None)
+    tuner = Tuner(cache, available.identities, tune=settings.tune, retune=settings.retune,
+                  budget=settings.tune_budget_s, search_budget=settings.search_budget_s, search_depth=settings.search)
     searcher = None
     try:
         searcher = _start_searcher(available.objects, cases, tuner)
-        _prepare_vulkan(available, wanted, cases, tuner, console if progress != "none" else None)
-        results, interrupted = run_cases(cases, available.objects, available.skipped, wanted, tuner, settings,
-                                         console=console, progress=progress)
+        _prepare_vulkan(available, settings.paths, cases, tuner, console if progress != "none" else None)
+        results, interrupted = run_cases(cases, available.objects, available.skipped, settings.paths, tuner,
+                                         settings, console=console, progress=progress)
     finally:
         if searcher is not None:
             searcher.close()
@@ -364,10 +340,10 @@ def run_sparse_bench(*, preset: str = "default", dtypes=None, sizes=None, shapes
     environment["tuning"] = {"cache_dir": str(cache.root if cache else cache_dir()), "messages": cache.messages,
                              "stored": sorted(set(tuner.stored))}
     environment["search_processes"] = searcher.started if searcher is not None else 0
-    add_ratios(results, baseline)
-    if ceilings and not interrupted:
+    add_ratios(results, settings.baseline)
+    if settings.ceilings and not interrupted:
         from .peak import ceilings as measure_ceilings
         from .roofline import add_ceiling_ratios
-        environment["ceilings"] = measure_ceilings(device=device)
+        environment["ceilings"] = measure_ceilings(device=settings.device)
         add_ceiling_ratios(results, environment["ceilings"])
     return BenchResult(results, environment, settings, interrupted)

@@ -9,7 +9,8 @@ from ..attention import parse_attention_tile
 from ..attention.shapes import HEAD_DIMS
 from ..bench import report
 from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS, DEFAULT_TUNE_BUDGET, KINDS,
-                               PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, WARMUP_SECONDS, run_attention_bench)
+                               PATH_NAMES, PREFILL_SEQS, PREFILL_TOKENS, WARMUP_SECONDS, AttentionBenchSettings,
+                               run_attention_bench)
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
@@ -95,22 +96,24 @@ def add_arguments(parser) -> None:
     add_progress_arguments(parser, "a line per finished case")
 
 
+def bench_attention_settings(args) -> AttentionBenchSettings:
+    """The :class:`vkcoop.bench.attention_settings.AttentionBenchSettings` of ``bench attention``'s options."""
+    causal = {"both": (False, True), "on": (True,), "off": (False,)}[args.causal]
+    return AttentionBenchSettings(kinds=args.kinds, dtypes=args.dtype, head_dims=args.head_dims, seqs=args.seqs,
+                                  decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,
+                                  warmup=args.warmup, warmup_seconds=args.warmup_seconds, tokens=args.tokens,
+                                  decode_batch=args.decode_batch, decode_heads=args.decode_heads, tile=args.tile,
+                                  ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth, ceilings=args.ceilings,
+                                  tune=args.tune, retune=args.retune, tune_budget=args.tune_budget,
+                                  flush_l2=args.flush_l2, device=args.device, validate=args.validate)
+
+
 def run(args, console=None) -> int:
     """Run, print, write files; the exit code (:class:`vkcoop.cli.common.Exit`; 3 when every path was skipped). Bad
     arguments raise ValueError before any GPU work."""
     output_file(args.json_path)          # bad output paths fail before the run, with their folders made
     output_file(args.plot_path, "--plot")
-    causal = {"both": (False, True), "on": (True,), "off": (False,)}[args.causal]
-    outcome = run_attention_bench(kinds=args.kinds, dtypes=args.dtype, head_dims=args.head_dims, seqs=args.seqs,
-                                  decode_seqs=args.decode_seqs, causal=causal, paths=args.paths, iters=args.iters,
-                                  warmup=args.warmup, tokens=args.tokens, decode_batch=args.decode_batch,
-                                  decode_heads=args.decode_heads,
-                                  tile=args.tile, ceiling_tflops=args.ceiling, bandwidth_gbs=args.bandwidth,
-                                  device=args.device, validate=args.validate, console=console,
-                                  progress=chosen_progress(args),
-                                  ceilings=args.ceilings, tune=args.tune, retune=args.retune,
-                                  tune_budget=args.tune_budget, warmup_seconds=args.warmup_seconds,
-                                  flush_l2=args.flush_l2)
+    outcome = run_attention_bench(bench_attention_settings(args), console=console, progress=chosen_progress(args))
     print_table(outcome, console)
     if args.json_path:
         print(f"wrote {report.write_json(outcome, args.json_path)}", file=sys.stderr)

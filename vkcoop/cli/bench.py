@@ -40,19 +40,33 @@ def shape_items(text: str) -> list:
 shape_items.__name__ = "shapes"
 
 
+def bench_sparse_settings(args):
+    """The :class:`vkcoop.bench.sparse_settings.SparseBenchSettings` of ``bench sparse``'s options."""
+    from ..bench.sparse_settings import SparseBenchSettings
+
+    return SparseBenchSettings(preset=args.preset, dtypes=args.dtype, sizes=args.sizes, shapes=args.shapes,
+                               llm_tokens=args.llm_tokens, paths=args.paths, iters=args.iters, warmup=args.warmup,
+                               flush_l2=args.flush_l2, tune=args.tune, retune=args.retune,
+                               tune_budget_s=args.tune_budget, search=args.search,
+                               search_budget_s=args.search_budget, baseline=args.baseline, ceilings=args.ceilings,
+                               device=args.device, validate=args.validate)
+
+
+def refuse_when_nothing_ran(outcome) -> None:
+    """Exit 3 in one line, before any table or file, when no path could run on any case: each reason once."""
+    if outcome.nothing_ran:
+        reasons = " / ".join(reason[:160] for reason in sorted({r.reason for r in outcome.results}))
+        raise CliError(f"no path could run here: {reasons}"[:400], "run it on a GPU host", Exit.ENVIRONMENT)
+
+
 def cmd_bench_sparse(args) -> int:
     from ..bench import report
     from ..bench.sparse import run_sparse_bench
 
     json_path, plot_path = output_path(args.json_path), output_path(args.plot_path, "--plot")
     check_device(args.device)
-    outcome = run_sparse_bench(preset=args.preset, dtypes=args.dtype, sizes=args.sizes, shapes=args.shapes,
-                               llm_tokens=args.llm_tokens, iters=args.iters, warmup=args.warmup,
-                               flush_l2=args.flush_l2, paths=args.paths, tune=args.tune, retune=args.retune,
-                               tune_budget=args.tune_budget, search=args.search, search_budget=args.search_budget,
-                               baseline=args.baseline, device=args.device, validate=args.validate,
-                               console=err_console, progress=chosen_progress(args),
-                               ceilings=args.ceilings)
+    outcome = run_sparse_bench(bench_sparse_settings(args), console=err_console, progress=chosen_progress(args))
+    refuse_when_nothing_ran(outcome)
     report.print_table(outcome)
     if outcome.interrupted:
         console.print("[yellow]interrupted: the table holds the paths measured so far[/yellow]")
@@ -67,11 +81,7 @@ def cmd_bench_sparse(args) -> int:
         wrote(stored)
     if outcome.interrupted:
         return Exit.INTERRUPTED
-    if outcome.failed:
-        return Exit.FAILED
-    if nothing_ran(r.status for r in outcome.results):
-        raise nothing_ran_error("path", [r.reason for r in outcome.results], "run it on a GPU host")
-    return Exit.OK
+    return Exit.FAILED if outcome.failed else Exit.OK
 
 
 def cmd_bench_compare(args) -> int:
