@@ -22,7 +22,7 @@ from .cache import read_entry, write_entry
 from .errors import Error, InputError, InputTypeError
 from .reflect import reflect
 from .shaderc import SHADER_KINDS, TARGET_ENVS, ShadercLibrary, resolve_include
-from .toolchain import PROBE_SHADER, Toolchain, find_toolchain, on_selection_reset
+from .toolchain import GLSLC_GLSLANG, PROBE_SHADER, Toolchain, find_toolchain, on_selection_reset
 
 _ERROR_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): error: (?P<msg>.*)$", re.M)
 _ERROR_NO_LINE = re.compile(r"^(?P<file>[^:\n]+): error: (?P<msg>.*)$", re.M)  # e.g. "x.comp: error: #version..."
@@ -88,7 +88,7 @@ def backend() -> Backend:
             library, _ = try_load_shaderc(tc.libshaderc)
             if library is not None:
                 return Backend("libshaderc", _identity("libshaderc", tc, tc.libshaderc, ("shaderc",)), tc, library)
-        return Backend("glslc", _identity("glslc", tc, tc.describe(), ("shaderc", "glslang")), tc)
+        return Backend("glslc", _identity("glslc", tc, tc.describe(), ("shaderc", GLSLC_GLSLANG)), tc)
 
 
 def _identity(kind: str, tc: Toolchain, where, version_names: tuple[str, ...]) -> str:

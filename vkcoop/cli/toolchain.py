@@ -36,12 +36,23 @@ def toolchain_report() -> dict:
                             "versions": c.toolchain.versions} for c in survey]}
 
 
+def versions_text(versions: dict) -> str:
+    """Each tool's own ``--version``; the glslang built into glslc after them, as the secondary fact it is."""
+    from spirv_tools.toolchain import GLSLC_GLSLANG
+
+    order = ["glslang", "shaderc", "spirv-tools"]
+    names = [n for n in order if n in versions] + [n for n in versions if n not in order and n != GLSLC_GLSLANG]
+    text = ", ".join(f"{name} {versions[name]}" for name in names)
+    built_in = versions.get(GLSLC_GLSLANG)
+    return text + (f" (glslc built with glslang {built_in})" if built_in else "")
+
+
 def print_toolchain(report: dict) -> None:
     table = Table(title="Shader toolchains (search order)")
     for col in ("toolchain", "coopmat2", "versions", "why"):
         table.add_column(col)
     for c in report["candidates"]:
-        versions = ", ".join(f"{k} {v}" for k, v in c["versions"].items())
+        versions = versions_text(c["versions"])
         table.add_row(c["toolchain"], "[green]yes[/green]" if c["capable"] else "[red]no[/red]", versions,
                       "" if c["capable"] else c["reason"])
     console.print(table)
