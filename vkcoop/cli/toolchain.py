@@ -109,12 +109,12 @@ def select_variants(pattern: str | None, defines: list | None = None):
     return variants
 
 
-def _check_one(action: str, variant):
+def _check_one(action: str, variant, reflect: bool):
     import spirv_tools
     from .. import shaders
 
     if action != "build":
-        return shaders.check_variant(variant)
+        return shaders.check_variant(variant, reflect)
     try:
         shaders.compile_variant(variant)
         return shaders.CheckResult(variant, True)
@@ -122,9 +122,10 @@ def _check_one(action: str, variant):
         return shaders.CheckResult(variant, False, str(exc))
 
 
-def check_shaders(action: str, variants) -> list:
-    """Compile (``build``) or compile and validate (``check``) each variant, on a thread per core (shaderc and
-    spirv-val run outside the GIL); a compile error is a result. Results come back in the variants' order."""
+def check_shaders(action: str, variants, reflect: bool = True) -> list:
+    """Compile (``build``) or compile and validate (``check``, and reflect unless ``reflect`` is False) each
+    variant, on a thread per core (shaderc and spirv-val run outside the GIL); a compile error is a result.
+    Results come back in the variants' order."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -134,7 +135,7 @@ def check_shaders(action: str, variants) -> list:
     with RunProgress(len(variants), "auto", console=err_console, title=f"{action} shaders", transient=True,
                      line_every_s=HEARTBEAT_SECONDS) as shown, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        futures = [pool.submit(_check_one, action, variant) for variant in variants]
+        futures = [pool.submit(_check_one, action, variant, reflect) for variant in variants]
         for variant, future in zip(variants, futures):
             shown.step(f"{action} {variant.shader}")
             results.append(future.result())
