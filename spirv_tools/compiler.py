@@ -22,12 +22,13 @@ from .cache import read_entry, write_entry
 from .errors import Error, InputError, InputTypeError
 from .reflect import reflect
 from .shaderc import SHADER_KINDS, TARGET_ENVS, ShadercLibrary, resolve_include
-from .toolchain import PROBE_SHADER, Toolchain, find_toolchain, on_selection_reset
+from .toolchain import GLSLC_GLSLANG, PROBE_SHADER, Toolchain, find_toolchain, on_selection_reset
 
 _ERROR_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): error: (?P<msg>.*)$", re.M)
 _ERROR_NO_LINE = re.compile(r"^(?P<file>[^:\n]+): error: (?P<msg>.*)$", re.M)  # e.g. "x.comp: error: #version..."
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 _CACHE_FORMAT = "2"  # 2: entries carry a checksum (spirv_tools.cache)
+_VALIDATION_FORMAT = "spirv-val pass 1"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -88,7 +89,7 @@ def backend() -> Backend:
             library, _ = try_load_shaderc(tc.libshaderc)
             if library is not None:
                 return Backend("libshaderc", _identity("libshaderc", tc, tc.libshaderc, ("shaderc",)), tc, library)
-        return Backend("glslc", _identity("glslc", tc, tc.describe(), ("shaderc", "glslang")), tc)
+        return Backend("glslc", _identity("glslc", tc, tc.describe(), ("shaderc", GLSLC_GLSLANG)), tc)
 
 
 def _identity(kind: str, tc: Toolchain, where, version_names: tuple[str, ...]) -> str:
@@ -300,18 +301,37 @@ VALIDATOR_OPTIONS = ("--scalar-block-layout", "--uniform-buffer-standard-layout"
                      "--relax-block-layout", "--skip-block-layout", "--before-hlsl-legalization")
 
 
-def validate(spirv: bytes, target_env: str = "vulkan1.3", options=()) -> None:
+def validate(spirv: bytes, target_env: str = "vulkan1.3", options=(), use_cache: bool = True) -> None:
     """Run spirv-val; raises SpirvValidationError with its message (SpirvFormatError for non-SPIR-V bytes).
     ``options``: spirv-val flags from :data:`VALIDATOR_OPTIONS`, e.g. ``--scalar-block-layout`` where the
-    device enables scalarBlockLayout."""
+    device enables scalarBlockLayout. A pass is remembered beside the SPIR-V cache (:func:`validation_entry`),
+    so the same module is not validated again by the same spirv-val; a failure is always run again."""
     if target_env not in TARGET_ENVS:
         raise InputError(f"target_env {target_env!r} is not one of {sorted(TARGET_ENVS)}")
     unknown = [o for o in options if o not in VALIDATOR_OPTIONS] if not isinstance(options, str) else [options]
     if unknown:
         raise InputError(f"options {unknown} are not among {list(VALIDATOR_OPTIONS)}")
+    words(spirv)
+    passed = validation_entry(bytes(spirv), target_env, tuple(options)) if use_cache else None
+    if passed is not None and read_entry(passed) is not None:
+        return
     proc = _run_on_module("spirv-val", spirv, ["--target-env", target_env, *options])
     if proc.returncode != 0:
         raise SpirvValidationError((proc.stderr or proc.stdout).decode(errors="replace").strip())
+    if passed is not None:
+        write_entry(passed, b"passed")
+
+
+def validation_entry(spirv: bytes, target_env: str, options: tuple) -> Path:
+    """Where a pass of spirv-val on this module is remembered: keyed by what decides the answer, the module's
+    bytes, the target, the options and spirv-val's version (its place too where the version is unknown)."""
+    tc = find_toolchain()
+    h = hashlib.sha256()
+    for part in (_VALIDATION_FORMAT, _identity("spirv-val", tc, tc.describe(), ("spirv-tools",)), target_env,
+                 *options):
+        h.update(part.encode() + b"\0")
+    h.update(spirv)
+    return cache_dir() / f"{h.hexdigest()}.valid"
 
 
 def disassemble(spirv: bytes) -> str:

@@ -202,26 +202,50 @@ def _path_toolchain() -> Toolchain | None:
     return Toolchain("path", None, grammar=grammar if grammar.exists() else None, libshaderc=shaderc)
 
 
+#: The glslang that glslc reports: the one built into it (libshaderc), which compiles our shaders; the glslang
+#: program of the same toolchain may be another release (Debian's glslc 2026.4-1 says 16.4.0-1, glslang 16.6.0).
+GLSLC_GLSLANG = "glslc's glslang"
+
+
 def _tool_versions(tc: Toolchain) -> dict:
+    """What each tool says of itself: ``shaderc`` and :data:`GLSLC_GLSLANG` from ``glslc --version``, ``glslang``
+    from ``glslang --version`` (``glslangValidator`` on older toolchains; left out where neither exists, as
+    nothing here runs it), ``spirv-tools`` from ``spirv-val --version``."""
     versions = {}
-    for name, flag in (("glslc", "--version"), ("spirv-val", "--version")):
-        try:
-            out = tc.run(name, [flag]).stdout.decode(errors="replace")
-        except (ToolchainError, OSError) as exc:
-            versions[name] = f"unavailable: {exc}"
-            continue
-        versions.update(_parse_versions(out))
+    for name in ("glslc", "spirv-val"):
+        text = _version_text(tc, name)
+        if text.startswith("unavailable"):
+            versions[name] = text
+        else:
+            versions.update(_parse_versions(name, text))
+    for name in ("glslang", "glslangValidator"):
+        text = _version_text(tc, name)
+        if not text.startswith("unavailable"):
+            versions.update(_parse_versions("glslang", text))
+            break
     return versions
 
 
-def _parse_versions(text: str) -> dict:
+def _version_text(tc: Toolchain, name: str) -> str:
+    try:
+        return tc.run(name, ["--version"]).stdout.decode(errors="replace")
+    except (ToolchainError, OSError) as exc:
+        return f"unavailable: {exc}"
+
+
+def _parse_versions(tool: str, text: str) -> dict:
+    """The versions in one tool's ``--version`` text (see :func:`_tool_versions`)."""
     found = {}
     for line in text.splitlines():
-        words = line.split()
-        if len(words) >= 2 and words[0] in ("shaderc", "spirv-tools", "glslang"):
-            found[words[0]] = words[1]
-        elif line.startswith("SPIRV-Tools"):
-            found["spirv-tools"] = line.split()[1] if len(words) > 1 else line
+        words = line.replace("Glslang Version:", "glslang-version").split()
+        if len(words) < 2:
+            continue
+        if tool == "glslc" and words[0] in ("shaderc", "glslang"):
+            found["shaderc" if words[0] == "shaderc" else GLSLC_GLSLANG] = words[1]
+        elif tool == "glslang" and words[0] == "glslang-version":
+            found["glslang"] = words[1].rpartition(":")[2]   # "11:16.6.0": generator version 11, glslang 16.6.0
+        elif tool == "spirv-val" and words[0] == "SPIRV-Tools":
+            found["spirv-tools"] = words[1]
     return found
 
 

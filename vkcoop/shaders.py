@@ -80,12 +80,14 @@ def compile_variant(variant: ShaderVariant, extra_defines: dict | None = None) -
     return spirv_tools.compile(path=shader_root() / variant.shader, defines=defines, include_dirs=include_dirs())
 
 
-def check_variant(variant: ShaderVariant) -> CheckResult:
-    """Compile, validate and reflect one variant."""
+def check_variant(variant: ShaderVariant, reflect: bool = True) -> CheckResult:
+    """Compile, validate and (unless told not to: it is pure Python, the slowest step once both caches answer)
+    reflect one variant. The SPIR-V cache answers the compile and spirv_tools' remembered passes the
+    validation, so an unchanged variant runs neither tool again."""
     try:
         spirv = compile_variant(variant)
         spirv_tools.validate(spirv)
-        info = spirv_tools.reflect(spirv)
+        info = spirv_tools.reflect(spirv).to_dict() if reflect else {}
     except (spirv_tools.ShaderCompileError, spirv_tools.SpirvValidationError) as exc:
         return CheckResult(variant, False, str(exc))
-    return CheckResult(variant, True, spirv_bytes=len(spirv), reflection=info.to_dict())
+    return CheckResult(variant, True, spirv_bytes=len(spirv), reflection=info)

@@ -7,15 +7,9 @@ import os
 import sys
 
 from .. import __version__
-from . import explain as explain_command
-from . import inspect as inspect_app
-from .bench import add_bench_parser, add_fuzz_parser
-from .common import EXIT_CODES_HELP, CliError, Exit, add_module_command, err_console
-from .demo import add_demo_parser
-from .device import add_device_parsers
-from .errors import classify
-from .sanitize import add_sanitize_parser
-from .toolchain import add_shaders_parser, add_toolchain_parser
+
+# The command modules (and numpy, Vulkan, torch below them) load when a parser or handler needs them, not with
+# this package: `vkcoop --version` loads none of them (tests/test_startup.py).
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -39,10 +33,21 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
+        from .common import CliError
+
         raise CliError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import explain as explain_command
+    from . import inspect as inspect_app
+    from .bench import add_bench_parser, add_fuzz_parser
+    from .common import EXIT_CODES_HELP, add_module_command
+    from .demo import add_demo_parser
+    from .device import add_device_parsers
+    from .sanitize import add_sanitize_parser
+    from .toolchain import add_shaders_parser, add_toolchain_parser
+
     parser = Parser(prog="vkcoop", description="Vulkan cooperative_matrix2 samples, reference and benchmarks",
                     epilog=EXIT_CODES_HELP)
     parser.add_argument("--version", action="version", version=f"vkcoop {__version__}")
@@ -72,6 +77,7 @@ def require_toolchain(auto_install: bool) -> None:
     """Exit 3 with one line when no coopmat2 toolchain exists, unless asked to install one."""
     import spirv_tools
 
+    from .common import CliError, Exit, err_console
     from .toolchain import accept_by_shader_check
     try:
         spirv_tools.require_toolchain(auto_install or None, accept=accept_by_shader_check,
@@ -90,8 +96,24 @@ def _dispatch(argv) -> int:
     return int(args.func(args))
 
 
+def asks_version(argv) -> bool:
+    """Whether argparse would stop at --version: it comes among the options before the command (no -h first)."""
+    for word in argv:
+        if word == "--version":
+            return True
+        if word in ("-h", "--help", "--") or not word.startswith("-"):
+            return False
+    return False
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if asks_version(argv):   # answered before any command module loads
+        print(f"vkcoop {__version__}")
+        return 0
+    from .common import Exit, err_console
+    from .errors import classify
+
     debug = "--debug" in argv
     try:
         return _dispatch(argv)

@@ -36,12 +36,23 @@ def toolchain_report() -> dict:
                             "versions": c.toolchain.versions} for c in survey]}
 
 
+def versions_text(versions: dict) -> str:
+    """Each tool's own ``--version``; the glslang built into glslc after them, as the secondary fact it is."""
+    from spirv_tools.toolchain import GLSLC_GLSLANG
+
+    order = ["glslang", "shaderc", "spirv-tools"]
+    names = [n for n in order if n in versions] + [n for n in versions if n not in order and n != GLSLC_GLSLANG]
+    text = ", ".join(f"{name} {versions[name]}" for name in names)
+    built_in = versions.get(GLSLC_GLSLANG)
+    return text + (f" (glslc built with glslang {built_in})" if built_in else "")
+
+
 def print_toolchain(report: dict) -> None:
     table = Table(title="Shader toolchains (search order)")
     for col in ("toolchain", "coopmat2", "versions", "why"):
         table.add_column(col)
     for c in report["candidates"]:
-        versions = ", ".join(f"{k} {v}" for k, v in c["versions"].items())
+        versions = versions_text(c["versions"])
         table.add_row(c["toolchain"], "[green]yes[/green]" if c["capable"] else "[red]no[/red]", versions,
                       "" if c["capable"] else c["reason"])
     console.print(table)
@@ -98,12 +109,12 @@ def select_variants(pattern: str | None, defines: list | None = None):
     return variants
 
 
-def _check_one(action: str, variant):
+def _check_one(action: str, variant, reflect: bool):
     import spirv_tools
     from .. import shaders
 
     if action != "build":
-        return shaders.check_variant(variant)
+        return shaders.check_variant(variant, reflect)
     try:
         shaders.compile_variant(variant)
         return shaders.CheckResult(variant, True)
@@ -111,9 +122,10 @@ def _check_one(action: str, variant):
         return shaders.CheckResult(variant, False, str(exc))
 
 
-def check_shaders(action: str, variants) -> list:
-    """Compile (``build``) or compile and validate (``check``) each variant, on a thread per core (shaderc and
-    spirv-val run outside the GIL); a compile error is a result. Results come back in the variants' order."""
+def check_shaders(action: str, variants, reflect: bool = True) -> list:
+    """Compile (``build``) or compile and validate (``check``, and reflect unless ``reflect`` is False) each
+    variant, on a thread per core (shaderc and spirv-val run outside the GIL); a compile error is a result.
+    Results come back in the variants' order."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -123,7 +135,7 @@ def check_shaders(action: str, variants) -> list:
     with RunProgress(len(variants), "auto", console=err_console, title=f"{action} shaders", transient=True,
                      line_every_s=HEARTBEAT_SECONDS) as shown, \
             ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        futures = [pool.submit(_check_one, action, variant) for variant in variants]
+        futures = [pool.submit(_check_one, action, variant, reflect) for variant in variants]
         for variant, future in zip(variants, futures):
             shown.step(f"{action} {variant.shader}")
             results.append(future.result())
