@@ -65,7 +65,7 @@ def _gemm(monkeypatch, outcomes):
             r.set_times([1e-3] * 3)
             r.tflops = problem.flops / 1e-3 / 1e12
         results.append(r)
-    monkeypatch.setattr(sparse, "run_sparse_bench", lambda **options: sparse.BenchResult(results, {}, {}))
+    monkeypatch.setattr(sparse, "run_sparse_bench", lambda *settings, **options: sparse.BenchResult(results, {}, {}))
     return ["bench", "sparse"]
 
 
@@ -82,7 +82,7 @@ def _attention(monkeypatch, outcomes):
             r.set_times([1e-3] * 3)
             r.tflops = case.shape.flops(case.causal) / 1e-3 / 1e12
         results.append(r)
-    monkeypatch.setattr(attention_command, "run_attention_bench", lambda **options: BenchResult(results, {}, {}))
+    monkeypatch.setattr(attention_command, "run_attention_bench", lambda *settings, **options: BenchResult(results, {}, {}))
     return ["bench", "attention"]
 
 
