@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tensor import ClampMode, TensorLayout, TensorSpecError, TensorView
-from ..tensor.explain import STYLES, CellStatus, Explanation, default_shape, explain, state_rows, title
+from ..tensor.explain import Explanation, default_shape, explain, grid_table, legend_text, state_table, title
 from ..tensor.glsl import GlslError, parse, to_glsl
 
 #: One line for the command's help (the cli can use it for its subcommand).
@@ -249,56 +249,6 @@ def compute(request: Request) -> Explanation:
 
 
 # --------------------------------------------------------------------------- printers
-
-def _cell_style(status: CellStatus, mismatch: bool = False) -> str:
-    text = "white" if status == CellStatus.UNDEFINED else "black"
-    return f"{'bold underline ' if mismatch else ''}{text} on {STYLES[status].colour}"
-
-
-def grid_table(e: Explanation, *, decode: bool = False, check=None, max_cols: int = 32, max_rows: int = 64):
-    """A rich Table of the cells: the index (or blockCoord/coordInBlock), coloured by status; cells the
-    hardware disagrees on get '!' (or their finding's name)."""
-    from rich.table import Table
-    rows, cols = min(e.rows, max_rows), min(e.cols, max_cols)
-    table = Table(show_edge=False, pad_edge=False, padding=(0, 1), box=None,
-                  title=("decode: blockCoord/coordInBlock" if decode else None))
-    table.add_column("", justify="right", style="dim")
-    for c in range(cols):
-        table.add_column(str(c), justify="right")
-    for r in range(rows):
-        cells = []
-        for c in range(cols):
-            text = e.decode_text(r, c) if decode else e.cell_text(r, c)
-            bad = check is not None and bool(check.mismatch[r, c])
-            if bad:
-                text += f" {check.finding[r, c]}" if check.finding[r, c] else "!"
-            cells.append(f"[{_cell_style(CellStatus(int(e.status[r, c])), bad)}]{text}[/]")
-        table.add_row(str(r), *cells)
-    if e.cols > max_cols or e.rows > max_rows:
-        table.caption = f"first {rows} rows x {cols} columns of {e.rows}x{e.cols} shown (--json has all)"
-    return table
-
-
-def legend_text(e: Explanation):
-    from rich.text import Text
-    legend = Text("legend: ")
-    for status, count in e.counts().items():
-        style = STYLES[status]
-        legend.append(f" {style.marker or 'N'} ", style=_cell_style(status))
-        legend.append(f" {style.label} ({count})   ")
-    legend.append("N = tensor element index")
-    return legend
-
-
-def state_table(e: Explanation):
-    from rich.table import Table
-    table = Table(title="state (GL_NV_cooperative_matrix2 names)", show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
-    for name, value in state_rows(e.layout, e.view):
-        table.add_row(name, f"[yellow]{value}[/]" if name == "warning" else value)
-    return table
-
 
 def print_check(check, console) -> None:
     findings = check.findings()
