@@ -136,10 +136,26 @@ def _matrix(text: str | None) -> tuple[int, int] | None:
     if not match:
         raise UsageError(f"--matrix {text!r} is not ROWSxCOLS; e.g. --matrix 16x16")
     rows, cols = int(match[1]), int(match[2])
-    if not (1 <= rows <= MAX_SIDE and 1 <= cols <= MAX_SIDE) or rows * cols > MAX_CELLS:
-        raise UsageError(f"--matrix {text} is outside 1..{MAX_SIDE} per side (at most {MAX_CELLS} cells); "
-                         f"choose a smaller matrix")
+    if rows < 1 or cols < 1:
+        raise UsageError(f"--matrix {text} has no cells; a matrix has at least 1 row and 1 column")
+    limit = _limit_exceeded(rows, cols)
+    if limit:
+        raise UsageError(f"--matrix {text}: {limit}")
     return rows, cols
+
+
+def _limit_exceeded(rows: int, cols: int, exact: bool = True) -> str | None:
+    """``<the limit exceeded>; <what to do>`` for a matrix too big to explain, else None (``exact`` False: a
+    side over MAX_SIDE is only known to be over it)."""
+    for count, what in ((rows, "rows"), (cols, "columns")):
+        if count > MAX_SIDE:
+            amount = f"{count} {what}, over" if exact else f"more {what} than"
+            return (f"{amount} the {MAX_SIDE} a side may have (cooperativeMatrixFlexibleDimensionsMaxDimension); "
+                    f"choose at most {MAX_SIDE} {what}")
+    if rows * cols > MAX_CELLS:
+        return (f"{rows * cols} cells, over the {MAX_CELLS} explain shows; choose at most {MAX_CELLS} cells, e.g. "
+                f"--matrix {max(1, MAX_CELLS // cols)}x{cols}")
+    return None
 
 
 def _options_layout(args) -> TensorLayout:
@@ -213,6 +229,7 @@ def build_request(args, stdin=None) -> Request:
                 raise UsageError(f"{source}: {error}; only the tensor layout/view built-ins with integer "
                                  f"literals and assigned names are understood") from None
             layout, view = program.layout, program.view
+        _check_view_dimensions(layout, view)
     except TensorSpecError as error:
         raise UsageError(f"{error}; check the layout and view options") from None
     op = "store" if args.store else "load"
@@ -234,10 +251,28 @@ def build_request(args, stdin=None) -> Request:
     return Request(layout, view, shape[0], shape[1], op, source)
 
 
+def _check_view_dimensions(layout: TensorLayout, view: TensorView | None) -> None:
+    """A view with hasDimensions false takes its dimensions from the layout's span (linearToViewCoord), one
+    per dimension: refuse one whose dimension count differs, saying which way out the spec gives."""
+    if view is None or view.has_dimensions or view.dim == layout.dim:
+        return
+    ignored = " (its setTensorViewDimensionsNV values are unused)" if any(view.view_dimension) else ""
+    raise UsageError(f"a {view.dim}-D tensor view with hasDimensions false{ignored} reads its dimensions from the "
+                     f"{layout.dim}-D layout's span, so it must have {layout.dim}; create it with hasDimensions true "
+                     f"(createTensorViewNV({view.dim}, true) and setTensorViewDimensionsNV, or --view-dims) or with "
+                     f"{layout.dim} dimensions")
+
+
 def _default_matrix(layout: TensorLayout, view: TensorView | None) -> tuple[int, int]:
-    rows, cols = default_shape(layout, view, limit=MAX_SIDE + 1)
-    if rows > MAX_SIDE or cols > MAX_SIDE or rows * cols > MAX_CELLS:
-        raise UsageError(f"the span covers a {rows}x{cols} matrix or more, too big to show; give --matrix RxC")
+    try:
+        rows, cols = default_shape(layout, view, limit=MAX_SIDE + 1)
+    except TensorSpecError as error:   # e.g. a view dimension of 0
+        raise UsageError(f"{error}; fix the layout or view") from None
+    limit = _limit_exceeded(rows, cols, exact=False)
+    if limit:
+        covered = "span" if view is None or not view.has_dimensions else "view"
+        raise UsageError(f"the matrix that covers the {covered} once has "
+                         f"{limit.replace('; choose', '; give --matrix RxC with', 1)}")
     return rows, cols
 
 

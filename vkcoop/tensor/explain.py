@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .spec import LOAD, view_strides
+from .spec import LOAD, check_view_matches, view_strides
 from .state import UINT32_MAX, ClampMode, ElementStatus, TensorLayout, TensorView
 from .vectorized import index_map
 
@@ -139,7 +139,10 @@ def explain(layout: TensorLayout, rows: int, cols: int, view: TensorView | None 
 
 def default_shape(layout: TensorLayout, view: TensorView | None = None, limit: int = 64) -> tuple[int, int]:
     """A matrix shape that covers the view (or the layout span) once: the innermost dimension of the
-    addressing order as columns, the rest as rows (each capped at ``limit``)."""
+    addressing order as columns, the rest as rows (each capped at ``limit``); raises TensorSpecError for a
+    view that cannot be used with the layout."""
+    if view is not None:
+        check_view_matches(layout, view)
     if view is None or not view.has_dimensions:
         dims = layout.span
     else:
