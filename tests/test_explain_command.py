@@ -170,6 +170,52 @@ def test_a_view_of_more_dimensions_than_the_layout_with_its_own_is_explained():
     assert data["index"] == expected           # the scalar pseudo-code, cell by cell
 
 
+def test_the_readme_s_explain_example_shows_a_clamp_mode_at_work():
+    import re
+    readme = (ROOT / "README.md").read_text()
+    argv = re.search(r"`vkcoop explain ([^`\[]+)", readme)[1].split()
+    status, out = in_process(*argv, "--json", "-")
+    counts = json.loads(out)["counts"]
+    assert status == 0 and counts.get("in_bounds") and set(counts) - {"in_bounds"}, counts
+
+
+def _on_a_terminal(argv, typed: bytes = b""):
+    """(exit status, stdout, stderr) of ``python -m vkcoop explain ARGV`` with a terminal as standard input;
+    ``typed`` is written to the terminal, then end-of-file (Ctrl-D)."""
+    import os
+    import pty
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "vkcoop", "explain", *argv], cwd=ROOT, env=child_env(),
+                                   stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if typed:
+            os.write(controller, typed + b"\n\x04")
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail(f"vkcoop explain {' '.join(argv)} waited on the terminal")
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    return process.returncode, out.decode(), err.decode()
+
+
+def test_no_layout_on_a_terminal_prints_the_usage_and_reads_nothing():
+    status, out, err = _on_a_terminal([])
+    assert status == 2 and out == "", err
+    assert err.startswith("usage: vkcoop explain ") and "--dims" in err and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("vkcoop: error: ")]
+    assert len(errors) == 1 and "no layout given" in errors[0] and "--dims" in errors[0], err
+
+
+def test_glsl_dash_reads_the_terminal_when_asked():
+    status, out, err = _on_a_terminal(["--glsl", "-", "--json", "-"],
+                                      b"t = createTensorLayoutNV(1);\nt = setTensorLayoutDimensionNV(t, 3);")
+    assert status == 0, err
+    assert json.loads(out)["index"] == [[0, 1, 2]] and "Ctrl-D" in err
+
+
 def test_a_glsl_error_on_stdin_names_line_and_column():
     result = cli("--glsl", "-", stdin="t = createTensorLayoutNV(2);\nt = setTensorLayoutDimensionNV(t, 4);\n")
     assert_one_line_error(result, 2, "<stdin>: line 2, column 5", "takes 3 arguments")

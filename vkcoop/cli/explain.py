@@ -7,8 +7,9 @@ alone, in-process. Data and printing are apart: :func:`build_request` turns the 
 result), and the printers only present them.
 
 Exit status: 0 fine, 1 the hardware disagrees with the reference outside the known findings, 2 bad usage
-or input (one ``vkcoop: error: ...`` line, before anything runs), 3 something the environment lacks
-(matplotlib for ``--png``, a coopmat2 device or toolchain for ``--check``).
+or input (one ``vkcoop: error: ...`` line, before anything runs; after the usage lines when no layout is given
+and standard input is a terminal, which is read only when piped or named by ``--glsl -``), 3 something the
+environment lacks (matplotlib for ``--png``, a coopmat2 device or toolchain for ``--check``).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from ..tensor.glsl import GlslError, parse, to_glsl
 #: One line for the command's help (the cli can use it for its subcommand).
 DESCRIPTION = ("show what a tensor layout and view do to each matrix cell: a coloured grid, --json, --png, "
                "--glsl-out, and --check on a coopmat2 device")
+EXAMPLE = "vkcoop explain --dims 6,8 --clamp Repeat --slice=-1,6,4,8"
 MAX_SIDE = 1024        # cooperativeMatrixFlexibleDimensionsMaxDimension on the H200
 MAX_CELLS = 1 << 16
 LAYOUT_OPTIONS = ("dims", "clamp", "block", "stride", "slice", "clamp_value")
@@ -36,6 +38,10 @@ VIEW_OPTIONS = ("view_perm", "view_dims", "view_stride", "clip")
 
 class UsageError(ValueError):
     """Bad options or input; the message reads ``<what>; <what to do>``."""
+
+
+class NoLayoutGiven(UsageError):
+    """No layout option, no --glsl, and standard input is a terminal: the usage is shown, nothing is read."""
 
 
 class EnvironmentMissing(RuntimeError):
@@ -60,7 +66,7 @@ _LAYOUT_OPTION_HELP = (
 )
 _OTHER_OPTION_HELP = (
     ("--glsl", "FILE", "read the layout and view from a GLSL snippet of those built-in calls ('-': standard "
-                       "input, also used when no layout option is given)"),
+                       "input, also read when no layout option is given and it is piped)"),
     ("--matrix", "RxC", "the matrix shape (default: one that covers the span or the view once)"),
     ("--png", "FILE", "draw the matrix and the tensor side by side (matplotlib)"),
     ("--json", "FILE", "write the per-cell maps as JSON ('-': standard output only)"),
@@ -197,9 +203,12 @@ def _options_view(args, layout: TensorLayout) -> TensorView | None:
 def _read_glsl(args, stdin) -> tuple[str, str]:
     name = args.glsl or "-"
     if name == "-":
-        if stdin is None or stdin.isatty():
-            raise UsageError("no layout given; use --dims (and the other layout options), --glsl FILE, or "
-                             "pipe a GLSL snippet on standard input")
+        # Standard input is read when piped, or on a terminal only when asked for by name (--glsl -).
+        if stdin is None or (args.glsl is None and stdin.isatty()):
+            raise NoLayoutGiven(f"no layout given; give --dims (e.g. {EXAMPLE}), --glsl FILE, or pipe a GLSL "
+                                f"snippet on standard input")
+        if stdin.isatty():
+            print("reading the GLSL snippet from the terminal; end it with Ctrl-D", file=sys.stderr)
         return stdin.read(), "<stdin>"
     try:
         return Path(name).read_text(), name
@@ -377,6 +386,8 @@ def run(args, *, stdin=None) -> int:
             except CheckUnavailable as error:
                 raise EnvironmentMissing(str(error)) from None
     except UsageError as error:
+        if isinstance(error, NoLayoutGiven):
+            sys.stderr.write(usage())
         print(f"vkcoop: error: {error}", file=sys.stderr)
         return 2
     except EnvironmentMissing as error:
@@ -396,6 +407,11 @@ def run(args, *, stdin=None) -> int:
         render(e, args.png, command=command_line(args))
         print(f"wrote {args.png}", file=sys.stderr)
     return 1 if check is not None and check.unexplained else 0
+
+
+def usage() -> str:
+    """The ``usage: vkcoop explain ...`` lines of ``--help``."""
+    return add_arguments(_Parser(prog="vkcoop explain")).format_usage()
 
 
 def _device(text: str | None):
