@@ -75,6 +75,24 @@ def test_usage_errors_are_one_line(argv, code, names):
     assert_one_line_error(vkcoop(*argv), code, *names)
 
 
+#: argparse's own refusals: (arguments, words the line must contain, the command whose --help it points at).
+PARSER_ERRORS = [
+    (["frobnicate"], ["unknown command 'frobnicate'", "explain, inspect"], "vkcoop"),
+    (["bench", "bogus"], ["unknown command 'bogus'", "vkcoop bench has sparse"], "vkcoop bench"),
+    (["explain", "--no-such-option"], ["unrecognized arguments: --no-such-option"], "vkcoop explain"),
+    (["bench", "sparse", "--no-such-option"], ["unrecognized arguments: --no-such-option"], "vkcoop bench sparse"),
+    (["sanitize"], ["required: TARGET"], "vkcoop sanitize"),
+]
+
+
+@pytest.mark.parametrize("argv, words, command", PARSER_ERRORS, ids=[" ".join(a) for a, _, _ in PARSER_ERRORS])
+def test_parser_errors_say_vkcoop_once_and_point_at_the_command_s_help(argv, words, command):
+    proc = vkcoop(*argv)
+    assert_one_line_error(proc, 2, *words, f"; see `{command} --help`")
+    line = proc.stderr.strip()
+    assert line.count("vkcoop:") == 1 and not line.startswith("vkcoop: error: vkcoop"), line
+
+
 def test_no_toolchain_is_an_environment_error(tmp_path):
     env = {"VKCOOP_TOOLCHAIN_DIR": str(tmp_path / "none"), "PATH": "/usr/bin:/bin", "VULKAN_SDK": ""}
     for argv in (["shaders", "check"], ["demo"], ["fuzz", "--target", "portable", "--cases", "10"]):

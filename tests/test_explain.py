@@ -80,6 +80,15 @@ def test_default_shape_covers_the_span_or_the_view_once():
     assert default_shape(t, v) == (10, 3)
     v = TensorView.create(2, True, (1, 0)).set_dimensions(4, 7)
     assert default_shape(t, v) == (7, 4)
+    v = TensorView.create(5, True).set_dimensions(2, 1, 3, 1, 4)      # more dimensions than the layout: its own
+    assert default_shape(t, v) == (6, 4)
+
+
+@pytest.mark.parametrize("view", [TensorView.create(5), TensorView.create(2), TensorView.create(2, True)],
+                         ids=["5-D on 3-D without dimensions", "2-D on 3-D without dimensions", "zero dimensions"])
+def test_default_shape_refuses_a_view_the_layout_cannot_take(view):
+    with pytest.raises(vt.TensorSpecError, match="view dim|view_dimension"):
+        default_shape(TensorLayout.create(3).set_dimension(2, 3, 5), view)
 
 
 # --------------------------------------------------------------------------- picture

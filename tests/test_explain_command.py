@@ -68,7 +68,8 @@ BAD = [
     (["--dims", "6,8", "--slice", "1,2,3"], "--slice needs 4 values"),
     (["--dims", "6,8", "--clamp", "Wrap"], "not a clamp mode"),
     (["--dims", "6,8", "--matrix", "4by8"], "ROWSxCOLS"),
-    (["--dims", "6,8", "--matrix", "0x8"], "outside 1..1024"),
+    (["--dims", "6,8", "--matrix", "0x8"], "no cells"),
+    (["--dims", "4,4", "--view-perm", "1,0,2"], "hasDimensions false"),
     (["--dims", "6,8", "--view-perm", "0,0"], "permutation"),
     (["--dims", "6,8", "--block", "0,1"], "block_size"),
     (["--dims", "6,8", "--slice", "0,0,0,8"], "span[0] is 0"),
@@ -110,6 +111,109 @@ AS_PROCESS = [(argv, words) for argv, words in BAD if words in (
 def test_bad_input_as_a_process_exits_2_with_one_line_and_no_traceback(argv, words):
     assert len(AS_PROCESS) == 6
     assert_one_line_error(cli(*argv), 2, words)
+
+
+# (options, the limit the refusal must name, the limit it must not name): a matrix side may have at most 1024
+# cells (the flexible-dimensions maximum), and explain shows at most 65536 cells.
+SIZE_LIMITS = [
+    (["--dims", "256,512", "--matrix", "256x512"], "131072 cells, over the 65536", "1024"),
+    (["--dims", "256,512"], "131072 cells, over the 65536", "1024"),
+    (["--dims", "6,8", "--matrix", "2000x8"], "2000 rows, over the 1024", "65536"),
+    (["--dims", "6,8", "--matrix", "8x1025"], "1025 columns, over the 1024", "65536"),
+    (["--dims", "2000,5"], "more rows than the 1024", "65536"),
+]
+
+
+@pytest.mark.parametrize("argv, named, not_named", SIZE_LIMITS, ids=[" ".join(a) for a, _, _ in SIZE_LIMITS])
+def test_a_matrix_too_big_is_refused_naming_the_limit_it_exceeds(argv, named, not_named):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = explain_command.main(argv)
+    line = err.getvalue().strip()
+    assert status == 2 and named in line and not_named not in line, line
+
+
+def test_a_matrix_at_the_limits_is_explained():
+    status, out = in_process("--dims", "64,1024", "--json", "-")     # 1024 columns, 65536 cells: both limits
+    assert status == 0 and json.loads(out)["matrix"] == {"rows": 64, "cols": 1024}
+
+
+# glslang's coopmat2 tests load through a 5-D view on a 2-D layout. With hasDimensions false the view's
+# dimensions are the layout's span (linearToViewCoord), one per layout dimension, so there the counts must
+# agree (docs/spec-notes.md 17); with hasDimensions true the view has its own dimensions, any count.
+LAYOUT_2D = """tensorLayoutNV<2> t = createTensorLayoutNV(2);
+t = setTensorLayoutBlockSizeNV(t, 4, 8);
+t = setTensorLayoutDimensionNV(t, 256, 512);
+t = sliceTensorLayoutNV(t, 128, 32, 256, 32);
+"""
+
+
+def test_a_view_of_more_dimensions_than_the_layout_without_its_own_is_refused_in_one_line():
+    view = ("tensorViewNV<5> v = createTensorViewNV(5);\nv = setTensorViewDimensionsNV(v, 10, 11, 12, 13, 14);\n"
+            "v = setTensorViewClipNV(v, 0, 16, 0, 16);\n")
+    for argv in ([], ["--matrix", "16x16"]):          # with no --matrix the default shape is where it broke
+        assert_one_line_error(cli(*argv, stdin=LAYOUT_2D + view), 2, "5-D tensor view with hasDimensions false",
+                              "2-D layout", "createTensorViewNV(5, true)")
+
+
+def test_a_view_of_more_dimensions_than_the_layout_with_its_own_is_explained():
+    from vkcoop.tensor.glsl import parse
+    from vkcoop.tensor.spec import element_address
+    view = "tensorViewNV<5, true> v = createTensorViewNV(5, true);\nv = setTensorViewDimensionsNV(v, 2, 2, 2, 2, 4);\n"
+    result = cli("--json", "-", stdin=LAYOUT_2D + view)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    # Default shape: the innermost view dimension as columns, the other four as rows.
+    assert data["matrix"] == {"rows": 2 * 2 * 2 * 2, "cols": 4}
+    program = parse(LAYOUT_2D + view)
+    expected = [[element_address(program.layout, r, c, 4, program.view).index for c in range(4)] for r in range(16)]
+    assert data["index"] == expected           # the scalar pseudo-code, cell by cell
+
+
+def test_the_readme_s_explain_example_shows_a_clamp_mode_at_work():
+    import re
+    readme = (ROOT / "README.md").read_text()
+    argv = re.search(r"`vkcoop explain ([^`\[]+)", readme)[1].split()
+    status, out = in_process(*argv, "--json", "-")
+    counts = json.loads(out)["counts"]
+    assert status == 0 and counts.get("in_bounds") and set(counts) - {"in_bounds"}, counts
+
+
+def _on_a_terminal(argv, typed: bytes = b""):
+    """(exit status, stdout, stderr) of ``python -m vkcoop explain ARGV`` with a terminal as standard input;
+    ``typed`` is written to the terminal, then end-of-file (Ctrl-D)."""
+    import os
+    import pty
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "vkcoop", "explain", *argv], cwd=ROOT, env=child_env(),
+                                   stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if typed:
+            os.write(controller, typed + b"\n\x04")
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail(f"vkcoop explain {' '.join(argv)} waited on the terminal")
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    return process.returncode, out.decode(), err.decode()
+
+
+def test_no_layout_on_a_terminal_prints_the_usage_and_reads_nothing():
+    status, out, err = _on_a_terminal([])
+    assert status == 2 and out == "", err
+    assert err.startswith("usage: vkcoop explain ") and "--dims" in err and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("vkcoop: error: ")]
+    assert len(errors) == 1 and "no layout given" in errors[0] and "--dims" in errors[0], err
+
+
+def test_glsl_dash_reads_the_terminal_when_asked():
+    status, out, err = _on_a_terminal(["--glsl", "-", "--json", "-"],
+                                      b"t = createTensorLayoutNV(1);\nt = setTensorLayoutDimensionNV(t, 3);")
+    assert status == 0, err
+    assert json.loads(out)["index"] == [[0, 1, 2]] and "Ctrl-D" in err
 
 
 def test_a_glsl_error_on_stdin_names_line_and_column():

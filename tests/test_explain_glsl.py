@@ -102,6 +102,10 @@ MALFORMED = [
     ("t = createTensorLayoutNV(2)", 1, 28, ["expected ';'"]),
     ("float x = 1;", 1, 1, ["unknown type or function 'float'"]),
     ("uint n = 4;", 1, 12, ["builds no tensor layout"]),
+    ("layout(local_size_x = 1) const uint n = 1;", 1, 8, ["'constant_id'", "'local_size_x'"]),
+    ("layout(constant_id = 0) uint n = 1;", 1, 25, ["'const'", "found 'uint'"]),
+    # A clamp-mode constant is an int, never a bool: hasDimensions still needs true or false.
+    ("v = createTensorViewNV(2, gl_CooperativeMatrixClampModeConstantNV);", 1, 27, ["hasDimensions"]),
 ]
 
 
@@ -114,6 +118,40 @@ def test_malformed_snippets_name_the_line_and_column(snippet, line, column, word
     assert str(error).startswith(f"line {line}, column {column}: ")
     for word in words:
         assert word in error.message
+
+
+# The clamp-mode constants are GLSL `const int`s (GL_NV_cooperative_matrix2: ConstantNV = 1, ClampToEdgeNV = 2,
+# MirrorRepeatNV = 4), so glslang takes them, directly or through a specialization constant, as a Dim or a
+# dimension; glslang's own coopmat2 tests use them so.
+CLAMP_MODES_AS_INTEGERS = """
+layout(constant_id = 0) const uint32_t Clamp = gl_CooperativeMatrixClampModeConstantNV;
+tensorLayoutNV<Clamp, 2> t = createTensorLayoutNV(Clamp, gl_CooperativeMatrixClampModeClampToEdgeNV);
+t = setTensorLayoutDimensionNV(t, gl_CooperativeMatrixClampModeMirrorRepeatNV);
+tensorViewNV<Clamp, true> v = createTensorViewNV(Clamp, true);
+v = setTensorViewDimensionsNV(v, Clamp);
+tensorLayoutNV<2, Clamp> tc = createTensorLayoutNV(2, Clamp);
+"""
+
+
+def test_clamp_mode_constants_are_integers_where_glslang_takes_them():
+    program = parse(CLAMP_MODES_AS_INTEGERS)
+    t, v, tc = program.names["t"], program.view, program.names["tc"]
+    assert (t.dim, t.clamp_mode, t.layout_dimension) == (1, ClampMode.ClampToEdge, (4,))
+    assert (v.dim, v.has_dimensions, v.view_dimension) == (1, True, (1,))
+    assert (tc.dim, tc.clamp_mode) == (2, ClampMode.Constant) and program.names["Clamp"] == 1
+    # What they build is ordinary state: the generated GLSL spells the integers out.
+    assert "setTensorLayoutDimensionNV(t, 4u);" in to_glsl(t)
+
+
+@pytest.mark.toolchain
+def test_the_clamp_mode_snippet_compiles_with_the_shader_toolchain():
+    """The snippet above is GLSL that glslang accepts (not only what this parser accepts)."""
+    spirv_tools = toolchain_or_skip()
+    head, body = CLAMP_MODES_AS_INTEGERS.strip().split("\n", 1)
+    source = ("#version 450\n#extension GL_EXT_shader_explicit_arithmetic_types : enable\n"
+              "#extension GL_KHR_cooperative_matrix : enable\n#extension GL_NV_cooperative_matrix2 : enable\n"
+              f"layout(local_size_x = 32) in;\n{head}\nvoid main() {{\n{body}}}\n")
+    assert len(spirv_tools.compile(source, name="clamp_modes_as_integers.comp")) > 100
 
 
 @pytest.mark.toolchain

@@ -26,16 +26,35 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) and defaults shown in every help."""
+    """argparse with one-line errors (exit 2) that point at the help of the command they concern, and defaults
+    shown in every help."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        # The innermost command parsed sets it last: options it does not know are sent to its --help.
+        self.set_defaults(command_prog=self.prog)
 
     def error(self, message):
         from .common import CliError
 
-        raise CliError(f"{self.prog}: {message}", f"see `{self.prog} --help`")
+        # The handler prints "vkcoop: error: "; argparse's own "PROG: " prefix would say vkcoop twice.
+        raise CliError(message, f"see `{self.prog} --help`")
+
+    def _check_value(self, action, value):
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            raise argparse.ArgumentError(None, f"unknown command '{value}' ({self.prog} has "
+                                               f"{', '.join(action.choices)})")
+        super()._check_value(action, value)
+
+    def parse_args(self, args=None, namespace=None):
+        from .common import CliError
+
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            raise CliError(f"unrecognized arguments: {' '.join(unknown)}",
+                           f"see `{getattr(parsed, 'command_prog', self.prog)} --help`")
+        return parsed
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,8 +7,9 @@ alone, in-process. Data and printing are apart: :func:`build_request` turns the 
 result), and the printers only present them.
 
 Exit status: 0 fine, 1 the hardware disagrees with the reference outside the known findings, 2 bad usage
-or input (one ``vkcoop: error: ...`` line, before anything runs), 3 something the environment lacks
-(matplotlib for ``--png``, a coopmat2 device or toolchain for ``--check``).
+or input (one ``vkcoop: error: ...`` line, before anything runs; after the usage lines when no layout is given
+and standard input is a terminal, which is read only when piped or named by ``--glsl -``), 3 something the
+environment lacks (matplotlib for ``--png``, a coopmat2 device or toolchain for ``--check``).
 """
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..tensor import ClampMode, TensorLayout, TensorSpecError, TensorView
-from ..tensor.explain import STYLES, CellStatus, Explanation, default_shape, explain, state_rows, title
+from ..tensor.explain import Explanation, default_shape, explain, grid_table, legend_text, state_table, title
 from ..tensor.glsl import GlslError, parse, to_glsl
 
 #: One line for the command's help (the cli can use it for its subcommand).
 DESCRIPTION = ("show what a tensor layout and view do to each matrix cell: a coloured grid, --json, --png, "
                "--glsl-out, and --check on a coopmat2 device")
+EXAMPLE = "vkcoop explain --dims 6,8 --clamp Repeat --slice=-1,6,4,8"
 MAX_SIDE = 1024        # cooperativeMatrixFlexibleDimensionsMaxDimension on the H200
 MAX_CELLS = 1 << 16
 LAYOUT_OPTIONS = ("dims", "clamp", "block", "stride", "slice", "clamp_value")
@@ -36,6 +38,10 @@ VIEW_OPTIONS = ("view_perm", "view_dims", "view_stride", "clip")
 
 class UsageError(ValueError):
     """Bad options or input; the message reads ``<what>; <what to do>``."""
+
+
+class NoLayoutGiven(UsageError):
+    """No layout option, no --glsl, and standard input is a terminal: the usage is shown, nothing is read."""
 
 
 class EnvironmentMissing(RuntimeError):
@@ -60,7 +66,7 @@ _LAYOUT_OPTION_HELP = (
 )
 _OTHER_OPTION_HELP = (
     ("--glsl", "FILE", "read the layout and view from a GLSL snippet of those built-in calls ('-': standard "
-                       "input, also used when no layout option is given)"),
+                       "input, also read when no layout option is given and it is piped)"),
     ("--matrix", "RxC", "the matrix shape (default: one that covers the span or the view once)"),
     ("--png", "FILE", "draw the matrix and the tensor side by side (matplotlib)"),
     ("--json", "FILE", "write the per-cell maps as JSON ('-': standard output only)"),
@@ -136,10 +142,26 @@ def _matrix(text: str | None) -> tuple[int, int] | None:
     if not match:
         raise UsageError(f"--matrix {text!r} is not ROWSxCOLS; e.g. --matrix 16x16")
     rows, cols = int(match[1]), int(match[2])
-    if not (1 <= rows <= MAX_SIDE and 1 <= cols <= MAX_SIDE) or rows * cols > MAX_CELLS:
-        raise UsageError(f"--matrix {text} is outside 1..{MAX_SIDE} per side (at most {MAX_CELLS} cells); "
-                         f"choose a smaller matrix")
+    if rows < 1 or cols < 1:
+        raise UsageError(f"--matrix {text} has no cells; a matrix has at least 1 row and 1 column")
+    limit = _limit_exceeded(rows, cols)
+    if limit:
+        raise UsageError(f"--matrix {text}: {limit}")
     return rows, cols
+
+
+def _limit_exceeded(rows: int, cols: int, exact: bool = True) -> str | None:
+    """``<the limit exceeded>; <what to do>`` for a matrix too big to explain, else None (``exact`` False: a
+    side over MAX_SIDE is only known to be over it)."""
+    for count, what in ((rows, "rows"), (cols, "columns")):
+        if count > MAX_SIDE:
+            amount = f"{count} {what}, over" if exact else f"more {what} than"
+            return (f"{amount} the {MAX_SIDE} a side may have (cooperativeMatrixFlexibleDimensionsMaxDimension); "
+                    f"choose at most {MAX_SIDE} {what}")
+    if rows * cols > MAX_CELLS:
+        return (f"{rows * cols} cells, over the {MAX_CELLS} explain shows; choose at most {MAX_CELLS} cells, e.g. "
+                f"--matrix {max(1, MAX_CELLS // cols)}x{cols}")
+    return None
 
 
 def _options_layout(args) -> TensorLayout:
@@ -181,9 +203,12 @@ def _options_view(args, layout: TensorLayout) -> TensorView | None:
 def _read_glsl(args, stdin) -> tuple[str, str]:
     name = args.glsl or "-"
     if name == "-":
-        if stdin is None or stdin.isatty():
-            raise UsageError("no layout given; use --dims (and the other layout options), --glsl FILE, or "
-                             "pipe a GLSL snippet on standard input")
+        # Standard input is read when piped, or on a terminal only when asked for by name (--glsl -).
+        if stdin is None or (args.glsl is None and stdin.isatty()):
+            raise NoLayoutGiven(f"no layout given; give --dims (e.g. {EXAMPLE}), --glsl FILE, or pipe a GLSL "
+                                f"snippet on standard input")
+        if stdin.isatty():
+            print("reading the GLSL snippet from the terminal; end it with Ctrl-D", file=sys.stderr)
         return stdin.read(), "<stdin>"
     try:
         return Path(name).read_text(), name
@@ -213,6 +238,7 @@ def build_request(args, stdin=None) -> Request:
                 raise UsageError(f"{source}: {error}; only the tensor layout/view built-ins with integer "
                                  f"literals and assigned names are understood") from None
             layout, view = program.layout, program.view
+        _check_view_dimensions(layout, view)
     except TensorSpecError as error:
         raise UsageError(f"{error}; check the layout and view options") from None
     op = "store" if args.store else "load"
@@ -234,10 +260,28 @@ def build_request(args, stdin=None) -> Request:
     return Request(layout, view, shape[0], shape[1], op, source)
 
 
+def _check_view_dimensions(layout: TensorLayout, view: TensorView | None) -> None:
+    """A view with hasDimensions false takes its dimensions from the layout's span (linearToViewCoord), one
+    per dimension: refuse one whose dimension count differs, saying which way out the spec gives."""
+    if view is None or view.has_dimensions or view.dim == layout.dim:
+        return
+    ignored = " (its setTensorViewDimensionsNV values are unused)" if any(view.view_dimension) else ""
+    raise UsageError(f"a {view.dim}-D tensor view with hasDimensions false{ignored} reads its dimensions from the "
+                     f"{layout.dim}-D layout's span, so it must have {layout.dim}; create it with hasDimensions true "
+                     f"(createTensorViewNV({view.dim}, true) and setTensorViewDimensionsNV, or --view-dims) or with "
+                     f"{layout.dim} dimensions")
+
+
 def _default_matrix(layout: TensorLayout, view: TensorView | None) -> tuple[int, int]:
-    rows, cols = default_shape(layout, view, limit=MAX_SIDE + 1)
-    if rows > MAX_SIDE or cols > MAX_SIDE or rows * cols > MAX_CELLS:
-        raise UsageError(f"the span covers a {rows}x{cols} matrix or more, too big to show; give --matrix RxC")
+    try:
+        rows, cols = default_shape(layout, view, limit=MAX_SIDE + 1)
+    except TensorSpecError as error:   # e.g. a view dimension of 0
+        raise UsageError(f"{error}; fix the layout or view") from None
+    limit = _limit_exceeded(rows, cols, exact=False)
+    if limit:
+        covered = "span" if view is None or not view.has_dimensions else "view"
+        raise UsageError(f"the matrix that covers the {covered} once has "
+                         f"{limit.replace('; choose', '; give --matrix RxC with', 1)}")
     return rows, cols
 
 
@@ -249,56 +293,6 @@ def compute(request: Request) -> Explanation:
 
 
 # --------------------------------------------------------------------------- printers
-
-def _cell_style(status: CellStatus, mismatch: bool = False) -> str:
-    text = "white" if status == CellStatus.UNDEFINED else "black"
-    return f"{'bold underline ' if mismatch else ''}{text} on {STYLES[status].colour}"
-
-
-def grid_table(e: Explanation, *, decode: bool = False, check=None, max_cols: int = 32, max_rows: int = 64):
-    """A rich Table of the cells: the index (or blockCoord/coordInBlock), coloured by status; cells the
-    hardware disagrees on get '!' (or their finding's name)."""
-    from rich.table import Table
-    rows, cols = min(e.rows, max_rows), min(e.cols, max_cols)
-    table = Table(show_edge=False, pad_edge=False, padding=(0, 1), box=None,
-                  title=("decode: blockCoord/coordInBlock" if decode else None))
-    table.add_column("", justify="right", style="dim")
-    for c in range(cols):
-        table.add_column(str(c), justify="right")
-    for r in range(rows):
-        cells = []
-        for c in range(cols):
-            text = e.decode_text(r, c) if decode else e.cell_text(r, c)
-            bad = check is not None and bool(check.mismatch[r, c])
-            if bad:
-                text += f" {check.finding[r, c]}" if check.finding[r, c] else "!"
-            cells.append(f"[{_cell_style(CellStatus(int(e.status[r, c])), bad)}]{text}[/]")
-        table.add_row(str(r), *cells)
-    if e.cols > max_cols or e.rows > max_rows:
-        table.caption = f"first {rows} rows x {cols} columns of {e.rows}x{e.cols} shown (--json has all)"
-    return table
-
-
-def legend_text(e: Explanation):
-    from rich.text import Text
-    legend = Text("legend: ")
-    for status, count in e.counts().items():
-        style = STYLES[status]
-        legend.append(f" {style.marker or 'N'} ", style=_cell_style(status))
-        legend.append(f" {style.label} ({count})   ")
-    legend.append("N = tensor element index")
-    return legend
-
-
-def state_table(e: Explanation):
-    from rich.table import Table
-    table = Table(title="state (GL_NV_cooperative_matrix2 names)", show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
-    for name, value in state_rows(e.layout, e.view):
-        table.add_row(name, f"[yellow]{value}[/]" if name == "warning" else value)
-    return table
-
 
 def print_check(check, console) -> None:
     findings = check.findings()
@@ -392,6 +386,8 @@ def run(args, *, stdin=None) -> int:
             except CheckUnavailable as error:
                 raise EnvironmentMissing(str(error)) from None
     except UsageError as error:
+        if isinstance(error, NoLayoutGiven):
+            sys.stderr.write(usage())
         print(f"vkcoop: error: {error}", file=sys.stderr)
         return 2
     except EnvironmentMissing as error:
@@ -411,6 +407,11 @@ def run(args, *, stdin=None) -> int:
         render(e, args.png, command=command_line(args))
         print(f"wrote {args.png}", file=sys.stderr)
     return 1 if check is not None and check.unexplained else 0
+
+
+def usage() -> str:
+    """The ``usage: vkcoop explain ...`` lines of ``--help``."""
+    return add_arguments(_Parser(prog="vkcoop explain")).format_usage()
 
 
 def _device(text: str | None):

@@ -9,7 +9,8 @@ layout is mapped once more with clamp mode Constant, which flags exactly the out
 
 Entry points: :func:`explain` -> :class:`Explanation` (per-cell ``index``, ``status``, ``block_coord``,
 ``coord_in_block``, ``tensor_coord``), :func:`explain_text`, :func:`state_rows` (the state in the spec's
-terms), :func:`default_shape`. Pictures: :mod:`vkcoop.tensor.figure`; GLSL: :mod:`vkcoop.tensor.glsl`.
+terms), :func:`default_shape`; rich renderables for a terminal: :func:`grid_table`, :func:`legend_text`,
+:func:`state_table`. Pictures: :mod:`vkcoop.tensor.figure`; GLSL: :mod:`vkcoop.tensor.glsl`.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .spec import LOAD, view_strides
+from .spec import LOAD, check_view_matches, view_strides
 from .state import UINT32_MAX, ClampMode, ElementStatus, TensorLayout, TensorView
 from .vectorized import index_map
 
@@ -138,7 +139,10 @@ def explain(layout: TensorLayout, rows: int, cols: int, view: TensorView | None 
 
 def default_shape(layout: TensorLayout, view: TensorView | None = None, limit: int = 64) -> tuple[int, int]:
     """A matrix shape that covers the view (or the layout span) once: the innermost dimension of the
-    addressing order as columns, the rest as rows (each capped at ``limit``)."""
+    addressing order as columns, the rest as rows (each capped at ``limit``); raises TensorSpecError for a
+    view that cannot be used with the layout."""
+    if view is not None:
+        check_view_matches(layout, view)
     if view is None or not view.has_dimensions:
         dims = layout.span
     else:
@@ -229,6 +233,58 @@ def explain_text(e: Explanation, decode: bool = False, max_cols: int = 32, max_r
                                         for s, n in e.counts().items()) + "  (N: a tensor index)")
     lines += [f"{name:>16}: {value}" for name, value in state_rows(e.layout, e.view)]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- rich renderables (vkcoop explain)
+
+def _cell_style(status: CellStatus, mismatch: bool = False) -> str:
+    text = "white" if status == CellStatus.UNDEFINED else "black"
+    return f"{'bold underline ' if mismatch else ''}{text} on {STYLES[status].colour}"
+
+
+def grid_table(e: Explanation, *, decode: bool = False, check=None, max_cols: int = 32, max_rows: int = 64):
+    """A rich Table of the cells: the index (or blockCoord/coordInBlock), coloured by status; the cells
+    ``check.mismatch`` marks (a hardware run that disagrees) get '!', or their ``check.finding``'s name."""
+    from rich.table import Table
+    rows, cols = min(e.rows, max_rows), min(e.cols, max_cols)
+    table = Table(show_edge=False, pad_edge=False, padding=(0, 1), box=None,
+                  title=("decode: blockCoord/coordInBlock" if decode else None))
+    table.add_column("", justify="right", style="dim")
+    for c in range(cols):
+        table.add_column(str(c), justify="right")
+    for r in range(rows):
+        cells = []
+        for c in range(cols):
+            text = e.decode_text(r, c) if decode else e.cell_text(r, c)
+            bad = check is not None and bool(check.mismatch[r, c])
+            if bad:
+                text += f" {check.finding[r, c]}" if check.finding[r, c] else "!"
+            cells.append(f"[{_cell_style(CellStatus(int(e.status[r, c])), bad)}]{text}[/]")
+        table.add_row(str(r), *cells)
+    if e.cols > max_cols or e.rows > max_rows:
+        table.caption = f"first {rows} rows x {cols} columns of {e.rows}x{e.cols} shown (--json has all)"
+    return table
+
+
+def legend_text(e: Explanation):
+    from rich.text import Text
+    legend = Text("legend: ")
+    for status, count in e.counts().items():
+        style = STYLES[status]
+        legend.append(f" {style.marker or 'N'} ", style=_cell_style(status))
+        legend.append(f" {style.label} ({count})   ")
+    legend.append("N = tensor element index")
+    return legend
+
+
+def state_table(e: Explanation):
+    from rich.table import Table
+    table = Table(title="state (GL_NV_cooperative_matrix2 names)", show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    for name, value in state_rows(e.layout, e.view):
+        table.add_row(name, f"[yellow]{value}[/]" if name == "warning" else value)
+    return table
 
 
 # --------------------------------------------------------------------------- TensorLayout / TensorView methods

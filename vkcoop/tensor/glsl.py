@@ -16,8 +16,10 @@ view's Dim)::
 
 :func:`parse` accepts statements made of exactly these calls, whose arguments are integer literals (decimal
 or hex, optional ``u`` suffix, optional minus), ``true``/``false``, the ``gl_CooperativeMatrixClampMode*NV``
-constants, names assigned earlier in the snippet, and nested built-in calls. Statements are
-``[const] type name = expr;``, ``name = expr;`` or a bare call ``f(x, ...);``, which is shorthand for
+constants (GLSL ``const int`` values: glslang takes them wherever an integer goes, a Dim or a dimension too), names
+assigned earlier in the snippet, and nested built-in calls. Statements are
+``[layout(constant_id = N)] [const] type name = expr;`` (a specialization constant is taken at its default),
+``name = expr;`` or a bare call ``f(x, ...);``, which is shorthand for
 ``x = f(x, ...);`` (a bare create names its result ``t`` for a layout, ``v`` for a view). ``//`` and
 ``/* */`` comments are skipped. Anything else is a :class:`GlslError` naming the line and column.
 
@@ -166,7 +168,10 @@ class _Parser:
         if first.kind != "name":
             raise GlslError(f"expected a statement (a declaration, an assignment or a built-in call), found "
                             f"{first.text!r}", first.line, first.column)
-        if self.peek().text == "(":
+        if first.text == "layout" and self.peek().text == "(":
+            self._specialization_qualifier()
+            target, value = self.declaration()
+        elif self.peek().text == "(":
             target = self._bare_target(first)
             value = self.expression()
         elif self.peek().text == "=":
@@ -189,6 +194,16 @@ class _Parser:
             raise GlslError(f"a bare {call.text}(...) call must name its variable as the first argument; or "
                             f"assign the result: x = {call.text}(...);", first.line, first.column)
         return first.text
+
+    def _specialization_qualifier(self) -> None:
+        """``layout(constant_id = N) const``: a specialization constant, taken at its default value."""
+        for text, what in (("layout", ""), ("(", "after layout"), ("constant_id", "(the only layout qualifier "
+                           "understood here)"), ("=", "after constant_id")):
+            self.expect(text, what)
+        _int_literal(self.take())
+        self.expect(")", "after the layout qualifier")
+        if self.token.text != "const":   # declaration() takes the const
+            self.expect("const", "(a layout(constant_id = N) declaration is a constant)")
 
     def declaration(self):
         const = self.token.text == "const"
@@ -306,7 +321,7 @@ class _Parser:
         if not args:
             raise GlslError(f"{name.text} takes at least 1 argument (Dim), got 0", name.line, name.column)
         self._check_integers(name, args[:1], tokens[:1])
-        dim = args[0]
+        dim = args[0] = int(args[0])
         if not 1 <= dim <= MAX_DIM:
             raise GlslError(f"Dim {dim} is out of range: tensor {'views' if view else 'layouts'} have 1..5 "
                             f"dimensions", tokens[0].line, tokens[0].column)
@@ -329,8 +344,9 @@ class _Parser:
 
     @staticmethod
     def _check_integers(name: _Token, args, tokens) -> None:
+        # The clamp-mode constants are GLSL `const int`s, so glslang takes them wherever an integer goes.
         for value, token in zip(args, tokens):
-            if isinstance(value, (bool, ClampMode)) or not isinstance(value, int):
+            if isinstance(value, bool) or not isinstance(value, int):
                 raise GlslError(f"{name.text} needs an integer here, got {_describe(value)}", token.line,
                                 token.column)
 
