@@ -46,6 +46,16 @@ def vulkan_probe() -> tuple[bool, str, bool]:
         return True, "", False
 
 
+def usage_error(capsys, argv: list[str]) -> str:
+    """What ``vkcoop ARGV`` writes to stderr for a bad command line, after checking that it is a usage error: exit
+    code 2, one line, in the CLI's own words."""
+    from vkcoop import cli
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vkcoop: error:") and err.count("\n") == 1, err
+    return err
+
+
 def corrupt(kind: str, data: bytes) -> bytes:
     """A cache entry damaged as disks and interrupted writes damage files: "empty", "truncated" or
     "bit-flipped" (one bit near the end, inside the payload)."""
