@@ -46,6 +46,16 @@ def vulkan_probe() -> tuple[bool, str, bool]:
         return True, "", False
 
 
+def usage_error(capsys, argv: list[str]) -> str:
+    """What ``vkcoop ARGV`` writes to stderr for a bad command line, after checking that it is a usage error: exit
+    code 2, one line, in the CLI's own words."""
+    from vkcoop import cli
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vkcoop: error:") and err.count("\n") == 1, err
+    return err
+
+
 def corrupt(kind: str, data: bytes) -> bytes:
     """A cache entry damaged as disks and interrupted writes damage files: "empty", "truncated" or
     "bit-flipped" (one bit near the end, inside the payload)."""
@@ -74,9 +84,11 @@ def child_env(*first_paths, drop=(), **variables) -> dict:
 
 
 def kernel_cubin(tmp_path_factory, stem: str) -> tuple[bytes, str]:
-    """(cubin, ptxas -v log) of ``vkcoop/cuda/kernels/<stem>.cu``, compiled once per test session: the pytest-xdist
-    workers share the folder above their own temporary ones, and a lock makes the first one compile and the others
-    wait for it (nvcc takes 20-40 s for the larger sources on two cores)."""
+    """(cubin, ptxas -v log) of ``vkcoop/cuda/kernels/<stem>.cu``, compiled once for its sources as they are: the
+    pytest-xdist workers share the folder above their own temporary ones, and a lock makes the first one compile and
+    the others wait for it (nvcc takes 20-40 s for the larger sources on two cores). The files are named by the
+    build's own key (the source, every kernel header, the flags), so a run never reads a cubin of other sources, as
+    an earlier run, or one in another checkout, would have left."""
     import fcntl
     from pathlib import Path
 
@@ -84,8 +96,9 @@ def kernel_cubin(tmp_path_factory, stem: str) -> tuple[bytes, str]:
 
     shared = Path(tmp_path_factory.getbasetemp()).parent / "kernel-cubins"
     shared.mkdir(exist_ok=True)
-    cubin, log = shared / f"{stem}.cubin", shared / f"{stem}.ptxas.log"
-    with open(shared / f"{stem}.lock", "w") as lock:
+    name = f"{stem}-{build._digest(build.KERNEL_DIR / f'{stem}.cu', ' '.join(build.NVCC_FLAGS))}"
+    cubin, log = shared / f"{name}.cubin", shared / f"{name}.ptxas.log"
+    with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (cubin.is_file() and log.is_file()):
             text = build.nvcc_compile(build.KERNEL_DIR / f"{stem}.cu", cubin.with_suffix(".tmp"),

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from support import usage_error
 from vkcoop import cli, vk
 from vkcoop import progress as progress_module
 from vkcoop.progress import RunProgress, resolve_mode
@@ -171,9 +172,7 @@ def test_the_a_of_problems_with_the_same_dtype_m_and_k_is_made_once_and_b_is_unc
     (["--progress", "dots"], "invalid choice: 'dots'"),
 ])
 def test_bad_grid_and_progress_options_are_usage_errors(capsys, argv, message):
-    assert cli.main(["bench", "sparse", *argv]) == 2
-    err = capsys.readouterr().err
-    assert message in err and err.startswith("vkcoop: error:") and err.count("\n") == 1
+    assert message in usage_error(capsys, ["bench", "sparse", *argv])
 
 
 def test_bench_sparse_help_names_the_preset_search_and_progress(capsys):

@@ -86,6 +86,37 @@ def test_wrong_shared_memory_size_fails_compilation(stem, tmp_path):
         build.nvcc_compile(source, tmp_path / "wrong.cubin")
 
 
+def _own_headers(path, kernel_dir) -> set[str]:
+    """The kernels' own headers that a source includes, directly or through another of them."""
+    found = set()
+    for name in re.findall(r'^#include "([\w.]+)"', path.read_text(), re.M):
+        if name not in found and (kernel_dir / name).is_file():
+            found |= {name} | _own_headers(kernel_dir / name, kernel_dir)
+    return found
+
+
+def test_both_warp_tiled_kernels_build_on_the_shared_header():
+    for stem in ("mma_sp", "mma_dense"):
+        assert "warp_tiled.cuh" in _own_headers(build.KERNEL_DIR / f"{stem}.cu", build.KERNEL_DIR), stem
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in build.kernel_sources()])
+def test_a_change_to_any_header_a_source_includes_changes_its_cache_key(stem, tmp_path, monkeypatch):
+    """A cached cubin is never reused after an edit to a header its source includes (the shared warp_tiled.cuh
+    among them)."""
+    import shutil
+    kernels = tmp_path / "kernels"
+    shutil.copytree(build.KERNEL_DIR, kernels)
+    monkeypatch.setattr(build, "KERNEL_DIR", kernels)
+    source = kernels / f"{stem}.cu"
+    headers = _own_headers(source, kernels)
+    assert headers, f"{stem}.cu includes none of the kernels' headers"
+    for name in sorted(headers):
+        before = build._digest(source, "flags")
+        (kernels / name).write_text((kernels / name).read_text() + "// edited\n")
+        assert build._digest(source, "flags") != before, name
+
+
 def test_generated_wgmma_header_is_current():
     assert gen_wgmma_ops.HEADER.read_text() == gen_wgmma_ops.render(), \
         "run: python -m vkcoop.cuda.gen_wgmma_ops"

@@ -312,9 +312,13 @@ def test_static_shared_memory_is_what_the_configs_count(dense_listing):
 
 # ---------------------------------------------------------------- on the GPU
 
-def _cuda_ok():
+@pytest.fixture
+def cuda_ready():
+    """Skips the test, saying why, where the CUDA paths cannot run here."""
     from vkcoop.cuda import available
-    return available()
+    ok, why = available()
+    if not ok:
+        pytest.skip(why)
 
 
 def _exact(m, n, k, dtype, seed):
@@ -359,20 +363,14 @@ EDGE_SHAPES = [(256, 256, 256), (200, 136, 328), (129, 1, 40), (64, 33, 8192 + 8
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("key", list(MmaDenseGemm.CONFIGS))
-def test_every_tile_is_bit_exact_on_whole_and_ragged_problems(key, dtype):
-    ok, why = _cuda_ok()
-    if not ok:
-        pytest.skip(why)
+def test_every_tile_is_bit_exact_on_whole_and_ragged_problems(key, dtype, cuda_ready):
     for m, n, k in EDGE_SHAPES:
         _bit_exact(key, m, n, k, dtype)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("key", ["128x32k64s2w3", "128x32k64s4w3", "128x32k64s4w2cs"])
-def test_a_split_launch_repeats_bit_for_bit(key):
-    ok, why = _cuda_ok()
-    if not ok:
-        pytest.skip(why)
+def test_a_split_launch_repeats_bit_for_bit(key, cuda_ready):
     import torch
     op = _bit_exact(key, 1024, 32, 4096, "fp16")
     first = op().clone()
@@ -382,12 +380,9 @@ def test_a_split_launch_repeats_bit_for_bit(key):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("name", ["cuda-mma.sync", "cuda-mma.sync-cap", "cuda-mma.sp-cap"])
-def test_the_bench_paths_pass_the_bench_check(name):
+def test_the_bench_paths_pass_the_bench_check(name, cuda_ready):
     from vkcoop.cuda.mma_sync_paths import all_cuda_paths
     from vkcoop.gemm.path import GemmOperands, check_bound
-    ok, why = _cuda_ok()
-    if not ok:
-        pytest.skip(why)
     path, = all_cuda_paths([name], warmup_seconds=0.0, cap=H100)
     for shape in ((512, 512, 1024), (1024, 32, 2048)):
         operands = GemmOperands.make(problem(*shape))

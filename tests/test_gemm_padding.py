@@ -87,25 +87,37 @@ def test_the_bench_pads_the_dense_kernels_and_only_those():
 _NO_GPU = coopmat2_reason()
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+def on_the_gpu(test):
+    """Marked gpu, and skipped, saying why, where no device here has coopmat2."""
+    return pytest.mark.gpu(pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))(test))
+
+
+def _device(kind: str, types):
+    """A device with the features that `kind`'s kernels need for `types`."""
+    from vkcoop import vk
+    return vk.Device(features=gemm.features_for(kind, types))
+
+
+def _run(device, kernel, *operands):
+    """The result of one run of a coopmat2 kernel on the device."""
+    with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
+        return runner.run(*operands)
+
+
+@on_the_gpu
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_padded_and_clamped_launches_agree_bit_for_bit_on_the_gpu(dtype):
     """Ragged M, N and K (row- and column-major B, split-K): the padded launch equals the exact reference and the
     clamped launch of the same tile."""
-    from vkcoop import vk
     types = gemm.accumulating_types(dtype)
     cases = [(TILE, False, (300, 200, 100)), (gemm.WorkgroupTile(256, 128, 256, 32, k_unroll=8, group_m=8), True,
                                               (257, 129, 200)),
              (gemm.WorkgroupTile(64, 32, 32, 64, split_k=3, k_unroll=2, group_m=1), False, (96, 40, 520))]
-    with vk.Device(features=gemm.features_for("coopmat2", types)) as device:
+    with _device("coopmat2", types) as device:
         for tile, column_major, (m, n, k) in cases:
             a, b = _operands(m, n, k, dtype)
-            results = []
-            for pad in (True, False):
-                kernel = gemm.CoopMat2Kernel(types, tile, b_column_major=column_major, pad_to_tiles=pad)
-                with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
-                    results.append(runner.run(a, b))
+            results = [_run(device, gemm.CoopMat2Kernel(types, tile, b_column_major=column_major, pad_to_tiles=pad),
+                            a, b) for pad in (True, False)]
             assert results[0].shape == (m, n), tile
             assert np.array_equal(results[0], gemm.reference_gemm(a, b, types.output_dtype)), tile
             assert np.array_equal(results[0], results[1]), tile
@@ -152,17 +164,12 @@ def test_an_unpadded_expand_kernel_keeps_the_clamped_dense_launch():
     assert launch.view is None and launch.dispatches[1].specialization["ALIGNED"] is False
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@on_the_gpu
 def test_the_padded_expand_path_is_bit_exact_on_the_gpu():
-    from vkcoop import vk
-    types = gemm.accumulating_types("fp16")
-    with vk.Device(features=gemm.features_for("sparse24", types)) as device:
+    with _device("sparse24", gemm.accumulating_types("fp16")) as device:
         for tile, column_major, (m, n, k) in [(TILE, False, (300, 200, 96)), (TILE, True, (257, 13, 160))]:
             compressed, b = _compressed(m, n, k)
-            kernel = _expanded(tile, column_major)
-            with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
-                got = runner.run(compressed.values, compressed.metadata, b)
+            got = _run(device, _expanded(tile, column_major), compressed.values, compressed.metadata, b)
             assert got.shape == (m, n)
             assert np.array_equal(got, gemm.sparse24_reference(compressed.values, compressed.metadata, b)), tile
 
@@ -176,21 +183,16 @@ def test_the_bench_builds_padded_staged_kernels():
     assert launch_kernel(parse_config("128:64x32x64u4g1t"), "bf16", sparse=True).pad_to_tiles
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@on_the_gpu
 def test_the_padded_staged_kernels_are_bit_exact_on_the_gpu():
-    from vkcoop import vk
     types = gemm.accumulating_types("fp16")
-    with vk.Device(features=gemm.features_for("sparse24", types)) as device:
+    with _device("sparse24", types) as device:
         a, b = _operands(100, 30, 70)
-        kernel = gemm.StagedKernel(types, STAGED, pad_to_tiles=True)
-        with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
-            got = runner.run(a, b)
+        got = _run(device, gemm.StagedKernel(types, STAGED, pad_to_tiles=True), a, b)
         assert got.shape == (100, 30) and np.array_equal(got, gemm.reference_gemm(a, b, np.float32))
         compressed, b = _compressed(130, 20, 160)
-        kernel = gemm.StagedSparse24Kernel("fp16", STAGED, pad_to_tiles=True)
-        with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
-            got = runner.run(compressed.values, compressed.metadata, b)
+        got = _run(device, gemm.StagedSparse24Kernel("fp16", STAGED, pad_to_tiles=True), compressed.values,
+                   compressed.metadata, b)
         assert np.array_equal(got, gemm.sparse24_reference(compressed.values, compressed.metadata, b))
 
 
@@ -225,13 +227,11 @@ def test_the_staged_2to4_kernel_pads_its_operand_with_valid_metadata():
     assert launch.view == (100, 30) and launch.dispatches[0].specialization["ALIGNED"] is True
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@on_the_gpu
 def test_the_padded_khr_kernel_is_bit_exact_on_the_gpu():
     """The bench's KHR path pads: odd N and K against the exact reference."""
-    from vkcoop import vk
     types = gemm.accumulating_types("fp16")
-    with vk.Device(features=gemm.features_for("khr", types)) as device:
+    with _device("khr", types) as device:
         a, b = _operands(100, 30, 70)
         with gemm.vulkan.KhrSharedMemoryGemm(device, types, KHR, pad_to_tiles=True) as runner:
             got = runner.run(a, b)

@@ -42,10 +42,9 @@ def test_wheel_contains_every_shader_and_both_packages_and_not_the_lab(wheel):
     assert (REPO / "lab" / "explore.py").is_file() and not tops & {"lab", "tests", "benchmarks"}, sorted(tops)
 
 
-def _venv_with_this_environments_dependencies(wheel: Path, env_dir: Path) -> Path:
-    """A venv outside the repository holding the wheel alone, whose dependencies (numpy, vulkan, cffi, ...) come
-    from this test's environment through a path file, so nothing is fetched. A path file adds the folder only:
-    the editable install's own path file there is not run, so ``vkcoop`` is the wheel's."""
+def _venv_with_the_wheel(wheel: Path, env_dir: Path) -> tuple[Path, Path]:
+    """(python, site-packages) of a new venv outside the repository holding the wheel alone, without pip and without
+    its dependencies (nothing is fetched)."""
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
@@ -53,6 +52,14 @@ def _venv_with_this_environments_dependencies(wheel: Path, env_dir: Path) -> Pat
     assert install.returncode == 0, install.stderr[-3000:]
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
+    return py, site
+
+
+def _venv_with_this_environments_dependencies(wheel: Path, env_dir: Path) -> Path:
+    """A venv outside the repository holding the wheel alone, whose dependencies (numpy, vulkan, cffi, ...) come
+    from this test's environment through a path file, so nothing is fetched. A path file adds the folder only:
+    the editable install's own path file there is not run, so ``vkcoop`` is the wheel's."""
+    py, site = _venv_with_the_wheel(wheel, env_dir)
     import numpy
     (site / "dependencies.pth").write_text(str(Path(numpy.__file__).parents[1]) + "\n")
     return py
@@ -119,13 +126,7 @@ print(json.dumps(out))
 def _bare_venv_with(wheel: Path, where: Path) -> Path:
     """A venv outside the repository holding the wheel, plus the test's own cffi and pycparser (the only
     third-party modules spirv_tools imports), linked in so that nothing is fetched."""
-    venv.EnvBuilder(with_pip=False).create(where)
-    py = where / "bin" / "python"
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
-                              str(wheel)], capture_output=True, text=True)
-    assert install.returncode == 0, install.stderr[-3000:]
-    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    py, site = _venv_with_the_wheel(wheel, where)
     import _cffi_backend
     import cffi
     import pycparser

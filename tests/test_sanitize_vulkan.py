@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from support import coopmat2_reason
+from support import coopmat2_reason, usage_error
 from vkcoop import cli
 from vkcoop.attention.seeds import ATTENTION_SEEDS
 from vkcoop.attention.tiles import is_decode
@@ -121,9 +121,8 @@ def test_the_command_exits_by_the_report(monkeypatch, tmp_path, capsys, report, 
 
 
 def test_bad_parts_are_a_one_line_usage_error(capsys):
-    assert cli.main(["sanitize", "vulkan", "--parts", "samples,shaders"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "shaders not among samples,gemm,attention" in err
+    assert "shaders not among samples,gemm,attention" in usage_error(capsys, ["sanitize", "vulkan", "--parts",
+                                                                             "samples,shaders"])
 
 
 def test_nothing_to_run_is_an_environment_error(monkeypatch, capsys):

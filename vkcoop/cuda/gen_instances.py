@@ -76,22 +76,29 @@ def _cxx_bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
-    bf16 = _cxx_bool(dtype == "bfloat16")
-    args = f"{bf16}, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.warps_m}, {cfg.warps_n}, {cfg.stages}"
-    macro = "VK_MMA_SP_ENTRY"
-    if cfg.per_sm and (cfg.pipelined or cfg.slide_a):
-        raise ValueError(f"{origin}: split-K runs the plain kernel only, not the pipelined one")
+def _split_form(cfg, origin: str, kernel: str, entry: str) -> tuple[str, str]:
+    """(kernel type, entry macro) of a warp-tiled configuration (mma.sp or dense mma.sync): ``kernel`` itself, or
+    with ``per_sm`` the split kernel of warp_tiled.cuh that runs its K loop (``cluster_sum``: the cluster's; else
+    the one through global memory, whose entry takes the partials and counters)."""
     if cfg.cluster_sum and not cfg.per_sm:
         raise ValueError(f"{origin}: cluster_sum adds up K splits: it needs per_sm")
     if cfg.cluster_sum:
-        kernel_type = f"mma_sp::ClusterSplitKernel<{args}>"
-    elif cfg.per_sm:
-        kernel_type, macro = f"mma_sp::SplitKernel<{args}>", "VK_MMA_SP_SPLIT_ENTRY"
-    elif cfg.pipelined or cfg.slide_a:
+        return f"warp_tiled::ClusterSplitKernel<{kernel}>", entry
+    if cfg.per_sm:
+        return f"warp_tiled::SplitKernel<{kernel}>", entry.replace("_ENTRY", "_SPLIT_ENTRY")
+    return kernel, entry
+
+
+def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
+    bf16 = _cxx_bool(dtype == "bfloat16")
+    args = f"{bf16}, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.warps_m}, {cfg.warps_n}, {cfg.stages}"
+    if cfg.pipelined or cfg.slide_a:
+        if cfg.per_sm:
+            raise ValueError(f"{origin}: split-K runs the plain kernel only, not the pipelined one")
         kernel_type = f"mma_sp::PipelinedKernel<{args}, {_cxx_bool(cfg.slide_a)}>"
     else:
         kernel_type = f"mma_sp::Kernel<{args}>"
+    kernel_type, macro = _split_form(cfg, origin, kernel_type, "VK_MMA_SP_ENTRY")
     return Instance(cfg.kernel_name(dtype), macro, kernel_type, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes),), origin)
 
@@ -113,13 +120,7 @@ def mma_dense_instance(cfg: MmaDenseConfig, dtype: str, origin: str) -> Instance
     bf16 = _cxx_bool(dtype == "bfloat16")
     kernel = (f"mma_dense::Kernel<{bf16}, {cfg.bm}, {cfg.bn}, {cfg.bk}, {cfg.warps_m}, {cfg.warps_n}, {cfg.stages}, "
               f"{cfg.group_m}>")
-    macro = "VK_MMA_DENSE_ENTRY"
-    if cfg.cluster_sum and not cfg.per_sm:
-        raise ValueError(f"{origin}: cluster_sum adds up K splits: it needs per_sm")
-    if cfg.cluster_sum:
-        kernel = f"mma_dense::ClusterSplitKernel<{kernel}>"
-    elif cfg.per_sm:
-        kernel, macro = f"mma_dense::SplitKernel<{kernel}>", "VK_MMA_DENSE_SPLIT_ENTRY"
+    kernel, macro = _split_form(cfg, origin, kernel, "VK_MMA_DENSE_ENTRY")
     return Instance(cfg.kernel_name(dtype), macro, kernel, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes),), origin)
 

@@ -271,16 +271,23 @@ class CaptureDevice:
         with self.replay(spirv, pipeline, label) as handle:
             return self._read(handle, f"pipeline {label}" if label else "")
 
-    def _read(self, pipeline, context: str = "") -> list[dict]:
-        get_properties = self._function("vkGetPipelineExecutablePropertiesKHR")
-        info = vk.ffi.new("VkPipelineInfoKHR*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, "pipeline": pipeline})
+    def _enumerate(self, name: str, argument, struct: str, stype: int, context: str):
+        """Vulkan's two calls for an array: its count (the array NULL), then the array of `struct`s (sType
+        `stype`) filled. Returns (the function, the count, the array, at least one struct long)."""
+        get = self._function(name)
         count = vk.ffi.new("uint32_t*")
-        self.progress("vkGetPipelineExecutablePropertiesKHR", context)
-        _check(get_properties(self.handle, info, count, vk.ffi.NULL), "vkGetPipelineExecutablePropertiesKHR")
-        properties = vk.ffi.new("VkPipelineExecutablePropertiesKHR[]", [
-            {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR}] * max(1, count[0]))
-        self.progress("vkGetPipelineExecutablePropertiesKHR", context)
-        _check(get_properties(self.handle, info, count, properties), "vkGetPipelineExecutablePropertiesKHR")
+        self.progress(name, context)
+        _check(get(self.handle, argument, count, vk.ffi.NULL), name)
+        items = vk.ffi.new(f"{struct}[]", [{"sType": stype}] * max(1, count[0]))
+        self.progress(name, context)
+        _check(get(self.handle, argument, count, items), name)
+        return get, count, items
+
+    def _read(self, pipeline, context: str = "") -> list[dict]:
+        info = vk.ffi.new("VkPipelineInfoKHR*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, "pipeline": pipeline})
+        _, count, properties = self._enumerate(
+            "vkGetPipelineExecutablePropertiesKHR", info, "VkPipelineExecutablePropertiesKHR",
+            vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR, context)
         result = []
         for index in range(count[0]):
             executable = vk.ffi.new("VkPipelineExecutableInfoKHR*", {
@@ -295,14 +302,9 @@ class CaptureDevice:
         return result
 
     def _statistics(self, executable, context: str = "") -> list[dict]:
-        get = self._function("vkGetPipelineExecutableStatisticsKHR")
-        count = vk.ffi.new("uint32_t*")
-        self.progress("vkGetPipelineExecutableStatisticsKHR", context)
-        _check(get(self.handle, executable, count, vk.ffi.NULL), "vkGetPipelineExecutableStatisticsKHR")
-        items = vk.ffi.new("VkPipelineExecutableStatisticKHR[]", [
-            {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR}] * max(1, count[0]))
-        self.progress("vkGetPipelineExecutableStatisticsKHR", context)
-        _check(get(self.handle, executable, count, items), "vkGetPipelineExecutableStatisticsKHR")
+        _, count, items = self._enumerate(
+            "vkGetPipelineExecutableStatisticsKHR", executable, "VkPipelineExecutableStatisticKHR",
+            vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR, context)
         return [{"name": _text(s.name), "description": _text(s.description), "value": statistic_value(s)}
                 for s in items[0:count[0]]]
 
@@ -310,14 +312,9 @@ class CaptureDevice:
         """The three-call pattern: the count, then each representation's dataSize (pData NULL), then the data
         into buffers of exactly that size."""
         name = "vkGetPipelineExecutableInternalRepresentationsKHR"
-        get = self._function(name)
-        count = vk.ffi.new("uint32_t*")
-        self.progress(name, context)
-        _check(get(self.handle, executable, count, vk.ffi.NULL), name)
-        stype = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR
-        items = vk.ffi.new("VkPipelineExecutableInternalRepresentationKHR[]", [{"sType": stype}] * max(1, count[0]))
-        self.progress(name, context)
-        _check(get(self.handle, executable, count, items), name)
+        get, count, items = self._enumerate(
+            name, executable, "VkPipelineExecutableInternalRepresentationKHR",
+            vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR, context)
         buffers = [vk.ffi.new("char[]", max(1, int(items[i].dataSize))) for i in range(count[0])]
         for i, buffer in enumerate(buffers):
             items[i].pData = buffer

@@ -15,27 +15,21 @@
 // The CUTLASS sm80 multistage design, written anew:
 //  * a STAGES-deep ring of shared-memory slices [rows][BK] for A and B^T, filled by 16-byte cp.async.cg (one commit
 //    group per slice, empty past the end), each thread copying fixed chunks whose swizzle phase never changes;
-//  * 16-byte chunks XOR-swizzled by row (mma_sp::swizzled), so the eight row addresses of every ldmatrix phase and
+//  * 16-byte chunks XOR-swizzled by row (warp_tiled::swizzled), so the eight row addresses of every ldmatrix phase and
 //    of every copy phase fall in eight different bank groups;
 //  * fragments through ldmatrix.x4 (A: one m16k16 block; B^T: two n8k16 blocks), double-buffered in registers: the
 //    next k16 step loads while this step's MMAs run; the next slice's copies go out during the steps before the
 //    last, and the barrier that hands over the next slice sits before the last step;
 //  * warp tiles of 64x64 (or 64x32, 32x32...) with fp32 accumulators, MMAs in serpentine order;
 //  * grouped raster (GROUP_M row tiles per group) so that CTAs running together share A and B in L2.
-// Skinny problems split K as the mma.sp kernels do: partial tiles in global memory summed by the last CTA of a tile
-// (SplitKernel), or in a thread-block cluster through distributed shared memory (ClusterSplitKernel).
-#include "mma_sp_common.cuh"
+// Skinny problems split K by the split kernels the mma.sp kernels run (warp_tiled.cuh): partial tiles in global
+// memory summed by the last CTA of a tile (SplitKernel), or in a thread-block cluster through distributed shared
+// memory (ClusterSplitKernel).
+#include "warp_tiled.cuh"
 
 namespace mma_dense {
 
-using mma_sp::cp_async_commit;
-using mma_sp::cp_async_wait;
-using mma_sp::ldmatrix_x4;
-using mma_sp::swizzled;
-using mma_sp::add_partials;
-using mma_sp::sum_cluster_partials;
-using mma_sp::write_partial;
-using mma_sp::zero_accumulators;
+using namespace warp_tiled;
 
 // 16 bytes global -> shared, of which `bytes` (16 or 0) are read and the rest zero-filled; the 128-byte L2
 // prefetch hint fetches the rest of the line the neighbouring chunks need.
@@ -59,49 +53,10 @@ VK_DEVICE void mma_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   }
 }
 
-// Where this thread works: its lane, its warp's place in the WARPS_M x WARPS_N grid, and the CTA's tile of C
-// (grouped raster over ceil(M/BM) x ceil(N/BN) tiles).
-struct Place {
-  int tid, lane, warp_m, warp_n, m0, n0;
-
-  template <int BM, int BN, int WARPS_N, int GROUP_M>
-  VK_DEVICE void init(int M, int N, int linear) {
-    tid = threadIdx.x;
-    lane = tid & 31;
-    warp_m = (tid >> 5) / WARPS_N;
-    warp_n = (tid >> 5) % WARPS_N;
-    int tile_m, tile_n;
-    grouped_tile(linear, (M + BM - 1) / BM, (N + BN - 1) / BN, GROUP_M, tile_m, tile_n);
-    m0 = tile_m * BM;
-    n0 = tile_n * BN;
-  }
-};
-
-// The C elements of one m16n8 fragment whose first element is (row, col): thread (g, t) owns rows g and g + 8,
-// columns 2t and 2t + 1; outputs past M or N are not stored. With N even a pair is one aligned 32-bit store (whole
-// or out); with N odd each element is stored alone.
-template <bool kBf16>
-VK_DEVICE void store_pair(u16* __restrict__ c, int N, int row, int col, float lo, float hi) {
-  const u32 pair = pack2<kBf16>(lo, hi);
-  if ((N & 1) == 0) {
-    *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pair;
-  } else {
-    c[(size_t)row * N + col] = (u16)(pair & 0xFFFFu);
-    if (col + 1 < N) c[(size_t)row * N + col + 1] = (u16)(pair >> 16);
-  }
-}
-template <bool kBf16>
-VK_DEVICE void store_fragment(u16* __restrict__ c, int M, int N, const float (&v)[4], int row, int col, int lane) {
-  row += lane >> 2;
-  col += 2 * (lane & 3);
-  if (col >= N) return;
-  if (row < M) store_pair<kBf16>(c, N, row, col, v[0], v[1]);
-  if (row + 8 < M) store_pair<kBf16>(c, N, row + 8, col, v[2], v[3]);
-}
-
 template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int GROUP_M>
 struct Kernel {
   static constexpr bool IS_BF16 = kBf16;
+  static constexpr bool CLIPPED = true;  // tiles over C's edges: outputs past M or N are not stored
   static constexpr int TILE_M = BM, TILE_N = BN, TILE_K = BK;
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -122,6 +77,10 @@ struct Kernel {
   static_assert(THREADS % CHUNKS == 0 && ROW_STEP % 8 == 0,
                 "row steps must keep the swizzle phase of a thread's copies constant");
   static_assert(A_COPIES + B_COPIES <= 32, "copy predicates are one 32-bit mask");
+
+  static VK_DEVICE void place(Place& at, int M, int N, int linear) {
+    init_place<BM, BN, WARPS_N, GROUP_M, CLIPPED>(at, M, N, linear);
+  }
 
   // One thread's copy plan: A rows row0, row0 + ROW_STEP, ... and B^T rows likewise, all at chunk `chunk`; a row
   // past M (N) is zero-filled, and so is a chunk past K in the last slice. A copy's source row is clamped to the
@@ -257,21 +216,9 @@ struct Kernel {
     __syncthreads();
   }
 
-  static VK_DEVICE int ring_next(int stage) { return stage + 1 == STAGES ? 0 : stage + 1; }
-
-  // After the copies of the step before last: commit them and wait until the next slice has landed; past the
-  // barrier nobody reads this slice, so its stage may be refilled.
-  static VK_DEVICE void hand_over(Copier& cp) {
-    cp.advance();
-    cp_async_commit();
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-  }
-
   // acc = the product of the tile's rows and columns over slices kt0 .. kt0 + count - 1.
   static VK_DEVICE void accumulate(float (&acc)[MT][NT][4], const u16* __restrict__ a, const u16* __restrict__ b_t,
                                    const Place& at, int M, int N, int K, int kt0, int count) {
-    extern __shared__ __align__(128) unsigned char smem[];
     const u32 smem_base = smem_addr(smem);
     Copier cp;
     cp.init(a, b_t, at.m0, at.n0, M, N, K, kt0 * BK, at.tid);
@@ -300,123 +247,36 @@ struct Kernel {
         if (ks == 6) cp.template issue_step<6>(live, write_base);
         mma_tile(acc, f[ks & 1]);
         if (ks == KSTEPS - 2) {
-          hand_over(cp);
-          read_stage = ring_next(read_stage);
-          write_stage = ring_next(write_stage);
+          hand_over<STAGES>(cp);
+          read_stage = ring_next<STAGES>(read_stage);
+          write_stage = ring_next<STAGES>(write_stage);
         }
       }
     }
     cp_async_wait<0>();
   }
 
-  static VK_DEVICE void store(u16* __restrict__ c, int M, int N, const float (&acc)[MT][NT][4], const Place& at) {
-    const int row0 = at.m0 + at.warp_m * WM, col0 = at.n0 + at.warp_n * WN;
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) store_fragment<kBf16>(c, M, N, acc[i][j], row0 + i * 16, col0 + j * 8, at.lane);
-  }
-
-  static VK_DEVICE void place(Place& at, int M, int N, int linear) { at.init<BM, BN, WARPS_N, GROUP_M>(M, N, linear); }
-
-  static VK_DEVICE void run(const u16* __restrict__ a, const u16* __restrict__ b_t, u16* __restrict__ c, int M,
-                            int N, int K) {
+  static VK_DEVICE void run(u16* __restrict__ c, int M, int N, int K, const u16* __restrict__ a,
+                            const u16* __restrict__ b_t) {
     Place at;
     place(at, M, N, blockIdx.x);
     float acc[MT][NT][4];
-    accumulate(acc, a, b_t, at, M, N, K, 0, (K + BK - 1) / BK);
-    store(c, M, N, acc, at);
-  }
-};
-
-// Split-K through global memory: CTA (tile, split) runs Kernel's loop over its share of the slices and writes its
-// fp32 partial tile to `partials` ([tile][split][fragment][thread] float4s). The last CTA of a tile to arrive (a
-// counter per tile) adds the partials up in split order, so the bits do not depend on which CTA came last; it
-// stores C and puts the counter back to 0 for the next launch. (The mma.sp SplitKernel's scheme; Vulkan's `w`
-// tiles sum the same way, without clusters.)
-template <class Base>
-struct SplitKernel {
-  static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
-  static constexpr int MT = Base::MT, NT = Base::NT, BK = Base::TILE_K;
-
-  // acc = the product over split `split`'s share of the slices (the last share may be short or empty).
-  static VK_DEVICE void accumulate_split(float (&acc)[MT][NT][4], const u16* __restrict__ a,
-                                         const u16* __restrict__ b_t, const Place& at, int M, int N, int K,
-                                         int split, int splits) {
-    const int k_tiles = (K + BK - 1) / BK, per = (k_tiles + splits - 1) / splits;
-    const int kt0 = split * per;
-    Base::accumulate(acc, a, b_t, at, M, N, K, kt0, max(0, min(per, k_tiles - kt0)));
-  }
-
-  static VK_DEVICE void run(const u16* __restrict__ a, const u16* __restrict__ b_t, u16* __restrict__ c,
-                            float4* partials, int* arrivals, int M, int N, int K, int splits) {
-    __shared__ int last;
-    const int tiles = ((M + Base::TILE_M - 1) / Base::TILE_M) * ((N + Base::TILE_N - 1) / Base::TILE_N);
-    const int tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
-    Place at;
-    Base::place(at, M, N, tile);
-    float acc[MT][NT][4];
-    accumulate_split(acc, a, b_t, at, M, N, K, split, splits);
-
-    float4* tile_partials = partials + (size_t)tile * splits * MT * NT * THREADS;
-    write_partial<THREADS>(tile_partials + (size_t)split * MT * NT * THREADS, acc, at.tid);
-    __threadfence();  // the partial reaches L2 before this CTA is counted
-    __syncthreads();
-    if (at.tid == 0) last = atomicAdd(arrivals + tile, 1) == splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();  // every other split's partial is visible to the loads below
-    add_partials<THREADS>(acc, tile_partials, splits, at.tid);
-    Base::store(c, M, N, acc, at);
-    if (at.tid == 0) arrivals[tile] = 0;
-  }
-};
-
-// Split-K whose partial tiles stay on chip: the `splits` CTAs of a tile are one thread-block cluster (launched with
-// cluster dimension (splits, 1, 1), at most 8). Each leaves its fp32 partial tile in its own shared memory, where
-// the ring was; after a cluster barrier CTA r adds fragments r, r + splits, ... of every partial, read through
-// distributed shared memory in split order (the bits SplitKernel gives), and stores them.
-template <class Base>
-struct ClusterSplitKernel {
-  using Split = SplitKernel<Base>;
-  static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
-  static constexpr int MT = Base::MT, NT = Base::NT, FRAGMENTS = MT * NT;
-  static constexpr int MAX_SPLITS = 8;  // the portable cluster size; the launcher never asks for more
-  static_assert(FRAGMENTS * THREADS * 16 <= SMEM_BYTES, "the partial tile must fit where the ring was");
-
-  static VK_DEVICE void run(const u16* __restrict__ a, const u16* __restrict__ b_t, u16* __restrict__ c, int M,
-                            int N, int K) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int splits = cluster_size(), split = cluster_rank();
-    Place at;
-    Base::place(at, M, N, blockIdx.x / splits);
-    float acc[MT][NT][4];
-    Split::accumulate_split(acc, a, b_t, at, M, N, K, split, splits);
-
-    __syncthreads();  // every warp is done with the ring before it holds the partial
-    write_partial<THREADS>(reinterpret_cast<float4*>(smem), acc, at.tid);
-    cluster_sync_aligned();  // every partial of the tile is in its CTA's shared memory, visible to the cluster
-
-    const u32 mine = smem_addr(smem) + at.tid * 16;
-    const int row0 = at.m0 + at.warp_m * Base::WM, col0 = at.n0 + at.warp_n * Base::WN;
-    sum_cluster_partials<THREADS, FRAGMENTS, MAX_SPLITS>(mine, split, splits, [&](int f, const float (&sum)[4]) {
-      store_fragment<Base::IS_BF16>(c, M, N, sum, row0 + (f / NT) * 16, col0 + (f % NT) * 8, at.lane);
-    });
-    cluster_sync_aligned();  // no CTA leaves while another still reads its shared memory
+    accumulate(acc, a, b_t, at, M, N, K, 0, tiles_over<BK, CLIPPED>(K));
+    store_accumulators<kBf16, CLIPPED>(c, M, N, acc, at.m0 + at.warp_m * WM, at.n0 + at.warp_n * WN, at.lane);
   }
 };
 
 }  // namespace mma_dense
 
 // One extern "C" entry point per (dtype, config), listed in the generated mma_dense_instances.cuh from
-// MmaDenseGemm.CONFIGS (vkcoop/cuda/dense.py). KERNEL... is mma_dense::Kernel<...> or a split form of it; NTHREADS is
-// the launcher's block size, checked against the kernel's own. ClusterSplitKernel takes these parameters too (its
-// K splits are the cluster's size).
+// MmaDenseGemm.CONFIGS (vkcoop/cuda/dense.py). KERNEL... is mma_dense::Kernel<...> or a split form of it
+// (warp_tiled.cuh); NTHREADS is the launcher's block size, checked against the kernel's own. ClusterSplitKernel
+// takes these parameters too (its K splits are the cluster's size).
 #define VK_MMA_DENSE_ENTRY(NAME, NTHREADS, ...)                                                    \
   static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
   extern "C" __global__ void __launch_bounds__(NTHREADS)                                          \
       NAME(const u16* a, const u16* b_t, u16* c, int M, int N, int K) {                            \
-    __VA_ARGS__::run(a, b_t, c, M, N, K);                                                          \
+    __VA_ARGS__::run(c, M, N, K, a, b_t);                                                          \
   }
 // The split-K entry (SplitKernel): its fp32 partial tiles and per-tile arrival counters (zero before the first
 // launch; the kernel leaves them zero), and the number of K splits.
@@ -425,7 +285,7 @@ struct ClusterSplitKernel {
   extern "C" __global__ void __launch_bounds__(NTHREADS)                                          \
       NAME(const u16* a, const u16* b_t, u16* c, float4* partials, int* arrivals, int M, int N, int K, \
            int splits) {                                                                            \
-    __VA_ARGS__::run(a, b_t, c, partials, arrivals, M, N, K, splits);                              \
+    __VA_ARGS__::run(c, partials, arrivals, M, N, K, splits, a, b_t);                              \
   }
 #ifndef VK_MMA_DENSE_INSTANCES  // tests point this at a header of their own
 #define VK_MMA_DENSE_INSTANCES "mma_dense_instances.cuh"

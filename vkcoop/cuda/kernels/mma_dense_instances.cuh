@@ -132,43 +132,43 @@ static_assert(mma_dense::Kernel<true, 128, 128, 64, 2, 2, 4, 8>::SMEM_BYTES == 1
               "mma_dense_bf16_128x128_k64_2x2_s4_g8: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x16k128s3w3cs"]
-VK_MMA_DENSE_ENTRY(mma_dense_f16_128x16_k128_4x1_s3_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 16, 128, 4, 1, 3, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 16, 128, 4, 1, 3, 8>>::SMEM_BYTES == 110592,
+VK_MMA_DENSE_ENTRY(mma_dense_f16_128x16_k128_4x1_s3_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 16, 128, 4, 1, 3, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 16, 128, 4, 1, 3, 8>>::SMEM_BYTES == 110592,
               "mma_dense_f16_128x16_k128_4x1_s3_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x16_k128_4x1_s3_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 16, 128, 4, 1, 3, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 16, 128, 4, 1, 3, 8>>::SMEM_BYTES == 110592,
+VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x16_k128_4x1_s3_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 16, 128, 4, 1, 3, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 16, 128, 4, 1, 3, 8>>::SMEM_BYTES == 110592,
               "mma_dense_bf16_128x16_k128_4x1_s3_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x32k64s4w2cs"]
-VK_MMA_DENSE_ENTRY(mma_dense_f16_128x32_k64_4x1_s4_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
+VK_MMA_DENSE_ENTRY(mma_dense_f16_128x32_k64_4x1_s4_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
               "mma_dense_f16_128x32_k64_4x1_s4_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x32_k64_4x1_s4_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
+VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x32_k64_4x1_s4_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
               "mma_dense_bf16_128x32_k64_4x1_s4_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x32k128s3w2cs"]
-VK_MMA_DENSE_ENTRY(mma_dense_f16_128x32_k128_4x1_s3_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 128, 4, 1, 3, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 128, 4, 1, 3, 8>>::SMEM_BYTES == 122880,
+VK_MMA_DENSE_ENTRY(mma_dense_f16_128x32_k128_4x1_s3_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 128, 4, 1, 3, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 32, 128, 4, 1, 3, 8>>::SMEM_BYTES == 122880,
               "mma_dense_f16_128x32_k128_4x1_s3_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x32_k128_4x1_s3_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 128, 4, 1, 3, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 128, 4, 1, 3, 8>>::SMEM_BYTES == 122880,
+VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x32_k128_4x1_s3_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 128, 4, 1, 3, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 32, 128, 4, 1, 3, 8>>::SMEM_BYTES == 122880,
               "mma_dense_bf16_128x32_k128_4x1_s3_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x32k64s4w3"]
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k64_4x1_s4_g8_sk, 128, mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k64_4x1_s4_g8_sk, 128, warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
               "mma_dense_f16_128x32_k64_4x1_s4_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k64_4x1_s4_g8_sk, 128, mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k64_4x1_s4_g8_sk, 128, warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 4, 8>>::SMEM_BYTES == 81920,
               "mma_dense_bf16_128x32_k64_4x1_s4_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x64k64s4w2cs"]
-VK_MMA_DENSE_ENTRY(mma_dense_f16_128x64_k64_4x1_s4_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 64, 64, 4, 1, 4, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<false, 128, 64, 64, 4, 1, 4, 8>>::SMEM_BYTES == 98304,
+VK_MMA_DENSE_ENTRY(mma_dense_f16_128x64_k64_4x1_s4_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 64, 64, 4, 1, 4, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<false, 128, 64, 64, 4, 1, 4, 8>>::SMEM_BYTES == 98304,
               "mma_dense_f16_128x64_k64_4x1_s4_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x64_k64_4x1_s4_g8_cs, 128, mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 64, 64, 4, 1, 4, 8>>)
-static_assert(mma_dense::ClusterSplitKernel<mma_dense::Kernel<true, 128, 64, 64, 4, 1, 4, 8>>::SMEM_BYTES == 98304,
+VK_MMA_DENSE_ENTRY(mma_dense_bf16_128x64_k64_4x1_s4_g8_cs, 128, warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 64, 64, 4, 1, 4, 8>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_dense::Kernel<true, 128, 64, 64, 4, 1, 4, 8>>::SMEM_BYTES == 98304,
               "mma_dense_bf16_128x64_k64_4x1_s4_g8_cs: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x128k32s3"]
@@ -220,33 +220,33 @@ static_assert(mma_dense::Kernel<true, 128, 128, 32, 2, 2, 3, 4>::SMEM_BYTES == 4
               "mma_dense_bf16_128x128_k32_2x2_s3_g4: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x32k64s2w3"]
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k64_8x1_s2_g8_sk, 256, mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 8, 1, 2, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 8, 1, 2, 8>>::SMEM_BYTES == 40960,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k64_8x1_s2_g8_sk, 256, warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 8, 1, 2, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 8, 1, 2, 8>>::SMEM_BYTES == 40960,
               "mma_dense_f16_128x32_k64_8x1_s2_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k64_8x1_s2_g8_sk, 256, mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 8, 1, 2, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 8, 1, 2, 8>>::SMEM_BYTES == 40960,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k64_8x1_s2_g8_sk, 256, warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 8, 1, 2, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 8, 1, 2, 8>>::SMEM_BYTES == 40960,
               "mma_dense_bf16_128x32_k64_8x1_s2_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x32k32s4w3"]
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k32_8x1_s4_g8_sk, 256, mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 32, 8, 1, 4, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 32, 8, 1, 4, 8>>::SMEM_BYTES == 40960,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k32_8x1_s4_g8_sk, 256, warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 32, 8, 1, 4, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 32, 8, 1, 4, 8>>::SMEM_BYTES == 40960,
               "mma_dense_f16_128x32_k32_8x1_s4_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k32_8x1_s4_g8_sk, 256, mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 32, 8, 1, 4, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 32, 8, 1, 4, 8>>::SMEM_BYTES == 40960,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k32_8x1_s4_g8_sk, 256, warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 32, 8, 1, 4, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 32, 8, 1, 4, 8>>::SMEM_BYTES == 40960,
               "mma_dense_bf16_128x32_k32_8x1_s4_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["128x32k64s2w3t128"]
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k64_4x1_s2_g8_sk, 128, mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 2, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 2, 8>>::SMEM_BYTES == 40960,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_128x32_k64_4x1_s2_g8_sk, 128, warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 2, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<false, 128, 32, 64, 4, 1, 2, 8>>::SMEM_BYTES == 40960,
               "mma_dense_f16_128x32_k64_4x1_s2_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k64_4x1_s2_g8_sk, 128, mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 2, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 2, 8>>::SMEM_BYTES == 40960,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_128x32_k64_4x1_s2_g8_sk, 128, warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 2, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<true, 128, 32, 64, 4, 1, 2, 8>>::SMEM_BYTES == 40960,
               "mma_dense_bf16_128x32_k64_4x1_s2_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
 
 // MmaDenseGemm.CONFIGS["64x32k64s3w4"]
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_64x32_k64_4x2_s3_g8_sk, 256, mma_dense::SplitKernel<mma_dense::Kernel<false, 64, 32, 64, 4, 2, 3, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<false, 64, 32, 64, 4, 2, 3, 8>>::SMEM_BYTES == 36864,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_f16_64x32_k64_4x2_s3_g8_sk, 256, warp_tiled::SplitKernel<mma_dense::Kernel<false, 64, 32, 64, 4, 2, 3, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<false, 64, 32, 64, 4, 2, 3, 8>>::SMEM_BYTES == 36864,
               "mma_dense_f16_64x32_k64_4x2_s3_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");
-VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_64x32_k64_4x2_s3_g8_sk, 256, mma_dense::SplitKernel<mma_dense::Kernel<true, 64, 32, 64, 4, 2, 3, 8>>)
-static_assert(mma_dense::SplitKernel<mma_dense::Kernel<true, 64, 32, 64, 4, 2, 3, 8>>::SMEM_BYTES == 36864,
+VK_MMA_DENSE_SPLIT_ENTRY(mma_dense_bf16_64x32_k64_4x2_s3_g8_sk, 256, warp_tiled::SplitKernel<mma_dense::Kernel<true, 64, 32, 64, 4, 2, 3, 8>>)
+static_assert(warp_tiled::SplitKernel<mma_dense::Kernel<true, 64, 32, 64, 4, 2, 3, 8>>::SMEM_BYTES == 36864,
               "mma_dense_bf16_64x32_k64_4x2_s3_g8_sk: MmaDenseConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/dense.py vs the kernel template)");

@@ -22,20 +22,26 @@
 // over the k32 steps, fragments double-buffered across steps and slices, the
 // barrier before the last step: 733 TFLOP/s, 0.54-0.56x cuSPARSELt).  The
 // launcher's "auto" picks the pipelined one; docs/cuda-sparse.md has the sweep (C11-C14).
-// PipelinedKernel is in mma_sp_pipelined.cuh, the helpers both use in
-// mma_sp_common.cuh.  The kernel bodies are split into forceinline device
-// functions; the split left every kernel's SASS byte-identical, where some
-// other cuts of the same code did not (docs/cuda-sparse.md, C15): check again after
-// reshaping them.
-#include "mma_sp_common.cuh"
+// Skinny problems split K over Kernel's loop (warp_tiled::SplitKernel, ClusterSplitKernel).
+// PipelinedKernel is in mma_sp_pipelined.cuh; the helpers, the MMA and the split
+// kernels, which the dense mma.sync kernel shares, in warp_tiled.cuh.  The kernel
+// bodies are split into forceinline device functions; the split left every kernel's
+// SASS byte-identical, where some other cuts of the same code did not
+// (docs/cuda-sparse.md, C15): check again after reshaping them.
+#include "warp_tiled.cuh"
 #include "mma_sp_pipelined.cuh"
 
 namespace mma_sp {
+
+using namespace warp_tiled;
 
 // BK: dense K per pipeline stage (64 or 128) = BK/32 k32 MMA steps sharing
 // BK/64 metadata registers (selector 0 then 1 on each).
 template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 struct Kernel {
+  static constexpr bool IS_BF16 = kBf16;
+  static constexpr bool CLIPPED = false;  // M, N and K are whole tiles (checked in Python)
+  static constexpr int TILE_M = BM, TILE_N = BN, TILE_K = BK;
   static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
   static constexpr int MT = WM / 16, NT = WN / 8;
@@ -49,6 +55,11 @@ struct Kernel {
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
   static_assert(BK == 64 || BK == 128, "BK must be 64 or 128");
   static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tile must be a multiple of m16n8");
+
+  // Tile `linear` of C (grouped raster, groups of 8 row tiles).
+  static VK_DEVICE void place(Place& at, int M, int N, int linear) {
+    init_place<BM, BN, WARPS_N, 8, CLIPPED>(at, M, N, linear);
+  }
 
   // Slice kt of A, B^T and the metadata into the stage at stage_base: 16-byte cp.async
   // copies, the threads striding over the chunks of each operand.
@@ -112,11 +123,11 @@ struct Kernel {
   }
 
   // acc = the product over slices kt0 .. kt0 + count - 1: the prologue fills STAGES - 1 slices of the ring
-  // (one commit group each, empty past the end), then one barrier per slice.
+  // (one commit group each, empty past the end), then one barrier per slice. (M and N, which the dense kernel's
+  // copies clip at, are whole tiles here.)
   static VK_DEVICE void accumulate(float (&acc)[MT][NT][4], const u16* __restrict__ a_values,
-                                   const u32* __restrict__ a_meta, const u16* __restrict__ b_t,
-                                   const ThreadTile<BM, BN, WARPS_N>& at, int K, int kt0, int count) {
-    extern __shared__ __align__(128) unsigned char smem[];
+                                   const u32* __restrict__ a_meta, const u16* __restrict__ b_t, const Place& at,
+                                   int M, int N, int K, int kt0, int count) {
     const u32 smem_base = smem_addr(smem);
     const int tid = at.tid, lane = at.lane, warp_m = at.warp_m, warp_n = at.warp_n, m0 = at.m0, n0 = at.n0;
     zero_accumulators(acc);
@@ -148,99 +159,13 @@ struct Kernel {
     cp_async_wait<0>();
   }
 
-  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
-                            const u16* __restrict__ b_t, u16* __restrict__ c, int M, int N,
-                            int K) {
-    ThreadTile<BM, BN, WARPS_N> at;
-    at.init(M, N);
+  static VK_DEVICE void run(u16* __restrict__ c, int M, int N, int K, const u16* __restrict__ a_values,
+                            const u32* __restrict__ a_meta, const u16* __restrict__ b_t) {
+    Place at;
+    place(at, M, N, blockIdx.x);
     float acc[MT][NT][4];
-    accumulate(acc, a_values, a_meta, b_t, at, K, 0, K / BK);
-    store_accumulators<kBf16>(c, N, acc, at.m0 + at.warp_m * WM, at.n0 + at.warp_n * WN, at.lane);
-  }
-};
-
-// Split-K for skinny problems (N of 16 to 64, where M/BM x N/BN tiles leave most SMs idle and each CTA would
-// walk all of K alone). CTA (tile, split) runs Kernel's loop over its share of the slices and writes its fp32
-// partial tile to `partials` ([tile][split][fragment][thread] float4s: a warp's stores and loads are 512
-// contiguous bytes). The last CTA of a tile to arrive (a counter per tile) adds the partials up in split order,
-// the same order whichever CTA came last, so results repeat bit for bit; it stores C and puts the counter back
-// to 0 for the next launch.
-template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
-struct SplitKernel {
-  using Base = Kernel<kBf16, BM, BN, BK, WARPS_M, WARPS_N, STAGES>;
-  static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
-  static constexpr int MT = Base::MT, NT = Base::NT;
-
-  // acc = the product over split `split`'s share of the slices (the last share may be short or empty).
-  static VK_DEVICE void accumulate_split(float (&acc)[MT][NT][4], const u16* __restrict__ a_values,
-                                         const u32* __restrict__ a_meta, const u16* __restrict__ b_t,
-                                         const ThreadTile<BM, BN, WARPS_N>& at, int K, int split, int splits) {
-    const int k_tiles = K / BK, per = (k_tiles + splits - 1) / splits;
-    const int kt0 = split * per;
-    Base::accumulate(acc, a_values, a_meta, b_t, at, K, kt0, max(0, min(per, k_tiles - kt0)));
-  }
-
-  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
-                            const u16* __restrict__ b_t, u16* __restrict__ c, float4* partials, int* arrivals,
-                            int M, int N, int K, int splits) {
-    __shared__ int last;
-    const int tiles = (M / BM) * (N / BN);
-    const int tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
-    ThreadTile<BM, BN, WARPS_N> at;
-    at.init_at(M, N, tile);
-    float acc[MT][NT][4];
-    accumulate_split(acc, a_values, a_meta, b_t, at, K, split, splits);
-
-    float4* tile_partials = partials + (size_t)tile * splits * MT * NT * THREADS;
-    write_partial<THREADS>(tile_partials + (size_t)split * MT * NT * THREADS, acc, at.tid);
-    __threadfence();  // the partial reaches L2 before this CTA is counted
-    __syncthreads();
-    if (at.tid == 0) last = atomicAdd(arrivals + tile, 1) == splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();  // every other split's partial is visible to the loads below
-    add_partials<THREADS>(acc, tile_partials, splits, at.tid);
-    store_accumulators<kBf16>(c, N, acc, at.m0 + at.warp_m * Base::WM, at.n0 + at.warp_n * Base::WN, at.lane);
-    if (at.tid == 0) arrivals[tile] = 0;
-  }
-};
-
-// Split-K whose partial tiles stay on chip (Hopper's thread-block clusters): the `splits` CTAs of a tile are one
-// cluster, launched with cluster dimension (splits, 1, 1) (vkcoop.cuda.driver.launch's `cluster`; at most 8, the
-// portable size). Each CTA runs Kernel's loop over its share of the slices and leaves its fp32 partial tile in its
-// own shared memory ([fragment][thread] float4s, where the ring was); after a cluster barrier, CTA r adds fragments
-// r, r + splits, ... of every partial, read through distributed shared memory in split order from zero (the bits
-// SplitKernel gives), and stores them to C. No partial buffer in global memory, no counters, no fence to L2: the
-// cost SplitKernel pays after its loop is one round trip to L2 for the count and one for the partials, which one
-// CTA then reads alone.
-template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
-struct ClusterSplitKernel {
-  using Base = Kernel<kBf16, BM, BN, BK, WARPS_M, WARPS_N, STAGES>;
-  using Split = SplitKernel<kBf16, BM, BN, BK, WARPS_M, WARPS_N, STAGES>;   // its K shares and partial layout
-  static constexpr int THREADS = Base::THREADS, SMEM_BYTES = Base::SMEM_BYTES;
-  static constexpr int MT = Base::MT, NT = Base::NT, FRAGMENTS = MT * NT;
-  static constexpr int MAX_SPLITS = 8;  // the portable cluster size; the launcher never asks for more
-  static_assert(FRAGMENTS * THREADS * 16 <= SMEM_BYTES, "the partial tile must fit where the ring was");
-
-  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
-                            const u16* __restrict__ b_t, u16* __restrict__ c, int M, int N, int K) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int splits = cluster_size(), split = cluster_rank();
-    ThreadTile<BM, BN, WARPS_N> at;
-    at.init_at(M, N, blockIdx.x / splits);
-    float acc[MT][NT][4];
-    Split::accumulate_split(acc, a_values, a_meta, b_t, at, K, split, splits);
-
-    __syncthreads();  // every warp is done with the ring before it holds the partial
-    write_partial<THREADS>(reinterpret_cast<float4*>(smem), acc, at.tid);
-    cluster_sync_aligned();  // every partial of the tile is in its CTA's shared memory, visible to the cluster
-
-    const u32 mine = smem_addr(smem) + at.tid * 16;
-    const int row0 = at.m0 + at.warp_m * Base::WM, col0 = at.n0 + at.warp_n * Base::WN;
-    sum_cluster_partials<THREADS, FRAGMENTS, MAX_SPLITS>(mine, split, splits, [&](int f, const float (&sum)[4]) {
-      store_fragment<kBf16>(c, N, sum, row0 + (f / NT) * 16, col0 + (f % NT) * 8, at.lane);
-    });
-    cluster_sync_aligned();  // no CTA leaves while another still reads its shared memory
+    accumulate(acc, a_values, a_meta, b_t, at, M, N, K, 0, K / BK);
+    store_accumulators<kBf16, CLIPPED>(c, M, N, acc, at.m0 + at.warp_m * WM, at.n0 + at.warp_n * WN, at.lane);
   }
 };
 
@@ -248,13 +173,13 @@ struct ClusterSplitKernel {
 
 // One extern "C" entry point per (dtype, config), listed in the generated
 // mma_sp_instances.cuh from MmaSpGemm.CONFIGS (vkcoop/cuda/gemm.py).  KERNEL... is
-// mma_sp::Kernel<...> or mma_sp::PipelinedKernel<...>; NTHREADS is the launcher's
-// block size, checked against the kernel's own.
+// mma_sp::Kernel<...>, mma_sp::PipelinedKernel<...> or a split form of Kernel;
+// NTHREADS is the launcher's block size, checked against the kernel's own.
 #define VK_MMA_SP_ENTRY(NAME, NTHREADS, ...)                                                     \
   static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
   extern "C" __global__ void __launch_bounds__(NTHREADS)                                          \
       NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, int M, int N, int K) { \
-    __VA_ARGS__::run(a_values, a_meta, b_t, c, M, N, K);                                          \
+    __VA_ARGS__::run(c, M, N, K, a_values, a_meta, b_t);                                          \
   }
 // ClusterSplitKernel takes VK_MMA_SP_ENTRY's parameters: its K splits are the cluster's size.
 // The split-K entry (SplitKernel): its fp32 partial tiles and per-tile arrival counters (zero before the first
@@ -264,7 +189,7 @@ struct ClusterSplitKernel {
   extern "C" __global__ void __launch_bounds__(NTHREADS)                                          \
       NAME(const u16* a_values, const u32* a_meta, const u16* b_t, u16* c, float4* partials,       \
            int* arrivals, int M, int N, int K, int splits) {                                      \
-    __VA_ARGS__::run(a_values, a_meta, b_t, c, partials, arrivals, M, N, K, splits);             \
+    __VA_ARGS__::run(c, partials, arrivals, M, N, K, splits, a_values, a_meta, b_t);             \
   }
 #ifndef VK_MMA_SP_INSTANCES  // tests point this at a header of their own
 #define VK_MMA_SP_INSTANCES "mma_sp_instances.cuh"
@@ -285,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(256) mma_sp_peak_f16(float* out, in
     for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
   for (int i = 0; i < iters; ++i) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) mma_sp::mma_sp_16832<false, 0>(acc[j], a, b, meta);
+    for (int j = 0; j < 8; ++j) warp_tiled::mma_sp_16832<false, 0>(acc[j], a, b, meta);
   }
   float sum = 0.f;
 #pragma unroll

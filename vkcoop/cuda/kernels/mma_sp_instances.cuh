@@ -180,99 +180,99 @@ static_assert(mma_sp::PipelinedKernel<true, 128, 256, 64, 2, 4, 4, true>::SMEM_B
               "mma_sp_bf16_128x256_k64_2x4_s4_pa: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x32k128w2"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x32_k128_4x1_s3_sk, 128, mma_sp::SplitKernel<false, 128, 32, 128, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<false, 128, 32, 128, 4, 1, 3>::SMEM_BYTES == 79872,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x32_k128_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 32, 128, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 32, 128, 4, 1, 3>>::SMEM_BYTES == 79872,
               "mma_sp_f16_128x32_k128_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x32_k128_4x1_s3_sk, 128, mma_sp::SplitKernel<true, 128, 32, 128, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<true, 128, 32, 128, 4, 1, 3>::SMEM_BYTES == 79872,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x32_k128_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 32, 128, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 32, 128, 4, 1, 3>>::SMEM_BYTES == 79872,
               "mma_sp_bf16_128x32_k128_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x16k128w3"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x16_k128_4x1_s3_sk, 128, mma_sp::SplitKernel<false, 128, 16, 128, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<false, 128, 16, 128, 4, 1, 3>::SMEM_BYTES == 67584,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x16_k128_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 16, 128, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 16, 128, 4, 1, 3>>::SMEM_BYTES == 67584,
               "mma_sp_f16_128x16_k128_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x16_k128_4x1_s3_sk, 128, mma_sp::SplitKernel<true, 128, 16, 128, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<true, 128, 16, 128, 4, 1, 3>::SMEM_BYTES == 67584,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x16_k128_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 16, 128, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 16, 128, 4, 1, 3>>::SMEM_BYTES == 67584,
               "mma_sp_bf16_128x16_k128_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x64k128w2"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x64_k128_4x1_s3_sk, 128, mma_sp::SplitKernel<false, 128, 64, 128, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<false, 128, 64, 128, 4, 1, 3>::SMEM_BYTES == 104448,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x64_k128_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 64, 128, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 64, 128, 4, 1, 3>>::SMEM_BYTES == 104448,
               "mma_sp_f16_128x64_k128_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x64_k128_4x1_s3_sk, 128, mma_sp::SplitKernel<true, 128, 64, 128, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<true, 128, 64, 128, 4, 1, 3>::SMEM_BYTES == 104448,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x64_k128_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 64, 128, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 64, 128, 4, 1, 3>>::SMEM_BYTES == 104448,
               "mma_sp_bf16_128x64_k128_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["64x32k128w3"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_64x32_k128_4x1_s4_sk, 128, mma_sp::SplitKernel<false, 64, 32, 128, 4, 1, 4>)
-static_assert(mma_sp::SplitKernel<false, 64, 32, 128, 4, 1, 4>::SMEM_BYTES == 69632,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_64x32_k128_4x1_s4_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<false, 64, 32, 128, 4, 1, 4>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 64, 32, 128, 4, 1, 4>>::SMEM_BYTES == 69632,
               "mma_sp_f16_64x32_k128_4x1_s4_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_64x32_k128_4x1_s4_sk, 128, mma_sp::SplitKernel<true, 64, 32, 128, 4, 1, 4>)
-static_assert(mma_sp::SplitKernel<true, 64, 32, 128, 4, 1, 4>::SMEM_BYTES == 69632,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_64x32_k128_4x1_s4_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<true, 64, 32, 128, 4, 1, 4>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 64, 32, 128, 4, 1, 4>>::SMEM_BYTES == 69632,
               "mma_sp_bf16_64x32_k128_4x1_s4_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["256x32k128w1"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_256x32_k128_8x1_s3_sk, 256, mma_sp::SplitKernel<false, 256, 32, 128, 8, 1, 3>)
-static_assert(mma_sp::SplitKernel<false, 256, 32, 128, 8, 1, 3>::SMEM_BYTES == 135168,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_256x32_k128_8x1_s3_sk, 256, warp_tiled::SplitKernel<mma_sp::Kernel<false, 256, 32, 128, 8, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 256, 32, 128, 8, 1, 3>>::SMEM_BYTES == 135168,
               "mma_sp_f16_256x32_k128_8x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_256x32_k128_8x1_s3_sk, 256, mma_sp::SplitKernel<true, 256, 32, 128, 8, 1, 3>)
-static_assert(mma_sp::SplitKernel<true, 256, 32, 128, 8, 1, 3>::SMEM_BYTES == 135168,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_256x32_k128_8x1_s3_sk, 256, warp_tiled::SplitKernel<mma_sp::Kernel<true, 256, 32, 128, 8, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 256, 32, 128, 8, 1, 3>>::SMEM_BYTES == 135168,
               "mma_sp_bf16_256x32_k128_8x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x32w4"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x32_k64_4x1_s4_sk, 128, mma_sp::SplitKernel<false, 128, 32, 64, 4, 1, 4>)
-static_assert(mma_sp::SplitKernel<false, 128, 32, 64, 4, 1, 4>::SMEM_BYTES == 53248,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x32_k64_4x1_s4_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 32, 64, 4, 1, 4>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 32, 64, 4, 1, 4>>::SMEM_BYTES == 53248,
               "mma_sp_f16_128x32_k64_4x1_s4_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x32_k64_4x1_s4_sk, 128, mma_sp::SplitKernel<true, 128, 32, 64, 4, 1, 4>)
-static_assert(mma_sp::SplitKernel<true, 128, 32, 64, 4, 1, 4>::SMEM_BYTES == 53248,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x32_k64_4x1_s4_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 32, 64, 4, 1, 4>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 32, 64, 4, 1, 4>>::SMEM_BYTES == 53248,
               "mma_sp_bf16_128x32_k64_4x1_s4_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x16w4"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x16_k64_4x1_s4_sk, 128, mma_sp::SplitKernel<false, 128, 16, 64, 4, 1, 4>)
-static_assert(mma_sp::SplitKernel<false, 128, 16, 64, 4, 1, 4>::SMEM_BYTES == 45056,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x16_k64_4x1_s4_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 16, 64, 4, 1, 4>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 16, 64, 4, 1, 4>>::SMEM_BYTES == 45056,
               "mma_sp_f16_128x16_k64_4x1_s4_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x16_k64_4x1_s4_sk, 128, mma_sp::SplitKernel<true, 128, 16, 64, 4, 1, 4>)
-static_assert(mma_sp::SplitKernel<true, 128, 16, 64, 4, 1, 4>::SMEM_BYTES == 45056,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x16_k64_4x1_s4_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 16, 64, 4, 1, 4>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 16, 64, 4, 1, 4>>::SMEM_BYTES == 45056,
               "mma_sp_bf16_128x16_k64_4x1_s4_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x32k128w2cs"]
-VK_MMA_SP_ENTRY(mma_sp_f16_128x32_k128_4x1_s3_cs, 128, mma_sp::ClusterSplitKernel<false, 128, 32, 128, 4, 1, 3>)
-static_assert(mma_sp::ClusterSplitKernel<false, 128, 32, 128, 4, 1, 3>::SMEM_BYTES == 79872,
+VK_MMA_SP_ENTRY(mma_sp_f16_128x32_k128_4x1_s3_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 32, 128, 4, 1, 3>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 32, 128, 4, 1, 3>>::SMEM_BYTES == 79872,
               "mma_sp_f16_128x32_k128_4x1_s3_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_ENTRY(mma_sp_bf16_128x32_k128_4x1_s3_cs, 128, mma_sp::ClusterSplitKernel<true, 128, 32, 128, 4, 1, 3>)
-static_assert(mma_sp::ClusterSplitKernel<true, 128, 32, 128, 4, 1, 3>::SMEM_BYTES == 79872,
+VK_MMA_SP_ENTRY(mma_sp_bf16_128x32_k128_4x1_s3_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 32, 128, 4, 1, 3>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 32, 128, 4, 1, 3>>::SMEM_BYTES == 79872,
               "mma_sp_bf16_128x32_k128_4x1_s3_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x16k128w3cs"]
-VK_MMA_SP_ENTRY(mma_sp_f16_128x16_k128_4x1_s3_cs, 128, mma_sp::ClusterSplitKernel<false, 128, 16, 128, 4, 1, 3>)
-static_assert(mma_sp::ClusterSplitKernel<false, 128, 16, 128, 4, 1, 3>::SMEM_BYTES == 67584,
+VK_MMA_SP_ENTRY(mma_sp_f16_128x16_k128_4x1_s3_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 16, 128, 4, 1, 3>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 16, 128, 4, 1, 3>>::SMEM_BYTES == 67584,
               "mma_sp_f16_128x16_k128_4x1_s3_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_ENTRY(mma_sp_bf16_128x16_k128_4x1_s3_cs, 128, mma_sp::ClusterSplitKernel<true, 128, 16, 128, 4, 1, 3>)
-static_assert(mma_sp::ClusterSplitKernel<true, 128, 16, 128, 4, 1, 3>::SMEM_BYTES == 67584,
+VK_MMA_SP_ENTRY(mma_sp_bf16_128x16_k128_4x1_s3_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 16, 128, 4, 1, 3>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 16, 128, 4, 1, 3>>::SMEM_BYTES == 67584,
               "mma_sp_bf16_128x16_k128_4x1_s3_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x64k128w2cs"]
-VK_MMA_SP_ENTRY(mma_sp_f16_128x64_k128_4x1_s3_cs, 128, mma_sp::ClusterSplitKernel<false, 128, 64, 128, 4, 1, 3>)
-static_assert(mma_sp::ClusterSplitKernel<false, 128, 64, 128, 4, 1, 3>::SMEM_BYTES == 104448,
+VK_MMA_SP_ENTRY(mma_sp_f16_128x64_k128_4x1_s3_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 64, 128, 4, 1, 3>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 64, 128, 4, 1, 3>>::SMEM_BYTES == 104448,
               "mma_sp_f16_128x64_k128_4x1_s3_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_ENTRY(mma_sp_bf16_128x64_k128_4x1_s3_cs, 128, mma_sp::ClusterSplitKernel<true, 128, 64, 128, 4, 1, 3>)
-static_assert(mma_sp::ClusterSplitKernel<true, 128, 64, 128, 4, 1, 3>::SMEM_BYTES == 104448,
+VK_MMA_SP_ENTRY(mma_sp_bf16_128x64_k128_4x1_s3_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 64, 128, 4, 1, 3>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 64, 128, 4, 1, 3>>::SMEM_BYTES == 104448,
               "mma_sp_bf16_128x64_k128_4x1_s3_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["64x32k128w3cs"]
-VK_MMA_SP_ENTRY(mma_sp_f16_64x32_k128_4x1_s4_cs, 128, mma_sp::ClusterSplitKernel<false, 64, 32, 128, 4, 1, 4>)
-static_assert(mma_sp::ClusterSplitKernel<false, 64, 32, 128, 4, 1, 4>::SMEM_BYTES == 69632,
+VK_MMA_SP_ENTRY(mma_sp_f16_64x32_k128_4x1_s4_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 64, 32, 128, 4, 1, 4>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 64, 32, 128, 4, 1, 4>>::SMEM_BYTES == 69632,
               "mma_sp_f16_64x32_k128_4x1_s4_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_ENTRY(mma_sp_bf16_64x32_k128_4x1_s4_cs, 128, mma_sp::ClusterSplitKernel<true, 64, 32, 128, 4, 1, 4>)
-static_assert(mma_sp::ClusterSplitKernel<true, 64, 32, 128, 4, 1, 4>::SMEM_BYTES == 69632,
+VK_MMA_SP_ENTRY(mma_sp_bf16_64x32_k128_4x1_s4_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 64, 32, 128, 4, 1, 4>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 64, 32, 128, 4, 1, 4>>::SMEM_BYTES == 69632,
               "mma_sp_bf16_64x32_k128_4x1_s4_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x32w4cs"]
-VK_MMA_SP_ENTRY(mma_sp_f16_128x32_k64_4x1_s4_cs, 128, mma_sp::ClusterSplitKernel<false, 128, 32, 64, 4, 1, 4>)
-static_assert(mma_sp::ClusterSplitKernel<false, 128, 32, 64, 4, 1, 4>::SMEM_BYTES == 53248,
+VK_MMA_SP_ENTRY(mma_sp_f16_128x32_k64_4x1_s4_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 32, 64, 4, 1, 4>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<false, 128, 32, 64, 4, 1, 4>>::SMEM_BYTES == 53248,
               "mma_sp_f16_128x32_k64_4x1_s4_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_ENTRY(mma_sp_bf16_128x32_k64_4x1_s4_cs, 128, mma_sp::ClusterSplitKernel<true, 128, 32, 64, 4, 1, 4>)
-static_assert(mma_sp::ClusterSplitKernel<true, 128, 32, 64, 4, 1, 4>::SMEM_BYTES == 53248,
+VK_MMA_SP_ENTRY(mma_sp_bf16_128x32_k64_4x1_s4_cs, 128, warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 32, 64, 4, 1, 4>>)
+static_assert(warp_tiled::ClusterSplitKernel<mma_sp::Kernel<true, 128, 32, 64, 4, 1, 4>>::SMEM_BYTES == 53248,
               "mma_sp_bf16_128x32_k64_4x1_s4_cs: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x64p2"]
@@ -300,9 +300,9 @@ static_assert(mma_sp::PipelinedKernel<true, 64, 128, 64, 2, 2, 2, false>::SMEM_B
               "mma_sp_bf16_64x128_k64_2x2_s2_p: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // MmaSpGemm.CONFIGS["128x32w4s3"]
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x32_k64_4x1_s3_sk, 128, mma_sp::SplitKernel<false, 128, 32, 64, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<false, 128, 32, 64, 4, 1, 3>::SMEM_BYTES == 39936,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_f16_128x32_k64_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 32, 64, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<false, 128, 32, 64, 4, 1, 3>>::SMEM_BYTES == 39936,
               "mma_sp_f16_128x32_k64_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x32_k64_4x1_s3_sk, 128, mma_sp::SplitKernel<true, 128, 32, 64, 4, 1, 3>)
-static_assert(mma_sp::SplitKernel<true, 128, 32, 64, 4, 1, 3>::SMEM_BYTES == 39936,
+VK_MMA_SP_SPLIT_ENTRY(mma_sp_bf16_128x32_k64_4x1_s3_sk, 128, warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 32, 64, 4, 1, 3>>)
+static_assert(warp_tiled::SplitKernel<mma_sp::Kernel<true, 128, 32, 64, 4, 1, 3>>::SMEM_BYTES == 39936,
               "mma_sp_bf16_128x32_k64_4x1_s3_sk: MmaSpConfig.smem_bytes != SMEM_BYTES (vkcoop/cuda/gemm.py vs the kernel template)");

@@ -11,9 +11,11 @@
 //    slice sits before the last step, so the next slice's first fragments load
 //    while the last step's MMAs of this slice are still in flight.
 #pragma once
-#include "mma_sp_common.cuh"
+#include "warp_tiled.cuh"
 
 namespace mma_sp {
+
+using namespace warp_tiled;
 
 template <bool kBf16, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool SLIDE_A>
 struct PipelinedKernel {
@@ -184,17 +186,6 @@ struct PipelinedKernel {
     for (int j = 0; j < NT; ++j) ldmatrix_x4(f.b[0][j], la.b(smem_base, 0, j));
   }
 
-  static VK_DEVICE int ring_next(int stage) { return stage + 1 == STAGES ? 0 : stage + 1; }
-
-  // After the copies of the step before last: commit them and wait until slice kt+1 has
-  // landed; past the barrier nobody reads slice kt, so its stage may be refilled.
-  static VK_DEVICE void hand_over(Copier& cp) {
-    cp.advance();
-    cp_async_commit();
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-  }
-
   // The MMAs of step ks, the sliding operand's fragment o reloaded for step next_ks
   // (at next_stage) right after the last MMA that reads it.
   static VK_DEVICE void mma_and_slide(float (&acc)[MT][NT][4], Fragments& f, int ks, u32 next_stage,
@@ -237,14 +228,12 @@ struct PipelinedKernel {
       for (int kb = 0; kb < KBLOCKS; ++kb) f.meta[i][kb] = f.meta_next[i][kb];
   }
 
-  static VK_DEVICE void run(const u16* __restrict__ a_values, const u32* __restrict__ a_meta,
-                            const u16* __restrict__ b_t, u16* __restrict__ c, int M, int N,
-                            int K) {
-    ThreadTile<BM, BN, WARPS_N> at;
-    at.init(M, N);
+  static VK_DEVICE void run(u16* __restrict__ c, int M, int N, int K, const u16* __restrict__ a_values,
+                            const u32* __restrict__ a_meta, const u16* __restrict__ b_t) {
+    Place at;
+    init_place<BM, BN, WARPS_N, 8, false>(at, M, N, blockIdx.x);  // whole tiles, grouped raster of 8 row tiles
     const int tid = at.tid, lane = at.lane, warp_m = at.warp_m, warp_n = at.warp_n, m0 = at.m0, n0 = at.n0;
     const int k_tiles = K / BK;
-    extern __shared__ __align__(128) unsigned char smem[];
     const u32 smem_base = smem_addr(smem);
 
     Copier cp;
@@ -272,15 +261,15 @@ struct PipelinedKernel {
         cp.issue_step(ks, live, write_base);
         mma_and_slide(acc, f, ks, next_stage, next_ks, la);
         if (ks == KSTEPS - 2) {
-          hand_over(cp);  // slice kt+1 visible; nobody reads slice kt after this point
-          read_stage = ring_next(read_stage);
-          write_stage = ring_next(write_stage);
+          hand_over<STAGES>(cp);  // slice kt+1 visible; nobody reads slice kt after this point
+          read_stage = ring_next<STAGES>(read_stage);
+          write_stage = ring_next<STAGES>(write_stage);
         }
       }
       next_slice_meta(f);
     }
     cp_async_wait<0>();
-    store_accumulators<kBf16>(c, N, acc, m0 + warp_m * WM, n0 + warp_n * WN, lane);
+    store_accumulators<kBf16, false>(c, M, N, acc, m0 + warp_m * WM, n0 + warp_n * WN, lane);
   }
 };
 
