@@ -29,7 +29,7 @@ def k_splits(tiles: int, slices: int, sm_count: int, per_sm: int, cluster_sum: b
 
 class _WarpTiledSplitK:
     """What the mma.sp and the dense mma.sync tiles share (fields ``warps_m``, ``warps_n``, ``per_sm``,
-    ``cluster_sum``): a warp grid, and the split kernels of mma_sp_common.cuh, whose flag saying which CTA of a
+    ``cluster_sum``): a warp grid, and the split kernels of warp_tiled.cuh, whose flag saying which CTA of a
     tile came last takes static shared memory where no cluster adds the splits up."""
 
     @property
