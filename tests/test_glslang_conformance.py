@@ -259,12 +259,8 @@ def explain_cases(shader: Path) -> list[ExplainCase]:
     return list(unique.values())
 
 
-#: Cases explain currently fails with an internal error; strict, so that the fix turns them into failures to drop.
-KNOWN_EXPLAIN_DEFECTS = {
-    "spv.coopmat2_tensor.comp:59:load:t/v:default-shape":
-        "explain's default matrix shape indexes the layout by the view's dimensions: IndexError on a 5-D view "
-        "of a 2-D layout",
-}
+#: Cases explain fails with an internal error, each marked as a strict expected failure so that its fix shows.
+KNOWN_EXPLAIN_DEFECTS: dict[str, str] = {}
 
 EXPLAIN_CASES = [case for shader in SHADERS for case in explain_cases(shader)]
 
