@@ -242,11 +242,11 @@ def _problem(m, n, k, dtype_name, seed=0):
     (WgmmaSpGemm, "128x256x2", (512, 512, 512)),
     (WgmmaSpGemm, "128x256x2s5", (256, 256, 2048)),
     # wgmma.sp split-K summed in a cluster: 2 tiles split 8 ways (2 slices each), uneven shares (11 slices in 6
-    # splits of 2: the last has one), one consumer warpgroup, and 4 tiles of 3 slices each
+    # splits of 2: the last has one), 4 tiles of 3 slices each, and 6 tiles across N of 16 slices each
     (WgmmaSpGemm, "128x16cs", (256, 16, 1024)),
     (WgmmaSpGemm, "128x32cs", (128, 32, 704)),
-    (WgmmaSpGemm, "64x64cs", (192, 64, 1024)),
     (WgmmaSpGemm, "128x64cs", (512, 64, 192)),
+    (WgmmaSpGemm, "128x64cs", (256, 192, 1024)),
 ])
 def test_kernel_matches_reference_bit_exact(path_cls, config, shape, dtype_name):
     import torch

@@ -323,7 +323,6 @@ class WgmmaSpGemm(HandWrittenSpGemm):
         "128x16cs": WgmmaSpConfig(16, 2, 8, per_sm=1),
         "128x32cs": WgmmaSpConfig(32, 2, 8, per_sm=1),
         "128x64cs": WgmmaSpConfig(64, 2, 8, per_sm=1),
-        "64x64cs": WgmmaSpConfig(64, 1, 8, per_sm=1),
     }
     # measured on the H200 (docs/cuda-sparse.md, "Configurations"): 128x256 for the compute-bound shapes; for N of
     # 16 to 64 a tile as wide as N, its K split over a cluster (1.00-1.08x cuSPARSELt at M = 4096 to 14336, where
