@@ -126,7 +126,9 @@ def test_hand_written_kernels_offer_their_keys_auto_first(monkeypatch):
     assert wgmma.config_from_label("128x128", square) == "128x128"
     assert wgmma.config_from_label("9x9", square) is None
     narrow = GemmProblem("fp16", "llm", 4096, 16, 4096)
-    assert all(key.endswith("x16") for key in wgmma.configs(narrow, True))
+    from vkcoop.cuda import WgmmaSpGemm
+    narrow_keys = wgmma.configs(narrow, True)
+    assert narrow_keys[0] == "128x16cs" and all(WgmmaSpGemm.CONFIGS[key].bn == 16 for key in narrow_keys)
     ok, why = wgmma.supports(GemmProblem("fp16", "llm", 4096, 1, 4096))
     assert not ok and "N=1" in why
     mlp = GemmProblem("fp16", "mlp", 4096, 11008, 4096)
