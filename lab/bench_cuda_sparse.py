@@ -10,6 +10,15 @@ Every path is first checked against an fp32 matmul of the pruned A; a path that
 fails the check is reported FAILED and never timed.  Timing: CUDA events, warm-up,
 median of --iters runs, optionally flushing L2 before each.  Throughput counts
 2*M*N*K (dense-equivalent) FLOPs; ratios are to cuBLAS and cuSPARSELt from the same run.
+cuSPARSELt runs its own search's pick replayed as a CUDA graph (what the bench's best cuSPARSELt row times).
+
+    python -m lab.bench_cuda_sparse --paths cusparselt,wgmma --dtype fp16 --shapes 8192x8192x8192 \
+        --configs 128x256,128x256x2,wgmma_sp_bn128_c2_s6_x2 --repeat 2 --kernel-names
+
+``--configs`` takes the kernels' CONFIGS keys and the fp16 diagnostic entries by kernel name without the dtype;
+``--repeat`` times every path that many times in turn (drift shows as the rounds disagree); ``--kernel-names``
+prints the CUDA kernels each path launches (torch's profiler): how cuSPARSELt's tile, cluster and warpgroups are
+read off its kernel name.
 """
 from __future__ import annotations
 
@@ -90,13 +99,34 @@ def _make_problem(m, n, k, dtype_name, seed):
     return dev, b, prep_s
 
 
+def diagnostic_configs() -> dict:
+    """The fp16 diagnostic wgmma.sp entries by kernel name without the dtype (``wgmma_sp_bn128_c2_s6_x2``)."""
+    from vkcoop.cuda import WgmmaSpGemm
+    return {cfg.kernel_name("float16").replace("_f16", ""): cfg for cfg in WgmmaSpGemm.DIAGNOSTIC_CONFIGS}
+
+
+class _GraphedCuSparseLt:
+    """cuSPARSELt's own search's pick, replayed as a CUDA graph."""
+
+    def __init__(self):
+        from vkcoop.cuda import CuSparseLtGemm
+        self.path = CuSparseLtGemm()
+
+    def supports(self, m, n, k, dtype):
+        return self.path.supports(m, n, k, dtype)
+
+    def bind(self, a, b):
+        from vkcoop.cuda.baselines import CsltConfig
+        return self.path.bind(a, b, CsltConfig(graph=True))
+
+
 def _paths(all_configs: bool, selected: set[str], only: list[str] | None = None):
-    from vkcoop.cuda import CublasGemm, CuSparseLtGemm, MmaSpGemm, WgmmaSpGemm
+    from vkcoop.cuda import CublasGemm, MmaSpGemm, WgmmaSpGemm
     out = []
     if "cublas" in selected:
         out.append(("cuBLAS", CublasGemm()))
     if "cusparselt" in selected:
-        out.append(("cuSPARSELt", CuSparseLtGemm()))
+        out.append(("cuSPARSELt", _GraphedCuSparseLt()))
     for key, cls in (("mma", MmaSpGemm), ("wgmma", WgmmaSpGemm)):
         if key not in selected:
             continue
@@ -104,20 +134,94 @@ def _paths(all_configs: bool, selected: set[str], only: list[str] | None = None)
         if all_configs:
             configs += list(getattr(cls, "DIAGNOSTIC_CONFIGS", ()))
         if only is not None:  # --configs: the named ones this path has, in the order given
-            configs = [c for c in only if c == "auto" or c in cls.CONFIGS]
+            diagnostic = diagnostic_configs() if cls is WgmmaSpGemm else {}
+            configs = [diagnostic.get(c, c) for c in only if c == "auto" or c in cls.CONFIGS or c in diagnostic]
         for cfg in configs:
             label = cfg if isinstance(cfg, str) else cfg.kernel_name("float16").replace("_f16", "")
             out.append((f"{cls.name}[{label}]", cls(cfg)))
     return out
 
 
+def _bind_and_check(path, a, b, ref, row: dict):
+    """The op of ``path`` once its result passed the check against ``ref``; else None, ``row`` saying why."""
+    import torch
+    from vkcoop.cuda import compare, passes
+    supported, reason = path.supports(row["M"], row["N"], row["K"], a.dtype)
+    if not supported:
+        row.update(status="skipped", reason=reason)
+        return None
+    try:
+        op = path.bind(a, b)
+        c = op()
+        torch.cuda.synchronize()
+        stats = compare(c, ref)
+        del c
+    except Exception as exc:  # noqa: BLE001 - a path failing must not hide the others
+        row.update(status="error", reason=f"{type(exc).__name__}: {exc}")
+        return None
+    row["check"] = stats
+    row["detail"] = getattr(op, "description", "")
+    if not passes(stats, a.dtype):
+        row.update(status="FAILED")
+        return None
+    return op
+
+
+def kernel_names(op) -> list[str]:
+    """The CUDA kernels three runs of ``op`` launch, by torch's profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            op()
+        torch.cuda.synchronize()
+    return sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+
+
+def _time_case(args, shape_name: str, dtype_key: str) -> list[dict]:
+    """Every selected path on one problem: checked, then timed ``--repeat`` rounds in turn."""
+    import torch
+    from vkcoop.cuda import reference, time_cuda
+    m, n, k = shape_of(shape_name)
+    a, b, prep_s = _make_problem(m, n, k, DTYPES[dtype_key], seed=args.seed)
+    ref = reference(a, b)
+    print(f"\n## {shape_name} M={m} N={n} K={k} {dtype_key} (host prune+compress {prep_s:.1f} s)")
+    checked, ops = [], []
+    only = args.configs.split(",") if args.configs else None
+    for label, path in _paths(args.all_configs, set(args.paths.split(",")), only):
+        row = {"shape": shape_name, "M": m, "N": n, "K": k, "dtype": dtype_key, "path": label}
+        op = _bind_and_check(path, a, b, ref, row)
+        checked.append(row)
+        if op is not None:
+            ops.append((row, op))
+            if args.kernel_names:
+                row["kernels"] = kernel_names(op)
+                print(f"# {label} launches {row['kernels']}")
+    rows = [row for row in checked if "status" in row]
+    for round_ in range(args.repeat):
+        timed = []
+        for row, op in ops:
+            timing = time_cuda(op, warmup=args.warmup, iters=args.iters, flush_l2=args.flush_l2)
+            timed.append({**row, "status": "ok", "round": round_, "median_ms": timing.median_ms,
+                          "min_ms": timing.min_ms, "tflops": timing.tflops(m, n, k)})
+        base = {r["path"]: r["tflops"] for r in timed}
+        for r in timed:
+            for ref_name, key in (("cuBLAS", "vs_cublas"), ("cuSPARSELt", "vs_cusparselt")):
+                if base.get(ref_name):
+                    r[key] = r["tflops"] / base[ref_name]
+        rows += timed
+    del a, b, ref, ops
+    torch.cuda.empty_cache()
+    _print_rows(rows)
+    return rows
+
+
 def run(args) -> dict:
-    from vkcoop.cuda import available, compare, passes, reference, time_cuda
+    from vkcoop.cuda import available
     ok, why = available()
     if not ok:
         print(f"CUDA paths unavailable: {why}", file=sys.stderr)
         sys.exit(2)
-    import torch
     report = {"facts": _gpu_facts(), "settings": vars(args).copy(), "results": []}
     print(f"# {report['facts']}")
     _warm_up_gpu(args.warmup_seconds)
@@ -126,66 +230,23 @@ def run(args) -> dict:
         report["mma_sp_peak_tflops"] = mma_sp_peak_tflops()
         print(f"# register-only mma.sp m16n8k32 fp16 ceiling: {report['mma_sp_peak_tflops']:.0f} TFLOP/s")
     for shape_name in args.shapes.split(","):
-        m, n, k = shape_of(shape_name)
         for dtype_key in args.dtype.split(","):
-            dtype_name = DTYPES[dtype_key]
-            a, b, prep_s = _make_problem(m, n, k, dtype_name, seed=args.seed)
-            ref = reference(a, b)
-            print(f"\n## {shape_name} M={m} N={n} K={k} {dtype_key} (host prune+compress {prep_s:.1f} s)")
-            rows = []
-            only = args.configs.split(",") if args.configs else None
-            for label, path in _paths(args.all_configs, set(args.paths.split(",")), only):
-                row = {"shape": shape_name, "M": m, "N": n, "K": k, "dtype": dtype_key, "path": label}
-                supported, reason = path.supports(m, n, k, a.dtype)
-                if not supported:
-                    row.update(status="skipped", reason=reason)
-                    rows.append(row)
-                    continue
-                try:
-                    op = path.bind(a, b)
-                    c = op()
-                    torch.cuda.synchronize()
-                    stats = compare(c, ref)
-                    del c
-                except Exception as exc:  # noqa: BLE001 - a path failing must not hide the others
-                    row.update(status="error", reason=f"{type(exc).__name__}: {exc}")
-                    rows.append(row)
-                    continue
-                row["check"] = stats
-                row["detail"] = getattr(op, "description", "")
-                if not passes(stats, a.dtype):
-                    row.update(status="FAILED")
-                    rows.append(row)
-                    continue
-                timing = time_cuda(op, warmup=args.warmup, iters=args.iters, flush_l2=args.flush_l2)
-                row.update(status="ok", median_ms=timing.median_ms, min_ms=timing.min_ms,
-                           tflops=timing.tflops(m, n, k))
-                rows.append(row)
-                del op
-            base = {r["path"]: r.get("tflops") for r in rows}
-            for r in rows:
-                if r.get("tflops"):
-                    for ref_name, key in (("cuBLAS", "vs_cublas"), ("cuSPARSELt", "vs_cusparselt")):
-                        if base.get(ref_name):
-                            r[key] = r["tflops"] / base[ref_name]
-            _print_rows(rows)
-            report["results"].extend(rows)
-            del a, b, ref
-            torch.cuda.empty_cache()
+            report["results"] += _time_case(args, shape_name, dtype_key)
     return report
 
 
 def _print_rows(rows) -> None:
-    print(f"{'path':24} {'status':8} {'ms':>9} {'TFLOP/s':>9} {'/cuBLAS':>8} {'/cuSPLt':>8}  check / detail")
+    print(f"{'path':28} {'status':8} {'ms':>9} {'TFLOP/s':>9} {'/cuBLAS':>8} {'/cuSPLt':>8}  check / detail")
     for r in rows:
         if r["status"] == "ok":
             chk = r["check"]
-            print(f"{r['path']:24} {'ok':8} {r['median_ms']:9.4f} {r['tflops']:9.1f} "
+            label = r["path"] + (f" #{r['round']}" if r.get("round") else "")
+            print(f"{label:28} {'ok':8} {r['median_ms']:9.4f} {r['tflops']:9.1f} "
                   f"{r.get('vs_cublas', float('nan')):8.3f} {r.get('vs_cusparselt', float('nan')):8.3f}  "
                   f"rel_err={chk['max_rel_err']:.2e} exact={chk['exact_fraction']:.4f} {r.get('detail', '')}")
         else:
             extra = r.get("reason") or r.get("check")
-            print(f"{r['path']:24} {r['status']:8} {'-':>9} {'-':>9} {'-':>8} {'-':>8}  {extra}")
+            print(f"{r['path']:28} {r['status']:8} {'-':>9} {'-':>9} {'-':>8} {'-':>8}  {extra}")
 
 
 def main(argv=None) -> int:
@@ -201,6 +262,9 @@ def main(argv=None) -> int:
                              "runs those it has, e.g. auto,256x128k128,256x128k128p")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=1, help="time every path this many rounds, in turn")
+    parser.add_argument("--kernel-names", action="store_true",
+                        help="print the CUDA kernels each path launches (torch's profiler)")
     parser.add_argument("--flush-l2", action="store_true", help="zero a 256 MiB buffer before every timed run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warmup-seconds", type=float, default=2.0,
@@ -217,7 +281,7 @@ def main(argv=None) -> int:
             parser.error(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}")
     if args.configs:
         from vkcoop.cuda.gemm import MmaSpGemm, WgmmaSpGemm
-        known = {"auto", *MmaSpGemm.CONFIGS, *WgmmaSpGemm.CONFIGS}
+        known = {"auto", *MmaSpGemm.CONFIGS, *WgmmaSpGemm.CONFIGS, *diagnostic_configs()}
         unknown = [c for c in args.configs.split(",") if c not in known]
         if unknown:
             parser.error(f"unknown config(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}")

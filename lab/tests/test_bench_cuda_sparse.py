@@ -39,6 +39,17 @@ def test_unknown_kernel_config_is_rejected_by_name():
     assert proc.returncode == 2 and "unknown config(s) 9x9" in proc.stderr
 
 
+def test_configs_name_diagnostic_entries_by_kernel_name_and_each_path_takes_its_own():
+    from vkcoop.cuda import WgmmaSpGemm
+    diagnostic = bench_cuda_sparse.diagnostic_configs()
+    assert set(diagnostic.values()) == set(WgmmaSpGemm.DIAGNOSTIC_CONFIGS)
+    name = next(iter(diagnostic))
+    labels = [label for label, _ in bench_cuda_sparse._paths(False, {"mma", "wgmma"},
+                                                              ["auto", "128x256x2", name, "256x128k128p"])]
+    assert labels == ["mma.sp[auto]", "mma.sp[256x128k128p]", "wgmma.sp[auto]", "wgmma.sp[128x256x2]",
+                      f"wgmma.sp[{name}]"]
+
+
 @pytest.mark.skipif(available()[0], reason="a usable CUDA GPU is present")
 def test_without_cuda_it_says_why_and_exits_2():
     proc = _run("--shapes", "llm", "--dtype", "fp16")
