@@ -4,7 +4,7 @@ Every 2:4 path in vkcoop (the Vulkan decode function, the CUDA ``mma.sp`` and
 ``wgmma.mma_async.sp`` kernels, the cuSPARSELt baseline) starts from the one
 compressed form built here.
 
-Format, for a dense ``A`` of shape ``[M][K]`` with ``K % 32 == 0``:
+Format, for a dense ``A`` of shape ``[M][K]``:
 
 * ``values``   ``[M][K/2]``, same dtype as ``A``: in every 4-wide chunk along K
   the two kept entries, in ascending K order;
@@ -13,17 +13,24 @@ Format, for a dense ``A`` of shape ``[M][K]`` with ``K % 32 == 0``:
   ``idx0 | idx1 << 2`` with ``idx0 < idx1`` the positions of the kept entries
   inside the chunk.
 
-This nibble is exactly the PTX ISA's per-chunk metadata for half-precision
-sparse MMA (PTX ISA "Sparse matrix storage", section 9.7.14.6.1); ``idx0 < idx1``
+The element types: fp16, bf16 and fp32, with ``K % 32 == 0`` (one metadata word); and the 8-bit types of
+``wgmma.mma_async.sp`` m64nNk64 (float8_e4m3fn, float8_e5m2, int8, uint8) with ``K % 64 == 0`` (one instruction
+step, two words a row). The format is the same for every type: the chunk is 4 elements whatever their width.
+
+This nibble is exactly the PTX ISA's per-chunk metadata for sparse MMA (PTX ISA
+"Sparse matrix storage": section 9.7.14.6.1 for ``mma.sp``, 9.7.15.6.1 for
+``wgmma.mma_async.sp``, where ``.f16``/``.bf16`` and ``.e4m3``/``.e5m2``/``.s8``/``.u8``
+are all 2:4 with two 2-bit indices per 4-wide chunk); ``idx0 < idx1``
 is what ``mma.sp::ordered_metadata`` requires, and it rules out the patterns
-PTX calls invalid (0b0000, 0b0101, 0b1010, 0b1111).
+PTX calls invalid (0b0000, 0b0101, 0b1010, 0b1111). How a lane's metadata register
+takes these words differs by type (``vkcoop.cuda.layout``).
 
 The metadata is built from the *prune mask* (which positions were kept), never
 from "which entries are nonzero": a chunk with fewer than two nonzeros still
 gets two distinct indices, and a kept ``-0.0`` keeps its sign bit.
 
 Round trip: ``decompress_2to4(compress_2to4(a))`` equals ``prune_2to4(a)`` bit
-for bit, where pruning writes ``+0.0`` into the dropped positions.
+for bit, where pruning writes ``+0`` into the dropped positions.
 """
 from __future__ import annotations
 
@@ -31,61 +38,46 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError, InputTypeError
+from .common import (BF16, EIGHT_BIT_DTYPES, SparseFormatError, SparseTypeError, as_is_order, check_matrix,
+                     check_metadata_array, first_two_code, flag, magnitude_order, metadata_nibbles, pack_nibbles,
+                     pruned)
 
-try:  # bf16 support; ml_dtypes is a declared dependency
-    import ml_dtypes
-
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - exercised only without ml_dtypes
-    _BF16 = None
-
-#: K must be a multiple of this: one uint32 metadata word covers 32 columns.
+#: K of the 16- and 32-bit types must be a multiple of this: one uint32 metadata word covers 32 columns.
 K_ALIGNMENT = 32
+#: K of the 8-bit types must be a multiple of this: one ``wgmma.mma_async.sp`` m64nNk64 step.
+K_ALIGNMENT_8BIT = 64
 #: PTX metadata nibbles that select the same position twice (undefined behaviour on the GPU).
 INVALID_NIBBLES = (0b0000, 0b0101, 0b1010, 0b1111)
 
-_NIBBLES_PER_WORD = 8
 _CHUNK = 4
 
 
-class SparseFormatError(InputError):
-    """A matrix or compressed operand does not follow the 2:4 format (a ValueError)."""
-
-
-class SparseTypeError(SparseFormatError, InputTypeError):
-    """An operand of the wrong type or dtype (also a TypeError)."""
-
-
-def _flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise SparseTypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
 def supported_dtypes() -> tuple[np.dtype, ...]:
-    """The element types the format accepts: fp16, bf16 (ml_dtypes) and fp32."""
+    """The element types the format accepts: fp16, bf16 (ml_dtypes), fp32, and the 8-bit float8_e4m3fn,
+    float8_e5m2 (ml_dtypes), int8 and uint8."""
     dtypes = [np.dtype(np.float16), np.dtype(np.float32)]
-    if _BF16 is not None:
-        dtypes.insert(1, _BF16)
-    return tuple(dtypes)
+    if BF16 is not None:
+        dtypes.insert(1, BF16)
+    return (*dtypes, *EIGHT_BIT_DTYPES)
+
+
+def k_alignment(dtype) -> int:
+    """The multiple K must be of for ``dtype``: 64 for the 8-bit types (their wgmma.sp step), else 32."""
+    return K_ALIGNMENT_8BIT if np.dtype(dtype).itemsize == 1 else K_ALIGNMENT
+
+
+def _k_reason(dtype) -> str:
+    if np.dtype(dtype).itemsize == 1:
+        return "one wgmma.mma_async.sp m64nNk64 step of an 8-bit type"
+    return "one uint32 metadata word covers 32 columns"
 
 
 def _check_dense(name: str, dense) -> np.ndarray:
-    if not isinstance(dense, np.ndarray):
-        raise SparseTypeError(f"{name} must be a numpy array, got {type(dense).__name__}")
-    if dense.ndim != 2:
-        raise SparseFormatError(f"{name} must be 2-D [M][K], got shape {dense.shape}")
-    if dense.dtype not in supported_dtypes():
-        names = ", ".join(str(d) for d in supported_dtypes())
-        raise SparseTypeError(f"{name} has dtype {dense.dtype}; the 2:4 format supports {names}")
-    m, k = dense.shape
-    if m == 0 or k == 0:
-        raise SparseFormatError(f"{name} is empty (shape {dense.shape})")
-    if k % K_ALIGNMENT:
-        raise SparseFormatError(
-            f"{name} has K={k} columns; K must be a multiple of {K_ALIGNMENT} "
-            "(one uint32 metadata word covers 32 columns)")
+    dense = check_matrix(name, dense, supported_dtypes(), "2:4")
+    k, align = dense.shape[1], k_alignment(dense.dtype)
+    if k % align:
+        raise SparseFormatError(f"{name} has K={k} columns; K must be a multiple of {align} "
+                                f"({_k_reason(dense.dtype)})")
     return dense
 
 
@@ -110,54 +102,20 @@ def check_2to4(dense: np.ndarray, *, name: str = "dense") -> None:
             f"({int(nonzero_per_chunk[row, chunk])} nonzeros)")
 
 
-def _magnitude_order(chunks: np.ndarray) -> np.ndarray:
-    """A key per element that orders larger ``|x|`` first: the bits with the sign cleared, complemented. IEEE
-    floats of one type order by magnitude as their sign-less bit patterns do (zeros, subnormals and infinities
-    included), so this is ``-|x|`` in an unsigned integer of the element's width, without a float32 copy."""
-    unsigned = np.dtype(f"u{chunks.dtype.itemsize}")
-    bits = chunks.view(unsigned) & unsigned.type((1 << (8 * unsigned.itemsize - 1)) - 1)
-    if (bits > np.array(np.inf, dtype=chunks.dtype).view(unsigned)).any():
-        dense = chunks.reshape(chunks.shape[0], -1)
-        row, col = (int(v) for v in np.argwhere(np.isnan(dense.astype(np.float32)))[0])
-        raise SparseFormatError(f"dense holds NaN (first at row {row}, column {col}); "
-                                "2:4 pruning by magnitude is undefined for NaN")
-    return ~bits
-
-
 def _kept_code(dense: np.ndarray, accept_sparse: bool) -> np.ndarray:
     """[M][K/4] uint8: bit i set where position i of the chunk is kept (exactly two bits)."""
     chunks = _chunks(dense)
     if accept_sparse:
         check_2to4(dense)
-        # Keep every nonzero; fill up to two with zeros, preferring a -0.0 so its
-        # sign survives the round trip, then the lowest index (stable sort).
-        nonzero = chunks != 0
-        negative_zero = ~nonzero & np.signbit(chunks)
-        priority = np.where(nonzero, 0, np.where(negative_zero, 1, 2)).astype(np.uint8)
+        priority = as_is_order(chunks)
     else:
-        priority = _magnitude_order(chunks)  # largest |x| first; ties go to the lower index
-    return _first_two_code(priority)
+        priority = magnitude_order(chunks, "2:4")   # largest |x| first; ties go to the lower index
+    return first_two_code(priority)
 
 
 #: The PTX metadata nibble ``lowest | highest << 2`` of each 4-bit mask of kept positions (its two set bits).
 _NIBBLE = np.array([((c & -c).bit_length() - 1) | (c.bit_length() - 1) << 2 if c else 0 for c in range(16)],
                    dtype=np.uint32)
-
-
-def _first_two_code(priority: np.ndarray) -> np.ndarray:
-    """[...] uint8 masks of the two positions of each group of four (the last axis) that a stable ascending sort
-    would put first: position i ranks as the count of lower priorities plus the count of equal ones before it.
-    Twelve comparisons of contiguous planes instead of a sort per group (eight times faster on an 8192 x 8192 A)."""
-    planes = [np.ascontiguousarray(priority[..., i]) for i in range(4)]
-    code = np.zeros(priority.shape[:-1], dtype=np.uint8)
-    rank = np.empty(priority.shape[:-1], dtype=np.uint8)
-    for i in range(4):
-        rank[...] = 0
-        for j in range(4):
-            if i != j:
-                rank += (planes[j] <= planes[i]) if j < i else (planes[j] < planes[i])
-        code |= (rank < 2).astype(np.uint8) << i
-    return code
 
 
 @dataclass(frozen=True)
@@ -171,7 +129,7 @@ class Compressed2to4:
     metadata: np.ndarray
 
     def __post_init__(self):
-        # Checked at construction: a malformed pair used to fail later, deep inside decompress (IndexError).
+        # Checked at construction: a malformed pair would otherwise fail later, deep inside decompress.
         validate_compressed(self.values, self.metadata)
 
     @property
@@ -200,52 +158,31 @@ def prune_2to4(dense: np.ndarray, *, accept_sparse: bool = False,
     ``accept_sparse=True``: take an already-2:4 matrix as it is; raise
     :class:`SparseFormatError` if some chunk has more than two nonzeros.
 
-    Returns the pruned matrix (dropped positions hold ``+0.0``), and with
+    Returns the pruned matrix (dropped positions hold ``+0``), and with
     ``return_mask=True`` also the boolean keep mask (exactly 2 per chunk).
     """
     dense = _check_dense("dense", dense)
-    accept_sparse, return_mask = _flag(accept_sparse, "accept_sparse"), _flag(return_mask, "return_mask")
+    accept_sparse, return_mask = flag(accept_sparse, "accept_sparse"), flag(return_mask, "return_mask")
     m, k = dense.shape
     mask = _mask_from_code(_kept_code(dense, accept_sparse), m, k)
-    pruned = _pruned(dense, mask)
-    return (pruned, mask) if return_mask else pruned
-
-
-def _pruned(dense: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    return np.where(mask, dense, np.zeros((), dtype=dense.dtype)).astype(dense.dtype, copy=False)
+    result = pruned(dense, mask)
+    return (result, mask) if return_mask else result
 
 
 def compress_2to4(dense: np.ndarray, *, accept_sparse: bool = False, return_pruned: bool = False):
     """Prune (see :func:`prune_2to4`) and compress ``dense`` into the shared format: a :class:`Compressed2to4`,
-    and with ``return_pruned=True`` also the pruned matrix of the same prune (what decompressing gives)."""
+    and with ``return_pruned=True`` also the pruned matrix of the same prune (what decompressing gives).
+
+    Follows the PTX ISA's "Sparse matrix storage" for ``wgmma.mma_async.sp`` (2:4, two 2-bit indices a chunk)
+    for every accepted type; 8-bit types need ``K % 64 == 0``."""
     dense = _check_dense("dense", dense)
-    accept_sparse, return_pruned = _flag(accept_sparse, "accept_sparse"), _flag(return_pruned, "return_pruned")
+    accept_sparse, return_pruned = flag(accept_sparse, "accept_sparse"), flag(return_pruned, "return_pruned")
     m, k = dense.shape
     code = _kept_code(dense, accept_sparse)                         # [M][K/4]
     mask = _mask_from_code(code, m, k)
     values = dense[mask].reshape(m, k // 2)                         # row-major: each chunk's pair in K order
-    nibbles = _NIBBLE[code]                                         # [M][K/4]
-    shifts = (4 * np.arange(_NIBBLES_PER_WORD, dtype=np.uint32))
-    words = nibbles.reshape(m, k // K_ALIGNMENT, _NIBBLES_PER_WORD) << shifts
-    metadata = np.bitwise_or.reduce(words, axis=-1).astype(np.uint32)
-    compressed = Compressed2to4(values=values, metadata=np.ascontiguousarray(metadata))
-    return (compressed, _pruned(dense, mask)) if return_pruned else compressed
-
-
-def metadata_nibbles(metadata: np.ndarray) -> np.ndarray:
-    """[M][K/32] uint32 -> [M][K/4] uint8: the per-chunk nibbles in column order."""
-    _check_metadata_array(metadata, "metadata")
-    octets = np.ascontiguousarray(metadata, dtype="<u4").view(np.uint8)   # nibbles 2j, 2j + 1 in octet j
-    return np.stack([octets & 0xF, octets >> 4], axis=-1).reshape(metadata.shape[0], -1)
-
-
-def _check_metadata_array(metadata, name: str) -> None:
-    if not isinstance(metadata, np.ndarray):
-        raise SparseTypeError(f"{name} must be a numpy array, got {type(metadata).__name__}")
-    if metadata.dtype != np.uint32:
-        raise SparseTypeError(f"{name} must be uint32, got {metadata.dtype}")
-    if metadata.ndim != 2:
-        raise SparseFormatError(f"{name} must be 2-D [M][K/32], got shape {metadata.shape}")
+    compressed = Compressed2to4(values=values, metadata=pack_nibbles(_NIBBLE[code]))
+    return (compressed, pruned(dense, mask)) if return_pruned else compressed
 
 
 def validate_metadata(metadata: np.ndarray, *, name: str = "metadata") -> None:
@@ -254,7 +191,7 @@ def validate_metadata(metadata: np.ndarray, *, name: str = "metadata") -> None:
     That rejects the PTX-invalid patterns 0b0000/0b0101/0b1010/0b1111 and the
     unordered ones that ``mma.sp::ordered_metadata`` forbids.
     """
-    _check_metadata_array(metadata, name)
+    check_metadata_array(metadata, name, "[M][K/32]")
     nibbles = metadata_nibbles(metadata)
     ordered = (nibbles & 3) < (nibbles >> 2)
     if not ordered.all():
@@ -273,13 +210,14 @@ def validate_compressed(values: np.ndarray, metadata: np.ndarray) -> None:
         raise SparseTypeError(f"values must be a numpy array, got {type(values).__name__}")
     if values.dtype not in supported_dtypes():
         raise SparseTypeError(f"values has dtype {values.dtype}; expected one of "
-                        + ", ".join(str(d) for d in supported_dtypes()))
+                              + ", ".join(str(d) for d in supported_dtypes()))
     if values.ndim != 2:
         raise SparseFormatError(f"values must be 2-D [M][K/2], got shape {values.shape}")
     validate_metadata(metadata)
     m, half_k = values.shape
-    if half_k % (K_ALIGNMENT // 2):
-        raise SparseFormatError(f"values has {half_k} columns; K/2 must be a multiple of 16")
+    half_align = k_alignment(values.dtype) // 2
+    if half_k % half_align:
+        raise SparseFormatError(f"values has {half_k} columns; K/2 must be a multiple of {half_align}")
     expected = (m, half_k * 2 // K_ALIGNMENT)
     if metadata.shape != expected:
         raise SparseFormatError(
@@ -287,7 +225,7 @@ def validate_compressed(values: np.ndarray, metadata: np.ndarray) -> None:
 
 
 def decompress_2to4(compressed: Compressed2to4) -> np.ndarray:
-    """Rebuild the pruned dense [M][K] matrix (dropped positions ``+0.0``), bit exact."""
+    """Rebuild the pruned dense [M][K] matrix (dropped positions ``+0``), bit exact."""
     if not isinstance(compressed, Compressed2to4):
         raise SparseTypeError(f"compressed must be a Compressed2to4, got {type(compressed).__name__}")
     values, metadata = compressed.values, compressed.metadata
