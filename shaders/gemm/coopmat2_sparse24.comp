@@ -3,7 +3,7 @@
 // @variants META_WORDS=0|1|4
 // @variants SPLIT_SUM=NONE|LAST
 // The Vulkan 2:4 path: C[M][N] (fp32) = decompress(A) * B, where A arrives in vkcoop's shared 2:4 format
-// (vkcoop/sparse.py): values [M][K/2] (the two kept entries of every 4 along K, ascending) and metadata
+// (vkcoop/sparse/two_four.py): values [M][K/2] (the two kept entries of every 4 along K, ascending) and metadata
 // [M][K/32] uint32 (nibble j of word c covers columns 32c+4j..32c+4j+3 and equals idx0 | idx1 << 2).
 // Vulkan has no sparse tensor cores, so A is expanded while it is loaded: coopMatLoadTensorNV with a decode
 // function (GLSL_NV_cooperative_matrix2, "decodeFunc") on a layout whose block is 1 x 32 along K. One block

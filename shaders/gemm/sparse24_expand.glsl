@@ -1,4 +1,4 @@
-// Expanding vkcoop's 2:4 format (vkcoop/sparse.py) back to dense 16-bit elements, 16 columns at a time, on
+// Expanding vkcoop's 2:4 format (vkcoop/sparse/two_four.py) back to dense 16-bit elements, 16 columns at a time, on
 // 32- and 64-bit words (no 16-bit types needed, so the portable test shader runs it on any device with shaderInt64).
 //   values:   one uvec4 = 8 kept 16-bit values = 4 chunks of 4 columns, word c holding chunk c's two values
 //             (the lower K in the low half);
