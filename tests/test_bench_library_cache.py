@@ -90,10 +90,12 @@ def test_a_quick_search_tries_the_librarys_own_choice_and_is_remembered(monkeypa
 def test_a_remembered_winner_runs_here_without_a_search_process(monkeypatch, tmp_path):
     install(monkeypatch, FakeTorch(max_alg=5, best_alg=3, broken_alg=4))
     _, searched, _ = measured_once(tmp_path, depth="deep")
+    assert searched.found_by == "deep"             # a later stage's winner (the graph), the deep search's own
     monkeypatch.setattr(isolated.SearchProcess, "start", no_child_start)
     for depth in ("quick", "deep", "cached"):      # a deep winner serves every depth
         plan, result, again = measured_once(tmp_path, depth=depth)
         assert plan.source == "cache" and plan.search is False and result.status == "ok"
+        assert result.found_by == "cached"
         assert _probed(result) == [] and result.config == searched.config   # the same bound configuration
     assert _entry(tmp_path)["label"] == "alg3-sk2-mode2-tr-graph"
 
@@ -283,3 +285,114 @@ def test_the_bench_command_prints_the_partial_table_on_ctrl_c(monkeypatch, capsy
     assert cli.main(["bench", "sparse", "--quiet"]) == 130
     out = capsys.readouterr().out
     assert "fp16 llm 64x32x128" in out and "interrupted: the table holds the paths measured so far" in out
+
+
+# --- the shipped deep winners (vkcoop.bench.library_seeds) -------------------------------------------------------
+
+def _ship(monkeypatch, config, *, device=GPU.name, key=None, raw=None) -> None:
+    """Make ``config`` the package's deep winner for PROBLEM on ``device`` (``raw``: the entry as shipped)."""
+    entry = raw or LibraryEntry(isolated.encode(config), isolated.label_of(config), "torch 2.11 _cslt_*", "deep",
+                                "ef" * 16, 0.1).to_dict()
+    monkeypatch.setattr("vkcoop.bench.library_seeds.load",
+                        lambda: {device: {key or library_key("cuSPARSELt", PROBLEM): entry}})
+
+
+def _timed(result) -> list:
+    return [e["config"] for e in result.tuning if "where" not in e and "config" in e]
+
+
+def test_a_bare_machine_tries_the_shipped_winner_beside_the_librarys_choice_and_keeps_the_faster(monkeypatch,
+                                                                                                   tmp_path):
+    install(monkeypatch, FakeTorch(max_alg=5, library_pick=(1, 1, -1), best_alg=3, broken_alg=4))
+    _ship(monkeypatch, CsltConfig(3))                              # faster than the library's pick, algorithm 1
+    plan, result, run = measured_once(tmp_path)
+    assert plan.source == "search" and plan.configs == [CsltConfig(), CsltConfig(3)]
+    assert plan.found == {"search": "quick", "alg3": "shipped"} and plan.search["pinned"] == ["alg3"]
+    assert _probed(result) == ["search", "alg3"] and sorted(_timed(result)) == ["alg3", "search"]
+    assert result.found_by == "shipped" and "'alg_id': 3" in result.config
+    entry = _entry(tmp_path)
+    assert entry["label"] == "alg3" and entry["depth"] == "quick"
+    assert [r["config"] for r in entry["runners_up"]] == ["search"]
+    monkeypatch.setattr(isolated.SearchProcess, "start", no_child_start)
+    plan, again, _ = measured_once(tmp_path)                       # remembered: no search, the same winner
+    assert plan.source == "cache" and plan.configs == [CsltConfig(3)] and again.found_by == "cached"
+
+
+def test_a_slower_shipped_winner_loses_and_is_timed_beside_the_cached_one_without_a_search(monkeypatch, tmp_path):
+    install(monkeypatch, FakeTorch(max_alg=5, library_pick=(3, 1, -1), best_alg=3, broken_alg=4))
+    _ship(monkeypatch, CsltConfig(0))                              # slower than the library's pick, algorithm 3
+    plan, result, run = measured_once(tmp_path)
+    assert result.found_by == "quick" and "'alg_id': 3" in result.config
+    entry = _entry(tmp_path)
+    assert entry["label"] == "search" and "alg0" in [r["config"] for r in entry["runners_up"]]
+    monkeypatch.setattr(isolated.SearchProcess, "start", no_child_start)
+    plan, again, _ = measured_once(tmp_path)       # it ran in a search here under these versions: timed directly
+    assert plan.source == "cache" and plan.search is False and plan.configs == [CsltConfig(), CsltConfig(0)]
+    assert sorted(_timed(again)) == ["alg0", "search"] and again.found_by == "cached"
+
+
+def test_a_cached_quick_winner_and_a_shipped_one_never_tried_here_go_through_the_search_process(monkeypatch,
+                                                                                                tmp_path):
+    install(monkeypatch, FakeTorch(max_alg=5, best_alg=3, broken_alg=4))
+    versions = cuda_paths(["cuSPARSELt"], warmup_seconds=0)[0].version()
+    _plant(tmp_path, _good_entry(versions, config=isolated.encode(CsltConfig(2)), label="alg2"))
+    _ship(monkeypatch, CsltConfig(3))
+    plan, result, run = measured_once(tmp_path)
+    assert plan.source == "search" and plan.search["staged"] is False
+    assert plan.found == {"alg2": "cached", "alg3": "shipped"} and plan.search["pinned"] == ["alg2", "alg3"]
+    assert _probed(result) == ["alg2", "alg3"] and sorted(_timed(result)) == ["alg2", "alg3"]
+    assert result.found_by == "shipped" and _entry(tmp_path)["label"] == "alg3"
+
+
+def test_the_cached_depth_times_only_what_ran_here(monkeypatch, tmp_path, no_child):
+    install(monkeypatch, FakeTorch())
+    _ship(monkeypatch, CsltConfig(3))
+    plan, result, _ = measured_once(tmp_path, depth="cached")      # nothing remembered: the library's own choice
+    assert plan.configs == [CsltConfig()] and result.found_by == "default"
+    versions = cuda_paths(["cuSPARSELt"], warmup_seconds=0)[0].version()
+    _plant(tmp_path, _good_entry(versions, config=isolated.encode(CsltConfig(2)), label="alg2"))
+    plan, result, _ = measured_once(tmp_path, depth="cached")      # the shipped winner never ran here
+    assert plan.source == "cache" and plan.configs == [CsltConfig(2)] and result.found_by == "cached"
+
+
+def test_a_deep_winner_of_this_machine_is_not_joined_by_the_shipped_one(monkeypatch, tmp_path, no_child):
+    install(monkeypatch, FakeTorch())
+    versions = cuda_paths(["cuSPARSELt"], warmup_seconds=0)[0].version()
+    _plant(tmp_path, _good_entry(versions, config=isolated.encode(CsltConfig(2)), label="alg2", depth="deep"))
+    _ship(monkeypatch, CsltConfig(3))
+    plan, result, _ = measured_once(tmp_path)
+    assert plan.configs == [CsltConfig(2)] and plan.found == {"alg2": "cached"}
+
+
+def test_a_deep_search_probes_the_shipped_winner_in_its_first_stage(monkeypatch, tmp_path):
+    install(monkeypatch, FakeTorch(max_alg=5, best_alg=3, broken_alg=4))
+    _ship(monkeypatch, CsltConfig(3, 2, 2, True, False, True))
+    plan, result, _ = measured_once(tmp_path, depth="deep")
+    assert plan.configs[-1] == CsltConfig(3, 2, 2, True, False, True) and plan.search["staged"] is True
+    assert plan.found["alg3-sk2-mode2-tr-graph"] == "shipped" and "search-tr" in plan.found
+    assert "alg3-sk2-mode2-tr-graph" in _probed(result)[:6]
+    assert result.found_by == "shipped"        # the deep search's own stages found nothing faster
+
+
+@pytest.mark.parametrize("ship, why", [
+    (dict(device="NVIDIA H200"), None),                                               # another GPU model's
+    (dict(key=library_key("cuSPARSELt", GemmProblem("fp16", "llm", 128, 32, 128))), None),   # another case's
+    (dict(raw={"config": {"type": "NoSuchConfig", "fields": {}}, "label": "alg9", "versions": "v", "depth": "deep",
+               "device": "", "median_ms": 0.1}), "does not read back"),
+])
+def test_a_shipped_winner_of_another_gpu_or_case_or_damaged_is_not_tried(monkeypatch, tmp_path, ship, why):
+    install(monkeypatch, FakeTorch())
+    _ship(monkeypatch, CsltConfig(3), **ship)
+    messages = []
+    plan, result, _ = measured_once(tmp_path, messages=messages)
+    assert plan.configs == [CsltConfig()] and _probed(result) == ["search"] and result.found_by == "quick"
+    assert (messages == []) if why is None else (len(messages) == 1 and why in messages[0])
+
+
+def test_a_shipped_winner_refused_here_is_not_tried_again(monkeypatch, tmp_path):
+    install(monkeypatch, FakeTorch())
+    versions = cuda_paths(["cuSPARSELt"], warmup_seconds=0)[0].version()
+    _plant(tmp_path, _good_entry(versions, refused={"alg3": "alg 3: refused"}))
+    _ship(monkeypatch, CsltConfig(3))
+    plan, result, _ = measured_once(tmp_path, depth="deep")
+    assert "alg3" not in plan.found and CsltConfig(3) not in plan.configs

@@ -36,6 +36,9 @@ def test_wheel_contains_every_shader_and_both_packages_and_not_the_lab(wheel):
     shipped = {n.removeprefix("vkcoop/_shaders/") for n in names if n.startswith("vkcoop/_shaders/")}
     assert _repo_shader_files() <= shipped
     assert "spirv_tools/__init__.py" in names and "vkcoop/cli/__init__.py" in names
+    # the library searches' shipped winners, byte for byte as in the checkout
+    shipped = REPO / "vkcoop" / "bench" / "library_seeds.json"
+    assert zipfile.ZipFile(wheel).read("vkcoop/bench/library_seeds.json") == shipped.read_bytes()
     assert any(n.endswith("entry_points.txt") for n in names)
     # the lab's tools and tests, and the suite's, stay in the repository
     tops = {n.split("/")[0] for n in names}
@@ -77,6 +80,13 @@ def test_installed_package_finds_and_compiles_its_shaders_outside_the_repo(wheel
     assert root.startswith(str(env_dir)) and root.endswith("vkcoop/_shaders")
     expected = sorted(str(p.relative_to(REPO / "shaders")) for p in (REPO / "shaders").rglob("*.comp"))
     assert files == expected
+    # a bare machine starts from the shipped library winners: the installed copy reads them
+    probe = ("import vkcoop.bench.library_seeds as s, json; "
+             "print(json.dumps([str(s.SHIPPED_FILE), sorted(s.load())]))")
+    proc = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    shipped_file, devices = json.loads(proc.stdout)
+    assert shipped_file.startswith(str(env_dir)) and {"NVIDIA H100 80GB HBM3", "NVIDIA H200"} <= set(devices)
 
     # First use with no toolchain: every command that compiles says so in one line and exits 3.
     empty = tmp_path / "no-toolchain"

@@ -131,3 +131,47 @@ def test_the_waterfall_and_the_sanitizers_are_summed_up_from_their_json(tmp_path
     assert "| dense | fp16 square8192 8192x8192x8192 | cuBLAS 794 | cuda-mma.sync 503 (0.63×) | " in text
     assert "racecheck: 3 kernels in 4 of 4 launches; 1 errors" in text
     assert "- `gpu-av-seeds.json`: GPU-AV (1.4.363): 2 runs; 0 messages; not instrumented: OpCooperative" in text
+
+
+def _library_set(folder: Path, rows, settings=None) -> Path:
+    """A set whose default run holds ``rows`` (path, dtype, n, tflops, extra fields) at M = K = 8192."""
+    _set(folder)
+    results = [dict(_result(path, dtype, 8192, n, 8192, tflops, tflops / 800.0), **extra)
+               for path, dtype, n, tflops, extra in rows]
+    run = json.loads((folder / "bench-default.json").read_text())
+    run.update(results=results, **({"settings": settings} if settings is not None else {}))
+    (folder / "bench-default.json").write_text(json.dumps(run))
+    return folder
+
+
+def _row(table: str, what: str) -> str:
+    return next(line for line in table.splitlines() if line.startswith(f"| {what} |"))
+
+
+def test_the_cusparselt_row_shows_the_faster_route_per_case_and_names_it(tmp_path):
+    searched = {"config_source": "search"}
+    folder = _library_set(tmp_path / "h100", [
+        ("cuSPARSELt", "fp16", 8192, 1241.0, searched), ("cuSPARSELt-nvmath", "fp16", 8192, 1165.0, searched),
+        ("cuSPARSELt", "fp16", 32, 124.0, searched), ("cuSPARSELt-nvmath", "fp16", 32, 126.0, searched),
+        ("cuSPARSELt-nvmath", "bf16", 8192, 1176.0, searched)], settings={"search": "quick"})
+    row = _row(summary.readme_table(folder), "cuSPARSELt (the faster route), 2:4")
+    assert row == ("| cuSPARSELt (the faster route), 2:4 | 1241 (1.55×) [torch, quick] | 1176 (1.47×) [nvmath, quick] "
+                   "| 126 (0.16×) [nvmath, quick] | - |")
+
+
+def test_each_library_figure_says_what_found_it_in_new_runs_and_in_runs_that_predate_the_field(tmp_path):
+    rows = [("cuBLAS", "fp16", 8192, 850.0, {"config_source": "search", "found_by": "shipped"}),
+            ("cuBLAS", "bf16", 8192, 860.0, {"config_source": "cache"}),
+            ("cuBLAS", "fp16", 32, 85.0, {"config_source": "search"}),
+            ("cuBLAS", "bf16", 32, 84.0, {"config_source": "default"}),
+            ("vk-coopmat2-dense", "fp16", 8192, 350.0, {"config_source": "seed"})]
+    table = summary.readme_table(_library_set(tmp_path / "deep", rows, settings={"search": "deep"}))
+    assert _row(table, "cuBLAS, dense") == ("| cuBLAS, dense | 850 (1.06×) [shipped] | 860 (1.07×) [cached] "
+                                            "| 85 (0.11×) [deep] | 84 (0.10×) [default] |")
+    assert _row(table, "Vulkan coopmat2, dense").endswith("| 350 (0.44×) | - | - | - |")    # not a library row
+    legend = next(line for line in table.splitlines() if line.startswith("In brackets"))
+    for word in ("deep", "cached", "shipped", "default"):
+        assert f"{word}: {summary.FOUND_WORDS[word]}" in legend
+    assert "quick:" not in legend              # only the words the table uses
+    unrecorded = summary.readme_table(_library_set(tmp_path / "old", rows[2:3]))   # no settings: depth unknown
+    assert _row(unrecorded, "cuBLAS, dense").startswith("| cuBLAS, dense | - | - | 85 (0.11×) [search] |")

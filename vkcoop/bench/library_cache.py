@@ -14,6 +14,14 @@ and the candidates the library refused, with their reasons. The search depth (``
 On a hit the winner runs in the measuring process with no child. An entry written under other library versions
 is ignored (and replaced by the next search); one that does not read back, or names another device, is dropped
 with one line and searched again. A refused candidate is never tried again under the same versions.
+
+**The deep winner is always a candidate.** Where this machine has no deep entry, the package's shipped winner for
+the GPU (:mod:`.library_seeds`, a deep search's on the same GPU model) joins the candidates: a quick or deep search
+probes it in the search process beside its own; a hit on a quick entry times it beside the cached winner directly
+when it ran in a search here under these versions (it is a runner-up of the entry), else both go through the search
+process once. The measuring process times every survivor with the full iteration count and reports the fastest
+(``vkcoop.bench.measure``), and ``PathResult.found_by`` says which search found it (:data:`FOUND_BY`). The
+``cached`` depth searches nothing, so a shipped winner never tried here is not timed there.
 """
 from __future__ import annotations
 
@@ -23,6 +31,10 @@ from dataclasses import asdict, dataclass, field
 from .identity import DeviceIdentity
 
 SEARCH_DEPTHS = ("quick", "deep", "cached")
+#: What found a library row's configuration (``PathResult.found_by``): this run's quick or deep search, this
+#: machine's cache, the package's shipped deep winner, or nothing (the ``cached`` depth without an entry: the
+#: library's own choice, timed directly).
+FOUND_BY = ("quick", "deep", "cached", "shipped", "default")
 SECTION = "library"
 #: Runner-up timings kept per entry.
 RUNNERS_UP = 4
@@ -76,11 +88,25 @@ class LibraryEntry:
         return entry
 
 
-class LibraryCache:
-    """The ``library`` sections of a :class:`vkcoop.bench.tuning.TuningCache`'s files."""
+@dataclass
+class LibraryChoice:
+    """What a library path measures on one case (:meth:`LibraryCache.choose`): ``configs`` (in the search protocol's
+    types), ``source`` ("search": they go through the search process first; "cache" or "default": timed directly),
+    ``search`` (the options of that search: ``staged``, ``refused``, ``pinned``: labels timed here whenever they ran
+    there), and ``found``: label -> what found it (:data:`FOUND_BY`)."""
+    configs: list
+    source: str
+    search: dict | bool = False
+    found: dict = field(default_factory=dict)
 
-    def __init__(self, tuning):
+
+class LibraryCache:
+    """The ``library`` sections of a :class:`vkcoop.bench.tuning.TuningCache`'s files, and the shipped winners
+    (``shipped``: GPU name -> {key: entry dict}; default the package's, :func:`.library_seeds.load`)."""
+
+    def __init__(self, tuning, shipped: dict | None = None):
         self.tuning = tuning
+        self._shipped = shipped
 
     def _drop(self, identity: DeviceIdentity, key: str, why: str) -> None:
         self.tuning.section(identity, SECTION).pop(key, None)
@@ -111,6 +137,63 @@ class LibraryCache:
         if isinstance(raw, dict) and raw.get("versions") == versions and isinstance(raw.get("refused"), dict):
             return dict(raw["refused"])
         return {}
+
+    def shipped(self, identity: DeviceIdentity, path: str, problem) -> LibraryEntry | None:
+        """The package's deep winner of ``path`` on ``problem`` for this GPU model, or None (none shipped, or one
+        that does not read back: a packaging fault, said in one line)."""
+        if self._shipped is None:
+            from .library_seeds import load
+            self._shipped = load()
+        raw = self._shipped.get(identity.name, {}).get(library_key(path, problem))
+        if raw is None:
+            return None
+        try:
+            entry = LibraryEntry.from_dict(raw)
+            from ..cuda.isolated import decode
+            decode(entry.config)
+        except (ValueError, TypeError, KeyError) as error:
+            self.tuning._say(f"shipped library winner {library_key(path, problem)} of {identity.name} ignored: it "
+                             f"does not read back ({error})")
+            return None
+        return entry
+
+    def choose(self, identity: DeviceIdentity | None, path: str, problem, versions: str, depth: str, quick: list,
+               deep: list) -> LibraryChoice:
+        """What ``path`` measures on ``problem`` at search ``depth`` (module docstring): ``quick`` and ``deep``, the
+        path's candidates of a quick and of a deep search."""
+        from ..cuda.isolated import decode, label_of
+
+        entry = self.lookup(identity, path, problem, versions) if identity is not None else None
+        refused = self.refused(identity, path, problem, versions) if identity is not None else {}
+        seed = None
+        if identity is not None and not (entry is not None and entry.depth == "deep"):
+            seed = self.shipped(identity, path, problem)
+        if seed is not None and seed.label in refused:
+            seed = None
+        if entry is not None and entry.serves(depth):
+            found, configs = {entry.label: "cached"}, [decode(entry.config)]
+            if seed is None or seed.label == entry.label:
+                return LibraryChoice(configs, "cache", False, found)
+            tried_here = seed.label in {r.get("config") for r in entry.runners_up if isinstance(r, dict)}
+            if not tried_here and depth == "cached":
+                return LibraryChoice(configs, "cache", False, found)
+            found[seed.label] = "shipped"
+            configs.append(decode(seed.config))
+            if tried_here:
+                return LibraryChoice(configs, "cache", False, found)
+            return LibraryChoice(configs, "search", {"staged": False, "refused": refused, "pinned": list(found)},
+                                 found)
+        if depth == "cached":
+            return LibraryChoice(quick[:1], "default", False, {label_of(c): "default" for c in quick[:1]})
+        own = list(quick if depth == "quick" else deep)
+        found = {label_of(c): depth for c in own}
+        pinned = []
+        if seed is not None and seed.label not in found:
+            own.append(decode(seed.config))
+            found[seed.label] = "shipped"
+            pinned.append(seed.label)
+        return LibraryChoice(own, "search", {"staged": depth == "deep", "refused": refused, "pinned": pinned},
+                             found)
 
     def store(self, identity: DeviceIdentity, path: str, problem, entry: LibraryEntry):
         entry.when = entry.when or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

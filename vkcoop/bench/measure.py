@@ -17,7 +17,11 @@ A path whose candidates could crash the process or poison its CUDA context (the 
 record)``: it tries every candidate elsewhere first (a child process, ``vkcoop.cuda.isolated``) and returns only
 those that ran and checked correctly, fastest first. Only the survivors go through the loop here; the search's
 record (every candidate: ok with its probe time, failed or error with the reason) heads ``PathResult.tuning``,
-each entry marked ``"where": "search process"``. The deadline bounds the search; the few survivors are all timed.
+each entry marked ``"where": "search process"``. The deadline bounds the search; the few survivors are all timed,
+and so is every ``pinned`` candidate (a remembered deep winner, ``vkcoop.bench.library_cache``) that ran there.
+A library path's candidates are each timed here with the full iteration count, one after the other in this
+process, and the row reports the fastest of those series as it was timed: the figure is the best of what was
+re-timed, not a further run of the probe's winner.
 """
 from __future__ import annotations
 
@@ -70,7 +74,19 @@ class PathResult(Outcome):
     ceiling_tflops: float | None = None      # the roofline of this path's own form (vkcoop.bench.roofline)
     ratio_own_ceiling: float | None = None
     library: str = ""                # a library path: the library and version it ran on (``path.version()``)
+    found_by: str = ""               # a library path: what found the winner (library_cache.FOUND_BY)
     cusparselt_reference: str = ""   # which cuSPARSELt row ratio_cusparselt is over ("path (library)")
+
+
+#: The two routes to cuSPARSELt, each with the word a table names it by.
+CUSPARSELT_ROUTES = {"cuSPARSELt": "torch", "cuSPARSELt-nvmath": "nvmath"}
+
+
+def fastest_cusparselt(rows: dict, tflops=lambda r: r.tflops):
+    """The faster cuSPARSELt route of one case (``rows``: path -> result; ``tflops`` reads a result's figure), None
+    where neither ran: the one rule behind the x cuSPARSELt ratio and the results summary's cuSPARSELt row."""
+    ran = [rows[path] for path in CUSPARSELT_ROUTES if path in rows and tflops(rows[path])]
+    return max(ran, key=tflops) if ran else None
 
 
 def path_result(path: str, problem: GemmProblem, status: str, reason: str = "") -> PathResult:
@@ -121,6 +137,18 @@ def _time_again(path, operands, config, iters: int, warmup: int, flush_l2: bool)
         return bound.time(iters, warmup, flush_l2)
     finally:
         bound.release()
+
+
+def _searched(path, operands, configs, options, deadline, on_config):
+    """(the configurations to time here, the search's record): the survivors of ``path.search``, then each
+    ``pinned`` candidate (by label) that ran ok there and is not among them."""
+    options = dict(options) if isinstance(options, dict) else {}
+    pinned = set(options.pop("pinned", ()) or ())
+    survivors, record = path.search(operands, configs, deadline=deadline, progress=on_config, **options)
+    ran = {e.get("config") for e in record if e.get("status") == "ok"}
+    kept = {config_label(c) for c in survivors}
+    extra = [c for c in configs if config_label(c) in pinned & ran - kept]
+    return list(survivors) + list({config_label(c): c for c in extra}.values()), record
 
 
 class _Search:
@@ -174,12 +202,13 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
         return result
     configs = list(path.configs(problem, tune) if configs is None else configs)
     record = []
-    if search and hasattr(path, "search") and configs:   # try the candidates elsewhere first; time the survivors
-        options = search if isinstance(search, dict) else {}
-        configs, record = path.search(operands, configs, deadline=deadline, progress=on_config, **options)
+    library = hasattr(path, "search")
+    if search and library and configs:   # try the candidates elsewhere first; time the survivors
+        configs, record = _searched(path, operands, configs, search, deadline, on_config)
         deadline = None
     search = _Search(path, problem, configs, deadline, on_config, len(record))
-    probe_iters = iters if len(configs) == 1 and not hasattr(path, "refine") else max(3, iters // 4)
+    full = library or (len(configs) == 1 and not hasattr(path, "refine"))
+    probe_iters = iters if full else max(3, iters // 4)
     for config in search:
         try:
             entry, measured = _try_config(path, operands, config, probe_iters, warmup, flush_l2)
@@ -196,7 +225,7 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
         result.max_abs_error = failure.get("max_abs_error")
         return result
     config, (_, max_abs, bound_label, times) = search.best
-    if len(search.tried) > 1 or probe_iters != iters:  # re-time the winner with the full iteration count
+    if not library and (len(search.tried) > 1 or probe_iters != iters):  # the winner again, the full count
         times = _time_again(path, operands, config, iters, warmup, flush_l2)
     times, result.unsteady_ms = retime_if_unsteady(
         times, lambda: _time_again(path, operands, config, iters, warmup, flush_l2))

@@ -1,6 +1,6 @@
 """Output of ``vkcoop bench``: environment facts (nvidia-smi), the rich table (medians with their p10-p90
-spread; under it, each library row's library and version and which cuSPARSELt row each case's x cuSPARSELt is
-over), JSON, and the plot (throughput over a baseline per case, log axis, one panel per shape class)."""
+spread; a library row's configuration in brackets with what found it; under the table, each library row's library
+and version and which cuSPARSELt row each case's x cuSPARSELt is over), JSON, and the plot (throughput over a baseline per case, log axis, one panel per shape class)."""
 from __future__ import annotations
 
 import contextlib
@@ -94,8 +94,8 @@ def print_table(outcome, console=None) -> None:
     previous, skip_reasons = None, {}
     for r in outcome.results:
         style = {"ok": None, "skipped": "dim", "failed": "bold red", "error": "red"}[r.status]
-        note = f"{r.config} [{r.config_source}]" if r.status == "ok" and r.config_source else (
-            r.config if r.status == "ok" else r.reason)
+        source = getattr(r, "found_by", "") or r.config_source     # a library row: what found its winner
+        note = f"{r.config} [{source}]" if r.status == "ok" and source else (r.config if r.status == "ok" else r.reason)
         if r.status == "skipped":  # the same reason repeats for every case: print it once below
             number = skip_reasons.setdefault(r.reason, len(skip_reasons) + 1)
             note = f"see note {number}"
@@ -138,8 +138,10 @@ def library_notes(results) -> list[str]:
 #: the run started. 3: ``settings`` is the run's settings object, resolved (``dataclasses.asdict`` of a
 #: :class:`~vkcoop.bench.sparse_settings.SparseBenchSettings` or an
 #: :class:`~vkcoop.bench.attention_settings.AttentionBenchSettings`: the device and the validation mode too);
-#: bench attention's figures its ratios are over are ``environment["ratios_over"]``.
-SCHEMA_VERSION = 3
+#: bench attention's figures its ratios are over are ``environment["ratios_over"]``. 4: a library row says what found
+#: its winner (``found_by``: quick, deep, cached, shipped or default; ``vkcoop.bench.library_cache.FOUND_BY``) and
+#: reports the fastest of its candidates timed in the measuring process (``vkcoop.bench.measure``).
+SCHEMA_VERSION = 4
 
 
 def write_json(outcome, path) -> Path:

@@ -17,14 +17,26 @@ import re
 from pathlib import Path
 
 from ..errors import InputError
+from .library_seeds import LIBRARY_PATHS
+from .measure import CUSPARSELT_ROUTES, fastest_cusparselt
 
-#: The README's headline rows, in order: (path, what it is).
-HEADLINE_PATHS = (("vk-coopmat2-dense", "Vulkan coopmat2, dense"), ("vk-coopmat2-2:4", "Vulkan coopmat2, 2:4"),
-                  ("vk-khr-subgroup", "Vulkan KHR coopmat, dense"),
-                  ("cuda-mma.sync-cap", "CUDA mma.sync (ours) within Vulkan's limits, dense"),
-                  ("cuda-mma.sync", "CUDA mma.sync (ours), dense"), ("cuda-mma.sp", "CUDA mma.sp (ours), 2:4"),
-                  ("cuda-wgmma.sp", "CUDA wgmma.sp (ours), 2:4"), ("cuSPARSELt-nvmath", "cuSPARSELt, 2:4"),
-                  ("cuBLAS", "cuBLAS, dense"))
+#: The README's headline rows, in order: (the paths the row shows, what it is). A row of two paths shows, per case,
+#: the faster of them (the two routes to cuSPARSELt: ``vkcoop.bench.measure.fastest_cusparselt``, the rule of the
+#: x cuSPARSELt ratio), and its cell names the route.
+HEADLINE_ROWS = ((("vk-coopmat2-dense",), "Vulkan coopmat2, dense"), (("vk-coopmat2-2:4",), "Vulkan coopmat2, 2:4"),
+                 (("vk-khr-subgroup",), "Vulkan KHR coopmat, dense"),
+                 (("cuda-mma.sync-cap",), "CUDA mma.sync (ours) within Vulkan's limits, dense"),
+                 (("cuda-mma.sync",), "CUDA mma.sync (ours), dense"), (("cuda-mma.sp",), "CUDA mma.sp (ours), 2:4"),
+                 (("cuda-wgmma.sp",), "CUDA wgmma.sp (ours), 2:4"),
+                 (tuple(CUSPARSELT_ROUTES), "cuSPARSELt (the faster route), 2:4"), (("cuBLAS",), "cuBLAS, dense"))
+#: What a library cell's note says of what found its configuration (``found_by``; a run that predates the field:
+#: its search depth where the row searched, "cached" where the library cache served it).
+FOUND_WORDS = {"quick": "the library's own choice, found by this run's quick search",
+               "deep": "this run's deep search, every stage within its budget",
+               "cached": "this machine's library cache, an earlier run's search",
+               "shipped": "the deep winner the package ships for this GPU, tried beside the run's own candidates",
+               "default": "the library's own choice, timed without a search",
+               "search": "a search whose depth the run does not record"}
 #: The headline cases: (M, N, K) of the compute-bound and the memory-bound default cases.
 HEADLINE_SHAPES = ((8192, 8192, 8192), (8192, 32, 8192))
 HEADLINE_RUN = "bench-default.json"
@@ -54,18 +66,44 @@ def _case(m: int, n: int, k: int) -> str:
     return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
 
 
+def found_by(result: dict, settings: dict) -> str:
+    """What found a library row's configuration (:data:`FOUND_WORDS`); "" for any other row."""
+    if result.get("path") not in LIBRARY_PATHS:
+        return ""
+    if result.get("found_by"):
+        return result["found_by"]
+    source = result.get("config_source")
+    if source == "search":
+        return settings.get("search") or "search"
+    return {"cache": "cached"}.get(source, source or "")
+
+
 def headline(folder) -> list[dict]:
-    """The headline figures of a set: per headline path and case of the default run, TFLOP/s and × cuBLAS."""
+    """The headline figures of a set: per headline row and case of the default run, (TFLOP/s, × cuBLAS, note); the
+    note of a library row names its route (two paths) and what found its configuration (:func:`found_by`)."""
     bench = _load(Path(folder), HEADLINE_RUN)
     if bench is None:
         raise InputError(f"{folder}: no {HEADLINE_RUN} (run benchmarks/gpu/results.sh fresh)")
+    by_case: dict = {}
+    for result in bench["results"]:
+        shape = (result["m"], result["n"], result["k"])
+        if shape in HEADLINE_SHAPES and result.get("tflops"):
+            by_case.setdefault(f"{result['dtype']} {_case(*shape)}", {})[result["path"]] = result
+    settings = bench.get("settings") or {}
     rows = []
-    for path, what in HEADLINE_PATHS:
-        row = {"path": path, "what": what, "cases": {}}
-        for result in bench["results"]:
-            shape = (result["m"], result["n"], result["k"])
-            if result["path"] == path and shape in HEADLINE_SHAPES and result.get("tflops"):
-                row["cases"][f"{result['dtype']} {_case(*shape)}"] = (result["tflops"], result.get("ratio_cublas"))
+    for paths, what in HEADLINE_ROWS:
+        row = {"paths": paths, "what": what, "cases": {}}
+        for column, results in by_case.items():
+            if len(paths) == 1:
+                result = results.get(paths[0])
+            else:
+                result = fastest_cusparselt({p: results[p] for p in paths if p in results},
+                                            tflops=lambda r: r.get("tflops"))
+            if result is None:
+                continue
+            notes = [CUSPARSELT_ROUTES.get(result["path"], result["path"])] if len(paths) > 1 else []
+            notes += [found_by(result, settings)] if found_by(result, settings) else []
+            row["cases"][column] = (result["tflops"], result.get("ratio_cublas"), ", ".join(notes))
         rows.append(row)
     return rows
 
@@ -98,13 +136,27 @@ def readme_table(folder, link: str | None = None) -> str:
              f"[`{link}/{HEADLINE_RUN}`]({link}/{HEADLINE_RUN}), `vkcoop bench sparse` "
              "with no options on a fresh machine.", "",
              "| path | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
-    for row in headline(folder):
+    rows = headline(folder)
+    for row in rows:
         cells = []
         for column in columns:
-            tflops, ratio = row["cases"].get(column, (None, None))
-            cells.append("-" if tflops is None else f"{tflops:.0f} ({_fmt(ratio, '.2f')}×)")
+            tflops, ratio, note = row["cases"].get(column, (None, None, ""))
+            cells.append("-" if tflops is None else f"{tflops:.0f} ({_fmt(ratio, '.2f')}×)"
+                         + (f" [{note}]" if note else ""))
         lines.append(f"| {row['what']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + _waterfall_sentence(folder, link))
+    return "\n".join(lines + _library_sentence(rows) + _waterfall_sentence(folder, link))
+
+
+def _library_sentence(rows) -> list[str]:
+    """What the brackets of the library cells say: the route of cuSPARSELt and each word of what found a
+    configuration that the table uses."""
+    words = {word for row in rows for *_, note in row["cases"].values() for word in note.split(", ") if word}
+    found = [f"{word}: {FOUND_WORDS[word]}" for word in FOUND_WORDS if word in words]
+    if not found:
+        return []
+    return ["", "In brackets: the route of the cuSPARSELt figure, the faster per case (torch: torch's "
+            "`_cslt_sparse_mm`; nvmath: nvmath-python's cuSPARSELt bindings), and what found each library "
+            "configuration (" + "; ".join(found) + ")."]
 
 
 def _waterfall_sentence(folder: Path, link: str) -> list[str]:

@@ -56,15 +56,12 @@ from dataclasses import asdict, dataclass, is_dataclass
 
 from ..errors import InputError
 from ..gemm.path import GemmOperands
-from .measure import PathResult, measure_path, path_result
+from .measure import PathResult, fastest_cusparselt, measure_path, path_result
 from ..progress import PROGRESS_MODES, RunProgress, progress_mode
 from .shapes import LLM_TOKENS, PRESETS, SHAPES, make_cases
 from .sparse_settings import (CUDA_PATHS, DEFAULT_SEARCH_BUDGET, DEFAULT_TUNE_BUDGET, PATH_NAMES, SEARCH_DEPTHS,
                               VULKAN_PATHS, SparseBenchSettings)
 from .tuning import Tuner, TuningCache, cache_dir
-
-#: The rows the x cuSPARSELt ratio may be over: the fastest of them that ran on the case.
-CUSPARSELT_PATHS = ("cuSPARSELt", "cuSPARSELt-nvmath")
 
 __all__ = ["run_sparse_bench", "run_cases", "make_cases", "add_ratios", "BenchResult", "SparseBenchSettings",
            "PATH_NAMES", "SHAPES", "LLM_TOKENS", "PRESETS", "SEARCH_DEPTHS", "VULKAN_PATHS", "CUDA_PATHS",
@@ -89,8 +86,7 @@ def add_ratios(results: list[PathResult], baseline: str = "cuBLAS") -> None:
     for r in results:
         by_case.setdefault(r.case, {})[r.path] = r
     for paths in by_case.values():
-        ran = [paths[name] for name in CUSPARSELT_PATHS if name in paths and paths[name].tflops]
-        cusparselt = max(ran, key=lambda r: r.tflops) if ran else None
+        cusparselt = fastest_cusparselt(paths)
         for r in paths.values():
             if r.tflops is None:
                 continue
@@ -192,7 +188,8 @@ def summary_line(result: PathResult) -> str:
     """One finished path in words: case, path, status, figure, where the configuration came from."""
     head = f"{result.case}  {result.path}  {result.status}"
     if result.tflops is not None:
-        return (f"{head}  {result.tflops:.1f} TFLOP/s ({result.median_ms:.3f} ms)  [{result.config_source}] "
+        return (f"{head}  {result.tflops:.1f} TFLOP/s ({result.median_ms:.3f} ms)  "
+                f"[{result.found_by or result.config_source}] "
                 f"{result.config}")[:220]
     return f"{head}: {result.reason}"[:220]
 

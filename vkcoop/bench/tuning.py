@@ -8,9 +8,10 @@ format) is rejected with one logged line, kept beside as ``*.corrupt`` and rebui
 
 For each path and problem a :class:`Tuner` decides (:meth:`Tuner.plan`):
 
-* a library baseline (``always_search``: cuSPARSELt, cuBLAS...) searches its options on every case, in a child
-  process (``vkcoop.cuda.isolated``), bounded by ``search_budget`` seconds; its plan holds the first stage's
-  candidates;
+* a library baseline (``always_search``: cuSPARSELt, cuBLAS...) is planned by the library cache
+  (:meth:`.library_cache.LibraryCache.choose`): its remembered winner, or a search in a child process
+  (``vkcoop.cuda.isolated``) bounded by ``search_budget`` seconds whose plan holds the first stage's candidates; a
+  remembered deep winner (this machine's, else the package's shipped one) is always among them;
 * ``retune``, or ``tune`` without a cached entry, or a device with neither a cache entry nor shipped seeds
   (``vkcoop.gemm.paths.SEEDS``: the H200 and the H100) measures every candidate the path derives from the device
   (``path.configs(problem, tune=True)``) and stores the winner; all tunings of a run share ``budget`` seconds;
@@ -183,6 +184,7 @@ class Plan:
     #: under (identity, library versions)
     search: bool | dict = False
     library: tuple | None = None
+    found: dict | None = None     # a library path: label -> what found it (library_cache.FOUND_BY)
 
 
 def best_entry(tried: list) -> dict | None:
@@ -246,20 +248,15 @@ class Tuner:
     def library_plan(self, path, problem) -> Plan:
         """A library path's plan: its cached winner, else a search of the run's depth (module docstring of
         :mod:`.library_cache`)."""
-        now, depth = time.monotonic(), self.search_depth
+        now = time.monotonic()
         identity, versions = self.identity(path), self._versions(path)
-        entry = self.library.lookup(identity, path.name, problem, versions) if identity is not None else None
-        if entry is not None and entry.serves(depth):
-            from ..cuda.isolated import decode
-            return Plan([decode(entry.config)], "cache", started=now)
         quick = getattr(path, "quick_configs", lambda p: path.configs(p, True)[:1])(problem)
-        if depth == "cached":
-            return Plan(quick[:1], "default", started=now)
-        refused = self.library.refused(identity, path.name, problem, versions) if identity is not None else {}
-        deep = depth == "deep"
-        return Plan(path.configs(problem, True) if deep else quick, "search", now + self.search_budget,
-                    started=now, search={"staged": deep, "refused": refused},
-                    library=(identity, versions) if identity is not None else None)
+        choice = self.library.choose(identity, path.name, problem, versions, self.search_depth, quick,
+                                     path.configs(problem, True))
+        if choice.source != "search":
+            return Plan(choice.configs, choice.source, started=now, found=choice.found)
+        return Plan(choice.configs, "search", now + self.search_budget, started=now, search=choice.search,
+                    library=(identity, versions) if identity is not None else None, found=choice.found)
 
     def needs_search(self, path, problem) -> bool:
         """Whether measuring ``path`` on ``problem`` starts a library search (the run starts its search process
@@ -286,7 +283,12 @@ class Tuner:
         return Plan(path.configs(problem, False), "seed" if seeded else "default", started=now)
 
     def finish(self, plan: Plan, problem, result, path=None) -> None:
-        """Store the winner of a tuning (and account its time against the budget), or of a library search."""
+        """Store the winner of a tuning (and account its time against the budget), or of a library search; a
+        library row learns what found its winner (``found_by``)."""
+        if plan.found is not None:     # a later stage's candidate of a deep search is the search's own
+            winner = best_entry([e for e in result.tuning if "where" not in e])
+            later = self.search_depth if plan.source == "search" else ""
+            result.found_by = plan.found.get(winner["config"], later) if winner is not None else ""
         if plan.library is not None:
             self._store_search(plan, problem, result, path)
             return

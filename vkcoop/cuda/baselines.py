@@ -22,6 +22,7 @@ A bound op may carry ``close()`` (resources freed when the measurement releases 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from dataclasses import dataclass
 
@@ -82,6 +83,30 @@ class CsltConfig:
         parts += [name for name, on in (("tr", self.transpose_result), ("bcol", self.b_column_major),
                                          ("graph", self.graph)) if on]
         return "-".join(parts)
+
+    @classmethod
+    def from_label(cls, label: str) -> "CsltConfig":
+        """The configuration a :meth:`label` names (the shipped library winners are kept as labels); ValueError
+        naming the part that does not parse."""
+        head, *rest = str(label).split("-")
+        if head != "search" and not re.fullmatch(r"alg\d+", head):
+            raise ValueError(f"cuSPARSELt label {label!r}: {head!r} is not 'search' or 'algN'")
+        fields = {"alg_id": None if head == "search" else int(head[3:])}
+        for part in rest:
+            number = re.fullmatch(r"(sk|mode)(\d+)", part)
+            if number:
+                fields["split_k" if number[1] == "sk" else "split_k_mode"] = int(number[2])
+            elif part in _CSLT_FLAGS:
+                fields[_CSLT_FLAGS[part]] = True
+            else:
+                raise ValueError(f"cuSPARSELt label {label!r}: {part!r} is not an option")
+        config = cls(**fields)
+        if config.label() != label:    # options out of their order, or repeated
+            raise ValueError(f"cuSPARSELt label {label!r} is not written as {config.label()!r}")
+        return config
+
+
+_CSLT_FLAGS = {"tr": "transpose_result", "bcol": "b_column_major", "graph": "graph"}
 
 
 def version_text(number) -> str:
@@ -254,6 +279,30 @@ class BlasConfig:
     def label(self) -> str:
         parts = [self.op] + ([self.library] if self.library != "default" else [])
         return "-".join(parts + [name for name, on in (("bcol", self.b_column_major), ("graph", self.graph)) if on])
+
+    @classmethod
+    def from_label(cls, label: str) -> "BlasConfig":
+        """The configuration a :meth:`label` names; ValueError naming the part that does not parse."""
+        op, *rest = str(label).split("-")
+        if op not in BLAS_OPS:
+            raise ValueError(f"cuBLAS label {label!r}: {op!r} is not one of {', '.join(BLAS_OPS)}")
+        fields = {"op": op}
+        for part in rest:
+            if part in BLAS_LIBRARIES:
+                fields["library"] = part
+            elif part in ("bcol", "graph"):
+                fields["b_column_major" if part == "bcol" else "graph"] = True
+            else:
+                raise ValueError(f"cuBLAS label {label!r}: {part!r} is not an option")
+        config = cls(**fields)
+        if config.label() != label:
+            raise ValueError(f"cuBLAS label {label!r} is not written as {config.label()!r}")
+        return config
+
+
+BLAS_OPS = ("mm", "scaled_mm", "nvmath")
+#: torch.backends.cuda.preferred_blas_library's choices besides "default"
+BLAS_LIBRARIES = ("cublas", "cublaslt")
 
 
 #: What to install for the nvmath-python paths.
