@@ -238,9 +238,6 @@ def _problem(m, n, k, dtype_name, seed=0):
     (WgmmaSpGemm, "256x128", (512, 256, 1024)),
     (WgmmaSpGemm, "256x128s5", (256, 384, 640)),
     (WgmmaSpGemm, "256x128s6", (768, 128, 512)),
-    # CTA pairs sharing B: two pairs along M, two along N; one pair, a long K
-    (WgmmaSpGemm, "128x256x2", (512, 512, 512)),
-    (WgmmaSpGemm, "128x256x2s5", (256, 256, 2048)),
     # wgmma.sp split-K summed in a cluster: 2 tiles split 8 ways (2 slices each), uneven shares (11 slices in 6
     # splits of 2: the last has one), 4 tiles of 3 slices each, and 6 tiles across N of 16 slices each
     (WgmmaSpGemm, "128x16cs", (256, 16, 1024)),

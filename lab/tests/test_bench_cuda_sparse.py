@@ -45,8 +45,8 @@ def test_configs_name_diagnostic_entries_by_kernel_name_and_each_path_takes_its_
     assert set(diagnostic.values()) == set(WgmmaSpGemm.DIAGNOSTIC_CONFIGS)
     name = next(iter(diagnostic))
     labels = [label for label, _ in bench_cuda_sparse._paths(False, {"mma", "wgmma"},
-                                                              ["auto", "128x256x2", name, "256x128k128p"])]
-    assert labels == ["mma.sp[auto]", "mma.sp[256x128k128p]", "wgmma.sp[auto]", "wgmma.sp[128x256x2]",
+                                                              ["auto", "128x16cs", name, "256x128k128p"])]
+    assert labels == ["mma.sp[auto]", "mma.sp[256x128k128p]", "wgmma.sp[auto]", "wgmma.sp[128x16cs]",
                       f"wgmma.sp[{name}]"]
 
 

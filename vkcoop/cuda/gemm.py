@@ -310,9 +310,6 @@ class WgmmaSpGemm(HandWrittenSpGemm):
     # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
     CONFIGS = {
         "128x256": WgmmaSpConfig(256, 2, 4),
-        # CTA pairs along M sharing B through TMA multicast (cuSPARSELt's 128x256x64 tile, cluster 2x1)
-        "128x256x2": WgmmaSpConfig(256, 2, 4, cluster=2),
-        "128x256x2s5": WgmmaSpConfig(256, 2, 5, cluster=2),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
         "256x128s5": WgmmaSpConfig(128, 2, 5, msub=2),
         "256x128s6": WgmmaSpConfig(128, 2, 6, msub=2),
@@ -336,7 +333,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
             (256, 2, 5, True, 1))) + tuple(
-        WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((128, 6),))
+        WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
 
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
         m, n, k, cfg, b_t, c = self._prepare(a, b)
