@@ -100,6 +100,17 @@ class LibraryChoice:
     found: dict = field(default_factory=dict)
 
 
+def _read_entry(raw) -> tuple["LibraryEntry | None", Exception | None]:
+    """(the entry ``raw`` holds, None) when it reads back, its configuration included; else (None, why)."""
+    try:
+        entry = LibraryEntry.from_dict(raw)
+        from ..cuda.isolated import decode
+        decode(entry.config)
+    except (ValueError, TypeError, KeyError) as error:
+        return None, error
+    return entry, None
+
+
 class LibraryCache:
     """The ``library`` sections of a :class:`vkcoop.bench.tuning.TuningCache`'s files, and the shipped winners
     (``shipped``: GPU name -> {key: entry dict}; default the package's, :func:`.library_seeds.load`)."""
@@ -119,11 +130,8 @@ class LibraryCache:
         raw = self.tuning.section(identity, SECTION).get(key)
         if raw is None:
             return None
-        try:
-            entry = LibraryEntry.from_dict(raw)
-            from ..cuda.isolated import decode
-            decode(entry.config)
-        except (ValueError, TypeError, KeyError) as error:
+        entry, error = _read_entry(raw)
+        if entry is None:
             self._drop(identity, key, f"does not read back ({error})")
             return None
         if identity.uuid and entry.device != identity.uuid:
@@ -147,14 +155,10 @@ class LibraryCache:
         raw = self._shipped.get(identity.name, {}).get(library_key(path, problem))
         if raw is None:
             return None
-        try:
-            entry = LibraryEntry.from_dict(raw)
-            from ..cuda.isolated import decode
-            decode(entry.config)
-        except (ValueError, TypeError, KeyError) as error:
+        entry, error = _read_entry(raw)
+        if entry is None:
             self.tuning._say(f"shipped library winner {library_key(path, problem)} of {identity.name} ignored: it "
                              f"does not read back ({error})")
-            return None
         return entry
 
     def choose(self, identity: DeviceIdentity | None, path: str, problem, versions: str, depth: str, quick: list,

@@ -14,8 +14,8 @@ from ..bench.attention import (DECODE_HEADS, DECODE_SEQS, DECODE_WARMUP_SECONDS,
 from ..bench.attention_report import plot, print_table
 from ..gemm import DTYPES
 from ..paths import output_file
-from .common import (Exit, add_progress_arguments, add_validate_argument, chosen_progress, nothing_ran,
-                     nothing_ran_error, positive_seconds, seconds_at_least_zero)
+from .common import (Exit, add_progress_arguments, add_validate_argument, chosen_progress, ending_after_output,
+                     positive_seconds, seconds_at_least_zero)
 
 
 def _list_of(kind, allowed=None):
@@ -123,8 +123,4 @@ def run(args, console=None) -> int:
         return Exit.INTERRUPTED
     if outcome.failed:
         return Exit.FAILED
-    if nothing_ran(r.status for r in outcome.results):
-        error = nothing_ran_error("path", [r.reason for r in outcome.results], "run it on a GPU host")
-        print(f"vkcoop: error: {error.line()}", file=sys.stderr)
-        return error.code
-    return Exit.OK
+    return ending_after_output(outcome.results, "path")

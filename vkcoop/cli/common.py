@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import enum
 import json
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -62,6 +63,17 @@ def nothing_ran_error(what: str, reasons, todo: str) -> CliError:
     if len(distinct) > 1:
         said += f" (and {len(distinct) - 1} other reasons above)"
     return CliError(f"no {what} could run here: {said}"[:400], todo, Exit.ENVIRONMENT)
+
+
+def ending_after_output(rows, what: str) -> int:
+    """The end of a command that writes its table and files whatever ran: Exit.OK, or where no row (each with a
+    ``status`` and a ``reason``) ran, the nothing-ran error said on stderr below them, and its code."""
+    rows = list(rows)
+    if not nothing_ran(r.status for r in rows):
+        return Exit.OK
+    error = nothing_ran_error(what, [r.reason for r in rows], "run it on a GPU host")
+    print(f"vkcoop: error: {error.line()}", file=sys.stderr)
+    return error.code
 
 
 def add_progress_arguments(p, lines: str) -> None:

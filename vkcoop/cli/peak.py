@@ -7,7 +7,7 @@ import sys
 
 from ..paths import output_file
 from ..bench.peak import FORMS, MODES, OPERANDS, TYPES, PeakResult, PeakRow, run_peak
-from .common import Exit, nothing_ran, nothing_ran_error
+from .common import Exit, ending_after_output
 
 
 def print_table(result: PeakResult, console=None) -> None:
@@ -75,9 +75,5 @@ def run(args) -> int:
         print(f"wrote {path}", file=sys.stderr)
     if any(r.status in ("failed", "error") for r in result.rows):
         return Exit.FAILED
-    if nothing_ran(r.status for r in result.rows):
-        error = nothing_ran_error("form or bandwidth", [r.reason for r in result.rows], "run it on a GPU host")
-        print(f"vkcoop: error: {error.line()}", file=sys.stderr)
-        return error.code
-    return Exit.OK
+    return ending_after_output(result.rows, "form or bandwidth")
 

@@ -130,3 +130,43 @@ def pack_nibbles(nibbles: np.ndarray) -> np.ndarray:
     shifts = 4 * np.arange(8, dtype=np.uint32)
     words = nibbles.astype(np.uint32, copy=False).reshape(m, -1, 8) << shifts
     return np.ascontiguousarray(np.bitwise_or.reduce(words, axis=-1).astype(np.uint32))
+
+
+def check_pair_shapes(values: np.ndarray, metadata: np.ndarray, half_align: int, columns_per_word: int) -> None:
+    """``values`` [M][K/2] with K/2 a multiple of ``half_align``, and ``metadata`` [M][K/columns_per_word]."""
+    m, half_k = values.shape
+    if half_k % half_align:
+        raise SparseFormatError(f"values has {half_k} columns; K/2 must be a multiple of {half_align}")
+    expected = (m, half_k * 2 // columns_per_word)
+    if metadata.shape != expected:
+        raise SparseFormatError(f"metadata has shape {metadata.shape}; values {values.shape} needs "
+                                f"[M][K/{columns_per_word}] = {expected}")
+
+
+class CompressedPair:
+    """What every compressed format shares: ``values`` ``[M][K/2]`` (half of each row kept) and its ``metadata``,
+    checked at construction by the format's ``check(values, metadata)``, since a malformed pair would otherwise fail
+    later, deep inside a decompression."""
+
+    values: np.ndarray
+    metadata: np.ndarray
+
+    @staticmethod
+    def check(values: np.ndarray, metadata: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def __post_init__(self):
+        self.validate()
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The dense shape ``(M, K)``."""
+        return int(self.values.shape[0]), int(self.values.shape[1]) * 2
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    def validate(self) -> None:
+        """Check shapes, dtypes and every metadata nibble; raise :class:`SparseFormatError`."""
+        self.check(self.values, self.metadata)

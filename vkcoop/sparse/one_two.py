@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import (SparseFormatError, SparseTypeError, as_is_order, check_matrix, check_metadata_array, flag,
-                     magnitude_order, metadata_nibbles, pack_nibbles, pruned)
+from .common import (CompressedPair, SparseFormatError, SparseTypeError, as_is_order, check_matrix,
+                     check_metadata_array, check_pair_shapes, flag, magnitude_order, metadata_nibbles, pack_nibbles,
+                     pruned)
 
 #: K must be a multiple of this: one uint32 metadata word (8 chunks of 2) and one m64nNk16 step cover 16 columns.
 K_ALIGNMENT_1TO2 = 16
@@ -77,28 +78,16 @@ def _mask(second: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Compressed1to2:
+class Compressed1to2(CompressedPair):
     """A 1:2 tf32 matrix (see the module docstring): ``values`` ``[M][K/2]`` float32, ``metadata`` ``[M][K/16]``
     uint32."""
 
     values: np.ndarray
     metadata: np.ndarray
 
-    def __post_init__(self):
-        validate_compressed_1to2(self.values, self.metadata)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """The dense shape ``(M, K)``."""
-        return int(self.values.shape[0]), int(self.values.shape[1]) * 2
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.values.dtype
-
-    def validate(self) -> None:
-        """Check shapes, dtypes and every metadata nibble; raise :class:`SparseFormatError`."""
-        validate_compressed_1to2(self.values, self.metadata)
+    @staticmethod
+    def check(values: np.ndarray, metadata: np.ndarray) -> None:
+        validate_compressed_1to2(values, metadata)
 
 
 def prune_1to2(dense: np.ndarray, *, accept_sparse: bool = False, return_mask: bool = False):
@@ -157,13 +146,7 @@ def validate_compressed_1to2(values: np.ndarray, metadata: np.ndarray) -> None:
     if values.ndim != 2:
         raise SparseFormatError(f"values must be 2-D [M][K/2], got shape {values.shape}")
     validate_metadata_1to2(metadata)
-    m, half_k = values.shape
-    if half_k % (K_ALIGNMENT_1TO2 // 2):
-        raise SparseFormatError(f"values has {half_k} columns; K/2 must be a multiple of {K_ALIGNMENT_1TO2 // 2}")
-    expected = (m, half_k * 2 // K_ALIGNMENT_1TO2)
-    if metadata.shape != expected:
-        raise SparseFormatError(
-            f"metadata has shape {metadata.shape}; values {values.shape} needs [M][K/16] = {expected}")
+    check_pair_shapes(values, metadata, K_ALIGNMENT_1TO2 // 2, K_ALIGNMENT_1TO2)
 
 
 def decompress_1to2(compressed: Compressed1to2) -> np.ndarray:

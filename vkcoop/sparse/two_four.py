@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .common import (BF16, EIGHT_BIT_DTYPES, SparseFormatError, SparseTypeError, as_is_order, check_matrix,
-                     check_metadata_array, first_two_code, flag, magnitude_order, metadata_nibbles, pack_nibbles,
-                     pruned)
+from .common import (BF16, EIGHT_BIT_DTYPES, CompressedPair, SparseFormatError, SparseTypeError, as_is_order,
+                     check_matrix, check_metadata_array, check_pair_shapes, first_two_code, flag, magnitude_order,
+                     metadata_nibbles, pack_nibbles, pruned)
 
 #: K of the 16- and 32-bit types must be a multiple of this: one uint32 metadata word covers 32 columns.
 K_ALIGNMENT = 32
@@ -119,7 +119,7 @@ _NIBBLE = np.array([((c & -c).bit_length() - 1) | (c.bit_length() - 1) << 2 if c
 
 
 @dataclass(frozen=True)
-class Compressed2to4:
+class Compressed2to4(CompressedPair):
     """A 2:4 matrix in the shared format (see the module docstring).
 
     ``values``: ``[M][K/2]`` in the dense dtype; ``metadata``: ``[M][K/32]`` uint32.
@@ -128,22 +128,9 @@ class Compressed2to4:
     values: np.ndarray
     metadata: np.ndarray
 
-    def __post_init__(self):
-        # Checked at construction: a malformed pair would otherwise fail later, deep inside decompress.
-        validate_compressed(self.values, self.metadata)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """The dense shape ``(M, K)``."""
-        return int(self.values.shape[0]), int(self.values.shape[1]) * 2
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.values.dtype
-
-    def validate(self) -> None:
-        """Check shapes, dtypes and every metadata nibble; raise :class:`SparseFormatError`."""
-        validate_compressed(self.values, self.metadata)
+    @staticmethod
+    def check(values: np.ndarray, metadata: np.ndarray) -> None:
+        validate_compressed(values, metadata)
 
 
 def _mask_from_code(code: np.ndarray, m: int, k: int) -> np.ndarray:
@@ -214,14 +201,7 @@ def validate_compressed(values: np.ndarray, metadata: np.ndarray) -> None:
     if values.ndim != 2:
         raise SparseFormatError(f"values must be 2-D [M][K/2], got shape {values.shape}")
     validate_metadata(metadata)
-    m, half_k = values.shape
-    half_align = k_alignment(values.dtype) // 2
-    if half_k % half_align:
-        raise SparseFormatError(f"values has {half_k} columns; K/2 must be a multiple of {half_align}")
-    expected = (m, half_k * 2 // K_ALIGNMENT)
-    if metadata.shape != expected:
-        raise SparseFormatError(
-            f"metadata has shape {metadata.shape}; values {values.shape} needs [M][K/32] = {expected}")
+    check_pair_shapes(values, metadata, k_alignment(values.dtype) // 2, K_ALIGNMENT)
 
 
 def decompress_2to4(compressed: Compressed2to4) -> np.ndarray:
