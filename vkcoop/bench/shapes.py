@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..gemm import DTYPES
+from ..gemm.dtypes import BENCH_DTYPES, bench_type
 from ..gemm.path import GemmProblem
 
 SHAPES = ("square", "llm", "mlp")
@@ -161,6 +161,16 @@ def _problems(dtype: str, shape, sizes, tokens) -> list[GemmProblem]:
     return [GemmProblem(dtype, "llm", size, n, size) for size in sizes for n in tokens]
 
 
+def _check_k(cases) -> None:
+    """InputError naming the first case whose K its type's sparse format does not take (the 8-bit types: K a
+    multiple of 64, one wgmma.mma_async.sp m64nNk64 step)."""
+    for case in cases:
+        multiple = bench_type(case.dtype).k_multiple
+        if case.k % multiple:
+            raise InputError(f"--dtype {case.dtype}: {case.label} has K={case.k}, not a multiple of {multiple} "
+                             f"(the {case.dtype} 2:4 format covers K in steps of {multiple})")
+
+
 def preset_grid(preset: str, **given) -> dict:
     """The grid of ``preset`` (:data:`PRESETS`) with every option in ``given`` that is not None put over it:
     ``dtypes``, ``sizes``, ``shapes`` and ``llm_tokens``."""
@@ -174,8 +184,8 @@ def preset_grid(preset: str, **given) -> dict:
 
 def make_cases(dtypes, sizes, shapes, llm_tokens=LLM_TOKENS) -> list[GemmProblem]:
     """Every (dtype, shape) problem, duplicates dropped, in that order except that the problems sharing a dtype,
-    M and K follow each other (they share A: :func:`vkcoop.gemm.exact.eighths_inputs`). Raises ValueError
-    naming the option."""
+    M and K follow each other (they share A: :func:`vkcoop.gemm.exact.bench_inputs`). Raises ValueError
+    naming the option (a K that a type's format does not take among them)."""
     tokens = _tokens(llm_tokens)
     checked = []
     for size in sizes:
@@ -185,11 +195,12 @@ def make_cases(dtypes, sizes, shapes, llm_tokens=LLM_TOKENS) -> list[GemmProblem
         checked.append(size)
     cases = []
     for dtype in dtypes:
-        if dtype not in DTYPES:
-            raise InputError(f"--dtype {dtype!r}: choose from {', '.join(DTYPES)}")
+        if dtype not in BENCH_DTYPES:
+            raise InputError(f"--dtype {dtype!r}: choose from {', '.join(BENCH_DTYPES)}")
         for shape in shapes:
             cases.extend(_problems(dtype, shape, checked, tokens))
     cases = list(dict.fromkeys(cases))
+    _check_k(cases)
     first = {}
     for index, case in enumerate(cases):
         first.setdefault((case.dtype, case.m, case.k), index)

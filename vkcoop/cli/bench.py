@@ -219,7 +219,7 @@ def _grid_help(preset: dict, name: str) -> str:
 def _add_sparse_parser(kinds) -> None:
     from ..bench.shapes import PRESETS, SHAPES
     from ..bench.sparse import DEFAULT_SEARCH_BUDGET, DEFAULT_TUNE_BUDGET, PATH_NAMES, SEARCH_DEPTHS
-    from ..gemm import DTYPES
+    from ..gemm.dtypes import BENCH_DTYPES
 
     default, full = PRESETS["default"], PRESETS["full"]
     p = kinds.add_parser("sparse", help="2:4 sparse and dense GEMM paths, Vulkan and CUDA, checked then timed",
@@ -232,8 +232,9 @@ def _add_sparse_parser(kinds) -> None:
                    help="the grid: default (both dtypes, 8192^3 and 8192x32x8192, about a minute) or full (sizes "
                         f"{_grid_help(full, 'sizes')}, N = {_grid_help(full, 'llm_tokens')}); --dtype, --sizes, "
                         "--shapes and --llm-tokens replace its own")
-    p.add_argument("--dtype", type=choice_list(tuple(DTYPES)), default=None,
-                   help=f"input types (default: the preset's, {_grid_help(default, 'dtypes')})")
+    p.add_argument("--dtype", type=choice_list(BENCH_DTYPES), default=None,
+                   help=f"input types, from {','.join(BENCH_DTYPES)}: every path that takes a type runs it, the "
+                        f"others are skipped with the reason (default: the preset's, {_grid_help(default, 'dtypes')})")
     p.add_argument("--sizes", type=size_list(64), default=None,
                    help=f"M = K of the square and llm cases, multiples of 64 (default: the preset's, "
                         f"{_grid_help(default, 'sizes')})")

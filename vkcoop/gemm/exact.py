@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from .. import sparse as sparse24
+from .dtypes import HALF_DTYPES, bench_type
 from .types import DTYPES, RESULT_TOLERANCE, GemmInputError, gemm_types
 
 
@@ -72,6 +73,51 @@ def eighths_inputs(dtype: str, m: int, n: int, k: int, *, seed: int = 0):
     rng.bit_generator.state = state
     b = _draw_eighths(rng, (k, n), dtype)
     return pruned, compressed, b
+
+
+def _draw_values(rng: np.random.Generator, shape: tuple, values: np.ndarray) -> np.ndarray:
+    """Draws of ``values`` (uniform over them), looked up from int8 indices as :func:`_draw_eighths` does."""
+    draws = rng.integers(0, len(values), size=shape, dtype=np.int8)
+    return values[draws.view(np.uint8)]
+
+
+@functools.lru_cache(maxsize=1)
+def _typed_a(dtype: str, m: int, k: int, seed: int):
+    """:func:`_eighths_a` for the other bench types: A drawn from the type's values, pruned to its pattern."""
+    kind = bench_type(dtype)
+    values = np.array(kind.values, dtype=np.float64).astype(kind.input_dtype)
+    rng = np.random.default_rng(seed)
+    a = _draw_values(rng, (m, k), values)
+    compress = sparse24.compress_1to2 if kind.pattern == "1:2" else sparse24.compress_2to4
+    compressed, pruned = compress(a, return_pruned=True)
+    for array in (pruned, compressed.values, compressed.metadata):
+        array.flags.writeable = False
+    return pruned, compressed, rng.bit_generator.state
+
+
+def bench_inputs(dtype: str, m: int, n: int, k: int, *, seed: int = 0):
+    """(pruned dense A, compressed A, B) of any bench type (:mod:`vkcoop.gemm.dtypes`): fp16 and bf16 are
+    :func:`eighths_inputs`; the others draw the type's values, A first and B after it from one generator, A pruned
+    to the type's pattern (1:2 for tf32, :func:`vkcoop.sparse.compress_1to2`; else 2:4) and made once for the
+    problems sharing its M, K and seed. GemmInputError for a K the type's format does not take."""
+    if dtype in HALF_DTYPES:
+        return eighths_inputs(dtype, m, n, k, seed=seed)
+    kind = bench_type(dtype)
+    if k % kind.k_multiple:
+        raise GemmInputError(f"K={k}: {dtype} inputs need K a multiple of {kind.k_multiple}")
+    pruned, compressed, state = _typed_a(dtype, int(m), int(k), int(seed))
+    rng = np.random.default_rng()
+    rng.bit_generator.state = state
+    values = np.array(kind.values, dtype=np.float64).astype(kind.input_dtype)
+    return pruned, compressed, _draw_values(rng, (k, n), values)
+
+
+def bench_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The exact product of operands of :func:`bench_inputs`: :func:`eighths_reference` for floats (fp32 holds
+    every partial sum of their products), int32 for integers (summed in int64)."""
+    if a.dtype.kind in "iu":
+        return (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
+    return eighths_reference(a, b)
 
 
 #: fp16 holds every multiple of 1/64 up to 2048 / 64 = 32 in magnitude exactly.

@@ -11,12 +11,14 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .exact import check_output, check_rows, eighths_inputs, eighths_reference, short_sum_b
+from .dtypes import bench_type, numpy_dtype
+from .exact import bench_inputs, bench_reference, check_output, check_rows, eighths_reference, short_sum_b
 
 
 @dataclass(frozen=True)
 class GemmProblem:
-    """C [M][N] = A [M][K] @ B [K][N] with fp16 or bf16 inputs; ``shape_class`` groups configurations."""
+    """C [M][N] = A [M][K] @ B [K][N] with inputs of one bench type (``dtype``, :mod:`vkcoop.gemm.dtypes`);
+    ``shape_class`` groups configurations."""
     dtype: str
     shape_class: str
     m: int
@@ -34,14 +36,14 @@ class GemmProblem:
 
 @dataclass
 class GemmOperands:
-    """A problem's host inputs, made once and shared by every path: the 2:4-pruned dense A, its compressed
-    form, B [K][N], the rows a check compares and their exact fp32 product.
+    """A problem's host inputs, made once and shared by every path: the pruned dense A (2:4, or 1:2 for tf32), its
+    compressed form, B [K][N], the rows a check compares and their exact product (fp32, int32 for the integers).
 
     :meth:`make` is deterministic (numpy's ``default_rng(seed)``); :meth:`save` and :meth:`load` hand the very
     same bits to a child process (``vkcoop.cuda.isolated``) without making them again."""
     problem: GemmProblem
     pruned: np.ndarray
-    compressed: object            # vkcoop.sparse.Compressed2to4
+    compressed: object            # vkcoop.sparse.Compressed2to4 (Compressed1to2 for tf32)
     b: np.ndarray
     rows: np.ndarray
     reference: np.ndarray
@@ -50,9 +52,9 @@ class GemmOperands:
 
     @classmethod
     def make(cls, problem: GemmProblem, seed: int = 0) -> "GemmOperands":
-        pruned, compressed, b = eighths_inputs(problem.dtype, problem.m, problem.n, problem.k, seed=seed)
+        pruned, compressed, b = bench_inputs(problem.dtype, problem.m, problem.n, problem.k, seed=seed)
         rows = check_rows(problem.m)
-        return cls(problem, pruned, compressed, b, rows, eighths_reference(pruned[rows], b), seed)
+        return cls(problem, pruned, compressed, b, rows, bench_reference(pruned[rows], b), seed)
 
     @cached_property
     def short_sums(self) -> "GemmOperands":
@@ -68,7 +70,7 @@ class GemmOperands:
 
     def save(self, folder) -> None:
         """Write the arrays to ``folder`` (one .npy each, as unsigned integers of their width, with their dtype
-        names beside: .npy cannot name ml_dtypes' bfloat16), for :meth:`load` in another process."""
+        names beside: .npy cannot name ml_dtypes' bfloat16 or float8 types), for :meth:`load` in another process."""
         import json
         from pathlib import Path
         folder = Path(folder)
@@ -85,14 +87,12 @@ class GemmOperands:
         import json
         from pathlib import Path
 
-        import ml_dtypes
-
-        from ..sparse import Compressed2to4
+        from ..sparse import Compressed1to2, Compressed2to4
         folder = Path(folder)
         names = json.loads((folder / "dtypes.json").read_text())
-        custom = {"bfloat16": ml_dtypes.bfloat16}
-        arrays = {name: np.load(folder / f"{name}.npy").view(custom.get(dtype, dtype)) for name, dtype in names.items()}
-        compressed = Compressed2to4(arrays["values"], arrays["metadata"])
+        arrays = {name: np.load(folder / f"{name}.npy").view(numpy_dtype(dtype)) for name, dtype in names.items()}
+        form = Compressed1to2 if bench_type(problem.dtype).pattern == "1:2" else Compressed2to4
+        compressed = form(arrays["values"], arrays["metadata"])
         return cls(problem, arrays["pruned"], compressed, arrays["b"], arrays["rows"], arrays["reference"], seed)
 
 

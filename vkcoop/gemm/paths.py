@@ -19,7 +19,7 @@ from .configs import (DeviceLimits, VulkanConfig, derive_khr_configs, derive_wor
                       parse_config, path_kernel, seed_family, tuning_class)
 from .path import GemmOperands, GemmProblem
 from .tiles import SUBGROUP_CODE, parse_subgroup_tile
-from .types import GemmInputError, accumulating_types, features_for
+from .types import DENSE_TYPES, SPARSE24_TYPES, GemmInputError, accumulating_types, features_for
 from .vulkan import KhrSharedMemoryGemm, L2Flush, coopmat2_gemm
 
 __all__ = ["VulkanConfig", "parse_config", "SEED_DEVICE", "SEED_CONFIGS", "SEEDS", "seed_configs", "tuning_class",
@@ -119,16 +119,30 @@ for _table in (SEED_CONFIGS, H100_SEED_CONFIGS):
                                         if not is_narrow(family)}
 #: Shipped seeds by device name.
 SEEDS = {SEED_DEVICE: SEED_CONFIGS, "NVIDIA H100 80GB HBM3": H100_SEED_CONFIGS}
+#: The dense path's int8 seeds (s8 x s8 -> s32), compute-bound shapes only: first guesses from the fp16 seeds, not yet
+#: measured. The fp16 square seed's tile reads 64 K columns of 2 bytes a step; int8 reads the same bytes in 128
+#: columns (128x128x128, K unroll 4), then the fp16 tile itself and the 256-invocation tile. The staged kernel copies
+#: 16-bit elements only, so no ``t`` label is here; narrow int8 problems run the first candidate derived from the
+#: driver's S8 rows (K granularity 32).
+INT8_SEED_CONFIGS = {"vk-coopmat2-dense": {"square": _seeds("128:128x128x128u4g4c", "128:128x128x64u8g4c",
+                                                            "256:128x256x64u8g8")}}
+#: Seeds of the dtypes whose tables are their own (the others share the fp16 and bf16 table of their device).
+DTYPE_SEEDS = {"int8": {SEED_DEVICE: INT8_SEED_CONFIGS, "NVIDIA H100 80GB HBM3": INT8_SEED_CONFIGS}}
 
 
 def seed_configs(device_name: str, path_name: str, problem: GemmProblem) -> list:
     """The shipped seed configurations of ``path_name`` for ``problem`` on ``device_name`` ([] if none): those of
-    its tuning class where the table has them (``narrow16``...), else those of the class's family."""
-    table = SEEDS.get(device_name, {}).get(path_name)
+    its tuning class where the table has them (``narrow16``...), else those of the class's family (``square`` or
+    ``llm``); a dtype with a table of its own (:data:`DTYPE_SEEDS`) reads only that one."""
+    tables = DTYPE_SEEDS.get(problem.dtype, SEEDS)
+    table = tables.get(device_name, {}).get(path_name)
     if not table:
         return []
     cls = tuning_class(problem)
-    return list(table.get(cls) or table.get(seed_family(cls)) or table["square"])
+    family = seed_family(cls)
+    if problem.dtype in DTYPE_SEEDS and family not in table:
+        return []
+    return list(table.get(cls) or table.get(family) or table["square"])
 
 
 class VulkanDevicePaths:
@@ -139,7 +153,8 @@ class VulkanDevicePaths:
 
         features = []
         for dtype in dtypes:
-            for kernel in ("sparse24", "khr"):
+            kernels = ("sparse24", "khr") if dtype in SPARSE24_TYPES else ("coopmat2",) if dtype in DENSE_TYPES else ()
+            for kernel in kernels:
                 features += features_for(kernel, accumulating_types(dtype))
         # vkcoop.vk.Device enables each feature's own extension (VK_KHR_shader_bfloat16 for the bf16 ones).
         self.device = vk.Device(device, features=list(dict.fromkeys(features)), validate=validate)
@@ -189,12 +204,15 @@ class _BoundVulkan:
 
 class _VulkanPath:
     name = ""
+    dtypes = tuple(SPARSE24_TYPES)      # the bench dtypes the path's kernels take
 
     def __init__(self, group: VulkanDevicePaths):
         self.group = group
         self._kernels: dict = {}
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        if problem.dtype not in self.dtypes:
+            return False, f"{self.name} takes {', '.join(self.dtypes)}, not {problem.dtype}"
         return True, self.group.name
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
@@ -242,7 +260,9 @@ class _VulkanPath:
 
 
 class CoopMat2Path(_VulkanPath):
+    """The dense coopmat2 kernel on the pruned A; int8 too (s8 x s8 -> s32, checked exactly)."""
     name = "vk-coopmat2-dense"
+    dtypes = tuple(DENSE_TYPES)
 
     def _bind(self, gemm, operands):
         gemm.bind(operands.pruned, gemm.kernel.store_b(operands.b))
@@ -253,6 +273,7 @@ class CoopMat2Fp16AccumulatingPath(CoopMat2Path):
     :attr:`GemmOperands.short_sums` (exact in fp16 in any order, compared bit for bit) and timed on the case's
     operands."""
     name = "vk-coopmat2-dense-fp16acc"
+    dtypes = ("fp16",)
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
         if problem.dtype != "fp16":
@@ -277,6 +298,8 @@ class ExpandedSparse24Path(Sparse24Path):
     name = "vk-coopmat2-2:4-expand"
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        if problem.dtype not in self.dtypes:
+            return super().supports(problem)
         if problem.k % sparse24.K_ALIGNMENT:   # its expansion pass reads whole metadata words
             return False, f"the 2:4 format needs K ({problem.k}) a multiple of {sparse24.K_ALIGNMENT}"
         if is_narrow(tuning_class(problem)):

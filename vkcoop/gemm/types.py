@@ -62,6 +62,9 @@ GEMM_TYPES: dict[str, GemmTypes] = {t.key: t for t in (
 
 #: The 2:4 path's dtypes: the ELEMENT define of coopmat2_sparse24.comp and the dense types it accumulates as.
 SPARSE24_TYPES = {"fp16": ("F16", "fp16->fp32"), "bf16": ("BF16", "bf16->fp32")}
+#: The bench dtypes the dense coopmat2 kernel computes, and the combination it computes each in: fp32 accumulation
+#: for fp16 and bf16, int32 for int8 (the driver's S8 rows, K granularity 32).
+DENSE_TYPES = {"fp16": "fp16->fp32", "bf16": "bf16->fp32", "int8": "s8->s32"}
 
 #: Features every coopmat2 GEMM kernel needs besides the element types'. maintenance4: the shaders size their
 #: workgroups with local_size_x_id (ExecutionMode LocalSizeId).
@@ -90,10 +93,11 @@ def gemm_types(key) -> GemmTypes:
 
 
 def accumulating_types(dtype: str) -> GemmTypes:
-    """The fp32-accumulating combination of a benchmark dtype ("fp16" -> fp16->fp32)."""
-    if dtype not in SPARSE24_TYPES:
-        raise GemmInputError(f"dtype={dtype!r}: choose from {', '.join(SPARSE24_TYPES)}")
-    return GEMM_TYPES[SPARSE24_TYPES[dtype][1]]
+    """The combination the dense kernel computes a benchmark dtype in (:data:`DENSE_TYPES`: "fp16" -> fp16->fp32,
+    "int8" -> s8->s32)."""
+    if dtype not in DENSE_TYPES:
+        raise GemmInputError(f"dtype={dtype!r}: the dense coopmat2 kernel takes {', '.join(DENSE_TYPES)}")
+    return GEMM_TYPES[DENSE_TYPES[dtype]]
 
 
 def sparse24_types(dtype: str) -> GemmTypes:
