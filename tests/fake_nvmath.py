@@ -11,6 +11,7 @@ destroyed). The GPU time of an algorithm is ``nvmath_factor`` times the torch fa
 from __future__ import annotations
 
 import ctypes
+import enum
 import json
 import os
 import sys
@@ -28,6 +29,11 @@ class CuSparseLtError(Exception):
     pass
 
 
+#: cudaDataType of the 8-bit operands (int8, e4m3, e5m2) and of the results the fake writes.
+EIGHT_BIT_TYPES = (3, 28, 29)
+RESULT_DTYPES = {14: "bfloat16", 10: "int32", 0: "float32", 2: "float16"}
+
+
 def _torch():
     return sys.modules["torch"]
 
@@ -41,6 +47,7 @@ class FakeCuSparseLt:
         self.broken_alg, self.poison_alg = broken_alg, poison_alg
         self.fail_on, self.version, self.nvmath_factor = fail_on, version, nvmath_factor
         self.calls: list[str] = []
+        self.described: list[tuple] = []       # (A, B, D type, compute type, op B) of each matmul descriptor
         self.objects: dict[int, dict] = {}     # everything made and not yet destroyed
         self.compressed: dict[int, np.ndarray] = {}
         self._next = 0x1000
@@ -88,17 +95,21 @@ class FakeCuSparseLt:
     # --- descriptors ------------------------------------------------------------------------------------------
     def structured_descriptor_init(self, handle, rows, cols, ld, alignment, value_type, order, sparsity):
         self._call("structured_descriptor_init")
-        return self._make("matrix", rows=rows, cols=cols, ld=ld, order=order, sparse=True)
+        return self._make("matrix", rows=rows, cols=cols, ld=ld, order=order, sparse=True, type=value_type)
 
     def dense_descriptor_init(self, handle, rows, cols, ld, alignment, value_type, order):
         self._call("dense_descriptor_init")
-        return self._make("matrix", rows=rows, cols=cols, ld=ld, order=order, sparse=False)
+        return self._make("matrix", rows=rows, cols=cols, ld=ld, order=order, sparse=False, type=value_type)
 
     def mat_descriptor_destroy(self, descriptor):
         self._destroy("mat_descriptor_destroy", "matrix", descriptor)
 
     def matmul_descriptor_init(self, handle, op_a, op_b, mat_a, mat_b, mat_c, mat_d, compute_type):
         self._call("matmul_descriptor_init")
+        types = tuple(self.objects[m]["type"] for m in (mat_a, mat_b, mat_d))
+        self.described.append((*types, compute_type, op_b))
+        if types[0] in EIGHT_BIT_TYPES and op_b == 0:     # the 8-bit kernels take B under operation T only
+            raise CuSparseLtError("CUSPARSE_STATUS_NOT_SUPPORTED: operation not supported")
         return self._make("matmul", op_b=op_b, d=self.objects[mat_d])
 
     def matmul_descriptor_destroy(self, descriptor):
@@ -177,10 +188,16 @@ class Matmul:
     factor = 0.6
     freed = 0
 
+    made: list = []     # (operand dtype name, options, quantization_scales) of each Matmul
+
     def __init__(self, a, b, c=None, *, alpha=None, beta=None, qualifiers=None, quantization_scales=None,
                  options=None, stream=None):
         self.a, self.b, self.planned = a, b, False
         self.algorithms = []
+        self.options = dict(options or {})
+        Matmul.made.append((a.dtype.name, self.options, quantization_scales))
+        if a.dtype.name == b.dtype.name == "float8_e5m2":     # as nvmath-python's type table answers
+            raise ValueError("Unsupported combination of dtypes for operands A (float8_e5m2) and B (float8_e5m2).")
 
     def plan(self, **options):
         self.planned = True
@@ -192,7 +209,9 @@ class Matmul:
 
     def execute(self, *, algorithm=None, release_workspace=False, stream=None):
         torch = _torch()
-        out = torch.Tensor(np.zeros((self.a.shape[0], self.b.shape[1]), self.a.array.dtype))
+        result = self.options.get("result_type")
+        dtype = getattr(torch, RESULT_DTYPES[int(result)]).numpy if result is not None else self.a.array.dtype
+        out = torch.Tensor(np.zeros((self.a.shape[0], self.b.shape[1]), dtype))
 
         def run():
             product = self.a.array.astype(np.float64) @ self.b.array.astype(np.float64)
@@ -203,6 +222,110 @@ class Matmul:
 
     def free(self):
         Matmul.freed += 1
+
+
+class CuBLASLtError(Exception):
+    pass
+
+
+class FakeCublasLt:
+    """The ``nvmath.bindings.cublasLt`` calls of vkcoop.cuda.cublaslt_imma: every object tracked until destroyed,
+    the descriptor's TRANSA and the layouts recorded. The heuristic offers ``algorithms`` of which the one at index
+    ``fastest`` runs quickest; ``wrong_algo`` (an index) adds one to one element of its result (a planted fault the
+    check must catch). IMMA takes the TN form only: the heuristic of any other raises CUBLAS_STATUS_NOT_SUPPORTED."""
+
+    def __init__(self, *, algorithms=4, fastest=2, wrong_algo=None):
+        self.algorithms, self.fastest, self.wrong_algo = algorithms, fastest, wrong_algo
+        self.calls: list[str] = []
+        self.objects: dict[int, dict] = {}
+        self.runs = []               # the algorithm index of each matmul
+        self._next = 0x9000
+        self.MatmulDescAttribute = types.SimpleNamespace(TRANSA=3, TRANSB=4)
+        self.MatmulPreferenceAttribute = types.SimpleNamespace(MAX_WORKSPACE_BYTES=1)
+        self._results: dict[int, int] = {}      # pointer of a heuristic result -> its index
+
+    def _make(self, kind, **fields):
+        self._next += 0x100
+        self.calls.append(f"{kind}_create")
+        self.objects[self._next] = {"kind": kind, **fields}
+        return self._next
+
+    def _destroy(self, kind, pointer):
+        self.calls.append(f"{kind}_destroy")
+        assert self.objects.pop(pointer)["kind"] == kind
+
+    def live(self):
+        return [o["kind"] for o in self.objects.values()]
+
+    def create(self):
+        return self._make("handle")
+
+    def destroy(self, handle):
+        self._destroy("handle", handle)
+
+    def matmul_desc_create(self, compute_type, scale_type):
+        return self._make("desc", compute=compute_type, scale=scale_type, TRANSA=0, TRANSB=0)
+
+    def matmul_desc_destroy(self, desc):
+        self._destroy("desc", desc)
+
+    def matmul_desc_set_attribute(self, desc, attribute, data, size):
+        name = {3: "TRANSA", 4: "TRANSB"}[attribute]
+        self.objects[desc][name] = ctypes.c_int32.from_address(data).value
+
+    def matrix_layout_create(self, dtype, rows, cols, ld):
+        return self._make("layout", type=dtype, rows=rows, cols=cols, ld=ld)
+
+    def matrix_layout_destroy(self, layout):
+        self._destroy("layout", layout)
+
+    def matmul_preference_create(self):
+        return self._make("preference")
+
+    def matmul_preference_destroy(self, preference):
+        self._destroy("preference", preference)
+
+    def matmul_preference_set_attribute(self, preference, attribute, data, size):
+        self.objects[preference]["workspace"] = ctypes.c_uint64.from_address(data).value
+
+    def MatmulHeuristicResult(self, count):
+        lt = self
+
+        class Result:
+            def __init__(self, index):
+                self.ptr = 0x70000 + 0x400 * index
+                lt._results[self.ptr] = index
+
+        class Results:
+            ptr = 0x70000
+
+            def __getitem__(self, index):
+                return Result(index)
+
+        return Results()
+
+    def matmul_algo_get_heuristic(self, handle, desc, a, b, c, d, preference, requested, results, count):
+        self.calls.append("heuristic")
+        if self.objects[desc]["TRANSA"] != 1:
+            raise CuBLASLtError("CUBLAS_STATUS_NOT_SUPPORTED")
+        self.layouts = [self.objects[layout] for layout in (a, b, d)]
+        ctypes.c_int32.from_address(count).value = min(requested, self.algorithms)
+
+    def matmul(self, handle, desc, alpha, a, a_layout, b, b_layout, beta, c, c_layout, d, d_layout, algo,
+               workspace, workspace_size, stream):
+        index = self._results[algo]
+        self.runs.append(index)
+        assert ctypes.c_int32.from_address(alpha).value == 1 and ctypes.c_int32.from_address(beta).value == 0
+        first, second, out = (fake_torch.POINTERS[p] for p in (a, b, d))   # cuBLASLt's A is our B, its B our A
+
+        def run():
+            product = second.array.astype(np.int64) @ first.array.astype(np.int64)
+            if index == self.wrong_algo:
+                product[0, 0] += 1
+            out.array[...] = product.astype(np.int32)
+
+        fake = _torch().fake
+        fake.spend(fake.base_ms * (1.0 + 0.2 * abs(index - self.fastest)), run)
 
 
 def make_modules(config: dict) -> dict:
@@ -223,8 +346,18 @@ def make_modules(config: dict) -> dict:
     nvmath = types.ModuleType("nvmath")
     nvmath.__version__ = "1.0.0-fake"
     nvmath.bindings, nvmath.linalg = bindings, linalg
+    nvmath.CudaDataType = enum.IntEnum("CudaDataType", {"CUDA_R_32F": 0, "CUDA_R_16F": 2, "CUDA_R_8I": 3,
+                                                        "CUDA_R_32I": 10, "CUDA_R_16BF": 14, "CUDA_R_8F_E4M3": 28,
+                                                        "CUDA_R_8F_E5M2": 29})
+    lt = FakeCublasLt(**config.get("cublaslt", {}))
+    cublaslt = types.ModuleType("nvmath.bindings.cublasLt")
+    for name in dir(lt):
+        if not name.startswith("_"):
+            setattr(cublaslt, name, getattr(lt, name))
+    cublaslt.library = lt
+    bindings.cublasLt = cublaslt
     return {"nvmath": nvmath, "nvmath.bindings": bindings, "nvmath.bindings.cusparseLt": cusparselt,
-            "nvmath.linalg": linalg, "nvmath.linalg.advanced": advanced}
+            "nvmath.bindings.cublasLt": cublaslt, "nvmath.linalg": linalg, "nvmath.linalg.advanced": advanced}
 
 
 def install(monkeypatch, **config) -> FakeCuSparseLt:

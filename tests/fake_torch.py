@@ -29,6 +29,7 @@ import weakref
 from collections import Counter
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from vkcoop.gemm import DTYPES
@@ -46,7 +47,11 @@ class FakeDtype:
 
 float16, bfloat16 = FakeDtype("float16", np.float16), FakeDtype("bfloat16", DTYPES["bf16"])
 float32, int32, int16, int64, uint8 = (FakeDtype(n, n) for n in ("float32", "int32", "int16", "int64", "uint8"))
-_BY_NUMPY = {d.numpy: d for d in (float16, bfloat16, float32, int32, int16, int64, uint8)}
+int8 = FakeDtype("int8", np.int8)
+float8_e4m3fn, float8_e5m2 = (FakeDtype(n, getattr(ml_dtypes, n)) for n in ("float8_e4m3fn", "float8_e5m2"))
+ALL_DTYPES = (float16, bfloat16, float32, int32, int16, int64, uint8, int8, float8_e4m3fn, float8_e5m2)
+_BY_NUMPY = {d.numpy: d for d in ALL_DTYPES}
+EIGHT_BIT = (int8, float8_e4m3fn, float8_e5m2)
 
 
 TESTS = Path(__file__).resolve().parent
@@ -122,6 +127,8 @@ class FakeTorch:
         self.clock_ms, self.capturing, self.calls, self.searches = 0.0, None, Counter(), 0
         self.blas_library = "cublas"
         self.poisoned = False
+        self.matmul = types.SimpleNamespace(allow_tf32=False)   # torch.backends.cuda.matmul
+        self.tf32_calls = []        # allow_tf32 at each float32 torch.mm
 
     def alive(self):
         """Raise as every CUDA call does once the context is poisoned."""
@@ -174,11 +181,20 @@ class FakeTorch:
         compressed.is_compressed = True
         return compressed
 
-    def cslt_sparse_mm(self, compressed, b, alg_id=0, split_k=1, split_k_mode=-1, transpose_result=False):
+    @staticmethod
+    def tn_only(compressed, b):
+        """cuSPARSELt's 8-bit kernels take B under operation T (column-major) only, as on the H100."""
+        if compressed.dtype in EIGHT_BIT and not b.column_major:
+            raise RuntimeError("CUDA error: operation not supported when calling `cusparseLtMatmulDescriptorInit("
+                               "...)` (CUSPARSE_STATUS_NOT_SUPPORTED)")
+
+    def cslt_sparse_mm(self, compressed, b, alg_id=0, split_k=1, split_k_mode=-1, transpose_result=False,
+                       out_dtype=None):
         self.planted(alg_id)
+        self.tn_only(compressed, b)
         self.calls[alg_id] += 1
         out = np.zeros((b.shape[1], compressed.shape[0]) if transpose_result else (compressed.shape[0], b.shape[1]),
-                       compressed.array.dtype)
+                       (out_dtype or compressed.dtype).numpy)
         result = Tensor(out)
 
         def run():
@@ -191,6 +207,7 @@ class FakeTorch:
         return result
 
     def mm_search(self, compressed, b, bias, alpha, out_dtype, transpose_result):
+        self.tn_only(compressed, b)
         self.searches += 1
         alg, split_k, mode = self.library_pick
         return alg, split_k, mode, self.max_alg
@@ -205,7 +222,25 @@ class FakeTorch:
             target.array[...] = (a.array.astype(np.float64) @ b.array.astype(np.float64)).astype(a.array.dtype)
 
         lt = self.blas_library == "cublaslt" and self.blas_lt_faster
+        if a.dtype is float32:
+            self.tf32_calls.append(self.matmul.allow_tf32)
         self.spend(self.base_ms * (0.9 if lt else 1.2), run)
+        return target
+
+    def scaled_mm(self, a, b, scale_a=None, scale_b=None, out_dtype=None):
+        """torch._scaled_mm as torch 2.11 answers: fp8 operands, not both e5m2, B column-major."""
+        if a.dtype not in (float8_e4m3fn, float8_e5m2) or b.dtype not in (float8_e4m3fn, float8_e5m2):
+            raise RuntimeError("Expected both inputs to be fp8 types")
+        if a.dtype is b.dtype is float8_e5m2:
+            raise RuntimeError("Multiplication of two Float8_e5m2 matrices is not supported")
+        if not b.column_major:
+            raise RuntimeError("mat2 must be col_major")
+        target = Tensor(np.zeros((a.shape[0], b.shape[1]), (out_dtype or a.dtype).numpy))
+
+        def run():
+            target.array[...] = (a.array.astype(np.float64) @ b.array.astype(np.float64)).astype(target.array.dtype)
+
+        self.spend(self.base_ms * 0.5, run)
         return target
 
     def preferred_blas_library(self, backend=None):
@@ -274,7 +309,7 @@ def make_module(fake: FakeTorch) -> types.ModuleType:
     torch = types.ModuleType("torch")
     torch.__version__ = "0.0-fake"
     torch.Tensor = Tensor
-    for dtype in (float16, bfloat16, float32, int32, int16, int64, uint8):
+    for dtype in ALL_DTYPES:
         setattr(torch, dtype.name, dtype)
     torch.from_numpy = lambda array: Tensor(array)
     torch.as_tensor = lambda values, device=None: Tensor(np.asarray(values))
@@ -286,16 +321,13 @@ def make_module(fake: FakeTorch) -> types.ModuleType:
     torch._cslt_sparse_mm = fake.cslt_sparse_mm
     torch._cslt_sparse_mm_search = lambda compressed, b, transpose_result=False: fake.library_pick[0]
 
-    def scaled_mm(*args, **kwargs):
-        raise RuntimeError("Expected both inputs to be fp8 types")
-
-    torch._scaled_mm = scaled_mm
+    torch._scaled_mm = fake.scaled_mm
     cusparselt = types.SimpleNamespace(mm_search=fake.mm_search) if fake.with_mm_search else None
     torch._C = types.SimpleNamespace(_cusparselt=cusparselt)
     torch.cuda = _cuda_module(fake)
     torch.backends = types.SimpleNamespace(
         cusparselt=types.SimpleNamespace(is_available=lambda: True, version=lambda: 800),
-        cuda=types.SimpleNamespace(preferred_blas_library=fake.preferred_blas_library))
+        cuda=types.SimpleNamespace(preferred_blas_library=fake.preferred_blas_library, matmul=fake.matmul))
     sparse = types.ModuleType("torch.sparse")
     sparse.SparseSemiStructuredTensor = SemiStructured
     sparse.to_sparse_semi_structured = SemiStructured

@@ -158,14 +158,21 @@ class CuSparseLtGemm:
             self._searched = {}
         return self._compressed[1]
 
+    def out_dtype(self, dtype):
+        """The result type to ask of ``_cslt_sparse_mm`` for operands of ``dtype`` (None: torch's own, the input
+        type); the typed route (:mod:`.typed_libraries`) asks another."""
+        return None
+
     def _search(self, compressed, b, transpose: bool) -> dict:
         torch = _torch()
+        out_dtype = self.out_dtype(compressed.dtype)
         search = getattr(getattr(torch._C, "_cusparselt", None), "mm_search", None)
         if search is not None:
-            alg_id, split_k, split_k_mode, max_alg = search(compressed, b, None, None, None, transpose)
+            alg_id, split_k, split_k_mode, max_alg = search(compressed, b, None, None, out_dtype, transpose)
             self.max_alg_id = int(max_alg)
             return {"alg_id": int(alg_id), "split_k": int(split_k), "split_k_mode": int(split_k_mode)}
-        return {"alg_id": int(torch._cslt_sparse_mm_search(compressed, b, transpose_result=transpose))}
+        extra = {} if out_dtype is None else {"out_dtype": out_dtype}
+        return {"alg_id": int(torch._cslt_sparse_mm_search(compressed, b, transpose_result=transpose, **extra))}
 
     def settings(self, compressed, b, config: CsltConfig) -> dict:
         """The keyword arguments of ``_cslt_sparse_mm`` for ``config``."""
@@ -180,6 +187,8 @@ class CuSparseLtGemm:
                 settings["split_k_mode"] = config.split_k_mode
         if config.transpose_result:
             settings["transpose_result"] = True
+        if self.out_dtype(compressed.dtype) is not None:
+            settings["out_dtype"] = self.out_dtype(compressed.dtype)
         return settings
 
     def bind(self, a: DeviceSparse, b, config: CsltConfig | None = None):
@@ -271,7 +280,8 @@ class SemiStructuredGemm:
 @dataclass(frozen=True)
 class BlasConfig:
     op: str = "mm"                 # "mm": torch.mm; "scaled_mm": torch._scaled_mm (cuBLASLt);
-    #                                "nvmath": nvmath.linalg.advanced.Matmul (cuBLASLt, autotuned)
+    #                                "nvmath": nvmath.linalg.advanced.Matmul (cuBLASLt, autotuned);
+    #                                "imma": cuBLASLt's int8 kernels through nvmath.bindings.cublasLt
     library: str = "default"       # torch.backends.cuda.preferred_blas_library: "default", "cublas", "cublaslt"
     b_column_major: bool = False
     graph: bool = False
@@ -300,7 +310,7 @@ class BlasConfig:
         return config
 
 
-BLAS_OPS = ("mm", "scaled_mm", "nvmath")
+BLAS_OPS = ("mm", "scaled_mm", "nvmath", "imma")
 #: torch.backends.cuda.preferred_blas_library's choices besides "default"
 BLAS_LIBRARIES = ("cublas", "cublaslt")
 
@@ -318,13 +328,14 @@ def nvmath_version() -> str | None:
     return str(getattr(nvmath, "__version__", "?"))
 
 
-def _nvmath_matmul(dense, b):
-    """``nvmath.linalg.advanced.Matmul`` of dense @ b, planned and autotuned on torch's current stream:
-    (call, the Matmul, a description). The caller frees it (``free()``)."""
+def _nvmath_matmul(dense, b, **specification):
+    """``nvmath.linalg.advanced.Matmul`` of dense @ b (``specification``: its ``options`` and
+    ``quantization_scales``, where given), planned and autotuned on torch's current stream: (call, the Matmul, a
+    description). The caller frees it (``free()``)."""
     torch = _torch()
     from nvmath.linalg.advanced import Matmul
 
-    matmul = Matmul(dense, b, stream=torch.cuda.current_stream())
+    matmul = Matmul(dense, b, stream=torch.cuda.current_stream(), **specification)
     try:
         matmul.plan(stream=torch.cuda.current_stream())
         matmul.autotune(iterations=5, stream=torch.cuda.current_stream())

@@ -8,7 +8,8 @@ plan, otherwise the algorithm id, ``split_k`` and ``split_k_mode`` are set on th
 ``transpose_result`` writes C column-major, ``b_column_major`` reads B from [N][K] storage (operation T, as
 torch does), ``graph`` replays the call from a CUDA graph. The layouts follow torch's ``_cslt_sparse_mm``: A
 structured row-major [M][K], B row-major [K][N] (or [N][K] with opB = T), C = D [M][N] (ld N) or
-column-major (ld M); fp16/bf16 in and out, CUSPARSE_COMPUTE_32F.
+column-major (ld M); fp16/bf16 in and out, CUSPARSE_COMPUTE_32F (the other types, :meth:`types`:
+:mod:`.typed_libraries`).
 
 Per bind: three matrix descriptors, the matmul descriptor, the algorithm selection and the plan, each destroyed
 by the op's ``close()`` (in reverse order) or at once when a call in between fails; A is compressed once per A
@@ -134,10 +135,18 @@ class NvmathCuSparseLtGemm:
         op.close = stack.close
         return op
 
+    def types(self, dtype) -> tuple[int, int, str, str]:
+        """(cudaDataType of A and B, of C and D, the cusparseComputeType's name, C's torch dtype name) for
+        operands of ``dtype``: the input type throughout with fp32 compute (the typed route,
+        :mod:`.typed_libraries`, answers for its other types)."""
+        name = _dtype_name(dtype)
+        return CUDA_TYPES[name], CUDA_TYPES[name], "COMPUTE_32F", name
+
     def _descriptors(self, cslt, handle, stack, a, b, config, shape):
         """(matmul descriptor, algorithm selection), their matrix descriptors registered on ``stack``."""
         m, n, k = shape
-        dtype, row_b, column_c = CUDA_TYPES[_dtype_name(a.dtype)], b.is_contiguous(), config.transpose_result
+        (dtype, out_type, compute, _), row_b = self.types(a.dtype), b.is_contiguous()
+        column_c = config.transpose_result
 
         def made(value, destroy):
             stack.callback(destroy, value)
@@ -148,10 +157,10 @@ class NvmathCuSparseLtGemm:
                                                      cslt.Sparsity.SPARSITY_50_PERCENT), destroy)
         mat_b = made(cslt.dense_descriptor_init(handle, k if row_b else n, n if row_b else k, n if row_b else k,
                                                 ALIGNMENT, dtype, ORDER_ROW), destroy)
-        mat_c = made(cslt.dense_descriptor_init(handle, m, n, m if column_c else n, ALIGNMENT, dtype,
+        mat_c = made(cslt.dense_descriptor_init(handle, m, n, m if column_c else n, ALIGNMENT, out_type,
                                                 ORDER_COL if column_c else ORDER_ROW), destroy)
         matmul = made(cslt.matmul_descriptor_init(handle, OP_N, OP_N if row_b else OP_T, mat_a, mat_b, mat_c,
-                                                  mat_c, cslt.ComputeType.COMPUTE_32F),
+                                                  mat_c, getattr(cslt.ComputeType, compute)),
                       cslt.matmul_descriptor_destroy)
         selection = made(cslt.matmul_alg_selection_init(handle, matmul, cslt.MatmulAlg.DEFAULT),
                          cslt.matmul_alg_selection_destroy)
@@ -173,7 +182,8 @@ class NvmathCuSparseLtGemm:
         plan = cslt.matmul_plan_init(handle, matmul, selection)
         stack.callback(cslt.matmul_plan_destroy, plan)
         compressed = self.compressed(cslt, handle, plan, a)
-        out = torch.empty((n, m) if config.transpose_result else (m, n), dtype=a.dtype, device="cuda")
+        out_dtype = getattr(torch, self.types(a.dtype)[3])
+        out = torch.empty((n, m) if config.transpose_result else (m, n), dtype=out_dtype, device="cuda")
         scalars = np.array([1.0, 0.0], dtype=np.float32)         # alpha, beta (host)
         streams = np.zeros(1, dtype=np.int64)
 

@@ -54,6 +54,8 @@ class _KeyedPath(HandWrittenPath):
                 and self.kernel_class(key).supports(problem.m, problem.n, problem.k, dtype)[0]]
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
+        if problem.dtype not in KERNEL_DTYPES:
+            return False, f"{self.kernel_class.name} takes {', '.join(KERNEL_DTYPES)}, not {problem.dtype}"
         keys = self._supported_keys(problem)
         if keys:
             return True, f"{len(keys)} tiles, auto {self._auto_key(problem)}"

@@ -25,18 +25,21 @@ import dataclasses
 import numpy as np
 
 from ..gemm import WARMUP_SECONDS
+from ..gemm.dtypes import HALF_DTYPES
 from ..gemm.path import GemmOperands, GemmProblem
 from ..gemm.types import DTYPES
 from . import isolated
-from .baselines import BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm, nvmath_version
-from .cusparselt_nvmath import NvmathCuSparseLtGemm
+from .baselines import BlasConfig, CsltConfig, nvmath_version
 from .gemm import DeviceSparse, MmaSpGemm, WgmmaSpGemm, to_torch
 from .timing import time_cuda
+from .typed_libraries import (TORCH_NAMES, TypedCublasGemm, TypedCuSparseLtGemm, TypedNvmathCuSparseLtGemm,
+                              TypedSemiStructuredGemm, blas_configs, cslt_configs, device_operand)
 
-#: Benchmark path name -> the class behind it.
-PATH_CLASSES = {"cuda-mma.sp": MmaSpGemm, "cuda-wgmma.sp": WgmmaSpGemm, "cuSPARSELt": CuSparseLtGemm,
-                "cuSPARSELt-nvmath": NvmathCuSparseLtGemm, "torch-semi-structured": SemiStructuredGemm,
-                "cuBLAS": CublasGemm}
+#: Benchmark path name -> the class behind it (the libraries' runners take every type they have:
+#: :mod:`.typed_libraries`).
+PATH_CLASSES = {"cuda-mma.sp": MmaSpGemm, "cuda-wgmma.sp": WgmmaSpGemm, "cuSPARSELt": TypedCuSparseLtGemm,
+                "cuSPARSELt-nvmath": TypedNvmathCuSparseLtGemm, "torch-semi-structured": TypedSemiStructuredGemm,
+                "cuBLAS": TypedCublasGemm}
 #: When cuSPARSELt does not report its algorithm id limit, this many ids (0 .. 15) are tried.
 FALLBACK_ALG_ID_COUNT = 16
 SPLIT_K_CHOICES = (2, 4, 8)
@@ -48,13 +51,16 @@ class _BoundCuda:
         self.op, self.config, self.warmup_seconds = op, config, warmup_seconds
 
     def output_rows(self, rows: np.ndarray) -> np.ndarray:
+        """C's ``rows`` in the result's own type: fp16, bf16, int32 (exact), else fp32."""
         import torch
 
         output = self.op()
         torch.cuda.synchronize()
-        sampled = output.index_select(0, torch.as_tensor(rows, device=output.device)).float().cpu().numpy()
+        sampled = output.index_select(0, torch.as_tensor(rows, device=output.device))
+        if output.dtype == torch.int32:
+            return sampled.cpu().numpy().astype(np.int32)
         dtype = {torch.float16: DTYPES["fp16"], torch.bfloat16: DTYPES["bf16"]}.get(output.dtype, np.float32)
-        return sampled.astype(dtype)
+        return sampled.float().cpu().numpy().astype(dtype)
 
     def time(self, iterations: int, warmup: int, flush_l2: bool) -> list[float]:
         timing = time_cuda(self.op, warmup=warmup, iters=iterations, flush_l2=flush_l2,
@@ -69,9 +75,10 @@ class _BoundCuda:
 
 
 def _torch_dtype(problem: GemmProblem):
+    """The torch dtype of a problem's operands (tf32's are float32)."""
     import torch
 
-    return torch.float16 if problem.dtype == "fp16" else torch.bfloat16
+    return getattr(torch, TORCH_NAMES[problem.dtype])
 
 
 class CudaPath:
@@ -83,7 +90,10 @@ class CudaPath:
         self.runner = PATH_CLASSES[name]()
 
     def supports(self, problem: GemmProblem) -> tuple[bool, str]:
-        return self.runner.supports(problem.m, problem.n, problem.k, _torch_dtype(problem))
+        ok, why = self.runner.supports(problem.m, problem.n, problem.k, _torch_dtype(problem))
+        if ok or problem.dtype in HALF_DTYPES:
+            return ok, why
+        return False, f"{problem.dtype}: {why}"      # the runner names the torch type (tf32's is float32)
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
         return ["default"]
@@ -210,10 +220,14 @@ class CuSparseLtPath(LibraryPath):
     docstring)."""
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
+        if problem.dtype not in HALF_DTYPES:
+            return cslt_configs(problem.dtype, deep=True)
         layouts = [CsltConfig(transpose_result=t, b_column_major=c) for c in (False, True) for t in (False, True)]
         return layouts + [CsltConfig(alg_id=0)]
 
     def quick_configs(self, problem: GemmProblem) -> list:
+        if problem.dtype not in HALF_DTYPES:   # the 8-bit types start from B column-major (the TN form)
+            return cslt_configs(problem.dtype, deep=False)
         return [CsltConfig()]   # cuSPARSELt's own search, as users call it
 
     def next_candidates(self, state: isolated.SearchState) -> list:
@@ -243,6 +257,8 @@ class CublasPath(LibraryPath):
     the winner as a CUDA graph. The row reports whichever was fastest, and its label says which."""
 
     def configs(self, problem: GemmProblem, tune: bool) -> list:
+        if problem.dtype not in HALF_DTYPES:
+            return blas_configs(problem.dtype, deep=True)
         configs = [BlasConfig(), BlasConfig(library="cublaslt"), BlasConfig(b_column_major=True)]
         if nvmath_version() is not None:
             configs += [BlasConfig(op="nvmath"), BlasConfig(op="nvmath", b_column_major=True)]
@@ -253,6 +269,8 @@ class CublasPath(LibraryPath):
     def quick_configs(self, problem: GemmProblem) -> list:
         """torch.mm and nvmath-python's autotuned Matmul (cuBLASLt's own heuristics and timing): the Matmul beat
         torch.mm by 11 % at 4096^3 on the H100."""
+        if problem.dtype not in HALF_DTYPES:
+            return blas_configs(problem.dtype, deep=False)
         return [BlasConfig()] + ([BlasConfig(op="nvmath")] if nvmath_version() is not None else [])
 
     def next_candidates(self, state: isolated.SearchState) -> list:
@@ -271,12 +289,24 @@ class CudaUploads:
     def of(self, operands: GemmOperands):
         if self._key != id(operands):
             self.clear()
-            self._tensors = (DeviceSparse.from_compressed(operands.compressed), to_torch(operands.b))
+            if operands.problem.dtype in HALF_DTYPES:
+                self._tensors = (DeviceSparse.from_compressed(operands.compressed), to_torch(operands.b))
+            else:
+                self._tensors = (typed_sparse(operands), device_operand(operands.b))
             self._key = id(operands)
         return self._tensors
 
     def clear(self) -> None:
         self._key, self._tensors = None, None
+
+
+def typed_sparse(operands: GemmOperands) -> DeviceSparse:
+    """A of a bench type other than fp16 and bf16 on the GPU: its compressed values and metadata words as they are
+    (no per-lane reordering: the hand-written kernels take fp16 and bf16) and the pruned dense A the libraries
+    read."""
+    values, metadata = operands.compressed.values, operands.compressed.metadata
+    return DeviceSparse(values=device_operand(values), metadata=to_torch(metadata), mma_metadata=None,
+                        dense=device_operand(operands.pruned), shape=operands.pruned.shape)
 
 
 PATH_TYPES = {"cuda-mma.sp": HandWrittenPath, "cuda-wgmma.sp": HandWrittenPath, "cuSPARSELt": CuSparseLtPath,
