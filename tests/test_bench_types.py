@@ -185,3 +185,16 @@ def test_on_the_gpu_the_dense_vulkan_path_computes_int8_exactly(tmp_path):
     for r in dense:
         assert r.status == "ok" and r.max_abs_error == 0 and r.tflops > 0, (r.case, r.reason)
     assert all(r.status == "skipped" for r in outcome.results if r.path == "vk-coopmat2-2:4")
+
+
+def test_a_run_s_json_records_what_each_of_its_types_holds():
+    """Here no path can run (no coopmat2 device, no CUDA): the run still records its types, before any input."""
+    settings = SparseBenchSettings(dtypes=["int8", "e4m3"], sizes=[128], shapes=["square"], paths=["cuBLAS"])
+    outcome = bench.run_sparse_bench(settings, progress=False)
+    if not outcome.nothing_ran:
+        pytest.skip("a path ran here: this test reads a run that stops before its inputs")
+    recorded = json.loads(json.dumps(outcome.to_dict()))["environment"]["dtypes"]
+    assert recorded["int8"] == {"input": "int8", "reference": "int32", "pattern": "2:4", "k_multiple": 64,
+                                "values": [-3, -2, -1, 0, 1, 2, 3]}
+    assert recorded["e4m3"]["input"] == "float8_e4m3fn" and recorded["e4m3"]["values"] == [-1.0, -0.5, 0.0, 0.5, 1.0]
+    assert {r.dtype for r in outcome.results} == {"int8", "e4m3"}

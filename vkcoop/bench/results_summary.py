@@ -7,7 +7,8 @@ A set holds: ``set.json`` (the commit, the date, the GPU; written first), ``step
 wall time and exit status), ``bench-default*.json`` (the default run on a fresh machine, again, and a deep search
 of the same cases, with ``compare-quick-deep.json``), ``bench.json`` (``bench sparse --preset full``),
 ``attention.json``, ``peak.json``, ``run.json``, ``fuzz.json``, ``inspect-*.json``, ``capabilities.json`` and
-``pytest-gpu.log``. The headline is the default run on a fresh machine (``bench-default.json``): both dtypes, the
+``pytest-gpu.log`` (and ``sparse-types-*.json``, the types beyond fp16 and bf16: :mod:`.types_summary`). The
+headline is the default run on a fresh machine (``bench-default.json``): both dtypes, the
 compute-bound and the memory-bound case, every path. A part that was not recorded is named as missing.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 from pathlib import Path
 
 from ..errors import InputError
+from . import types_summary
 from .library_seeds import LIBRARY_PATHS
 from .measure import CUSPARSELT_ROUTES, fastest_cusparselt
 
@@ -177,12 +179,14 @@ def readme_block(folder, gpu: str) -> str:
 
 
 def replace_readme_block(readme_text: str, folder, gpu: str) -> str:
-    """``readme_text`` with its results block for ``gpu`` replaced by a fresh one (InputError without one)."""
+    """``readme_text`` with its results block for ``gpu`` replaced by a fresh one (InputError without one), and its
+    types block (:mod:`.types_summary`) where it has one."""
     begin, end = README_BEGIN.format(gpu=gpu), README_END.format(gpu=gpu)
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(readme_text):
         raise InputError(f"the README has no results block for {gpu} (a line {begin!r} ... {end!r})")
-    return pattern.sub(lambda _: readme_block(folder, gpu), readme_text)
+    replaced = pattern.sub(lambda _: readme_block(folder, gpu), readme_text)
+    return types_summary.replace_types_block(replaced, folder, gpu)
 
 
 def _steps(folder: Path) -> list[str]:
@@ -315,6 +319,8 @@ def summary_markdown(folder) -> str:
     lines += (_samples(folder) + _fuzz(folder) + _peak(folder) + _tests(folder) + _sanitizers(folder)
               + _missing(folder))
     lines += _waterfall(folder)
+    if types_summary.runs(folder):
+        lines += ["", "## The other types (`sparse-types-*.json`)", "", types_summary.types_table(folder, link=".")]
     steps = _steps(folder)
     if steps:
         lines += ["", "## How it was made", "", "Each step of `benchmarks/gpu/results.sh`, in order:", ""] + steps

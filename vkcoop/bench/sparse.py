@@ -1,6 +1,8 @@
 """``vkcoop bench sparse``: every 2:4 and dense GEMM path on the same inputs, in one process.
 
-Paths (fp16 or bf16 in, fp32 accumulation unless named):
+Paths (fp16 or bf16 in, fp32 accumulation unless named; the other types of ``--dtype``, tf32, e4m3, e5m2, int8 and
+uint8 (:mod:`vkcoop.gemm.dtypes`), run on the paths that take them: the libraries, :mod:`vkcoop.cuda.typed_libraries`,
+and the dense Vulkan path in int8; the others are skipped with the reason):
 
 =========================  ========  ===============================================================
 name                       API       what
@@ -34,7 +36,8 @@ share one child process, started before the first inputs are made.
 
 Every path is a :class:`vkcoop.gemm.GemmPath` and goes through one loop (:func:`vkcoop.bench.measure.measure_path`):
 the inputs of a case are made once (:meth:`vkcoop.gemm.GemmOperands.make`: multiples of 1/8, A pruned 2:4, so
-any fp32 accumulation is exact), each configuration is checked on a sample of rows that includes the first and
+any fp32 accumulation is exact; each other type's exact values, :mod:`vkcoop.gemm.dtypes`, recorded in the JSON's
+``environment["dtypes"]``), each configuration is checked on a sample of rows that includes the first and
 last ones (one that fails is reported and never timed), then timed after a warm-up of at least ``warmup`` runs
 and :data:`vkcoop.gemm.WARMUP_SECONDS` (1 s the first time each API times, and after an idle gap), continued
 until two timed warm-up batches agree (``vkcoop.gemm.warmup``) (Vulkan: GPU timestamps; CUDA: CUDA events behind a GPU busy-wait, so neither counts
@@ -55,6 +58,7 @@ import time
 from dataclasses import asdict, dataclass, is_dataclass
 
 from ..errors import InputError
+from ..gemm.dtypes import bench_type
 from ..gemm.path import GemmOperands
 from .measure import PathResult, fastest_cusparselt, measure_path, path_result
 from ..progress import PROGRESS_MODES, RunProgress, progress_mode
@@ -317,6 +321,7 @@ def run_sparse_bench(settings: SparseBenchSettings = SparseBenchSettings(), *, c
     _prepare_cuda(settings.paths)
     available = _Paths(settings.paths, settings.dtypes, settings.device, settings.validate)
     environment = _environment(available)
+    environment["dtypes"] = {dtype: bench_type(dtype).to_dict() for dtype in settings.dtypes}
     if not available.objects:     # nothing can run here: make no inputs, start no search
         available.close()
         return BenchResult([path_result(name, problem, "skipped", available.skipped[name])

@@ -51,6 +51,12 @@ class BenchType:
     def integer(self) -> bool:
         return self.input_dtype.kind in "iu"
 
+    def to_dict(self) -> dict:
+        """What a run's JSON records of the type (``environment["dtypes"]``)."""
+        return {"input": self.input_dtype.name, "reference": self.reference_dtype.name, "pattern": self.pattern,
+                "k_multiple": self.k_multiple, "values": [float(v) if isinstance(v, float) else v
+                                                          for v in self.values]}
+
 
 BENCH_TYPES: dict[str, BenchType] = {t.name: t for t in (
     BenchType("fp16", np.dtype(np.float16), np.dtype(np.float32), "2:4", 32, _EIGHTHS),
