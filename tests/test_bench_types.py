@@ -198,3 +198,27 @@ def test_a_run_s_json_records_what_each_of_its_types_holds():
                                 "values": [-3, -2, -1, 0, 1, 2, 3]}
     assert recorded["e4m3"]["input"] == "float8_e4m3fn" and recorded["e4m3"]["values"] == [-1.0, -0.5, 0.0, 0.5, 1.0]
     assert {r.dtype for r in outcome.results} == {"int8", "e4m3"}
+
+
+def test_the_results_part_measures_every_type_on_its_grid_of_shapes():
+    """benchmarks/gpu/results.sh sparse-types: each type of its default list runs both shape files through the same
+    options the script passes, the compute file 8192^3, 6144^3 and 14336x4096x4096, the skinny one N = 16 and 64."""
+    import re
+
+    repo = DOCS.parent
+    script = (repo / "benchmarks" / "gpu" / "results.sh").read_text()
+    part = script[script.index("    sparse-types)"):script.index("    attention)")]
+    types = re.search(r"\$\{TYPES:-([^}]*)\}", part)[1].split()
+    assert types == list(BENCH_DTYPES[2:])                       # every type beyond fp16 and bf16
+    grids = {}
+    for kind in ("compute", "skinny"):
+        assert f"benchmarks/shapes-types-{kind}.csv" in part and f'"$dir/sparse-types-{kind}-$dtype.json"' in part
+        for dtype in types:
+            args = cli.build_parser().parse_args(["bench", "sparse", "--dtype", dtype, "--shapes",
+                                                  str(repo / "benchmarks" / f"shapes-types-{kind}.csv"),
+                                                  "--search", "deep", "--search-budget", "2"])
+            cases = cli.bench.bench_sparse_settings(args).resolved().cases()
+            grids[kind] = {(c.m, c.n, c.k) for c in cases}
+            assert {c.dtype for c in cases} == {dtype}
+    assert grids == {"compute": {(8192, 8192, 8192), (6144, 6144, 6144), (14336, 4096, 4096)},
+                     "skinny": {(8192, 16, 8192), (8192, 64, 8192)}}

@@ -108,5 +108,5 @@ def test_the_results_script_refuses_an_unknown_part_before_touching_the_host():
     proc = subprocess.run(["bash", "benchmarks/gpu/results.sh", "core", "everything"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == ("results.sh: unknown part 'everything' (fresh, grid, peak, sparse-grid, attention, core, "
-                                   "waterfall, tests, gpu-av, sanitizer)")
+    assert proc.stderr.strip() == ("results.sh: unknown part 'everything' (fresh, grid, peak, sparse-grid, "
+                                   "sparse-types, attention, core, waterfall, tests, gpu-av, sanitizer)")

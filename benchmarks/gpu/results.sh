@@ -18,6 +18,13 @@
 #            the 2:4 targets' grid, every path, the libraries searched deep: sparse-compute-<dtype>.json (vkcoop bench
 #            sparse on benchmarks/shapes-compute.csv) and sparse-skinny-<dtype>.json (benchmarks/shapes-skinny.csv,
 #            with --flush-l2), for fp16 and bf16
+#   sparse-types
+#            the types beyond fp16 and bf16, every path (those without a type skip at once), the libraries searched
+#            deep: sparse-types-compute-<dtype>.json (vkcoop bench sparse --dtype <dtype> on
+#            benchmarks/shapes-types-compute.csv: 8192^3, 6144^3, 14336x4096x4096) and sparse-types-skinny-<dtype>.json
+#            (benchmarks/shapes-types-skinny.csv: 8192x16x8192, 8192x64x8192, with --flush-l2), for each type of
+#            $TYPES (default: tf32 e4m3 e5m2 int8 uint8). A type takes up to two 280-second steps: on a 10-minute
+#            budget run one type a call (TYPES=e4m3 ... sparse-types), the same set each time
 #   attention
 #            attention.json / .png: vkcoop bench attention --ceilings (prefill and decode, fp16 and bf16)
 #   core     capabilities.json (vkcoop info --json), facts.log, inspect-*.json (vkcoop inspect: the driver's
@@ -43,7 +50,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
-all_parts="fresh grid peak sparse-grid attention core waterfall tests gpu-av sanitizer"
+all_parts="fresh grid peak sparse-grid sparse-types attention core waterfall tests gpu-av sanitizer"
 [ ${#parts[@]} -gt 0 ] || read -ra parts <<<"$all_parts"
 for part in "${parts[@]}"; do
   case " $all_parts " in
@@ -125,6 +132,15 @@ for part in "${parts[@]}"; do
           --shapes benchmarks/shapes-compute.csv --search deep --search-budget 2 --json "$dir/sparse-compute-$dtype.json"
         step "sparse-skinny-$dtype" -- "$py" -m vkcoop bench sparse --dtype "$dtype" --flush-l2 \
           --shapes benchmarks/shapes-skinny.csv --search deep --search-budget 2 --json "$dir/sparse-skinny-$dtype.json"
+      done ;;
+    sparse-types)
+      for dtype in ${TYPES:-tf32 e4m3 e5m2 int8 uint8}; do
+        STEP_TIMEOUT=280 step "sparse-types-compute-$dtype" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
+          --shapes benchmarks/shapes-types-compute.csv --search deep --search-budget 2 \
+          --json "$dir/sparse-types-compute-$dtype.json"
+        STEP_TIMEOUT=280 step "sparse-types-skinny-$dtype" -- "$py" -m vkcoop bench sparse --dtype "$dtype" --flush-l2 \
+          --shapes benchmarks/shapes-types-skinny.csv --search deep --search-budget 2 \
+          --json "$dir/sparse-types-skinny-$dtype.json"
       done ;;
     attention)
       step attention -- "$py" -m vkcoop bench attention --kinds prefill,decode --dtype fp16,bf16 \
