@@ -105,12 +105,18 @@ def test_the_command_line_takes_the_types_and_refuses_an_unknown_one_in_one_line
     assert "int4 not among fp16,bf16,tf32,e4m3,e5m2,int8,uint8" in err
 
 
-def test_settings_refuse_an_8_bit_type_on_a_k_of_32_before_any_gpu_work(tmp_path):
+def test_settings_refuse_an_8_bit_type_on_a_k_of_32_before_any_gpu_work(tmp_path, capsys):
     shape_file = tmp_path / "k32.csv"
     shape_file.write_text("label,m,n,k\nk32,256,256,32\n")
     settings = SparseBenchSettings(dtypes=["int8"], shapes=shapes.parse_shapes([str(shape_file)]))
     with pytest.raises(InputError, match="K=32, not a multiple of 64"):
         settings.resolved()
+    code = cli.main(["bench", "sparse", "--dtype", "e5m2", "--shapes", str(shape_file), "--json",
+                     str(tmp_path / "r.json")])
+    out, err = capsys.readouterr()
+    assert code == Exit.USAGE and out == "" and len(err.strip().splitlines()) == 1
+    assert "--dtype e5m2: e5m2 k32 256x256x32 has K=32, not a multiple of 64" in err
+    assert not (tmp_path / "r.json").exists()
 
 
 # --- the Vulkan paths ------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@
 * :mod:`.expanded` -- the 2:4 GEMM as two passes: A expanded into a dense workspace, then the dense kernel.
 * :mod:`.vulkan` -- ``CoopMat2Gemm``, ``Sparse24Gemm``, ``KhrSharedMemoryGemm``, ``StagedCoopMat2Gemm``,
   ``StagedSparse24Gemm``: a Launch on a device, ``bind``/``result``/``time``/``run``; ``L2Flush``.
-* :mod:`.exact` -- exact inputs and references, and ``check_output``, the check every path passes.
+* :mod:`.exact` -- exact inputs and references, and ``check_output``, the check every path passes; :mod:`.dtypes` --
+  the bench's element types (fp16, bf16, tf32, e4m3, e5m2, int8, uint8) and how their exact inputs are drawn.
 * :mod:`.interleave` -- the 2:4 format regrouped into interleaved blocks.
 * :mod:`.path` -- the ``GemmPath`` protocol (Vulkan and CUDA): ``supports`` -> ``bind`` -> ``output_rows``/``time``;
   :mod:`.paths` -- the Vulkan paths and their seed configurations.
