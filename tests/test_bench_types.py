@@ -228,3 +228,15 @@ def test_the_results_part_measures_every_type_on_its_grid_of_shapes():
             assert {c.dtype for c in cases} == {dtype}
     assert grids == {"compute": {(8192, 8192, 8192), (6144, 6144, 6144), (14336, 4096, 4096)},
                      "skinny": {(8192, 16, 8192), (8192, 64, 8192)}}
+
+
+def test_the_integer_reference_is_exact_where_fp32_would_round():
+    """Integers whose sums pass 2**24 are summed in float64: the int64 product (computed here) must match."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-128, 128, size=(4, 2048)).astype(np.int8)
+    b = rng.integers(-128, 128, size=(2048, 3)).astype(np.int8)
+    a[0], b[:, 0] = 127, 127
+    a[0, 0], b[0, 0] = 1, 2      # the sum 2047 x 16129 + 2 = 33016065 is odd and above 2**24
+    exact = a.astype(np.int64) @ b.astype(np.int64)
+    assert exact[0, 0] == 33016065 and int(np.float32(33016065)) != 33016065     # fp32 cannot hold it
+    assert (bench_reference(a, b) == exact).all()
