@@ -40,6 +40,8 @@ GEMM and returns C [M][N] in the input dtype):
 * :class:`SemiStructuredGemm`: ``torch.sparse.to_sparse_semi_structured`` (cuSPARSELt backend) + ``torch.mm``.
 * :class:`CublasGemm`: ``torch.mm`` on the pruned dense A; ``bind(a, b, BlasConfig(...))`` for the cuBLASLt
   backend, a column-major B, ``torch._scaled_mm``, nvmath-python's cuBLASLt ``Matmul`` or CUDA-graph replay.
+* The bench's library paths take tf32, e4m3, e5m2 and int8 too (:mod:`vkcoop.cuda.typed_libraries`; int8's cuBLAS
+  row is cuBLASLt's IMMA through nvmath's bindings, :mod:`vkcoop.cuda.cublaslt_imma`).
 
 The benchmark searches the library paths' options in a child process (:mod:`vkcoop.cuda.isolated`, child
 :mod:`vkcoop.cuda.search_child`): a candidate that crashes or poisons the CUDA context is recorded there, and
