@@ -1,7 +1,8 @@
 """The tile-major 2:4 layout of the narrow staged 2:4 kernel (vkcoop.gemm.tile_major; ``tp`` / ``tn`` labels): the
 host packer round-trips vkcoop's format exactly and refuses what it cannot hold in one line; its numpy model of the
-shader's expansion gives the pruned A; and the GEMM's own fetch and expansion code (shaders/gemm/sparse24_tiles.glsl),
-run by a non-coopmat test shader on any Vulkan device (lavapipe here), gives it bit for bit."""
+shader's expansion gives the pruned A; the GEMM's own fetch and expansion code (shaders/gemm/sparse24_tiles.glsl),
+run by a non-coopmat test shader on any Vulkan device (lavapipe here), gives it bit for bit; and, marked gpu, the
+kernel's products equal the exact reference."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,9 @@ from hypothesis import strategies as st
 
 from vkcoop import gemm, sparse
 from vkcoop.gemm import tile_major
+from vkcoop.gemm.configs import launch_kernel, parse_config
 from vkcoop.gemm.tile_major import TileMajorLayout, expand_tile_major, tile_major_2to4, untile_2to4
-from support import toolchain_or_skip
+from support import coopmat2_reason, toolchain_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SHADER = Path(__file__).resolve().parent / "shaders" / "sparse24_tiles_expand.comp"
@@ -139,6 +141,43 @@ def test_a_word_that_holds_no_pattern_code_is_refused_in_one_line(corrupt, messa
         untile_2to4(blocks[:, :100], 32, 32, shape, np.float16)
 
 
+def test_the_kernel_packs_its_operand_padded_to_whole_tiles():
+    kernel = launch_kernel(parse_config("128:64x16x64u6g1s3tp"), "fp16", sparse=True)
+    assert isinstance(kernel, gemm.TiledSparse24Kernel) and kernel.code == "patterns"
+    operands = gemm.GemmOperands.make(gemm.GemmProblem("fp16", "test", 100, 20, 224))
+    launch = kernel.launch(operands.compressed.values, operands.compressed.metadata, operands.b)
+    (dispatch,) = launch.dispatches
+    assert dispatch.defines["A_FORMAT"] == "TILES_PATTERNS" and dispatch.buffers[:2] == ("A blocks", "B")
+    assert dispatch.specialization["PREFETCH"] == 6 and dispatch.specialization["ALIGNED"] is True
+    assert launch.shape == (128, 32, 256) and launch.view == (100, 20)
+    values, metadata = untile_2to4(launch.inputs["A blocks"], 128, 256, kernel.layout, np.float16)
+    dense = sparse.decompress_2to4(sparse.Compressed2to4(values, metadata))
+    assert np.array_equal(dense[:100, :224], sparse.decompress_2to4(operands.compressed))
+    assert not dense[100:].any() and not dense[:, 224:].any()
+    assert launch_kernel(parse_config("128:64x16x64u4g1tn"), "bf16", sparse=True).defines()["A_FORMAT"] == \
+        "TILES_NIBBLES"
+
+
+def test_a_narrow_2to4_tuning_measures_tile_major_candidates_and_no_other_class_does():
+    import json
+
+    from vkcoop.gemm.configs import derive_workgroup_configs, recorded_device
+    _, flexible, _, limits = recorded_device(json.loads((ROOT / "docs" / "h100-capabilities.json").read_text()))
+
+    def tiled(path, n):
+        configs = derive_workgroup_configs(path, gemm.GemmProblem("fp16", "llm", 8192, n, 8192), flexible, limits)
+        return [c for c in configs if c.tile_major]
+
+    for n in (16, 32, 64):
+        found = tiled("vk-coopmat2-2:4", n)
+        assert found and all(c.tile_major == "p" and c.tile.k_unroll == 4 for c in found)
+        for config in found:
+            kernel = launch_kernel(config, "fp16", sparse=True)
+            gemm.staging.check_coopmat2_kernel(kernel, flexible, limits)
+    assert not tiled("vk-coopmat2-2:4", 4096) and not tiled("vk-coopmat2-dense", 16)
+    assert not tiled("vk-coopmat2-2:4-expand", 4096)
+
+
 # --------------------------------------------------------------------------- the shader's expansion, on any device
 class Expander:
     """A device and the test shader's SPIR-V per code."""
@@ -234,3 +273,25 @@ def test_the_device_check_catches_a_layout_the_shader_does_not_read(expander, mo
     assert not np.array_equal(planted, blocks)
     assert np.array_equal(expand_tile_major(planted, 32, 128, shape), expected)       # numpy cannot see it
     assert not np.array_equal(expand_on_device(expander, planted, 32, 128, shape, "patterns"), expected)
+
+
+# --------------------------------------------------------------------------- the GEMM, on a coopmat2 device
+_NO_GPU = coopmat2_reason()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_NO_GPU is not None, reason=str(_NO_GPU))
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("label", ["128:64x16x64u4g1s3tp", "128:64x32x64u8g1s2tp", "64:32x32x128u4g1tn",
+                                   "128:64x64x64u6g1tp"])
+def test_the_tile_major_kernel_is_bit_exact_on_the_gpu(dtype, label):
+    """Ragged M, N and K (padded to whole tiles), split-K summed by the last slice, the deepest rings."""
+    from vkcoop import vk
+    kernel = launch_kernel(parse_config(label), dtype, sparse=True)
+    with vk.Device(features=gemm.features_for("sparse24", gemm.accumulating_types(dtype))) as device:
+        for m, n, k in ((300, 40, 544), (64, kernel.tile.tile_n, 1024)):
+            operands = gemm.GemmOperands.make(gemm.GemmProblem(dtype, "test", m, n, k))
+            with gemm.vulkan.coopmat2_gemm(device, kernel) as runner:
+                got = runner.run(operands.compressed.values, operands.compressed.metadata, operands.b)
+            expected = gemm.sparse24_reference(operands.compressed.values, operands.compressed.metadata, operands.b)
+            assert got.shape == (m, n) and np.array_equal(got, expected), (label, m, n, k)
