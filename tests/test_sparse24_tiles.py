@@ -82,6 +82,31 @@ def test_a_block_is_one_k_step_of_one_tile_read_in_invocation_order():
     assert int(blocks[1, 4 * shape.vectors + t]) == expected
 
 
+def store_conflicts(shape: TileMajorLayout) -> int:
+    """Phases of 8 invocations whose first 16-byte store to the skewed shared tile (rows of 2G + 1 vectors) meets a
+    bank quad twice: each vector's (row, group) read back from a packed operand of position numbers."""
+    g = shape.groups_per_row
+    ids = np.arange(shape.tile_m * shape.tile_k // 4, dtype=np.uint32).reshape(shape.tile_m, -1) // 4
+    position = shape.to_blocks(ids)[0, :, 0]                              # vector p -> row * G + group
+    slots = ((position // g) * (2 * g + 1) + 2 * (position % g)) % 8
+    phases = slots.reshape(shape.per_invocation, -1, 8)                   # [iteration][phase][invocation]
+    return sum(len(set(phase)) < 8 for rows in phases for phase in rows.tolist())
+
+
+def test_each_phase_of_the_shared_stores_meets_eight_bank_quads():
+    """Eight 16-column groups of a row (TILE_K 128) would meet on four quads; the runs of four rows apart do not.
+    Planted fault: a row's groups all in a run."""
+    for layout in ((64, 64, 128), (32, 128, 64), (64, 128, 128), (32, 256, 128)):
+        assert store_conflicts(TileMajorLayout(*layout)) == 0, layout
+
+    class WholeRows(TileMajorLayout):
+        @property
+        def run(self) -> int:
+            return self.groups_per_row
+
+    assert store_conflicts(WholeRows(32, 128, 64)) > 0
+
+
 def test_the_pattern_code_swaps_the_pairs_of_1_2_and_1_3_only():
     compressed = every_pattern_everywhere(32, 32)
     shape = TileMajorLayout(32, 32, 32)

@@ -10,6 +10,10 @@
 #include "sparse24_expand.glsl"
 
 const uint A_GROUPS_PER_ROW = TILE_K / 16;                          // value vectors per tile row
+// A row's groups come in runs of A_RUN (4, else all of them) in consecutive vectors, so the 8 invocations of a
+// 16-byte-store phase write 2 rows of 4 groups, 8 different bank quads of the skewed tile (8 groups of one row hit 4).
+const uint A_RUN = (A_GROUPS_PER_ROW % 4 == 0) ? 4 : A_GROUPS_PER_ROW;
+const uint A_RUN_VECTORS = TILE_M * A_RUN;
 const uint A_BLOCK_VECTORS = TILE_M * A_GROUPS_PER_ROW;
 const uint A_BLOCK_WORDS = 4 * A_BLOCK_VECTORS + A_BLOCK_VECTORS / 2;   // values, then metadata
 const uint A_PER_INVOCATION = A_BLOCK_VECTORS / WORKGROUP_SIZE;
@@ -30,8 +34,8 @@ void fetch_a(uint slot, uint row0, uint k) {
     }
 }
 
-// Register set `slot` expanded into shared_a[base ...]: vector p of the block is tile row p / A_GROUPS_PER_ROW,
-// columns 16 * (p % A_GROUPS_PER_ROW) .. + 16, two 16-byte vectors of the shared row.
+// Register set `slot` expanded into shared_a[base ...]: vector p of the block is tile row (p % A_RUN_VECTORS) / A_RUN,
+// group (p / A_RUN_VECTORS) * A_RUN + p % A_RUN (columns 16 * group .. + 16), two 16-byte vectors of the shared row.
 void stash_a(uint slot, uint base) {
     [[unroll]] for (uint i = 0; i < A_PER_INVOCATION; ++i) {
         const uint v = gl_LocalInvocationIndex + i * WORKGROUP_SIZE;
@@ -42,7 +46,8 @@ void stash_a(uint slot, uint base) {
 #else
         expand16(fetched_values[slot * A_PER_INVOCATION + i], (word >> (16 * (i % 2))) & 0xFFFFu, first, second);
 #endif
-        const uint at = base + (v / A_GROUPS_PER_ROW) * A_ROW + 2 * (v % A_GROUPS_PER_ROW);
+        const uint group = (v / A_RUN_VECTORS) * A_RUN + v % A_RUN;
+        const uint at = base + ((v % A_RUN_VECTORS) / A_RUN) * A_ROW + 2 * group;
         shared_a[at] = first;
         shared_a[at + 1] = second;
     }

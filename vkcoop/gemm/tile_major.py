@@ -9,8 +9,11 @@ load 16 bytes, a warp's 32 loads one 512-byte span) and one metadata word per tw
 Where each word sits is fixed by the tile, so the shader's addresses are a block base plus constants.
 
 Block (r, s) holds rows r * TILE_M .. and columns s * TILE_K .. of A; blocks are in row-major order. A block is
-* V = TILE_M * TILE_K / 16 value vectors (4 words each): vector p covers tile row p // G and columns
-  16 * (p % G) .. + 16 (G = TILE_K / 16), word c of it chunk c's two kept values (its *pair*);
+* V = TILE_M * TILE_K / 16 value vectors (4 words each), each 16 columns of a tile row, word c of it chunk c's two
+  kept values (its *pair*). The G = TILE_K / 16 groups of a row come in runs of R (4 where G is a multiple of 4,
+  else G): vector p covers row (p % (TILE_M * R)) // R and group (p // (TILE_M * R)) * R + p % R, so the eight
+  invocations of a 16-byte-store phase write two rows of four groups, on eight different bank quads of the skewed
+  shared tile (eight groups of one row would meet on four);
 * then V / 2 metadata words: word j * W + t describes invocation t's vectors 2j * W + t (chunks 0-3) and
   (2j + 1) * W + t (chunks 4-7).
 That is 4.5 V words: A moves 0.5625x its dense bytes, as in the row layout.
@@ -73,6 +76,11 @@ class TileMajorLayout:
         return self.tile_k // 16
 
     @property
+    def run(self) -> int:
+        """Groups of a tile row in consecutive vectors."""
+        return 4 if self.groups_per_row % 4 == 0 else self.groups_per_row
+
+    @property
     def vectors(self) -> int:
         """Value vectors (16 columns, 4 words) per block."""
         return self.tile_m * self.groups_per_row
@@ -93,15 +101,18 @@ class TileMajorLayout:
         return m // self.tile_m, k // self.tile_k
 
     def to_blocks(self, chunks: np.ndarray) -> np.ndarray:
-        """[M][K/4] per-chunk array -> [blocks][V][4], vector p of a block its row p // G, group p % G."""
+        """[M][K/4] per-chunk array -> [blocks][V][4] in the blocks' vector order."""
         rows, steps = self.blocks(chunks.shape[0], 4 * chunks.shape[1])
-        return chunks.reshape(rows, self.tile_m, steps, self.tile_k // 4).transpose(0, 2, 1, 3) \
+        runs = self.groups_per_row // self.run
+        return chunks.reshape(rows, self.tile_m, steps, runs, self.run, 4).transpose(0, 2, 3, 1, 4, 5) \
             .reshape(rows * steps, self.vectors, 4)
 
     def from_blocks(self, blocks: np.ndarray, m: int, k: int) -> np.ndarray:
         """The inverse of :meth:`to_blocks`: [blocks][V][4] -> [M][K/4]."""
         rows, steps = self.blocks(m, k)
-        return blocks.reshape(rows, steps, self.tile_m, self.tile_k // 4).transpose(0, 2, 1, 3).reshape(m, k // 4)
+        runs = self.groups_per_row // self.run
+        return blocks.reshape(rows, steps, runs, self.tile_m, self.run, 4).transpose(0, 3, 1, 2, 4, 5) \
+            .reshape(m, k // 4)
 
     def by_word(self, fields: np.ndarray) -> np.ndarray:
         """[blocks][V][4] -> [blocks][V/2][8]: the chunks of metadata word j * W + t (vectors 2j * W + t, then
