@@ -46,12 +46,16 @@ PATTERN_CODES = {0b0100: (0b101, False),   # (0,1): low word = pair
                  0b1001: (0b001, True),    # (1,2): low word = v0 << 16, high word = v1
                  0b1101: (0b011, True),    # (1,3): low word = v0 << 16, high word = v1 << 16 (rotated)
                  0b1110: (0b000, False)}   # (2,3): high word = pair
-_CODE_OF = np.zeros(16, np.uint32)
+_CODE_OF = np.zeros(16, np.uint8)
 _SWAPPED = np.zeros(16, bool)
-_NIBBLE_OF = np.zeros(8, np.uint32)            # 0: the two codes no nibble has
+_NIBBLE_OF = np.zeros(8, np.uint8)             # 0: the two codes no nibble has
 for _nibble, (_code, _swap) in PATTERN_CODES.items():
     _CODE_OF[_nibble], _SWAPPED[_nibble], _NIBBLE_OF[_code] = _code, _swap, _nibble
 CHUNKS_PER_WORD = 8
+#: What chunk c's code adds to its metadata word, [c][code] (patterns) and [c][nibble] (nibbles).
+_PATTERN_BITS = np.array([[(code & 1) << c | ((code >> 1) & 1) << (8 + c) | (code >> 2) << (16 + c)
+                           for code in range(8)] for c in range(CHUNKS_PER_WORD)], np.uint32)
+_NIBBLE_BITS = np.array([[nibble << (4 * c) for nibble in range(16)] for c in range(CHUNKS_PER_WORD)], np.uint32)
 
 
 @dataclass(frozen=True)
@@ -133,24 +137,17 @@ def _check_code(code: str) -> None:
         raise GemmInputError(f"tile-major 2:4 code {code!r}: choose from {', '.join(CODES)}")
 
 
-def _pairs(values: np.ndarray) -> np.ndarray:
-    """[M][K/2] 16-bit values -> [M][K/4] uint32 pairs, the lower K in the low half."""
-    halves = values.view(np.uint16).reshape(values.shape[0], -1, 2).astype(np.uint32)
-    return halves[..., 0] | (halves[..., 1] << 16)
-
-
 def _rotated(pairs: np.ndarray) -> np.ndarray:
     return (pairs << 16) | (pairs >> 16)
 
 
 def _pack_fields(fields: np.ndarray, code: str) -> np.ndarray:
-    """[..][8] chunk fields -> [..] metadata words."""
-    c = np.arange(CHUNKS_PER_WORD, dtype=np.uint32)
-    if code == "nibbles":
-        placed = fields << (4 * c)
-    else:
-        placed = ((fields & 1) << c) | (((fields >> 1) & 1) << (8 + c)) | (((fields >> 2) & 1) << (16 + c))
-    return np.bitwise_or.reduce(placed, axis=-1).astype(np.uint32)
+    """[..][8] chunk fields (uint8) -> [..] metadata words."""
+    bits = _NIBBLE_BITS if code == "nibbles" else _PATTERN_BITS
+    words = bits[0][fields[..., 0]]
+    for c in range(1, CHUNKS_PER_WORD):
+        words |= bits[c][fields[..., c]]
+    return words
 
 
 def tile_major_2to4(values: np.ndarray, metadata: np.ndarray, layout: TileMajorLayout,
@@ -161,13 +158,14 @@ def tile_major_2to4(values: np.ndarray, metadata: np.ndarray, layout: TileMajorL
     validate_compressed(values, metadata)   # refuses invalid or unordered nibbles, in one line
     if values.dtype.itemsize != 2:
         raise GemmInputError(f"the tile-major 2:4 layout holds 16-bit values, not {values.dtype}")
-    pairs, fields = _pairs(np.ascontiguousarray(values)), metadata_nibbles(metadata).astype(np.uint32)
+    fields = metadata_nibbles(metadata)                               # [M][K/4] uint8, chunk order
+    pairs = layout.to_blocks(np.ascontiguousarray(values).view(np.uint32)).copy()   # chunk pairs, lower K low
     if code == "patterns":
-        pairs = np.where(_SWAPPED[fields], _rotated(pairs), pairs)
+        np.copyto(pairs, _rotated(pairs), where=layout.to_blocks(_SWAPPED[fields]))
         fields = _CODE_OF[fields]
-    blocks = layout.to_blocks(pairs).reshape(-1, 4 * layout.vectors)
     words = _pack_fields(layout.by_word(layout.to_blocks(fields)), code)
-    return np.ascontiguousarray(np.concatenate([blocks, words], axis=1), dtype=np.uint32)
+    return np.ascontiguousarray(np.concatenate([pairs.reshape(-1, 4 * layout.vectors), words], axis=1),
+                                dtype=np.uint32)
 
 
 def chunk_fields(blocks: np.ndarray, layout: TileMajorLayout, code: str) -> np.ndarray:
