@@ -308,18 +308,19 @@ class WgmmaSpGemm(HandWrittenSpGemm):
     source = "wgmma_sp"    # kernels/wgmma_sp.cu
     config_type = WgmmaSpConfig
     # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
+    # every_type: the tiles of AUTO_ORDER run every type of vkcoop.cuda.wgmma_types (tf32, e4m3, e5m2, s8, u8 too)
     CONFIGS = {
-        "128x256": WgmmaSpConfig(256, 2, 4),
+        "128x256": WgmmaSpConfig(256, 2, 4, every_type=True),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
         "256x128s5": WgmmaSpConfig(128, 2, 5, msub=2),
         "256x128s6": WgmmaSpConfig(128, 2, 6, msub=2),
-        "128x128": WgmmaSpConfig(128, 2, 6),
+        "128x128": WgmmaSpConfig(128, 2, 6, every_type=True),
         "128x16": WgmmaSpConfig(16, 2, 8),
-        "64x16": WgmmaSpConfig(16, 1, 8),
+        "64x16": WgmmaSpConfig(16, 1, 8, every_type=True),
         # split-K for skinny problems, the splits of a tile summed in a cluster
-        "128x16cs": WgmmaSpConfig(16, 2, 8, per_sm=1),
-        "128x32cs": WgmmaSpConfig(32, 2, 8, per_sm=1),
-        "128x64cs": WgmmaSpConfig(64, 2, 8, per_sm=1),
+        "128x16cs": WgmmaSpConfig(16, 2, 8, per_sm=1, every_type=True),
+        "128x32cs": WgmmaSpConfig(32, 2, 8, per_sm=1, every_type=True),
+        "128x64cs": WgmmaSpConfig(64, 2, 8, per_sm=1, every_type=True),
     }
     # measured on the H200 (docs/cuda-sparse.md, "Configurations"): 128x256 for the compute-bound shapes; for N of
     # 16 to 64 a tile as wide as N, its K split over a cluster (1.00-1.08x cuSPARSELt at M = 4096 to 14336, where
