@@ -20,9 +20,51 @@ def test_supports_names_the_offending_dimension(path_cls):
     assert not ok and "N=200" in reason and "128" in reason
     ok, reason = path.supports(256, 256, 96, "float16")
     assert not ok and "K=96" in reason and "64" in reason
-    ok, reason = path.supports(256, 256, 512, "float32")
-    assert not ok and "float32" in reason
+    unsupported = "float32" if path_cls is MmaSpGemm else "float64"     # wgmma.sp runs float32 as tf32
+    ok, reason = path.supports(256, 256, 512, unsupported)
+    assert not ok and unsupported in reason
     assert path.supports(256, 256, 512, "bfloat16")[0]
+
+
+WGMMA_TYPES = ["float32", "float8_e4m3fn", "float8_e5m2", "int8", "uint8"]
+
+
+@pytest.mark.parametrize("dtype, bk", [("float32", 32), ("float8_e4m3fn", 128), ("float8_e5m2", 128),
+                                       ("int8", 128), ("uint8", 128)])
+def test_wgmma_other_types_need_k_in_their_slices(dtype, bk):
+    """A slice is one 128-byte row of B: K a multiple of 128 for the 8-bit types, 32 for tf32 (float32)."""
+    path = WgmmaSpGemm("128x256")
+    assert path.supports(256, 512, 3 * bk, dtype)[0]
+    ok, reason = path.supports(256, 512, 3 * bk + bk // 2, dtype)
+    assert not ok and f"K={3 * bk + bk // 2} is not a multiple of {bk}" in reason
+    assert WgmmaSpGemm()._pick(8192, 8192, 8192, dtype).kernel_name() == f"wgmma_sp_{_ptx(dtype)}_bn256_c2_s4"
+
+
+def _ptx(dtype: str) -> str:
+    return {"float32": "tf32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "s8", "uint8": "u8"}[dtype]
+
+
+@pytest.mark.parametrize("dtype", WGMMA_TYPES)
+def test_wgmma_other_types_run_the_auto_tiles_only(dtype):
+    for key in WgmmaSpGemm.AUTO_ORDER:
+        cfg = WgmmaSpGemm.CONFIGS[key]
+        assert WgmmaSpGemm(key).supports(cfg.bm * 2, cfg.bn * 2, 1024, dtype)[0], key
+    ok, reason = WgmmaSpGemm("256x128").supports(512, 256, 1024, dtype)
+    assert not ok and reason == (f"wgmma_sp_{_ptx(dtype)}_bn128_c2_s4_m2 is not instantiated: that tile runs "
+                                 "float16, bfloat16 only")
+    with pytest.raises(ValueError, match="instantiated for float16 only"):
+        WgmmaSpGemm.DIAGNOSTIC_CONFIGS[0].of(dtype)
+
+
+@pytest.mark.parametrize("dtype", WGMMA_TYPES)
+def test_wgmma_skinny_problems_of_other_types_split_k_in_their_slices(dtype):
+    # 8192x16x8192 at 128x16: 64 tiles, 132 // 64 = 2 splits of K / bk / 2 slices each (64 of 128 for 8-bit types,
+    # 128 of 32 for tf32); the shared memory holds two metadata words a lane per slice for the 8-bit types
+    picked = WgmmaSpGemm()._pick(8192, 16, 8192, dtype)
+    assert picked.per_sm and picked.bn == 16 and picked.dtype == dtype
+    assert picked.splits(8192, 16, 8192, 132) == 2
+    one_word = WgmmaSpGemm.CONFIGS["128x16cs"]
+    assert picked.smem_bytes - one_word.smem_bytes == (0 if dtype == "float32" else 8 * 1024)
 
 
 def test_auto_picks_a_tile_that_divides_the_problem():

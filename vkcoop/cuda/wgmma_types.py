@@ -19,8 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: CUtensorMapDataType (cuda.h) of an element of 1, 2 and 4 bytes: the tensor maps copy bits, whatever they mean.
-TMA_DATA_TYPES = {1: 0, 2: 1, 4: 2}   # UINT8, UINT16, UINT32
+from . import driver
+
+#: The tensor maps' element type by element size: they copy bits, whatever the bits mean (tf32 included: the
+#: tensor core reads the sign, exponent and top ten mantissa bits of each float32).
+TMA_DATA_TYPES = {1: driver.TENSOR_MAP_UINT8, 2: driver.TENSOR_MAP_UINT16, 4: driver.TENSOR_MAP_UINT32}
 #: The bytes of B a K slice loads per column of the tile (one 128-byte swizzle span); A's compressed row is half.
 SLICE_BYTES = 128
 
