@@ -40,6 +40,11 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def unsupported_dtype(dtype) -> str:
+    """Why a path of fp16 and bf16 (:data:`SUPPORTED`) does not run ``dtype``."""
+    return f"dtype {_dtype_name(dtype)} unsupported here (fp16, bf16 only)"
+
+
 class ShapeError(InputError):
     """A problem shape or dtype a path cannot run (raised before any launch)."""
 
@@ -134,7 +139,7 @@ class HandWrittenSpGemm:
 
     def supports(self, m: int, n: int, k: int, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) not in SUPPORTED:
-            return False, f"dtype {_dtype_name(dtype)} unsupported (fp16, bf16 only)"
+            return False, unsupported_dtype(dtype)
         cfg = self._pick(m, n, k)
         if getattr(cfg, "fp16_only", False) and _dtype_name(dtype) != "float16":
             return False, f"{cfg.kernel_name('float16')} is instantiated for fp16 only"
