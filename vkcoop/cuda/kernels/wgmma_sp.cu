@@ -29,7 +29,8 @@
 // Kernel::run is split into forceinline device functions: the producer's
 // load_slice, the consumers' consume -> consume_slice (load_slice_meta,
 // issue_mma, retire) -> store.  The split left every kernel's SASS
-// byte-identical (docs/cuda-sparse.md, experiment C15); check again after reshaping it.
+// byte-identical (docs/cuda-sparse.md, experiment C15); check again after reshaping
+// it (python -m lab.sass_compare BEFORE.cubin AFTER.cubin).
 #include "common.cuh"
 #include "wgmma_sp_ops.cuh"
 
@@ -419,9 +420,10 @@ struct Kernel {
       }
     } else {
       // Two registers a slice (8-bit types): where the loop's back edge may follow
-      // an even slice alone, ptxas sees that slice's registers reloaded while its
-      // group is in flight and serializes every wgmma of the kernel (C7513).  So
-      // the loop runs whole pairs and an odd last slice follows it.
+      // an even slice alone, ptxas serializes every wgmma of the kernel (C7513:
+      // non-wgmma instructions defining a wgmma's input registers within its
+      // pipeline stage).  So the loop runs whole pairs and an odd last slice
+      // follows it.
       int kt = 0;
       for (; kt + 1 < k_tiles; kt += 2) {
         consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
