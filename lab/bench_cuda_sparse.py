@@ -3,11 +3,14 @@
 
     python -m lab.bench_cuda_sparse                        # fp16+bf16, square 8192^3 and llm
     python -m lab.bench_cuda_sparse --dtype fp16 --shapes square --all-configs --json out.json
+    python -m lab.bench_cuda_sparse --paths wgmma,cusparselt --dtype e4m3,int8,tf32 --shapes 8192x8192x8192
 
-For each (shape, dtype) one A [M][K] is drawn from {-1, -0.5, 0, 0.5, 1}, pruned
-and compressed with vkcoop.sparse (the shared format), and one B [K][N] likewise.
-Every path is first checked against an fp32 matmul of the pruned A; a path that
-fails the check is reported FAILED and never timed.  Timing: CUDA events, warm-up,
+For each (shape, dtype) one A [M][K] is drawn from {-1, -0.5, 0, 0.5, 1} (int8 from
+{-2..2}, uint8 from {0..4}), pruned and compressed with vkcoop.sparse (2:4; 1:2 for
+tf32), and one B [K][N] likewise. The types beyond fp16 and bf16 (tf32, e4m3, e5m2,
+int8, uint8) run on wgmma.sp, C in bf16 or int32; the other paths skip them, each
+saying why. Every path is first checked against an fp32 matmul of the pruned A; a
+path that fails the check is reported FAILED and never timed.  Timing: CUDA events, warm-up,
 median of --iters runs, optionally flushing L2 before each.  Throughput counts
 2*M*N*K (dense-equivalent) FLOPs; ratios are to cuBLAS and cuSPARSELt from the same run.
 cuSPARSELt runs its own search's pick replayed as a CUDA graph (what the bench's best cuSPARSELt row times).
@@ -36,7 +39,10 @@ SHAPES = {
     # memory-bound, A is read once and N is tiny.
     "llm": (14336, 16, 4096),
 }
-DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+          "int8": "int8", "uint8": "uint8"}
+#: The integer types' ranges: every product and s32 sum exact, and the fp32 reference too.
+INTEGER_RANGES = {"int8": (-2, 3), "uint8": (0, 5)}
 
 
 def shape_of(name: str) -> tuple[int, int, int] | None:
@@ -81,21 +87,29 @@ def _warm_up_gpu(seconds: float) -> None:
         torch.cuda.synchronize()
 
 
-def _make_problem(m, n, k, dtype_name, seed):
+def draw(rng, shape, dtype_name: str) -> np.ndarray:
+    """Exact values of the type: halves in [-1, 1] for the float types, small integers for int8 and uint8."""
     import ml_dtypes
-    import torch
+    np_dtype = np.dtype(getattr(ml_dtypes, dtype_name, None) or dtype_name)
+    low, high = INTEGER_RANGES.get(dtype_name, (-2, 3))
+    values = rng.integers(low, high, size=shape, dtype=np.int8)
+    if dtype_name in INTEGER_RANGES:
+        return values.astype(np_dtype)
+    return (values.astype(np.float32) * 0.5).astype(np_dtype)
+
+
+def _make_problem(m, n, k, dtype_name, seed):
     from vkcoop import sparse
     from vkcoop.cuda import DeviceSparse
-    np_dtype = np.float16 if dtype_name == "float16" else ml_dtypes.bfloat16
+    from vkcoop.cuda.gemm import to_torch
     rng = np.random.default_rng(seed)
-    a = (rng.integers(-2, 3, size=(m, k), dtype=np.int8).astype(np.float32) * 0.5).astype(np_dtype)
+    a = draw(rng, (m, k), dtype_name)
     t0 = time.perf_counter()
-    comp = sparse.compress_2to4(a)
+    comp = sparse.compress_1to2(a) if dtype_name == "float32" else sparse.compress_2to4(a)
     prep_s = time.perf_counter() - t0
     del a
     dev = DeviceSparse.from_compressed(comp)
-    b_t = (rng.integers(-2, 3, size=(n, k), dtype=np.int8).astype(np.float32) * 0.5)
-    b = torch.from_numpy(b_t).to("cuda", getattr(torch, dtype_name)).t()  # [K][N], column-major
+    b = to_torch(draw(rng, (n, k), dtype_name)).t()  # [K][N], column-major
     return dev, b, prep_s
 
 
@@ -251,7 +265,8 @@ def _print_rows(rows) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dtype", default="fp16,bf16", help="comma list of fp16, bf16")
+    parser.add_argument("--dtype", default="fp16,bf16",
+                        help=f"comma list of {', '.join(DTYPES)} (beyond fp16 and bf16: wgmma.sp only)")
     parser.add_argument("--shapes", default="square,llm",
                         help=f"comma list of {', '.join(SHAPES)} or MxNxK (e.g. 4096x32x4096)")
     parser.add_argument("--paths", default="cublas,cusparselt,mma,wgmma",

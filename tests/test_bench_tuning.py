@@ -408,8 +408,12 @@ def test_a_staged_configuration_labels_with_t():
     assert config.staged and not config.b_column_major and config.label() == "128:128x128x32u2g8t"
     assert parse_config("64:32x32x128u2g1s2i4c") == VulkanConfig(gemm.WorkgroupTile(64, 32, 32, 128, 2, 1, 2),
                                                                  True, 4, False)
-    with pytest.raises(gemm.GemmInputError, match=r"\[iMETA_WORDS\]\[c\]\[t\]"):
-        parse_config("128:128x128x32u2g8tc")
+    for label in ("128:64x16x64u6g1w4tp", "64:32x32x128u8g1s2tn"):    # the staged 2:4 kernel's tile-major layout
+        config = parse_config(label)
+        assert config.staged and config.tile_major == label[-1] and config.label() == label
+    for bad in ("128:128x128x32u2g8tc", "128:128x128x32u2g8tq", "128:128x128x32u2g8p"):
+        with pytest.raises(gemm.GemmInputError, match=r"\[iMETA_WORDS\]\[c\]\[t\[p\|n\]\]"):
+            parse_config(bad)
 
 
 @pytest.mark.parametrize("path_name", COOPMAT2_PATHS)

@@ -8,6 +8,8 @@ import pytest
 from vkcoop.cuda import build
 from vkcoop.cuda import gen_instances
 from vkcoop.cuda import gen_wgmma_ops
+from vkcoop.cuda.gemm import WgmmaSpGemm
+from vkcoop.cuda.wgmma_types import WGMMA_SP_TYPES
 
 NVCC = build.find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)")
@@ -17,11 +19,14 @@ HAND_WRITTEN_ENTRIES = {"mma_sp": {"mma_sp_peak_f16"}, "wgmma_sp": set(), "mma_d
 
 
 def _expected_names(family) -> set[str]:
-    """Every kernel name the launcher may ask for: both dtypes, fp16 only for fp16_only diagnostics."""
+    """Every kernel name the launcher may ask for: both 16-bit dtypes, fp16 only for fp16_only diagnostics, every
+    wgmma.sp type (tf32, e4m3, e5m2, int8, uint8 too) for the wgmma tiles marked every_type."""
     names = set()
     for _origin, cfg in family.configs():
-        for dtype in ("float16",) if getattr(cfg, "fp16_only", False) else ("float16", "bfloat16"):
-            names.add(cfg.kernel_name(dtype))
+        dtypes = ("float16",) if getattr(cfg, "fp16_only", False) else ("float16", "bfloat16")
+        if getattr(cfg, "every_type", False):
+            dtypes = tuple(WGMMA_SP_TYPES)
+        names |= {cfg.kernel_name(dtype) for dtype in dtypes}
     return names
 
 
@@ -84,6 +89,26 @@ def test_wrong_shared_memory_size_fails_compilation(stem, tmp_path):
     source.write_text(f'#define VK_{stem.upper()}_INSTANCES "{header}"\n#include "{stem}.cu"\n')
     with pytest.raises(build.KernelBuildError, match=r"smem_bytes != SMEM_BYTES"):
         build.nvcc_compile(source, tmp_path / "wrong.cubin")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float32"])
+@pytest.mark.parametrize("check", ["SMEM_BYTES", "BM", "BK"])
+def test_a_wgmma_type_whose_launcher_numbers_disagree_fails_compilation(dtype, check, tmp_path):
+    """Each generated static_assert of a tile of another type (8-bit: two metadata words a slice and 128-deep slices;
+    tf32: 32-deep slices) catches the launcher's number off by one slice's worth."""
+    family = FAMILIES["wgmma_sp"]
+    inst = next(i for i in family.instances() if i.name == WgmmaSpGemm.CONFIGS["64x16"].kernel_name(dtype))
+    bad = dataclasses.replace(inst, checks=tuple((member, prop, value + (64 if member == check else 0))
+                                                 for member, prop, value in inst.checks))
+    header = tmp_path / "one_instance.cuh"
+    header.write_text(gen_instances.render(family, [bad]))
+    source = tmp_path / "wgmma_sp_wrong.cu"
+    source.write_text(f'#define VK_WGMMA_SP_INSTANCES "{header}"\n#include "wgmma_sp.cu"\n')
+    with pytest.raises(build.KernelBuildError, match=rf"{inst.name}: WgmmaSpConfig.smem_bytes != SMEM_BYTES"):
+        build.nvcc_compile(source, tmp_path / "wrong.cubin")
+    header.write_text(gen_instances.render(family, [inst]))     # the same instance with the right numbers builds
+    build.nvcc_compile(source, tmp_path / "right.cubin")
 
 
 def _own_headers(path, kernel_dir) -> set[str]:

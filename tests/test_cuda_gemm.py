@@ -20,9 +20,59 @@ def test_supports_names_the_offending_dimension(path_cls):
     assert not ok and "N=200" in reason and "128" in reason
     ok, reason = path.supports(256, 256, 96, "float16")
     assert not ok and "K=96" in reason and "64" in reason
-    ok, reason = path.supports(256, 256, 512, "float32")
-    assert not ok and "float32" in reason
+    unsupported = "float32" if path_cls is MmaSpGemm else "float64"     # wgmma.sp runs float32 as tf32
+    ok, reason = path.supports(256, 256, 512, unsupported)
+    assert not ok and unsupported in reason
     assert path.supports(256, 256, 512, "bfloat16")[0]
+
+
+WGMMA_TYPES = ["float32", "float8_e4m3fn", "float8_e5m2", "int8", "uint8"]
+
+
+@pytest.mark.parametrize("dtype, bk", [("float32", 32), ("float8_e4m3fn", 128), ("float8_e5m2", 128),
+                                       ("int8", 128), ("uint8", 128)])
+def test_wgmma_other_types_need_k_in_their_slices(dtype, bk):
+    """A slice is one 128-byte row of B: K a multiple of 128 for the 8-bit types, 32 for tf32 (float32)."""
+    path = WgmmaSpGemm("128x256")
+    assert path.supports(256, 512, 3 * bk, dtype)[0]
+    ok, reason = path.supports(256, 512, 3 * bk + bk // 2, dtype)
+    assert not ok and f"K={3 * bk + bk // 2} is not a multiple of {bk}" in reason
+    assert WgmmaSpGemm()._pick(8192, 8192, 8192, dtype).kernel_name() == f"wgmma_sp_{_ptx(dtype)}_bn256_c2_s4"
+
+
+def _ptx(dtype: str) -> str:
+    return {"float32": "tf32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "s8", "uint8": "u8"}[dtype]
+
+
+@pytest.mark.parametrize("dtype", WGMMA_TYPES)
+def test_wgmma_other_types_run_the_auto_tiles_only(dtype):
+    for key in WgmmaSpGemm.AUTO_ORDER:
+        cfg = WgmmaSpGemm.CONFIGS[key]
+        assert WgmmaSpGemm(key).supports(cfg.bm * 2, cfg.bn * 2, 1024, dtype)[0], key
+    ok, reason = WgmmaSpGemm("256x128").supports(512, 256, 1024, dtype)
+    assert not ok and reason == (f"wgmma_sp_{_ptx(dtype)}_bn128_c2_s4_m2 is not instantiated: that tile runs "
+                                 "float16, bfloat16 only")
+    with pytest.raises(ValueError, match="instantiated for float16 only"):
+        WgmmaSpGemm.DIAGNOSTIC_CONFIGS[0].of(dtype)
+
+
+def test_a_float32_a_must_be_1to2_for_the_cuda_paths():
+    """tf32's wgmma.sp is 1:2: a 2:4 float32 A is refused before anything is uploaded."""
+    from vkcoop.cuda import DeviceSparse
+    dense = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    with pytest.raises(TypeError, match=r"float32 \(tf32\) A 1:2 sparse \(vkcoop.sparse.compress_1to2\), not 2:4"):
+        DeviceSparse.from_compressed(sparse.compress_2to4(dense))
+
+
+@pytest.mark.parametrize("dtype", WGMMA_TYPES)
+def test_wgmma_skinny_problems_of_other_types_split_k_in_their_slices(dtype):
+    # 8192x16x8192 at 128x16: 64 tiles, 132 // 64 = 2 splits of K / bk / 2 slices each (64 of 128 for 8-bit types,
+    # 128 of 32 for tf32); the shared memory holds two metadata words a lane per slice for the 8-bit types
+    picked = WgmmaSpGemm()._pick(8192, 16, 8192, dtype)
+    assert picked.per_sm and picked.bn == 16 and picked.dtype == dtype
+    assert picked.splits(8192, 16, 8192, 132) == 2
+    one_word = WgmmaSpGemm.CONFIGS["128x16cs"]
+    assert picked.smem_bytes - one_word.smem_bytes == (0 if dtype == "float32" else 8 * 1024)
 
 
 def test_auto_picks_a_tile_that_divides_the_problem():
@@ -384,3 +434,86 @@ def test_wgmma_two_consumers_k_sweep(config, k):
     stats = compare(c, ref)
     assert stats["exact_fraction"] == 1.0, (stats, _error_locality(c, ref, cfg.bm, cfg.bn))
 
+
+
+# ---------------------------------------------------------------- the other wgmma.sp types
+
+#: The other types by their benchmark names (test ids: ``-k "tf32 or e4m3 or e5m2 or int8"``).
+TYPE_IDS = {"float32": "tf32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "int8": "int8", "uint8": "uint8"}
+#: Exact inputs per type: floats every type holds exactly (tf32 too); integers whose s32 sums and fp32 reference are
+#: exact.
+TYPE_VALUES = {"int8": [-2, -1, 0, 1, 2], "uint8": [0, 1, 2, 3]}
+
+
+def _typed_problem(m, n, k, dtype_name, seed=0):
+    """A (2:4, or 1:2 for tf32) and B of one wgmma.sp type from exact values. The problems keep K <= 1408: an
+    output sums at most 704 products, each a multiple of 0.25 of magnitude <= 1, so every partial sum is exact in
+    12 bits of significand, and an fp8 accumulation of reduced precision (docs/spec-notes.md, C1) is exact too."""
+    from vkcoop.cuda import DeviceSparse
+    from vkcoop.cuda.gemm import to_torch
+    rng = np.random.default_rng(seed)
+    np_dtype = np.dtype(getattr(ml_dtypes, dtype_name, None) or dtype_name)
+    values = np.array(TYPE_VALUES.get(dtype_name, [-1.0, -0.5, -0.0, 0.0, 0.5, 1.0]))
+    a = rng.choice(values, size=(m, k)).astype(np_dtype)
+    b_t = rng.choice(values, size=(n, k)).astype(np_dtype)
+    comp = sparse.compress_1to2(a) if dtype_name == "float32" else sparse.compress_2to4(a)
+    return DeviceSparse.from_compressed(comp), to_torch(b_t).t()   # B [K][N] as a view of B^T [N][K]
+
+
+# (config, M, N, slices): the ring wrapping with an odd count of slices (the 8-bit types' slice pairs and their
+# last slice), an even count, one slice, the small-N tile, and split-K: 8 splits of 2 slices, uneven shares (11
+# slices in 6 splits of 2), three tiles of 3 slices.
+TYPE_CASES = [("128x256", 256, 512, 7), ("128x256", 128, 256, 1), ("128x128", 128, 256, 6), ("64x16", 192, 16, 8),
+              ("128x16cs", 256, 16, 8), ("128x32cs", 128, 32, 11), ("128x64cs", 384, 64, 3)]
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype_name", list(TYPE_IDS), ids=list(TYPE_IDS.values()))
+@pytest.mark.parametrize("config, m, n, slices", TYPE_CASES, ids=[f"{c[0]}-{c[3]}" for c in TYPE_CASES])
+def test_wgmma_type_matches_reference_bit_exact(dtype_name, config, m, n, slices):
+    """C in bf16 (tf32, e4m3, e5m2) or int32 (int8, uint8), equal to the fp32 reference rounded once."""
+    import torch
+    from vkcoop.cuda import compare, reference
+    path = WgmmaSpGemm(config)
+    k = slices * path._pick(m, n, 0, dtype_name).bk
+    a, b = _typed_problem(m, n, k, dtype_name, seed=m + n + k)
+    c = path.bind(a, b)()
+    torch.cuda.synchronize()
+    expected = torch.int32 if dtype_name in ("int8", "uint8") else torch.bfloat16
+    assert c.shape == (m, n) and c.dtype == expected
+    ref = reference(a, b)
+    stats = compare(c, ref)
+    assert stats["exact_fraction"] == 1.0, (stats, _error_locality(c, ref, path._pick(m, n, k, dtype_name).bm,
+                                                                    path._pick(m, n, k, dtype_name).bn))
+    assert float(ref.abs().max()) > 0
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype_name", ["float8_e4m3fn", "int8"], ids=["e4m3", "int8"])
+def test_wgmma_type_split_k_repeats_and_matches_the_unsplit_tile(dtype_name):
+    """Split several ways, the partials (fp32 or s32) added in split order: launches repeat bit for bit (C
+    poisoned in between) and equal the unsplit 64x16 tile's."""
+    import torch
+    a, b = _typed_problem(256, 64, 1024, dtype_name, seed=13)
+    op = WgmmaSpGemm("128x64cs").bind(a, b)
+    assert "splits=" in op.description and "splits=1 " not in op.description
+    first = op().clone()
+    for _ in range(3):
+        op().fill_(-7)
+        c = op()
+        torch.cuda.synchronize()
+        assert torch.equal(c, first)
+    assert torch.equal(first, WgmmaSpGemm("64x16").bind(a, b)())
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_wgmma_tf32_refuses_an_a_of_the_wrong_sparsity():
+    import dataclasses
+    a, b = _typed_problem(128, 256, 64, "float32")
+    with pytest.raises(ShapeError, match="wgmma.sp tf32 takes A 1:2 sparse; this A is 2:4"):
+        WgmmaSpGemm("128x256").bind(dataclasses.replace(a, sparsity="2:4"), b)
+    with pytest.raises(ShapeError, match="K=80 is not a multiple of 32"):
+        WgmmaSpGemm("128x256").bind(*_typed_problem(128, 256, 80, "float32"))

@@ -23,6 +23,7 @@ from vkcoop.cuda.gemm import MmaSpGemm, WgmmaSpGemm
 from vkcoop.cuda.sanitize_jobs import (UNEVEN_SLICES, job_label, kernel_name, mma_dense_problems, mma_sp_problems,
                                        shipped_jobs, wgmma_sp_problems)
 from vkcoop.cuda.sanitizer_log import parse_log
+from vkcoop.cuda.wgmma_types import WGMMA_SP_TYPES
 
 PLANTED = Path(__file__).resolve().parent / "cuda" / "planted_faults.cu"
 
@@ -150,6 +151,8 @@ def test_every_shipped_entry_point_is_launched():
         assert {cfg.kernel_name("float16"), cfg.kernel_name("bfloat16")} <= launched
     for cfg in WgmmaSpGemm.CONFIGS.values():
         assert cfg.kernel_name("float16") in launched and (cfg.fp16_only or cfg.kernel_name("bfloat16") in launched)
+        if cfg.every_type:   # tf32, e4m3, e5m2, int8, uint8 too
+            assert {cfg.kernel_name(dtype) for dtype in WGMMA_SP_TYPES} <= launched
     assert {cfg.kernel_name("float16") for cfg in WgmmaSpGemm.DIAGNOSTIC_CONFIGS} <= launched
     for cfg in MmaDenseGemm.CONFIGS.values():
         assert {cfg.kernel_name("float16"), cfg.kernel_name("bfloat16")} <= launched
@@ -219,6 +222,28 @@ def test_wgmma_sp_problems_wrap_the_ring_and_fit(cfg):
         assert cfg.splits(m1, n1, k1, 132) == k1 // 64 == 2
         return
     assert k // 64 > cfg.stages and k1 == 64 and (m // cfg.bm) % cfg.cluster == 0
+
+
+@pytest.mark.parametrize("key", [key for key, cfg in WgmmaSpGemm.CONFIGS.items() if cfg.every_type])
+def test_wgmma_sp_jobs_of_the_other_types_reach_their_slice_loops(key):
+    """Each other type runs the tile's first problem, K in its own slices: an odd count, so the 8-bit types' loop
+    of slice pairs runs and then its last slice; e4m3 runs the second too (a lone slice, or one a split)."""
+    cfg = WgmmaSpGemm.CONFIGS[key]
+    jobs = [job for job in shipped_jobs() if job["kernel"] == "wgmma.sp" and job["config"] == key]
+    by_type = {dtype: [(job["m"], job["n"], job["k"]) for job in jobs if job["dtype"] == dtype]
+               for dtype in WGMMA_SP_TYPES}
+    slice_k = {"float16": 64, "bfloat16": 64, "float32": 32, "float8_e4m3fn": 128, "float8_e5m2": 128,
+               "int8": 128, "uint8": 128}
+    for dtype, problems in by_type.items():
+        assert len(problems) == (2 if dtype in ("float16", "float8_e4m3fn") else 1), dtype
+        m, n, k = problems[0]
+        assert WgmmaSpGemm(key).supports(m, n, k, dtype)[0] and k % slice_k[dtype] == 0
+        slices = k // slice_k[dtype]
+        assert slices % 2 == 1 and slices == (UNEVEN_SLICES if cfg.per_sm else cfg.stages + 3), dtype
+    (m1, n1, k1) = by_type["float8_e4m3fn"][1]
+    assert k1 == (2 if cfg.per_sm else 1) * 128
+    if cfg.per_sm:
+        assert cfg.of("float8_e4m3fn").splits(m1, n1, k1, 132) == 2
 
 
 @pytest.mark.skipif(build.find_nvcc() is None, reason="nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)")

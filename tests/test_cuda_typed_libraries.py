@@ -56,8 +56,10 @@ def test_each_path_says_which_types_it_takes(fakes):
     assert semi.supports(_problem("tf32"))[0]
     ok, why = semi.supports(_problem("int8"))
     assert not ok and "returns int8, not the int32 the other rows compute" in why
-    ok, why = cuda_paths(["cuda-wgmma.sp"])[0].supports(_problem("tf32"))
+    ok, why = cuda_paths(["cuda-mma.sp"])[0].supports(_problem("tf32"))
     assert not ok and why.startswith("tf32: dtype float32 unsupported")
+    wgmma = cuda_paths(["cuda-wgmma.sp"])[0]          # the hand-written wgmma.sp kernel runs every type
+    assert all(wgmma.supports(GemmProblem(dtype, "square", 256, 256, 256))[0] for dtype in ("tf32", "e4m3", "uint8"))
     for path in all_cuda_paths(["cuda-mma.sync", "cuda-mma.sp-cap"], cap=None):
         ok, why = path.supports(_problem("e4m3"))
         assert not ok and why.endswith("takes fp16, bf16, not e4m3")
@@ -145,7 +147,8 @@ def test_typed_operands_reach_the_gpu_bit_for_bit(fakes):
         a, b = path.uploads.of(operands)
         assert a.dense.array.dtype == operands.pruned.dtype and b.array.dtype == operands.b.dtype
         assert (a.dense.array.view(np.uint8) == operands.pruned.view(np.uint8)).all()
-        assert (b.array.view(np.uint8) == operands.b.view(np.uint8)).all() and a.mma_metadata is None
+        assert (b.array.view(np.uint8) == operands.b.view(np.uint8)).all()
+        assert a.sparsity == ("1:2" if dtype == "tf32" else "2:4")
 
 
 # --- on the GPU --------------------------------------------------------------------------------------------------

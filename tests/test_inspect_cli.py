@@ -210,6 +210,7 @@ def test_a_gemm_configuration_label_is_a_target_the_child_builds(monkeypatch):
     target = targets.gemm_target("2:4", "fp16", "llm", "64:32x32x128u2g1s2w4i4c")
     assert target.config == "64:32x32x128u2g1s2w4i4c" and targets.Target.from_dict(target.to_dict()) == target
     assert targets.gemm_target("dense", config="3").config == 3
+    assert targets.gemm_target("2:4", "fp16", "llm", "128:64x16x64u4g1w4tp").config == "128:64x16x64u4g1w4tp"
     # the KHR path takes SubgroupTile codes, which are not VulkanConfig labels: passed on as written
     khr = targets.gemm_target("khr", "fp16", "square", "128x128x64:2x2g8")
     assert (khr.gemm_path, khr.config) == ("vk-khr-subgroup", "128x128x64:2x2g8")

@@ -802,7 +802,7 @@ def test_staged_sparse_kernel_launch_and_its_limits():
     compressed = sparse24.compress_2to4(a)
     (dispatch,) = kernel.launch(compressed.values, compressed.metadata, b).dispatches
     assert dispatch.shader == "gemm/coopmat2_staged_sparse24.comp"
-    assert dispatch.defines == {"GEMM_TYPES": "BF16_F32", "SPLIT_SUM": "NONE"}
+    assert dispatch.defines == {"GEMM_TYPES": "BF16_F32", "SPLIT_SUM": "NONE", "A_FORMAT": "ROWS"}
     assert dispatch.buffers == ("values", "metadata", "B", "C") and dispatch.groups == (2 * 1, 1, 1)
     assert [int(v) for v in dispatch.push] == [100, 48, 192, 48, 48]
     with pytest.raises(kernels.GemmInputError, match="metadata has shape"):

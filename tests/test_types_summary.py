@@ -27,10 +27,11 @@ def test_the_table_holds_each_type_s_paths_with_both_ratios_and_names_what_faile
         "| e4m3 | cuSPARSELt-nvmath | 2890 (1.85× / 1.00×) | - |",
         "| e4m3 | cuBLAS | 1562 (1.00× / 0.54×) | - |",
         "| int8 | vk-coopmat2-dense | 612 (0.41× / 0.29×) | 41 (0.77× / -) |",
+        "| int8 | cuda-wgmma.sp | 1733 (1.16× / 0.82×) | failed |",
         "| int8 | cuSPARSELt | 2105 (1.41× / 1.00×) | error |",
         "| int8 | cuBLAS | 1490 (1.00× / 0.71×) | 54 (1.00× / -) |",
         "",
-        "Skipped, without the type: e4m3: vk-coopmat2-dense; int8: vk-coopmat2-2:4, cuda-wgmma.sp."]
+        "Skipped, without the type: e4m3: vk-coopmat2-dense; int8: vk-coopmat2-2:4, cuda-mma.sp."]
 
 
 def test_a_set_without_the_part_says_so_and_the_summary_gains_the_section_only_with_it(tmp_path):

@@ -3,6 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import child_env
 
@@ -55,3 +56,22 @@ def test_without_cuda_it_says_why_and_exits_2():
     proc = _run("--shapes", "llm", "--dtype", "fp16")
     assert proc.returncode == 2
     assert "CUDA paths unavailable" in proc.stderr and available()[1] in proc.stderr
+
+
+def test_every_wgmma_type_is_a_dtype_and_draws_exact_values():
+    import ml_dtypes
+    rng = np.random.default_rng(0)
+    expected = {"tf32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
+                "int8": np.int8, "uint8": np.uint8}
+    for name, np_dtype in expected.items():
+        values = bench_cuda_sparse.draw(rng, (64, 256), bench_cuda_sparse.DTYPES[name])
+        assert values.dtype == np_dtype, name
+        wide = set(np.unique(values.astype(np.float64)).tolist())
+        assert wide == ({0, 1, 2, 3, 4} if name == "uint8" else {-2, -1, 0, 1, 2} if name == "int8"
+                        else {-1.0, -0.5, 0.0, 0.5, 1.0}), name
+
+
+@pytest.mark.skipif(available()[0], reason="a usable CUDA GPU is present")
+def test_the_wgmma_types_pass_the_argument_checks():
+    proc = _run("--paths", "wgmma,cusparselt", "--dtype", "tf32,e4m3,e5m2,int8,uint8", "--shapes", "8192x8192x8192")
+    assert proc.returncode == 2 and "CUDA paths unavailable" in proc.stderr and "unknown" not in proc.stderr

@@ -1,19 +1,32 @@
 #version 450
 // @variants GEMM_TYPES=F16_F32|BF16_F32
 // @variants SPLIT_SUM=NONE|LAST
+// @variants A_FORMAT=ROWS|TILES_PATTERNS|TILES_NIBBLES
 // The staged 2:4 GEMM, the H100's default 2:4 kernel (docs/gemm.md; `t` in a vk-coopmat2-2:4 configuration): the
-// staged coopmat2 GEMM (staged_gemm.glsl) with A read in vkcoop's 2:4 format, 16-byte vectors of values plus their
-// metadata, and expanded to dense rows on the way into shared memory (sparse24_expand.glsl). Why: the
-// decode-function kernel (coopmat2_sparse24.comp) calls the decode once per element; here a 16-column group costs
-// one 128-bit load, one 32-bit load and some shifts, and A moves 0.5625x the bytes of the dense kernel.
-//   defines:        GEMM_TYPES (F16_F32 | BF16_F32), SPLIT_SUM = NONE | LAST (split_sum.glsl)
+// staged coopmat2 GEMM (staged_gemm.glsl) with A read in a 2:4 format, 16-byte vectors of values plus their
+// metadata, and expanded to dense rows on the way into shared memory. Why: the decode-function kernel
+// (coopmat2_sparse24.comp) calls the decode once per element; here a 16-column group costs one 128-bit load, part of
+// a metadata word and some bit operations, and A moves 0.5625x the bytes of the dense kernel.
+//   defines:        GEMM_TYPES (F16_F32 | BF16_F32), SPLIT_SUM = NONE | LAST (split_sum.glsl), A_FORMAT:
+//                   ROWS           vkcoop's format as it is (vkcoop/sparse/two_four.py; `t`): values [M][K/2] and
+//                                  metadata [M][K/32], 64-bit shifts place the values (sparse24_expand.glsl);
+//                   TILES_PATTERNS the tile-major layout (vkcoop/gemm/tile_major.py, `tp`): each K step of a tile one
+//                                  block read in invocation order, pattern codes expanded by masks and a select;
+//                   TILES_NIBBLES  the same blocks with the PTX nibbles and the 64-bit shifts (`tn`)
 //   spec constants: as coopmat2_staged_gemm.comp (SPLIT_K, ALIGNED, PREFETCH too); TILE_K a multiple of 32 (one metadata word)
-//   push constants: M, N, K, the row strides of B and C (in elements); K a multiple of 32, N of 8
-//   bindings:       0 values ([M][K/2]), 1 metadata (uint [M][K/32]), 2 B (row-major K x N), 3 C (M x N) or the
-//                   partial sums; SPLIT_SUM LAST (split_sum.glsl): 4 C, 5 the tiles' arrival counts
+//   push constants: M, N, K, the row strides of B and C (in elements); K a multiple of 32, N of 8; TILES_*: M and K
+//                   whole tiles
+//   bindings:       ROWS: 0 values ([M][K/2]), 1 metadata (uint [M][K/32]); TILES_*: 0 the blocks. Then B (row-major
+//                   K x N), C (M x N) or the partial sums; SPLIT_SUM LAST (split_sum.glsl): C, the tiles' arrival
+//                   counts
 #extension GL_EXT_shader_explicit_arithmetic_types : enable
 #include "gemm_types.glsl"
-#include "sparse24_expand.glsl"
+#define ROWS 1
+#define TILES_PATTERNS 2
+#define TILES_NIBBLES 3
+#ifndef A_FORMAT
+#define A_FORMAT ROWS
+#endif
 #if A_BYTES != 2
 #error "the 2:4 format here holds 16-bit values"
 #endif
@@ -23,6 +36,15 @@ layout(push_constant) uniform Shape {
     uint stride_b, stride_c;
 } shape;
 
+#if A_FORMAT == TILES_PATTERNS || A_FORMAT == TILES_NIBBLES
+// Two views of the blocks: value vectors, and metadata words.
+#define A_BINDINGS 1
+layout(set = 0, binding = 0) restrict readonly buffer TileVectors { uvec4 tiles[]; };
+layout(set = 0, binding = 0) restrict readonly buffer TileWords { uint tile_words[]; };
+#include "staged_gemm.glsl"
+#include "sparse24_tiles.glsl"
+#elif A_FORMAT == ROWS
+#include "sparse24_expand.glsl"
 #define A_BINDINGS 2
 layout(set = 0, binding = 0) restrict readonly buffer Values { uvec4 values[]; };
 layout(set = 0, binding = 1) restrict readonly buffer Metadata { uint metadata[]; };
@@ -56,3 +78,6 @@ void stash_a(uint slot, uint base) {
         shared_a[at + 1] = second;
     }
 }
+#else
+#error "A_FORMAT must be ROWS, TILES_PATTERNS or TILES_NIBBLES"
+#endif

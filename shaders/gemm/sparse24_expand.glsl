@@ -20,3 +20,25 @@ void expand16(uvec4 values, uint nibbles, out uvec4 first, out uvec4 second) {
     first = uvec4(expand_chunk(values.x, nibbles & 0xFu), expand_chunk(values.y, (nibbles >> 4) & 0xFu));
     second = uvec4(expand_chunk(values.z, (nibbles >> 8) & 0xFu), expand_chunk(values.w, (nibbles >> 12) & 0xFu));
 }
+
+// The tile-major layout's pattern code (vkcoop/gemm/tile_major.py): chunk c (0..7, a constant once unrolled) of a
+// metadata word has bit c (the chunk's low word keeps the pair's high half), bit 16 + c (it keeps the pair's low
+// half) and bit 8 + c (a diagonal pattern, (0,2) or (1,3)); the pairs of (1,2) and (1,3) arrive swapped. The kept
+// halves come from one 32 x 32 -> 64-bit multiply: (word & (0x10001 << c)) * (0xFFFF << (16 - c)) is the mask of the
+// pair's low half in its high word and that of the pair's high half in its low word. Then the low word is pair & keep and the high word
+// rotated & keep (diagonal) or pair & ~keep: masks, a rotation and a select instead of the 64-bit variable shifts
+// of expand_chunk.
+uvec2 expand_pattern(uint pair, uint word, const uint c) {
+    uint low_half, high_half;
+    umulExtended(word & (0x00010001u << c), 0xFFFFu << (16u - c), low_half, high_half);
+    const uint keep = low_half | high_half;
+    const uint rotated = (pair << 16) | (pair >> 16);
+    const bool diagonal = (word & (0x100u << c)) != 0u;
+    return uvec2(pair & keep, diagonal ? rotated & keep : pair & ~keep);
+}
+
+// The 16 columns of one value vector: chunks first_chunk .. first_chunk + 3 of the metadata word.
+void expand16_patterns(uvec4 values, uint word, const uint first_chunk, out uvec4 first, out uvec4 second) {
+    first = uvec4(expand_pattern(values.x, word, first_chunk), expand_pattern(values.y, word, first_chunk + 1u));
+    second = uvec4(expand_pattern(values.z, word, first_chunk + 2u), expand_pattern(values.w, word, first_chunk + 3u));
+}

@@ -10,14 +10,14 @@ Python API
     them).  ``reason`` says what is missing, or names the device.
 
 ``DeviceSparse.from_compressed(compressed, device="cuda")``
-    Upload a :class:`vkcoop.sparse.Compressed2to4`: values, metadata, the
-    per-lane metadata reordering the kernels read (done here, once, outside any
-    timing; see :mod:`vkcoop.cuda.layout`) and the pruned dense copy the
-    baselines use.
+    Upload a :class:`vkcoop.sparse.Compressed2to4` (or, for tf32, a
+    :class:`vkcoop.sparse.Compressed1to2`): values, metadata, the per-lane
+    metadata reordering the kernels read (done here, once, outside any timing;
+    see :mod:`vkcoop.cuda.layout`) and the pruned dense copy the baselines use.
 
 Paths (each: ``supports(M, N, K, dtype) -> (bool, reason)`` and
 ``bind(a: DeviceSparse, b: torch.Tensor[K][N]) -> op``; ``op()`` runs only the
-GEMM and returns C [M][N] in the input dtype):
+GEMM and returns C [M][N], in the input dtype for fp16 and bf16):
 
 * :class:`MmaSpGemm` (``config="auto"`` or a key of ``MmaSpGemm.CONFIGS``, e.g.
   ``"256x128k128"``, ``"128x128"``, ``"64x16"``): ``mma.sp::ordered_metadata``
@@ -27,9 +27,12 @@ GEMM and returns C [M][N] in the input dtype):
   distributed shared memory, launched with cluster dimensions
   (:func:`vkcoop.cuda.driver.launch`).
 * :class:`WgmmaSpGemm` (``config="auto"`` or a key of ``WgmmaSpGemm.CONFIGS``,
-  e.g. ``"128x256"``, ``"128x16"``): ``wgmma.mma_async.sp`` m64nNk32, TMA loads
+  e.g. ``"128x256"``, ``"128x16"``): ``wgmma.mma_async.sp``, TMA loads
   on an mbarrier ring, one producer and two consumer warpgroups.
   ``"auto"`` picks the first tile of ``AUTO_ORDER`` that divides (M, N, K).
+  Besides fp16 and bf16 it runs tf32 (float32, A 1:2), float8_e4m3fn and
+  float8_e5m2 (C bfloat16), int8 and uint8 (C int32) on the tiles of
+  ``AUTO_ORDER`` (:mod:`vkcoop.cuda.wgmma_types`).
 * :class:`CuSparseLtGemm`: ``torch._cslt_compress`` + ``_cslt_sparse_mm`` after
   ``torch._C._cusparselt.mm_search`` (algorithm and split-k), all in ``bind``; ``bind(a, b, CsltConfig(...))``
   picks an algorithm id, split-K, transposed result, B layout or CUDA-graph replay
@@ -48,8 +51,9 @@ The benchmark searches the library paths' options in a child process (:mod:`vkco
 only those that ran and checked correctly are timed in the measuring process.
 
 Shapes: the hand-written kernels need ``K % 64 == 0`` (128 for the ``k128``
-mma.sp tiles) and ``M``, ``N`` multiples of the tile (see ``supports``); fp16
-and bf16 only.  ``mma_sp_peak_tflops()`` measures the register-only mma.sp
+mma.sp tiles and wgmma.sp's 8-bit types, 32 for tf32) and ``M``, ``N`` multiples
+of the tile (see ``supports``); mma.sp and the classes above run fp16 and bf16 only (the bench's library runners take
+the other types: :mod:`vkcoop.cuda.typed_libraries`).  ``mma_sp_peak_tflops()`` measures the register-only mma.sp
 throughput ceiling.  Bad operands raise
 :class:`ShapeError` / ``TypeError`` before anything is launched.
 

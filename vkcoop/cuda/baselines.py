@@ -26,7 +26,8 @@ import re
 import threading
 from dataclasses import dataclass
 
-from .gemm import SUPPORTED, DeviceSparse, _check_operands, _dtype_name, _supported_shape, _torch
+from .gemm import (SUPPORTED, DeviceSparse, _check_operands, _dtype_name, _supported_shape, _torch,
+                   unsupported_dtype)
 
 
 def _column_major(b):
@@ -138,7 +139,7 @@ class CuSparseLtGemm:
         if not ok:
             return ok, what
         if _dtype_name(dtype) not in SUPPORTED:
-            return False, f"dtype {_dtype_name(dtype)} unsupported here"
+            return False, unsupported_dtype(dtype)
         bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
         if bad:
             return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)
@@ -253,7 +254,7 @@ class SemiStructuredGemm:
         if not hasattr(torch.sparse, "to_sparse_semi_structured"):
             return False, "this torch has no torch.sparse.to_sparse_semi_structured"
         if _dtype_name(dtype) not in SUPPORTED:
-            return False, f"dtype {_dtype_name(dtype)} unsupported here"
+            return False, unsupported_dtype(dtype)
         bad = [f"{nm}={v}" for nm, v in (("M", m), ("K", k)) if v % 16]
         if bad:
             return False, "the semi-structured cuSPARSELt tensor needs M and K multiples of 16: " + ", ".join(bad)
@@ -357,7 +358,9 @@ class CublasGemm:
     name = "cuBLAS"
 
     def supports(self, m, n, k, dtype) -> tuple[bool, str]:
-        return (_dtype_name(dtype) in SUPPORTED), "torch.mm"
+        if _dtype_name(dtype) not in SUPPORTED:
+            return False, unsupported_dtype(dtype)
+        return True, "torch.mm"
 
     def version(self) -> str:
         nvmath = nvmath_version()

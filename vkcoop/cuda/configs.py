@@ -5,9 +5,11 @@ instantiation headers from them, each with a ``static_assert`` that :attr:`smem_
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vkcoop.gemm.tiles import wave_split
+
+from .wgmma_types import SIXTEEN_BIT, WGMMA_SP_TYPES, WgmmaSpType, wgmma_type
 
 #: The most CTAs of a portable thread-block cluster (CUDA: 8 on every GPU with clusters): a cluster-summed split-K
 #: launch splits K at most this many ways.
@@ -89,6 +91,9 @@ class MmaSpConfig(_WarpTiledSplitK):
 
 @dataclass(frozen=True)
 class WgmmaSpConfig:
+    """A tile of the wgmma.sp kernel (kernels/wgmma_sp.cu) for one element type (``dtype``, a key of
+    :data:`WGMMA_SP_TYPES`). The tables write their tiles for float16 (bf16 lays the ring out alike); :meth:`of`
+    binds one to another type, whose K slice and metadata the shared memory and the K splits follow."""
     bn: int
     consumers: int
     stages: int
@@ -100,10 +105,36 @@ class WgmmaSpConfig:
     #: > 0: split-K for skinny problems, as many K splits as fill one wave of per_sm CTAs per SM; the splits of a
     #: tile are one thread-block cluster and add their partials up through distributed shared memory
     per_sm: int = 0
+    #: instantiated for every type of WGMMA_SP_TYPES (tf32, the 8-bit floats and integers too), not only fp16, bf16
+    every_type: bool = False
+    dtype: str = "float16"
+
+    @property
+    def element(self) -> WgmmaSpType:
+        return wgmma_type(self.dtype)
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The element types this tile is instantiated for."""
+        if self.fp16_only:
+            return ("float16",)
+        return tuple(WGMMA_SP_TYPES) if self.every_type else SIXTEEN_BIT
+
+    def of(self, dtype_name: str) -> "WgmmaSpConfig":
+        """This tile for ``dtype_name``; ValueError where it is not instantiated for that type."""
+        if dtype_name not in self.dtypes:
+            raise ValueError(f"{self.kernel_name('float16')} is instantiated for {', '.join(self.dtypes)} only, "
+                             f"not {dtype_name}")
+        return replace(self, dtype=dtype_name)
 
     @property
     def bm(self) -> int:
         return 64 * self.consumers * self.msub
+
+    @property
+    def bk(self) -> int:
+        """Dense K of one slice (one 128-byte row of B): 64 for 16-bit types, 128 for 8-bit, 32 for tf32."""
+        return self.element.bk
 
     @property
     def threads(self) -> int:
@@ -111,13 +142,16 @@ class WgmmaSpConfig:
 
     @property
     def smem_bytes(self) -> int:
-        """Checked against the kernel's SMEM_BYTES by a static_assert in the generated instances header."""
-        stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128
+        """Checked against the kernel's SMEM_BYTES by a static_assert in the generated instances header: a stage
+        holds 64 bytes of compressed A a row, 128 bytes of B a column and 128 bytes of metadata words per 16 rows
+        and metadata word a lane, rounded up to 1024 bytes."""
+        stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128 * self.element.meta_words
         stage = (stage + 1023) // 1024 * 1024
         return self.stages * stage + 1024 + self.stages * 16
 
-    def kernel_name(self, dtype_name: str) -> str:
-        short = "f16" if dtype_name == "float16" else "bf16"
+    def kernel_name(self, dtype_name: str | None = None) -> str:
+        """The entry point for ``dtype_name`` (this configuration's own type where None)."""
+        short = wgmma_type(dtype_name or self.dtype).ptx
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
                   + ("" if self.cluster == 1 else f"_x{self.cluster}")
                   + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else ""))
@@ -128,10 +162,10 @@ class WgmmaSpConfig:
         return bool(self.per_sm)
 
     def splits(self, m: int, n: int, k: int, sm_count: int, max_cluster: int = MAX_CLUSTER_SPLITS) -> int:
-        """The K splits of an M x N x K launch (:func:`k_splits` over 64-wide K slices); 1 without ``per_sm``."""
+        """The K splits of an M x N x K launch (:func:`k_splits` over ``bk``-deep K slices); 1 without ``per_sm``."""
         if not self.per_sm:
             return 1
-        return k_splits((m // self.bm) * (n // self.bn), k // 64, sm_count, self.per_sm, True, max_cluster)
+        return k_splits((m // self.bm) * (n // self.bn), k // self.bk, sm_count, self.per_sm, True, max_cluster)
 
 
 @dataclass(frozen=True)

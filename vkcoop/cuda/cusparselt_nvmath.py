@@ -25,7 +25,7 @@ import contextlib
 import numpy as np
 
 from .baselines import NVMATH_EXTRA, CsltConfig, _column_major, capture_graph, nvmath_version
-from .gemm import SUPPORTED, DeviceSparse, _dtype_name, _supported_shape, _torch
+from .gemm import SUPPORTED, DeviceSparse, _dtype_name, _supported_shape, _torch, unsupported_dtype
 
 ORDER_COL, ORDER_ROW = 1, 2            # cusparseOrder_t
 OP_N, OP_T = 0, 1                      # cusparseOperation_t
@@ -81,7 +81,7 @@ class NvmathCuSparseLtGemm:
         except Exception as error:  # noqa: BLE001 - the library is looked for on first use
             return False, f"nvmath-python cannot load libcusparseLt ({type(error).__name__}: {error})"
         if _dtype_name(dtype) not in SUPPORTED:
-            return False, f"dtype {_dtype_name(dtype)} unsupported here"
+            return False, unsupported_dtype(dtype)
         bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
         if bad:
             return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)

@@ -5,101 +5,44 @@ Every path has the same shape of API::
     path = MmaSpGemm()                      # or WgmmaSpGemm(), CuSparseLtGemm(), CublasGemm()
     path.supports(M, N, K, dtype)           # -> (bool, reason), no GPU work
     op = path.bind(a, b)                    # one-time prep: layouts, tensor maps, algorithm search
-    c = op()                                # the timed work only; returns C [M][N] (input dtype)
+    c = op()                                # the timed work only; returns C [M][N]
 
 ``a`` is a :class:`DeviceSparse` (the shared 2:4 format of :mod:`vkcoop.sparse`
 uploaded to the GPU, plus the pruned dense copy the dense/cuSPARSELt baselines
 need); ``b`` is a torch tensor ``[K][N]`` on the GPU.  The hand-written kernels
 read B column-major (``b.t()`` contiguous, i.e. ``[N][K]`` row-major, the usual
 layout of LLM activations); ``bind`` makes that copy once if ``b`` is not
-already a transposed view.  All paths accumulate in fp32 and return C in the
-input dtype.
+already a transposed view.  On fp16 and bf16 every path accumulates in fp32 and
+returns C in the input dtype. wgmma.sp also runs the other types of its
+instruction (:mod:`vkcoop.cuda.wgmma_types`): tf32 (A 1:2), e4m3 and e5m2 with C in
+bf16, int8 and uint8 with C in int32.
 """
 from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from vkcoop.errors import InputError
-from vkcoop.gemm.types import DTYPES, RESULT_TOLERANCE
-from vkcoop.sparse import Compressed2to4, decompress_2to4, validate_compressed
+from vkcoop.gemm.types import BF16, RESULT_TOLERANCE
 
 from . import driver, launches
 from .configs import MmaSpConfig, WgmmaSpConfig
-from .layout import reorder_metadata_for_mma
+from .operands import QUIET_TORCH_WARNINGS, DeviceSparse, _torch, to_torch  # noqa: F401 - the paths' names for them
+from .wgmma_types import WGMMA_SP_TYPES, wgmma_type
 
 SUPPORTED = ("float16", "bfloat16")
-
-
-#: torch's warnings about what these paths do on purpose: upload from read-only arrays (the bench's operands, shared
-#: between cases, are never written), and measure the semi-structured tensor, which torch calls a prototype.
-QUIET_TORCH_WARNINGS = ("The given NumPy array is not writable",
-                        "The PyTorch API of SparseSemiStructuredTensor is in prototype stage")
-
-
-def _torch():
-    import warnings
-
-    import torch  # imported lazily: vkcoop.cuda must import on machines without torch
-
-    for message in QUIET_TORCH_WARNINGS:   # a repeated filter replaces its twin, so this may run every call
-        warnings.filterwarnings("ignore", message=message, category=UserWarning)
-    return torch
 
 
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def to_torch(array: np.ndarray, device: str = "cuda"):
-    """numpy (incl. ml_dtypes bfloat16) -> torch tensor on ``device``, bits preserved."""
-    torch = _torch()
-    if array.dtype == np.uint32:
-        return torch.from_numpy(array.view(np.int32)).to(device)
-    if array.dtype.itemsize == 2:
-        target = torch.float16 if array.dtype == np.float16 else torch.bfloat16
-        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).to(device).view(target)
-    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
-
-
-@dataclass
-class DeviceSparse:
-    """The shared 2:4 format on the GPU.
-
-    ``values`` [M][K/2] (fp16/bf16), ``metadata`` [M][K/32] (int32 holding the
-    uint32 words), ``mma_metadata`` [M/16][K/64][32] (the per-lane reordering of
-    :func:`vkcoop.cuda.layout.reorder_metadata_for_mma`, ``None`` when M or K
-    don't allow it) and ``dense`` [M][K], the pruned matrix for the baselines.
-    """
-
-    values: object
-    metadata: object
-    mma_metadata: object
-    dense: object
-    shape: tuple[int, int] = field(default=(0, 0))
-
-    @property
-    def dtype(self):
-        return self.values.dtype
-
-    @classmethod
-    def from_compressed(cls, compressed: Compressed2to4, device: str = "cuda") -> "DeviceSparse":
-        validate_compressed(compressed.values, compressed.metadata)
-        if compressed.values.dtype.itemsize != 2:
-            raise TypeError(f"the CUDA paths take fp16 or bf16; got {compressed.values.dtype}")
-        m, k = compressed.shape
-        reordered = None
-        if m % 16 == 0 and k % 64 == 0:
-            reordered = to_torch(reorder_metadata_for_mma(compressed.metadata), device)
-        return cls(values=to_torch(compressed.values, device),
-                   metadata=to_torch(compressed.metadata, device),
-                   mma_metadata=reordered,
-                   dense=to_torch(decompress_2to4(compressed), device),
-                   shape=(m, k))
+def unsupported_dtype(dtype) -> str:
+    """Why a path of fp16 and bf16 (:data:`SUPPORTED`) does not run ``dtype``."""
+    return f"dtype {_dtype_name(dtype)} unsupported here (fp16, bf16 only)"
 
 
 class ShapeError(InputError):
@@ -196,7 +139,7 @@ class HandWrittenSpGemm:
 
     def supports(self, m: int, n: int, k: int, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) not in SUPPORTED:
-            return False, f"dtype {_dtype_name(dtype)} unsupported (fp16, bf16 only)"
+            return False, unsupported_dtype(dtype)
         cfg = self._pick(m, n, k)
         if getattr(cfg, "fp16_only", False) and _dtype_name(dtype) != "float16":
             return False, f"{cfg.kernel_name('float16')} is instantiated for fp16 only"
@@ -299,27 +242,32 @@ class MmaSpGemm(HandWrittenSpGemm):
 
 
 class WgmmaSpGemm(HandWrittenSpGemm):
-    """Hopper ``wgmma.mma_async.sp`` m64nNk32 kernel with TMA + mbarrier pipeline (kernels/wgmma_sp.cu).
+    """Hopper ``wgmma.mma_async.sp`` kernel with TMA + mbarrier pipeline (kernels/wgmma_sp.cu), one template over
+    the instruction's types (:mod:`vkcoop.cuda.wgmma_types`): fp16 and bf16 (m64nNk32), tf32 with A 1:2 sparse
+    (m64nNk16; float32 operands, C bf16), float8_e4m3fn and float8_e5m2 (m64nNk64, C bf16), int8 and uint8
+    (m64nNk64, C int32). The tiles of ``AUTO_ORDER`` run every type, the others fp16 and bf16.
 
-    Needs sm_90a and ``M % bm == 0``, ``N % bn == 0``, ``K % 64 == 0``.
+    Needs sm_90a and ``M % bm == 0``, ``N % bn == 0``, ``K % bk == 0`` (a slice: 64 for 16-bit types, 128 for
+    8-bit, 32 for tf32).
     """
 
     name = "wgmma.sp"
     source = "wgmma_sp"    # kernels/wgmma_sp.cu
     config_type = WgmmaSpConfig
     # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
+    # every_type: the tiles of AUTO_ORDER run every type of vkcoop.cuda.wgmma_types (tf32, e4m3, e5m2, s8, u8 too)
     CONFIGS = {
-        "128x256": WgmmaSpConfig(256, 2, 4),
+        "128x256": WgmmaSpConfig(256, 2, 4, every_type=True),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
         "256x128s5": WgmmaSpConfig(128, 2, 5, msub=2),
         "256x128s6": WgmmaSpConfig(128, 2, 6, msub=2),
-        "128x128": WgmmaSpConfig(128, 2, 6),
+        "128x128": WgmmaSpConfig(128, 2, 6, every_type=True),
         "128x16": WgmmaSpConfig(16, 2, 8),
-        "64x16": WgmmaSpConfig(16, 1, 8),
+        "64x16": WgmmaSpConfig(16, 1, 8, every_type=True),
         # split-K for skinny problems, the splits of a tile summed in a cluster
-        "128x16cs": WgmmaSpConfig(16, 2, 8, per_sm=1),
-        "128x32cs": WgmmaSpConfig(32, 2, 8, per_sm=1),
-        "128x64cs": WgmmaSpConfig(64, 2, 8, per_sm=1),
+        "128x16cs": WgmmaSpConfig(16, 2, 8, per_sm=1, every_type=True),
+        "128x32cs": WgmmaSpConfig(32, 2, 8, per_sm=1, every_type=True),
+        "128x64cs": WgmmaSpConfig(64, 2, 8, per_sm=1, every_type=True),
     }
     # measured on the H200 (docs/cuda-sparse.md, "Configurations"): 128x256 for the compute-bound shapes; for N of
     # 16 to 64 a tile as wide as N, its K split over a cluster (1.00-1.08x cuSPARSELt at M = 4096 to 14336, where
@@ -335,8 +283,38 @@ class WgmmaSpGemm(HandWrittenSpGemm):
             (256, 2, 5, True, 1))) + tuple(
         WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
 
+    def _pick(self, m: int, n: int, k: int = 0, dtype_name: str = "float16") -> WgmmaSpConfig:
+        """The configured tile, or for "auto" the first of AUTO_ORDER that divides the problem (K in
+        ``dtype_name``'s slices); bound to ``dtype_name`` where it is instantiated for it."""
+        if self.config == "auto":
+            typed = [cfg.of(dtype_name) for cfg in map(self.CONFIGS.get, self.AUTO_ORDER) if dtype_name in cfg.dtypes]
+            fits = (cfg for cfg in typed if not (m % (cfg.bm * cfg.cluster) or n % cfg.bn or k % cfg.bk))
+            return next(fits, typed[-1])
+        cfg = self.CONFIGS[self.config] if isinstance(self.config, str) else self.config
+        return cfg.of(dtype_name) if dtype_name in cfg.dtypes else cfg
+
+    def supports(self, m: int, n: int, k: int, dtype) -> tuple[bool, str]:
+        name = _dtype_name(dtype)
+        if name not in WGMMA_SP_TYPES:
+            return False, f"dtype {name} unsupported ({', '.join(WGMMA_SP_TYPES)} only)"
+        cfg = self._pick(m, n, k, name)
+        if name not in cfg.dtypes:
+            return False, f"{cfg.kernel_name(name)} is not instantiated: that tile runs {', '.join(cfg.dtypes)} only"
+        problems = [f"{dim}={v} is not a multiple of {req}" for dim, v, req in
+                    (("M", m, cfg.bm * cfg.cluster), ("N", n, cfg.bn), ("K", k, cfg.bk)) if v % req]
+        if problems:
+            return False, f"{self.name} {cfg.element.ptx} tile {cfg.bm}x{cfg.bn}: " + "; ".join(problems)
+        return True, f"tile {cfg.bm}x{cfg.bn}, {cfg.stages} stages"
+
     def bind(self, a: DeviceSparse, b) -> Callable[[], object]:
-        m, n, k, cfg, b_t, c = self._prepare(a, b)
+        torch = _torch()
+        m, n, k = _supported_shape(self, a, b)
+        element = wgmma_type(_dtype_name(a.dtype))
+        if a.sparsity != element.sparsity:
+            raise ShapeError(f"{self.name} {element.ptx} takes A {element.sparsity} sparse; this A is {a.sparsity}")
+        cfg = self._pick(m, n, k, element.dtype)
+        b_t = _b_column_major(b)
+        c = torch.empty((m, n), dtype=getattr(torch, element.output), device=b.device)
         for label, t in (("a.values", a.values), ("b", b_t), ("a.mma_metadata", a.mma_metadata)):
             if t.data_ptr() % 16:
                 raise ShapeError(f"{self.name}: {label} is not 16-byte aligned (TMA needs it)")
@@ -399,8 +377,18 @@ def compare(c, ref) -> dict:
     }
 
 
+#: numpy's dtype of each output type of the paths, for its tolerance.
+_OUTPUTS = {"float16": np.dtype(np.float16), "bfloat16": BF16, "int32": np.dtype(np.int32)}
+
+
+def output_dtype(dtype) -> np.dtype:
+    """The type C is stored in for inputs of ``dtype``: fp16 and bf16 their own, tf32 (float32) and the 8-bit floats
+    bf16, the 8-bit integers int32 (:mod:`vkcoop.cuda.wgmma_types`)."""
+    return _OUTPUTS[wgmma_type(_dtype_name(dtype)).output]
+
+
 def passes(stats: dict, dtype) -> bool:
-    """Within vkcoop.gemm's tolerance for fp32-accumulated results stored in fp16 (2^-10) or bf16 (2^-7),
-    relative to max |reference|."""
-    tol = RESULT_TOLERANCE[DTYPES["bf16" if _dtype_name(dtype) == "bfloat16" else "fp16"]]
+    """Within vkcoop.gemm's tolerance for the type C is stored in (:func:`output_dtype` of the input ``dtype``):
+    fp16 2^-10, bf16 2^-7, int32 exact, relative to max |reference|."""
+    tol = RESULT_TOLERANCE[output_dtype(dtype)]
     return stats["finite"] and stats["max_rel_err"] <= tol and math.isfinite(stats["max_abs_err"])

@@ -4,9 +4,10 @@
 The configurations are written once, in :mod:`vkcoop.cuda.gemm` (``MmaSpGemm.CONFIGS``,
 ``WgmmaSpGemm.CONFIGS`` and ``WgmmaSpGemm.DIAGNOSTIC_CONFIGS``) and :mod:`vkcoop.cuda.dense`
 (``MmaDenseGemm.CONFIGS``).  Each becomes one
-``extern "C"`` entry point per dtype (fp16 only for ``fp16_only`` diagnostics) named
+``extern "C"`` entry point per dtype (fp16 and bf16; fp16 only for ``fp16_only`` diagnostics; every wgmma.sp type
+for the wgmma tiles marked ``every_type``) named
 exactly ``config.kernel_name(dtype)``, followed by a ``static_assert`` that the
-launcher's ``smem_bytes`` (and, for wgmma, ``bm``) equals what the kernel template lays
+launcher's ``smem_bytes`` (and, for wgmma, ``bm`` and the K slice ``bk``) equals what the kernel template lays
 out, so a disagreement fails compilation instead of corrupting shared memory at run time.
 ``tests/test_cuda_compile.py`` checks that the committed headers equal this output.
 
@@ -61,15 +62,21 @@ class Family:
         return named + diagnostic
 
     def instances(self) -> list[Instance]:
-        """Every (config, dtype) entry point, config order, fp16 before bf16; one entry per name."""
+        """Every (config, dtype) entry point, config order, fp16 before bf16 (then the other wgmma.sp types in
+        :data:`WGMMA_SP_TYPES` order); one entry per name."""
         out: dict[str, Instance] = {}
         for origin, cfg in self.configs():
-            for dtype in ("float16",) if getattr(cfg, "fp16_only", False) else DTYPES:
+            for dtype in instance_dtypes(cfg):
                 inst = self.instance(cfg, dtype, origin)
                 previous = out.setdefault(inst.name, inst)
                 if previous.kernel_type != inst.kernel_type:
                     raise ValueError(f"{origin} and {previous.origin} both name {inst.name}")
         return list(out.values())
+
+
+def instance_dtypes(cfg) -> tuple[str, ...]:
+    """The dtypes a configuration has entry points for: its own list (wgmma.sp), else fp16 and bf16."""
+    return getattr(cfg, "dtypes", DTYPES)
 
 
 def _cxx_bool(value: bool) -> str:
@@ -104,16 +111,18 @@ def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
 
 
 def wgmma_sp_instance(cfg: WgmmaSpConfig, dtype: str, origin: str) -> Instance:
-    bf16 = _cxx_bool(dtype == "bfloat16")
-    kernel_type = (f"wgsp::Kernel<{bf16}, {cfg.bn}, {cfg.consumers}, {cfg.stages}, {_cxx_bool(cfg.setmaxnreg)}, "
-                   f"{cfg.wait_depth}, {cfg.cluster}, {cfg.msub}, {_cxx_bool(bool(cfg.per_sm))}>")
+    cfg = cfg.of(dtype)
+    kernel_type = (f"wgsp::Kernel<{cfg.element.traits}, {cfg.bn}, {cfg.consumers}, {cfg.stages}, "
+                   f"{_cxx_bool(cfg.setmaxnreg)}, {cfg.wait_depth}, {cfg.cluster}, {cfg.msub}, "
+                   f"{_cxx_bool(bool(cfg.per_sm))}>")
     if cfg.cluster not in (1, 2):
         raise ValueError(f"{origin}: cluster must be 1 or 2, got {cfg.cluster}")
     if cfg.per_sm and cfg.cluster != 1:
         raise ValueError(f"{origin}: split-K clusters cannot also share B (cluster {cfg.cluster})")
     macro = "VK_WGMMA_SP_ENTRY" if cfg.cluster == 1 else "VK_WGMMA_SP_ENTRY_X2"
-    return Instance(cfg.kernel_name(dtype), macro, kernel_type, cfg.threads,
-                    (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes), ("BM", "bm", cfg.bm)), origin)
+    return Instance(cfg.kernel_name(), macro, kernel_type, cfg.threads,
+                    (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes), ("BM", "bm", cfg.bm), ("BK", "bk", cfg.bk)),
+                    origin)
 
 
 def mma_dense_instance(cfg: MmaDenseConfig, dtype: str, origin: str) -> Instance:

@@ -6,7 +6,7 @@ with no torch: what :meth:`vkcoop.cuda.MmaSpGemm.bind`, :meth:`vkcoop.cuda.Wgmma
 ``mma_sp_plan(cfg, dtype_name, m, n, k, sms)`` and ``mma_dense_plan(...)`` resolve the kernel, its K splits (and,
 for a cluster sum, the splits whose clusters all run at once) and the scratch a global-memory split-K needs; their
 ``launch(...)`` takes the operands' addresses. ``wgmma_sp_launch(cfg, dtype_name, m, n, k, ...)`` encodes the three
-TMA tensor maps.
+TMA tensor maps for any type of :mod:`vkcoop.cuda.wgmma_types`.
 """
 from __future__ import annotations
 
@@ -138,16 +138,23 @@ def mma_dense_plan(cfg: MmaDenseConfig, dtype_name: str, m: int, n: int, k: int,
 
 def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int, values: int, b_t: int,
                     meta: int, c: int, sms: int = 0) -> KernelLaunch:
-    """The wgmma.sp launch on these addresses (each 16-byte aligned, as TMA needs): A's values [M][K/2], B^T
-    [N][K], the reordered metadata [M/16][K/64][32] and C [M][N]; a split-K configuration splits K for ``sms``
-    SMs, one cluster a tile."""
-    tm_a = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, values, k // 2, m, k, 32, cfg.bm, driver.SWIZZLE_64B)
-    tm_b = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT16, b_t, k, n, k * 2, 64, cfg.bn // cfg.cluster,
+    """The wgmma.sp launch of ``cfg`` for ``dtype_name`` (a type of :mod:`vkcoop.cuda.wgmma_types`) on these
+    addresses (each 16-byte aligned, as TMA needs): A's values [M][K/2], B^T [N][K], A's per-lane metadata
+    (:class:`vkcoop.cuda.DeviceSparse.mma_metadata`) and C [M][N] in the type's output; a split-K configuration
+    splits K for ``sms`` SMs, one cluster a tile. A slice's boxes: 64 bytes of each row of A, 128 of each column of
+    B, and the metadata words of ``bk`` columns (one 32-word block a 16-row group, two for the 8-bit types)."""
+    cfg = cfg.of(dtype_name)
+    element, bk = cfg.element, cfg.bk
+    size = element.elem_bytes
+    tm_a = driver.encode_tiled_2d(element.tma_data_type, values, k // 2, m, k // 2 * size, bk // 2, cfg.bm,
+                                  driver.SWIZZLE_64B)
+    tm_b = driver.encode_tiled_2d(element.tma_data_type, b_t, k, n, k * size, bk, cfg.bn // cfg.cluster,
                                   driver.SWIZZLE_128B)
-    meta_cols = (k // 64) * 32
-    tm_meta = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT32, meta, meta_cols, m // 16, meta_cols * 4, 32,
+    words = 32 * element.meta_words      # metadata words a 16-row group takes per slice
+    meta_cols = (k // bk) * words
+    tm_meta = driver.encode_tiled_2d(driver.TENSOR_MAP_UINT32, meta, meta_cols, m // 16, meta_cols * 4, words,
                                      cfg.bm // 16, driver.SWIZZLE_NONE)
-    name = cfg.kernel_name(dtype_name)
+    name = cfg.kernel_name()
     func = module("wgmma_sp").function(name, cfg.smem_bytes)
     tiles = (m // cfg.bm) * (n // cfg.bn)
     splits = 1

@@ -87,6 +87,16 @@ def reorder_metadata_8bit_for_wgmma(metadata: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(lanes).reshape(m // 16, words // 2, 32)
 
 
+def lane_order(dtype) -> tuple:
+    """``(reorder, k_block)`` for A of ``dtype``: the function that gives the kernels' per-lane metadata and the
+    multiple of K it needs. 16-bit types: :func:`reorder_metadata_for_mma` (mma.sp, wgmma.sp k32); 8-bit:
+    :func:`reorder_metadata_8bit_for_wgmma` (k64); float32 (tf32, 1:2): :func:`reorder_metadata_tf32_for_wgmma`
+    (k16)."""
+    itemsize = np.dtype(dtype).itemsize
+    return {2: (reorder_metadata_for_mma, K_BLOCK), 1: (reorder_metadata_8bit_for_wgmma, K_BLOCK_8BIT),
+            4: (reorder_metadata_tf32_for_wgmma, K_BLOCK_TF32)}[itemsize]
+
+
 def _checked(metadata, columns_per_word: int, k_block: int, needs: str) -> np.ndarray:
     if not isinstance(metadata, np.ndarray) or metadata.dtype != np.uint32 or metadata.ndim != 2:
         raise TypeError(f"metadata must be a 2-D uint32 numpy array [M][K/{columns_per_word}]")

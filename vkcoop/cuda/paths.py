@@ -33,7 +33,7 @@ from .baselines import BlasConfig, CsltConfig, nvmath_version
 from .gemm import DeviceSparse, MmaSpGemm, WgmmaSpGemm, to_torch
 from .timing import time_cuda
 from .typed_libraries import (TORCH_NAMES, TypedCublasGemm, TypedCuSparseLtGemm, TypedNvmathCuSparseLtGemm,
-                              TypedSemiStructuredGemm, blas_configs, cslt_configs, device_operand)
+                              TypedSemiStructuredGemm, blas_configs, cslt_configs)
 
 #: Benchmark path name -> the class behind it (the libraries' runners take every type they have:
 #: :mod:`.typed_libraries`).
@@ -289,24 +289,12 @@ class CudaUploads:
     def of(self, operands: GemmOperands):
         if self._key != id(operands):
             self.clear()
-            if operands.problem.dtype in HALF_DTYPES:
-                self._tensors = (DeviceSparse.from_compressed(operands.compressed), to_torch(operands.b))
-            else:
-                self._tensors = (typed_sparse(operands), device_operand(operands.b))
+            self._tensors = (DeviceSparse.from_compressed(operands.compressed), to_torch(operands.b))
             self._key = id(operands)
         return self._tensors
 
     def clear(self) -> None:
         self._key, self._tensors = None, None
-
-
-def typed_sparse(operands: GemmOperands) -> DeviceSparse:
-    """A of a bench type other than fp16 and bf16 on the GPU: its compressed values and metadata words as they are
-    (no per-lane reordering: the hand-written kernels take fp16 and bf16) and the pruned dense A the libraries
-    read."""
-    values, metadata = operands.compressed.values, operands.compressed.metadata
-    return DeviceSparse(values=device_operand(values), metadata=to_torch(metadata), mma_metadata=None,
-                        dense=device_operand(operands.pruned), shape=operands.pruned.shape)
 
 
 PATH_TYPES = {"cuda-mma.sp": HandWrittenPath, "cuda-wgmma.sp": HandWrittenPath, "cuSPARSELt": CuSparseLtPath,

@@ -21,16 +21,20 @@ import numpy as np
 from . import build, driver, launches
 from .dense import MmaDenseGemm
 from .gemm import MmaSpGemm
-from .layout import reorder_metadata_for_mma
+from .layout import lane_order
 from .peak import FORMS, META_POSITIONS_0_1
 from .sanitize_jobs import job_label, wgmma_config
+from .wgmma_types import wgmma_type
 
 VALUES = np.array([-1.0, -0.5, -0.0, 0.0, 0.5, 1.0])   # every product and fp32 partial sum stays exact
+#: The 8-bit integers' values: small enough that every s32 sum is exact, and the float reference too.
+INTEGER_VALUES = {"int8": np.array([-2, -1, 0, 1, 2]), "uint8": np.array([0, 1, 2, 3])}
 
 
-def _np_dtype(name: str):
+def _np_dtype(name: str) -> np.dtype:
+    """numpy's dtype of a job's type (ml_dtypes for bf16 and the 8-bit floats)."""
     import ml_dtypes
-    return np.float16 if name == "float16" else ml_dtypes.bfloat16
+    return np.dtype(getattr(ml_dtypes, name, None) or name)
 
 
 class _Buffers:
@@ -59,28 +63,35 @@ def _exact_operands(job: dict):
     """A [M][K] and B [K][N] in the job's type, their elements drawn from VALUES (seeded by the shape)."""
     m, n, k, dtype = job["m"], job["n"], job["k"], _np_dtype(job["dtype"])
     rng = np.random.default_rng(m + n + k)
-    a = rng.choice(VALUES, size=(m, k)).astype(dtype)
-    b = rng.choice(VALUES, size=(k, n)).astype(dtype)
+    values = INTEGER_VALUES.get(job["dtype"], VALUES)
+    a = rng.choice(values, size=(m, k)).astype(dtype)
+    b = rng.choice(values, size=(k, n)).astype(dtype)
     return a, b
 
 
-def _exact_product(a, b):
-    """C's expected bits: the exact product, rounded once to the input type (as the kernels round fp32)."""
-    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+def _exact_product(a, b, output=None):
+    """C's expected bits: the exact product, rounded once to ``output`` (the input type where None), as the
+    kernels round their fp32 sums; an s32 sum is exact."""
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(output or a.dtype)
 
 
 def _gemm_operands(job: dict, buffers: _Buffers):
-    """(values, metadata, B^T, C) addresses, C's buffer and the expected C bits for a 2:4 M x N x K job."""
-    from ..sparse import compress_2to4, decompress_2to4
+    """(values, metadata, B^T, C) addresses, C's buffer and the expected C bits for a structured-sparse M x N x K
+    job: 2:4, or 1:2 for tf32 (float32), the metadata in the per-lane order of A's type."""
+    from ..sparse import compress_1to2, compress_2to4, decompress_1to2, decompress_2to4
     dense_a, b = _exact_operands(job)
-    a = compress_2to4(dense_a)
-    c = buffers.empty(job["m"] * job["n"] * 2)
-    return (buffers.holding(a.values), buffers.holding(reorder_metadata_for_mma(a.metadata)),
-            buffers.holding(np.ascontiguousarray(b.T)), c, _exact_product(decompress_2to4(a), b))
+    tf32 = dense_a.dtype == np.float32
+    a = compress_1to2(dense_a) if tf32 else compress_2to4(dense_a)
+    pruned = decompress_1to2(a) if tf32 else decompress_2to4(a)
+    expected = _exact_product(pruned, b, _np_dtype(wgmma_type(job["dtype"]).output))
+    reorder, _ = lane_order(dense_a.dtype)
+    c = buffers.empty(job["m"] * job["n"] * expected.itemsize)
+    return (buffers.holding(a.values), buffers.holding(reorder(a.metadata)),
+            buffers.holding(np.ascontiguousarray(b.T)), c, expected)
 
 
 def _check_c(c: driver.DeviceMemory, expected) -> str:
-    got = c.read(np.uint16).view(expected.dtype).reshape(expected.shape)
+    got = c.read(np.dtype(f"u{expected.itemsize}")).view(expected.dtype).reshape(expected.shape)
     wrong = int((got.astype(np.float32) != expected.astype(np.float32)).sum())   # -0.0 equals 0.0
     return f"{wrong} of {got.size} elements of C differ from the exact product" if wrong else ""
 

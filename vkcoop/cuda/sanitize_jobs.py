@@ -9,7 +9,10 @@ cluster-summed (``wNcs``) configurations: three tiles over 23 slices (the last s
 they sum in global memory, one short; 8 of 3 in a cluster, the last of 2) and two tiles of two slices (one slice a
 split). wgmma.sp (``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``, CTA pairs among them): three row tiles (of pairs)
 by two column tiles over ``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice;
-its cluster-summed split-K configurations the uneven and the one-slice splits of mma.sp's, in 64-wide slices.
+its cluster-summed split-K configurations the uneven and the one-slice splits of mma.sp's, in the type's slices (64
+deep for fp16 and bf16, 128 for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run tf32,
+e4m3, e5m2, int8 and uint8 on their first problem (an odd count of slices: the 8-bit types' loop of slice pairs
+and its last slice), and e4m3 on the second too (one slice, or one a split: that last slice alone).
 The dense mma.sync kernel (``MmaDenseGemm.CONFIGS``, kernel "mma.sync"): the mma.sp problems, and one more with
 edges: M and N past whole tiles (the rows past them zero-filled and not stored), N odd (C stored an element at a
 time), K a multiple of 8 but not of the slice (the last slice's tail zero-filled); whole-K tiles over three
@@ -21,9 +24,12 @@ from __future__ import annotations
 from .configs import MmaDenseConfig, MmaSpConfig, WgmmaSpConfig
 from .dense import MmaDenseGemm
 from .gemm import MmaSpGemm, WgmmaSpGemm
+from .wgmma_types import SIXTEEN_BIT
 from .peak import FORMS
 
 UNEVEN_SLICES = 23
+#: The type whose tiles run both problems: an 8-bit type, two metadata words a slice.
+TWO_WORD_PROBE = "float8_e4m3fn"
 
 
 def mma_sp_problems(cfg: MmaSpConfig | MmaDenseConfig) -> list[tuple[str, int, int, int]]:
@@ -48,13 +54,25 @@ def mma_dense_problems(cfg: MmaDenseConfig) -> list[tuple[str, int, int, int]]:
 
 
 def wgmma_sp_problems(cfg: WgmmaSpConfig) -> list[tuple[str, int, int, int]]:
-    """(what it reaches, M, N, K) for a wgmma.sp configuration (rows in whole CTA pairs where it has them)."""
+    """(what it reaches, M, N, K) for a wgmma.sp configuration, K in slices of its type (rows in whole CTA pairs
+    where it has them)."""
     if cfg.per_sm:
-        return [("uneven K splits", 3 * cfg.bm, cfg.bn, UNEVEN_SLICES * 64),
-                ("one slice a split", cfg.bm, 2 * cfg.bn, 2 * 64)]
+        return [("uneven K splits", 3 * cfg.bm, cfg.bn, UNEVEN_SLICES * cfg.bk),
+                ("one slice a split", cfg.bm, 2 * cfg.bn, 2 * cfg.bk)]
     rows = cfg.bm * cfg.cluster
-    return [("ring wraps, partial raster group", 3 * rows, 2 * cfg.bn, (cfg.stages + 3) * 64),
-            ("one slice", rows, cfg.bn, 64)]
+    return [("ring wraps, partial raster group", 3 * rows, 2 * cfg.bn, (cfg.stages + 3) * cfg.bk),
+            ("one slice", rows, cfg.bn, cfg.bk)]
+
+
+def _other_type_jobs(key: str, cfg: WgmmaSpConfig) -> list[dict]:
+    """The jobs of a wgmma.sp tile in the types beyond fp16 and bf16 (module doc)."""
+    jobs = []
+    for dtype in (d for d in cfg.dtypes if d not in SIXTEEN_BIT):
+        problems = wgmma_sp_problems(cfg.of(dtype))
+        for what, m, n, k in problems if dtype == TWO_WORD_PROBE else problems[:1]:
+            jobs.append({"kernel": "wgmma.sp", "config": key, "dtype": dtype, "problem": what, "m": m, "n": n,
+                         "k": k})
+    return jobs
 
 
 def _gemm_jobs(kernel: str, key: str, problems, bf16: bool) -> list[dict]:
@@ -72,6 +90,7 @@ def shipped_jobs() -> list[dict]:
         jobs += _gemm_jobs("mma.sp", key, mma_sp_problems(cfg), bf16=True)
     for key, cfg in WgmmaSpGemm.CONFIGS.items():
         jobs += _gemm_jobs("wgmma.sp", key, wgmma_sp_problems(cfg), bf16=not cfg.fp16_only)
+        jobs += _other_type_jobs(key, cfg)
     for index, cfg in enumerate(WgmmaSpGemm.DIAGNOSTIC_CONFIGS):
         jobs += _gemm_jobs("wgmma.sp", f"diagnostic:{index}", wgmma_sp_problems(cfg), bf16=False)
     for key, cfg in MmaDenseGemm.CONFIGS.items():

@@ -29,11 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .baselines import (BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm, _cslt_available,
                         _nvmath_matmul, nvmath_version)
-from .cusparselt_nvmath import CUDA_TYPES, NvmathCuSparseLtGemm, bindings, library_version
+from .cusparselt_nvmath import NvmathCuSparseLtGemm, bindings, library_version
 from .gemm import SUPPORTED, _dtype_name, _torch
 
 #: The bench dtypes as torch names them.
@@ -223,15 +221,3 @@ def cslt_configs(dtype: str, deep: bool) -> list[CsltConfig]:
         return [CsltConfig(b_column_major=first)]
     layouts = [CsltConfig(transpose_result=t, b_column_major=c) for c in (first, not first) for t in (False, True)]
     return layouts + [CsltConfig(alg_id=0, b_column_major=first)]
-
-
-def device_operand(array: np.ndarray):
-    """A numpy operand of any bench type as a torch tensor on the GPU, bits kept: the 8-bit floats travel as
-    uint8 and are viewed as torch's float8 types (numpy has no float8 of its own)."""
-    from .gemm import to_torch
-
-    torch = _torch()
-    array = np.ascontiguousarray(array)
-    if array.dtype.name in ("float8_e4m3fn", "float8_e5m2"):
-        return torch.from_numpy(array.view(np.uint8)).to("cuda").view(getattr(torch, array.dtype.name))
-    return to_torch(array)

@@ -7,13 +7,15 @@
   (``parse_tile``).
 * :mod:`.launch` -- the direct kernel descriptions (``CoopMat2Kernel``, ``Sparse24Kernel``), each producing one
   ``Launch`` (dispatches, named specialization constants, buffers) for samples and bench alike; :mod:`.staging` --
-  those that stage A and B through shared memory (``KhrKernel``, ``StagedKernel``, ``StagedSparse24Kernel``).
+  those that stage A and B through shared memory (``KhrKernel``, ``StagedKernel``, ``StagedSparse24Kernel``,
+  ``TiledSparse24Kernel``).
 * :mod:`.expanded` -- the 2:4 GEMM as two passes: A expanded into a dense workspace, then the dense kernel.
 * :mod:`.vulkan` -- ``CoopMat2Gemm``, ``Sparse24Gemm``, ``KhrSharedMemoryGemm``, ``StagedCoopMat2Gemm``,
   ``StagedSparse24Gemm``: a Launch on a device, ``bind``/``result``/``time``/``run``; ``L2Flush``.
 * :mod:`.exact` -- exact inputs and references, and ``check_output``, the check every path passes; :mod:`.dtypes` --
   the bench's element types (fp16, bf16, tf32, e4m3, e5m2, int8, uint8) and how their exact inputs are drawn.
-* :mod:`.interleave` -- the 2:4 format regrouped into interleaved blocks.
+* :mod:`.interleave` -- the 2:4 format regrouped into interleaved blocks; :mod:`.tile_major` -- into the tile-major
+  blocks of the narrow staged 2:4 kernel (``TiledSparse24Kernel``).
 * :mod:`.path` -- the ``GemmPath`` protocol (Vulkan and CUDA): ``supports`` -> ``bind`` -> ``output_rows``/``time``;
   :mod:`.paths` -- the Vulkan paths and their seed configurations.
 """
@@ -22,7 +24,8 @@ from .exact import (check_output, check_rows, eighths_inputs, exact_inputs, refe
                     sparse24_reference)
 from .interleave import META_WORDS_CHOICES, deinterleave_2to4, interleave_2to4
 from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
-from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel
+from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel, TiledSparse24Kernel
+from .tile_major import TileMajorLayout, expand_tile_major, tile_major_2to4, untile_2to4
 from .path import BoundGemm, GemmOperands, GemmPath, GemmProblem
 from .tiles import (SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile,
                     choose_subgroup_tile, choose_workgroup_tile, granularity_rows, parse_tile)
@@ -36,6 +39,7 @@ __all__ = [
     "META_WORDS_CHOICES", "deinterleave_2to4", "interleave_2to4",
     "ExpandedSparse24Kernel", "decompress_dispatch",
     "CoopMat2Kernel", "Dispatch", "KhrKernel", "Launch", "Sparse24Kernel", "StagedKernel", "StagedSparse24Kernel",
+    "TiledSparse24Kernel", "TileMajorLayout", "expand_tile_major", "tile_major_2to4", "untile_2to4",
     "BoundGemm", "GemmOperands", "GemmPath", "GemmProblem",
     "SUBGROUP_SIZE", "SubgroupTile", "WorkgroupTile", "check_subgroup_tile", "check_workgroup_tile",
     "choose_subgroup_tile", "choose_workgroup_tile", "granularity_rows", "parse_tile",

@@ -3,7 +3,8 @@ what the driver reports.
 
 A :class:`VulkanConfig` is a tile (:class:`vkcoop.gemm.tiles.WorkgroupTile`), B's layout, for the 2:4 path A's
 layout, and the kernel: direct tensor loads, or staged through shared memory (``t``: coopmat2_staged_gemm.comp /
-coopmat2_staged_sparse24.comp, whose prefetch depth is the tile's K unroll); its label parses back
+coopmat2_staged_sparse24.comp, whose prefetch depth is the tile's K unroll; ``tp``/``tn``: the staged 2:4 kernel on
+the tile-major layout of vkcoop.gemm.tile_major); its label parses back
 (:func:`parse_config`). Problems share a tuned configuration when they share
 a *tuning class* (:func:`tuning_class`): ``compute`` (N above :data:`NARROW_N`: compute-bound), ``small`` and
 ``medium`` (compute-bound, but too few 128x128 tiles to fill half of an H100's SMs, or two waves of two a SM) or
@@ -25,7 +26,7 @@ from ..vk.tables import (COMPONENT_BFLOAT16, COMPONENT_FLOAT16, COMPONENT_FLOAT3
                          COMPONENT_SINT32, COMPONENT_UINT8, COMPONENT_UINT32, SCOPES, ShapeEntry)
 from .expanded import ExpandedSparse24Kernel
 from .launch import CoopMat2Kernel, Sparse24Kernel
-from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel, check_coopmat2_kernel
+from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel, TiledSparse24Kernel, check_coopmat2_kernel
 from .path import GemmProblem
 from .tiles import WorkgroupTile, granularity_rows, parse_subgroup_tile, parse_tile
 from .types import GemmInputError, accumulating_types, gemm_types
@@ -63,32 +64,39 @@ class VulkanConfig:
     b_column_major: bool = False
     meta_words: int = 0   # 2:4 path: 0 = values + metadata bindings, > 0 = interleaved blocks (interleave_2to4)
     staged: bool = False  # A and B through shared memory in 16-byte vectors (row-major B, K and N whole vectors)
+    #: staged 2:4 path: "" = vkcoop's format as it is, else the tile-major layout's code (:data:`TILE_MAJOR_CODES`)
+    tile_major: str = ""
 
     def label(self) -> str:
         return self.tile.label() + (f"i{self.meta_words}" if self.meta_words else "") + \
-            ("c" if self.b_column_major else "") + ("t" if self.staged else "")
+            ("c" if self.b_column_major else "") + ("t" if self.staged else "") + self.tile_major
 
     def for_problem(self, problem: GemmProblem, sm_count: int | None) -> "VulkanConfig":
         """What runs ``problem``: the split-K of a ``w`` tile resolved from the problem and the SM count."""
         return replace(self, tile=self.tile.fill_split(problem.m, problem.n, problem.k, sm_count))
 
 
+#: The letter after ``t`` that runs the staged 2:4 kernel on the tile-major layout (vkcoop.gemm.tile_major), and
+#: its chunk code: ``p`` pattern codes (masks and a select), ``n`` the PTX nibbles (64-bit shifts).
+TILE_MAJOR_CODES = {"p": "patterns", "n": "nibbles"}
+
+
 def parse_config(text: str) -> VulkanConfig:
     """The inverse of :meth:`VulkanConfig.label`: a tile label, then ``iMETA_WORDS``, ``c`` (column-major B) and
-    ``t`` (the staged kernel)."""
+    ``t`` (the staged kernel), ``tp`` or ``tn`` (the staged 2:4 kernel on the tile-major layout)."""
     tile, rest = parse_tile(text)
-    meta_words, column, staged = 0, False, False
+    meta_words, column, staged, tile_major = 0, False, False, ""
     if rest.startswith("i") and rest[1:2].isdigit():
         digits = len(rest) - len(rest[1:].lstrip("0123456789"))
         meta_words, rest = int(rest[1:digits]), rest[digits:]
     if rest.startswith("c"):
         column, rest = True, rest[1:]
-    if rest == "t":
-        staged, rest = True, ""
+    if rest[:1] == "t" and (len(rest) == 1 or rest[1:] in TILE_MAJOR_CODES):
+        staged, tile_major, rest = True, rest[1:], ""
     if rest:
         raise GemmInputError(f"configuration {text!r}: cannot read {rest!r} after the tile "
-                             "(expected [iMETA_WORDS][c][t])")
-    return VulkanConfig(tile, column, meta_words, staged)
+                             "(expected [iMETA_WORDS][c][t[p|n]])")
+    return VulkanConfig(tile, column, meta_words, staged, tile_major)
 
 
 def tuning_class(problem: GemmProblem) -> str:
@@ -198,6 +206,9 @@ RESIDENT_INVOCATIONS = 256
 #: Prefetch depths (the tile's K unroll) tried for the staged kernel, and how many staged candidates a tuning sees.
 STAGED_PREFETCH = (2, 1)
 STAGED_CANDIDATES = 2
+#: The same for the staged 2:4 kernel on the tile-major layout (``tp``), a narrow 2:4 class's candidates.
+TILE_MAJOR_PREFETCH = (4,)
+TILE_MAJOR_CANDIDATES = 2
 
 
 #: What each coopmat2 path of ``vkcoop bench sparse`` runs: (A in the 2:4 format, the accumulator types; None: the
@@ -226,13 +237,19 @@ def path_kernel(path_name: str, config: VulkanConfig, dtype: str):
 
 def launch_kernel(config: VulkanConfig, dtype: str, *, sparse: bool, types=None):
     """The one place a configuration picks its kernel: the 2:4 (``sparse``) or dense kernel, direct or staged
-    (``t``), for ``dtype`` inputs; ``types`` overrides a dense kernel's fp32 accumulation (e.g. "fp16->fp16").
+    (``t``; the 2:4 one also on the tile-major layout, ``tp``/``tn``), for ``dtype`` inputs; ``types`` overrides a
+    dense kernel's fp32 accumulation (e.g. "fp16->fp16").
     Raises GemmInputError for a configuration the kernel cannot take (a staged kernel reads row-major B and
     takes no interleaved 2:4 layout). The coopmat2 kernels it builds pad a problem that is not whole tiles
     (``pad_to_tiles``), so every configuration runs every problem with its ALIGNED pipeline; the expand path's
     dense kernel pads through :class:`ExpandedSparse24Kernel`."""
     if config.staged and (config.b_column_major or config.meta_words):
         raise GemmInputError(f"{config.label()}: the staged kernels read row-major B and take no interleaving")
+    if config.tile_major:
+        if not (sparse and config.staged):
+            raise GemmInputError(f"{config.label()}: the tile-major layout (t{config.tile_major}) is the staged 2:4 "
+                                 "kernel's")
+        return TiledSparse24Kernel(dtype, config.tile, code=TILE_MAJOR_CODES[config.tile_major])
     if sparse:
         if config.staged:
             return StagedSparse24Kernel(dtype, config.tile, pad_to_tiles=True)
@@ -264,8 +281,8 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     """Candidate configurations of a coopmat2 path (one of :data:`PATH_KERNELS`) for
     ``problem``'s tuning class, from the flexible-dimension rows (:class:`vkcoop.vk.ShapeEntry`) and ``limits``;
     best guess first, at most ``limit``. The best tile comes with every layout of the path and, in the ``compute``
-    class, with its tail split (:func:`tail_candidate`); then the staged kernel, the other tiles with the first
-    layout, then their other layouts: a budget that ends a tuning early has seen the best tiles and the layout
+    class, with its tail split (:func:`tail_candidate`); then the staged kernel (for a narrow 2:4 class also on the
+    tile-major layout), the other tiles with the first layout, then their other layouts: a budget that ends a tuning early has seen the best tiles and the layout
     question for the best one."""
     types = path_types(path_name, problem.dtype)
     narrow = is_narrow(tuning_class(problem))
@@ -281,6 +298,10 @@ def derive_workgroup_configs(path_name: str, problem: GemmProblem, flexible, lim
     # the staged kernel right after the best tile's: its shared memory admits only some tiles
     staged = (VulkanConfig(replace(tile, k_unroll=depth), staged=True) for tile in tiles for depth in STAGED_PREFETCH)
     order += [c for c in staged if _valid(path_name, problem, flexible, limits, c)][:STAGED_CANDIDATES]
+    if narrow and PATH_KERNELS[path_name][0]:
+        tiled = (VulkanConfig(replace(tile, k_unroll=depth), staged=True, tile_major="p")
+                 for tile in tiles for depth in TILE_MAJOR_PREFETCH)
+        order += [c for c in tiled if _valid(path_name, problem, flexible, limits, c)][:TILE_MAJOR_CANDIDATES]
     order += [VulkanConfig(tile, *layouts[0]) for tile in tiles[1:]]
     order += [VulkanConfig(tile, column, meta) for tile in tiles[1:] for column, meta in layouts[1:]]
     return [c for c in dict.fromkeys(order) if _valid(path_name, problem, flexible, limits, c)][:limit]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sparse as sparse24
-from .launch import (Dispatch, Launch, _split_launch, _u32, check_matrix, check_split, compressed_operands,
-                     padded_compressed, padded_shape, padded_to)
+from .launch import (PADDING_METADATA, Dispatch, Launch, _split_launch, _u32, check_matrix, check_split,
+                     compressed_operands, padded_compressed, padded_shape, padded_to)
+from .tile_major import TileMajorLayout, tile_major_2to4
 from .tiles import SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile
 from .types import GemmInputError, gemm_types, sparse24_types
 
@@ -18,6 +19,7 @@ KHR_SHADER = "gemm/khr_shmem_gemm.comp"
 STAGED_SHADER = "gemm/coopmat2_staged_gemm.comp"
 STAGED_SPARSE24_SHADER = "gemm/coopmat2_staged_sparse24.comp"
 MAX_PREFETCH = 4        # register sets of the staged kernels (PREFETCH in staged_gemm.glsl)
+MAX_TILED_PREFETCH = 8  # those of the tile-major 2:4 kernel: up to 8 narrow K steps in flight
 
 
 class _SharedMemoryKernel:
@@ -124,13 +126,15 @@ class StagedKernel(_SharedMemoryKernel):
     whole; the tile's ``k_unroll`` is the prefetch depth (1-4); ``pad_to_tiles`` as for every shared-memory kernel."""
     shader = STAGED_SHADER
     what = "staged"
+    max_prefetch = MAX_PREFETCH
 
     def __init__(self, types, tile: WorkgroupTile, *, pad_to_tiles: bool = False):
         self.types, self.tile, self.pad_to_tiles = gemm_types(types), tile, bool(pad_to_tiles)
         if self.types.bytes_per_input != 2:
             raise GemmInputError(f"the staged kernel takes 16-bit inputs, not {self.types.key}")
-        if not 1 <= tile.k_unroll <= MAX_PREFETCH:
-            raise GemmInputError(f"k_unroll={tile.k_unroll}: the staged kernel's prefetch depth is 1 to {MAX_PREFETCH}")
+        if not 1 <= tile.k_unroll <= self.max_prefetch:
+            raise GemmInputError(f"k_unroll={tile.k_unroll}: the {self.what} kernel's prefetch depth is 1 to "
+                                 f"{self.max_prefetch}")
         check_split(tile)
         e, invocations = self.types.elements_per_16_bytes, tile.workgroup_size
         if (tile.tile_m * tile.tile_k // e) % invocations or (tile.tile_k * tile.tile_n // e) % invocations:
@@ -151,9 +155,12 @@ class StagedKernel(_SharedMemoryKernel):
                 "TILE_K": tile.tile_k, "GROUP_M": tile.group_m, "SPLIT_K": tile.split_k,
                 "ALIGNED": self.aligned(m, n, k), "PREFETCH": tile.k_unroll}
 
+    def defines(self) -> dict:
+        return {"GEMM_TYPES": self.types.define}
+
     def _staged_launch(self, inputs: dict, m: int, n: int, k: int, push: tuple) -> Launch:
-        return _split_launch(self.shader, {"GEMM_TYPES": self.types.define}, self.specialization(m, n, k), inputs,
-                             self.tile, (m, n, k), push, self.types.output_dtype)
+        return _split_launch(self.shader, self.defines(), self.specialization(m, n, k), inputs, self.tile, (m, n, k),
+                             push, self.types.output_dtype)
 
     def launch(self, a, b) -> Launch:
         a, b, view = self._padded_dense(a, b)
@@ -177,6 +184,9 @@ class StagedSparse24Kernel(StagedKernel):
         super().__init__(sparse24_types(dtype), tile, pad_to_tiles=pad_to_tiles)
         self.dtype = dtype
         self.name = f"coopmat2 staged 2:4 {dtype} {tile.label()}"
+
+    def defines(self) -> dict:
+        return {**super().defines(), "A_FORMAT": "ROWS"}
 
     def template_launch(self) -> Launch:
         k, dtype = sparse24.K_ALIGNMENT, self.types.input_dtype
@@ -210,6 +220,45 @@ class StagedSparse24Kernel(StagedKernel):
         values, metadata, b, view = self._padded_compressed(values, metadata, b)
         inputs, m, n, k = self._compressed_inputs(values, metadata, b)
         launch = self._staged_launch(inputs, m, n, k, _u32(m, n, k, n, n))
+        launch.view = view
+        return launch
+
+
+class TiledSparse24Kernel(StagedSparse24Kernel):
+    """coopmat2_staged_sparse24.comp with A in the tile-major 2:4 layout (:mod:`.tile_major`, made here from vkcoop's
+    format on every launch): each K step of a tile one block that the invocations read in their order, with the
+    pattern codes (``tp``, A_FORMAT TILES_PATTERNS: masks and a select) or the PTX nibbles (``tn``, TILES_NIBBLES:
+    the row layout's 64-bit shifts). For the narrow classes, where the row layout's loop is issue-bound. The layout
+    needs whole tiles, so the problem is always padded to them; each invocation expands an even number of 16-column
+    groups (a metadata word per two); the prefetch depth (the tile's K unroll) is 1 to :data:`MAX_TILED_PREFETCH`."""
+    what = "tile-major 2:4"
+    max_prefetch = MAX_TILED_PREFETCH
+    FORMATS = {"patterns": "TILES_PATTERNS", "nibbles": "TILES_NIBBLES"}
+
+    def __init__(self, dtype: str, tile: WorkgroupTile, *, code: str = "patterns"):
+        if code not in self.FORMATS:
+            raise GemmInputError(f"tile-major 2:4 code {code!r}: choose from {', '.join(self.FORMATS)}")
+        self.layout = TileMajorLayout(tile.tile_m, tile.tile_k, tile.workgroup_size)
+        super().__init__(dtype, tile, pad_to_tiles=True)
+        self.code = code
+        self.name = f"coopmat2 tile-major 2:4 {code} {dtype} {tile.label()}"
+
+    def defines(self) -> dict:
+        return {**super().defines(), "A_FORMAT": self.FORMATS[self.code]}
+
+    def template_launch(self) -> Launch:
+        k, dtype = self.tile.tile_k, self.types.input_dtype
+        values = np.zeros((1, k // 2), dtype)
+        metadata = np.full((1, k // sparse24.K_ALIGNMENT), PADDING_METADATA, np.uint32)
+        return self.launch(values, metadata, np.zeros((k, 8), dtype))
+
+    def launch(self, values, metadata, b) -> Launch:
+        """values [M][K/2] and metadata [M][K/32] (vkcoop.sparse format), B row-major [K][N]: padded to whole tiles,
+        A rearranged into its blocks (binding 0)."""
+        values, metadata, b, view = self._padded_compressed(values, metadata, b)
+        inputs, m, n, k = self._compressed_inputs(values, metadata, b)
+        blocks = tile_major_2to4(inputs["values"], inputs["metadata"], self.layout, self.code)
+        launch = self._staged_launch({"A blocks": blocks, "B": inputs["B"]}, m, n, k, _u32(m, n, k, n, n))
         launch.view = view
         return launch
 

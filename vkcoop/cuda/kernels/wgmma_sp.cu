@@ -1,21 +1,27 @@
-// 2:4 sparse GEMM with Hopper wgmma.mma_async.sp m64nNk32 (sm_90a only).
+// Structured-sparse GEMM with Hopper wgmma.mma_async.sp (sm_90a only), one
+// template over the instruction's types (T: a traits struct of wgmma_sp_ops.cuh,
+// generated from vkcoop/cuda/wgmma_types.py):
 //
-//   C[M][N] = A[M][K] * B[K][N],  A 2:4 sparse along K, fp32 accumulation,
-//   C stored in the input type (fp16 or bf16).
+//   C[M][N] = A[M][K] * B[K][N],  A sparse along K (2:4; tf32 1:2),
+//   f16, bf16: fp32 accumulation, C in the input type;
+//   tf32, e4m3, e5m2: fp32 accumulation, C bf16;  s8, u8: s32 accumulation, C s32.
 //
-// Operands reach the kernel as three TMA tensor maps (built once on the host by
-// vkcoop/cuda/gemm.py) plus the output pointer:
-//   tm_a     over a_values [M][K/2] (u16),  box {32, BM},    64-byte swizzle
-//   tm_b     over b_t      [N][K]   (u16),  box {64, BN},    128-byte swizzle
-//   tm_meta  over the reordered metadata viewed as [M/16][(K/64)*32] (u32),
-//            box {32, BM/16}, no swizzle (vkcoop.cuda.layout)
-// Requirements (checked in Python): M % BM == 0, N % BN == 0, K % 64 == 0.
+// A K slice is one 128-byte row of B per tile column: BK = 128 / T::ELEM_BYTES
+// dense K (64 for 16-bit types, 128 for 8-bit, 32 for tf32), two instructions of
+// T::K_STEP.  Operands reach the kernel as three TMA tensor maps (built once on
+// the host by vkcoop/cuda/launches.py) plus the output pointer:
+//   tm_a     over a_values [M][K/2],  box {BK/2, BM} (64 bytes a row), 64-byte swizzle
+//   tm_b     over b_t      [N][K],    box {BK, BN}   (128 bytes a row), 128-byte swizzle
+//   tm_meta  over the reordered metadata viewed as [M/16][(K/BK)*32*META_WORDS] (u32),
+//            box {32*META_WORDS, BM/16}, no swizzle (vkcoop.cuda.layout)
+// Requirements (checked in Python): M % BM == 0, N % BN == 0, K % BK == 0.
 //
 // Structure: warpgroup 0 is the producer (one thread issues
 // cp.async.bulk.tensor loads into a STAGES-deep ring, signalling `full`
 // mbarriers by transaction bytes); warpgroups 1..CONSUMERS each own 64 rows of
-// the tile and issue two wgmma.mma_async.sp per 64-wide K slice (sparsity
-// selector 0, then 1, sharing one metadata register, PTX ISA 9.7.15.6), fenced
+// the tile and issue two wgmma.mma_async.sp per K slice (f16, bf16, tf32:
+// sparsity selector 0, then 1, sharing one metadata register; 8-bit types:
+// selector 0 and a register each, PTX ISA 9.7.15.6), fenced
 // with wgmma.fence, committed with wgmma.commit_group and retired with
 // wgmma.wait_group 1, after which the previous slice is released through its
 // `empty` mbarrier.
@@ -23,7 +29,8 @@
 // Kernel::run is split into forceinline device functions: the producer's
 // load_slice, the consumers' consume -> consume_slice (load_slice_meta,
 // issue_mma, retire) -> store.  The split left every kernel's SASS
-// byte-identical (docs/cuda-sparse.md, experiment C15); check again after reshaping it.
+// byte-identical (docs/cuda-sparse.md, experiment C15); check again after reshaping
+// it (python -m lab.sass_compare BEFORE.cubin AFTER.cubin).
 #include "common.cuh"
 #include "wgmma_sp_ops.cuh"
 
@@ -32,8 +39,6 @@ namespace wgsp {
 struct __align__(64) TmaDesc {
   u64 opaque[16];  // CUtensorMap, 128 bytes
 };
-
-constexpr int BK = 64;
 
 VK_DEVICE void mbar_init(u32 bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
@@ -105,6 +110,39 @@ VK_DEVICE void fence_accumulators(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+template <int N>
+VK_DEVICE void fence_accumulators(int (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// Four accumulators as one 16-byte vector (split-K partials), and one loaded from
+// another CTA's shared memory.
+VK_DEVICE float4 quad(const float* r) { return make_float4(r[0], r[1], r[2], r[3]); }
+VK_DEVICE int4 quad(const int* r) { return make_int4(r[0], r[1], r[2], r[3]); }
+VK_DEVICE void load_cluster_quad(float (&v)[4], u32 addr) {
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+               : "r"(addr)
+               : "memory");
+}
+VK_DEVICE void load_cluster_quad(int (&v)[4], u32 addr) {
+  asm volatile("ld.shared::cluster.v4.s32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// Two adjacent elements of C from two accumulators: fp32 rounded to the 16-bit
+// output (one 32-bit store), s32 as they are (one 64-bit store).
+template <class T>
+VK_DEVICE void store_pair(u16* p, float lo, float hi) {
+  *reinterpret_cast<u32*>(p) = pack2<T::OUT_BF16>(lo, hi);
+}
+template <class T>
+VK_DEVICE void store_pair(int* p, int lo, int hi) {
+  *reinterpret_cast<int2*>(p) = make_int2(lo, hi);
+}
 
 // CLUSTER = 2: two CTAs on vertically adjacent tiles share B.  Each loads half of
 // the B slice and multicasts it to both, halving B's L2 traffic; a slice is
@@ -117,20 +155,26 @@ VK_DEVICE void fence_accumulators(float (&d)[N]) {
 // and after a cluster barrier CTA r adds fragments r, r + splits, ... of every
 // CTA's partial through distributed shared memory, in split order from zero
 // (the same bits whichever CTA finishes first), and stores them.
-template <bool kBf16, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1,
+template <class T, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1,
           int CLUSTER = 1, int MSUB = 1, bool kSplitK = false>
 struct Kernel {
   static_assert(!(kSplitK && CLUSTER > 1), "split-K clusters and B-sharing pairs are different clusters");
+  typedef typename T::Acc Acc;
+  typedef typename T::Out Out;
+  typedef decltype(quad(static_cast<const Acc*>(nullptr))) Quad;
+  static constexpr int META_WORDS = T::META_WORDS;
+  static constexpr int BK = 128 / T::ELEM_BYTES;  // dense K of a slice: a 128-byte row of B
+  static_assert(2 * T::K_STEP == BK, "a slice is two instructions");
   static constexpr int BM = 64 * MSUB * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
-  static constexpr int A_BYTES = BM * 64;        // BM rows x 32 compressed halves
-  static constexpr int B_BYTES = BN * 128;       // BN rows x 64 halves
-  static constexpr int META_BYTES = (BM / 16) * 128;
+  static constexpr int A_BYTES = BM * 64;        // BM rows x BK/2 compressed elements
+  static constexpr int B_BYTES = BN * 128;       // BN rows x BK elements
+  static constexpr int META_BYTES = (BM / 16) * 128 * META_WORDS;
   static constexpr int STAGE_BYTES = (A_BYTES + B_BYTES + META_BYTES + 1023) / 1024 * 1024;
   static constexpr int TX_BYTES = A_BYTES + B_BYTES + META_BYTES;
   // +1024 for aligning the ring, +16 per stage for the two mbarriers
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + STAGES * 16;
-  static constexpr int ACC = BN / 2;
+  static constexpr int ACC = BN / 2;             // accumulators of a thread per m64 sub-tile
   // empty[s] collects every consumer thread (one CTA) or one lane per consumer
   // warp of every CTA in the cluster
   static constexpr u32 EMPTY_COUNT = CLUSTER == 1 ? CONSUMERS * 128 : CLUSTER * CONSUMERS * 4;
@@ -203,7 +247,7 @@ struct Kernel {
     const u32 full = ring.full(s);
     const u32 stage = ring.slot(s);
     mbar_expect_tx(full, TX_BYTES);
-    tma_load_2d(stage, tm_a, kt * 32, m0, full);
+    tma_load_2d(stage, tm_a, kt * (BK / 2), m0, full);
     if constexpr (CLUSTER == 1) {
       tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
     } else {  // each CTA of the pair loads half of B's rows into both
@@ -211,36 +255,38 @@ struct Kernel {
       tma_load_2d_multicast(stage + A_BYTES + rank * ROWS * 128, tm_b, kt * BK,
                             n0 + rank * ROWS, full, (1u << CLUSTER) - 1);
     }
-    tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32, m0 / 16, full);
+    tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32 * META_WORDS, m0 / 16, full);
   }
 
-  // This thread's metadata register of each sub-tile, from the slice in slot s.
-  static VK_DEVICE void load_slice_meta(const Ring& ring, int s, u32 (&meta)[MSUB], int consumer, int warp,
-                                        int lane) {
+  // This thread's metadata registers of each sub-tile, from the slice in slot s.
+  static VK_DEVICE void load_slice_meta(const Ring& ring, int s, u32 (&meta)[MSUB][META_WORDS], int consumer,
+                                        int warp, int lane) {
     const u32* meta_stage = reinterpret_cast<const u32*>(ring.ptr + s * STAGE_BYTES + A_BYTES + B_BYTES);
 #pragma unroll
-    for (int h = 0; h < MSUB; ++h) {
-      meta[h] = meta_stage[((consumer * MSUB + h) * 4 + warp) * 32 + lane];
-      asm volatile("" : "+r"(meta[h]));  // a fresh value the compiler cannot forward or copy
-    }
+    for (int h = 0; h < MSUB; ++h)
+#pragma unroll
+      for (int w = 0; w < META_WORDS; ++w) {
+        meta[h][w] = meta_stage[(((consumer * MSUB + h) * 4 + warp) * META_WORDS + w) * 32 + lane];
+        asm volatile("" : "+r"(meta[h][w]));  // a fresh value the compiler cannot forward or copy
+      }
   }
 
-  // The slice's two k32 steps of every m64 sub-tile as one wgmma group; the
+  // The slice's two instructions of every m64 sub-tile as one wgmma group; the
   // accumulators are fenced so the compiler does not touch them while in flight.
-  static VK_DEVICE void issue_mma(float (&acc)[MSUB][ACC], u32 stage, u32 b_base, const u32 (&meta)[MSUB],
-                                  int consumer) {
+  static VK_DEVICE void issue_mma(Acc (&acc)[MSUB][ACC], u32 stage, u32 b_base,
+                                  const u32 (&meta)[MSUB][META_WORDS], int consumer) {
     wgmma_fence();
 #pragma unroll
     for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
 #pragma unroll
     for (int h = 0; h < MSUB; ++h) {
       const u32 a_base = stage + (consumer * MSUB + h) * 64 * 64;  // this sub-tile's 64 rows
-      // k-step 0: compressed columns 0..15 (bytes 0..31 of each A row), B k 0..31
-      wgmma_sp<BN, kBf16, 0>(acc[h], smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1),
-                             meta[h], 1);
-      // k-step 1: compressed columns 16..31, B k 32..63; same register, selector 1
-      wgmma_sp<BN, kBf16, 1>(acc[h], smem_desc(a_base + 32, 512, 2),
-                             smem_desc(b_base + 64, 1024, 1), meta[h], 1);
+      // step 0: bytes 0..31 of each compressed A row, bytes 0..63 of each B row
+      T::template mma<BN, 0>(acc[h], smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1), meta[h][0], 1);
+      // step 1: A bytes 32..63, B bytes 64..127; the same register with selector 1
+      // (one word a slice), or the second word with selector 0 (two)
+      T::template mma<BN, META_WORDS == 1 ? 1 : 0>(acc[h], smem_desc(a_base + 32, 512, 2),
+                                                   smem_desc(b_base + 64, 1024, 1), meta[h][META_WORDS - 1], 1);
     }
     wgmma_commit();
 #pragma unroll
@@ -249,11 +295,13 @@ struct Kernel {
 
   // kWaitDepth = 1 keeps slice kt's group in flight and retires slice kt-1's; 0
   // waits for slice kt's.  The retired slice's slot goes back to the producer.
-  static VK_DEVICE void retire(const Ring& ring, int kt, const u32 (&other_meta)[MSUB], int lane) {
+  static VK_DEVICE void retire(const Ring& ring, int kt, const u32 (&other_meta)[MSUB][META_WORDS], int lane) {
     wgmma_wait<kWaitDepth>();
 #pragma unroll
     for (int h = 0; h < MSUB; ++h)
-      asm volatile("" ::"r"(other_meta[h]));  // previous group retired: its registers may go
+#pragma unroll
+      for (int w = 0; w < META_WORDS; ++w)
+        asm volatile("" ::"r"(other_meta[h][w]));  // previous group retired: its registers may go
     int release = -1;
     if (kWaitDepth == 0)
       release = kt % STAGES;
@@ -270,10 +318,10 @@ struct Kernel {
     }
   }
 
-  // One K slice: wait for its data, issue two wgmma (k32 steps, selector 0 then 1,
-  // sharing one metadata register), commit, then retire the previous slice.
-  static VK_DEVICE void consume_slice(float (&acc)[MSUB][ACC], const Ring& ring, int kt, u32 (&meta)[MSUB],
-                                      const u32 (&other_meta)[MSUB], int consumer, int warp, int lane) {
+  // One K slice: wait for its data, issue two wgmma, commit, then retire the
+  // previous slice.
+  static VK_DEVICE void consume_slice(Acc (&acc)[MSUB][ACC], const Ring& ring, int kt, u32 (&meta)[MSUB][META_WORDS],
+                                      const u32 (&other_meta)[MSUB][META_WORDS], int consumer, int warp, int lane) {
     const int s = kt % STAGES;
     mbar_wait(ring.full(s), (kt / STAGES) & 1);
     const u32 stage = ring.slot(s);
@@ -287,56 +335,51 @@ struct Kernel {
   // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
   // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).  Fragment f
   // of a thread is registers 4j..4j+3 of sub-tile h = f / (BN/8), j = f % (BN/8).
-  static VK_DEVICE void store_fragment(u16* __restrict__ c, int N, const float (&v)[4], int f, int m0, int n0,
+  static VK_DEVICE void store_fragment(Out* __restrict__ c, int N, const Acc (&v)[4], int f, int m0, int n0,
                                        int consumer, int warp, int lane) {
     const int h = f / (BN / 8), j = f % (BN / 8);
     const int row = m0 + (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2);
     const int col = n0 + j * 8 + 2 * (lane & 3);
-    *reinterpret_cast<u32*>(c + (size_t)row * N + col) = pack2<kBf16>(v[0], v[1]);
-    *reinterpret_cast<u32*>(c + (size_t)(row + 8) * N + col) = pack2<kBf16>(v[2], v[3]);
+    store_pair<T>(c + (size_t)row * N + col, v[0], v[1]);
+    store_pair<T>(c + (size_t)(row + 8) * N + col, v[2], v[3]);
   }
 
-  static VK_DEVICE void store(u16* __restrict__ c, int N, const float (&acc)[MSUB][ACC], int m0, int n0,
+  static VK_DEVICE void store(Out* __restrict__ c, int N, const Acc (&acc)[MSUB][ACC], int m0, int n0,
                               int consumer, int warp, int lane) {
 #pragma unroll
     for (int f = 0; f < FRAGMENTS; ++f) {
-      const float* r = &acc[f / (BN / 8)][4 * (f % (BN / 8))];
-      const float v[4] = {r[0], r[1], r[2], r[3]};
+      const Acc* r = &acc[f / (BN / 8)][4 * (f % (BN / 8))];
+      const Acc v[4] = {r[0], r[1], r[2], r[3]};
       store_fragment(c, N, v, f, m0, n0, consumer, warp, lane);
     }
   }
 
-  // Split-K: this CTA's partial tile into its ring as [fragment][consumer thread] float4s
-  // (a warp's stores are 512 contiguous bytes), once every consumer's MMAs have retired.
-  static VK_DEVICE void write_partial(const Ring& ring, const float (&acc)[MSUB][ACC], int ctid) {
+  // Split-K: this CTA's partial tile into its ring as [fragment][consumer thread] quads
+  // of accumulators (a warp's stores are 512 contiguous bytes), once every consumer's
+  // MMAs have retired.
+  static VK_DEVICE void write_partial(const Ring& ring, const Acc (&acc)[MSUB][ACC], int ctid) {
     asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");  // the ring is no longer read
-    float4* partial = reinterpret_cast<float4*>(const_cast<unsigned char*>(ring.ptr));
+    Quad* partial = reinterpret_cast<Quad*>(const_cast<unsigned char*>(ring.ptr));
 #pragma unroll
-    for (int f = 0; f < FRAGMENTS; ++f) {
-      const float* r = &acc[f / (BN / 8)][4 * (f % (BN / 8))];
-      partial[f * CONSUMER_THREADS + ctid] = make_float4(r[0], r[1], r[2], r[3]);
-    }
+    for (int f = 0; f < FRAGMENTS; ++f)
+      partial[f * CONSUMER_THREADS + ctid] = quad(&acc[f / (BN / 8)][4 * (f % (BN / 8))]);
   }
 
   // Split-K: CTA `split` adds fragments split, split + splits, ... of every CTA's
   // partial (distributed shared memory, all loads in flight, then split order from
   // zero) and stores them; between two cluster barriers, so every partial is
   // written before it is read and stays until every CTA has read it.
-  static VK_DEVICE void sum_partials(const Ring& ring, u16* __restrict__ c, int N, int m0, int n0, int consumer,
+  static VK_DEVICE void sum_partials(const Ring& ring, Out* __restrict__ c, int N, int m0, int n0, int consumer,
                                      int warp, int lane, u32 split, u32 splits) {
     const int ctid = consumer * 128 + warp * 32 + lane;
     cluster_sync();
     for (int f = split; f < FRAGMENTS; f += splits) {
       const u32 mine = ring.base + (u32)(f * CONSUMER_THREADS + ctid) * 16;
-      float parts[MAX_SPLITS][4];
+      Acc parts[MAX_SPLITS][4];
 #pragma unroll
       for (int s = 0; s < MAX_SPLITS; ++s)
-        if (s < (int)splits)
-          asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
-                       : "=f"(parts[s][0]), "=f"(parts[s][1]), "=f"(parts[s][2]), "=f"(parts[s][3])
-                       : "r"(cluster_map(mine, s))
-                       : "memory");
-      float sum[4] = {0.f, 0.f, 0.f, 0.f};
+        if (s < (int)splits) load_cluster_quad(parts[s], cluster_map(mine, s));
+      Acc sum[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int s = 0; s < MAX_SPLITS; ++s)
         if (s < (int)splits)
@@ -349,17 +392,17 @@ struct Kernel {
 
   // Consumer warpgroups 1..CONSUMERS, each owning MSUB x 64 rows of the tile:
   // take registers from the producer, run the K loop, store C.
-  static VK_DEVICE void consume(const Ring& ring, u16* __restrict__ c, int N, int m0, int n0, int k_tiles,
+  static VK_DEVICE void consume(const Ring& ring, Out* __restrict__ c, int N, int m0, int n0, int k_tiles,
                                 int tid, int warpgroup, u32 split) {
     if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int consumer = warpgroup - 1;
     const int warp = (tid / 32) & 3, lane = tid & 31;
 
-    float acc[MSUB][ACC];
+    Acc acc[MSUB][ACC];
 #pragma unroll
     for (int h = 0; h < MSUB; ++h)
 #pragma unroll
-      for (int i = 0; i < ACC; ++i) acc[h][i] = 0.f;
+      for (int i = 0; i < ACC; ++i) acc[h][i] = 0;
 
     // wgmma reads its sparse-metadata register asynchronously, like the
     // accumulators: the register must keep its value until the group retires.
@@ -369,15 +412,30 @@ struct Kernel {
     // warpgroups and N >= 128).  So slices alternate between two variables and
     // each one is kept alive (empty asm use) until after the wait that retires
     // its group.
-    u32 meta_even[MSUB] = {}, meta_odd[MSUB] = {};
-    for (int kt = 0; kt < k_tiles; kt += 2) {
-      consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
-      if (kt + 1 < k_tiles) consume_slice(acc, ring, kt + 1, meta_odd, meta_even, consumer, warp, lane);
+    u32 meta_even[MSUB][META_WORDS] = {}, meta_odd[MSUB][META_WORDS] = {};
+    if constexpr (META_WORDS == 1) {
+      for (int kt = 0; kt < k_tiles; kt += 2) {
+        consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
+        if (kt + 1 < k_tiles) consume_slice(acc, ring, kt + 1, meta_odd, meta_even, consumer, warp, lane);
+      }
+    } else {
+      // Two registers a slice (8-bit types): where the loop's back edge may follow
+      // an even slice alone, ptxas serializes every wgmma of the kernel (C7513:
+      // non-wgmma instructions defining a wgmma's input registers within its
+      // pipeline stage).  So the loop runs whole pairs and an odd last slice
+      // follows it.
+      int kt = 0;
+      for (; kt + 1 < k_tiles; kt += 2) {
+        consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
+        consume_slice(acc, ring, kt + 1, meta_odd, meta_even, consumer, warp, lane);
+      }
+      if (kt < k_tiles) consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int h = 0; h < MSUB; ++h) {
-      asm volatile("" ::"r"(meta_even[h]), "r"(meta_odd[h]));
+#pragma unroll
+      for (int w = 0; w < META_WORDS; ++w) asm volatile("" ::"r"(meta_even[h][w]), "r"(meta_odd[h][w]));
       fence_accumulators(acc[h]);
     }
     if constexpr (kSplitK) {
@@ -389,7 +447,7 @@ struct Kernel {
   }
 
   static VK_DEVICE void run(const TmaDesc* tm_a, const TmaDesc* tm_b, const TmaDesc* tm_meta,
-                            u16* __restrict__ c, int M, int N, int K) {
+                            Out* __restrict__ c, int M, int N, int K) {
     extern __shared__ __align__(1024) unsigned char smem[];
     Ring ring;
     ring.init(smem);
@@ -429,22 +487,23 @@ struct Kernel {
 
 }  // namespace wgsp
 
-// One extern "C" entry point per (dtype, config), listed in the generated
+// One extern "C" entry point per (type, config), listed in the generated
 // wgmma_sp_instances.cuh from WgmmaSpGemm.CONFIGS and DIAGNOSTIC_CONFIGS
 // (vkcoop/cuda/gemm.py).  KERNEL... is a wgsp::Kernel<...>; NTHREADS is the
 // launcher's block size, checked against the kernel's own.  _X2: CTA pairs.
-#define VK_WGMMA_SP_PARAMS                                                                         \
+// C is the kernel's output type (u16: fp16 or bf16; int: s32).
+#define VK_WGMMA_SP_PARAMS(...)                                                                    \
   const __grid_constant__ wgsp::TmaDesc tm_a, const __grid_constant__ wgsp::TmaDesc tm_b,          \
-      const __grid_constant__ wgsp::TmaDesc tm_meta, u16 *c, int M, int N, int K
+      const __grid_constant__ wgsp::TmaDesc tm_meta, __VA_ARGS__::Out *c, int M, int N, int K
 #define VK_WGMMA_SP_ENTRY(NAME, NTHREADS, ...)                                                   \
   static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
-  extern "C" __global__ void __launch_bounds__(NTHREADS, 1) NAME(VK_WGMMA_SP_PARAMS) {            \
+  extern "C" __global__ void __launch_bounds__(NTHREADS, 1) NAME(VK_WGMMA_SP_PARAMS(__VA_ARGS__)) { \
     __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
   }
 #define VK_WGMMA_SP_ENTRY_X2(NAME, NTHREADS, ...)                                                \
   static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
   extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(NTHREADS, 1)             \
-      NAME(VK_WGMMA_SP_PARAMS) {                                                                  \
+      NAME(VK_WGMMA_SP_PARAMS(__VA_ARGS__)) {                                                     \
     __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
   }
 #ifndef VK_WGMMA_SP_INSTANCES  // tests point this at a header of their own

@@ -1,0 +1,31 @@
+#!/bin/bash
+# wgmma.sp's types beyond fp16 and bf16 on a GPU host (docs/cuda-sparse.md, "The other types"). From the repository
+# root, after `source scripts/gpu_env.sh`:  OUT=/some/folder bash lab/gpu/types_check.sh
+# Everything goes to $OUT:
+#   tests.log        the GPU tests of tf32, e4m3, e5m2, int8 and uint8 in tests/test_cuda_gemm.py (each type on exact
+#                    inputs at every auto tile, split-K repeating bit for bit, the tf32 sparsity refusal)
+#   fp8.json, .log   lab/fp8_accumulation: the fraction bits the fp8 accumulation keeps, tf32 beside it as the fp32
+#                    control (record them in docs/spec-notes.md, W1)
+#   bench.json, .log lab/bench_cuda_sparse: wgmma.sp and cuSPARSELt at 8192^3, fp16 first as the reference point,
+#                    then e4m3, int8 and tf32 (cuSPARSELt skips those, saying why)
+#   summary.txt      each step's exit status
+# Success: every step "exit 0"; tests.log ends "N passed" with no "failed"; fp8.json gives each case's "bits";
+# bench.log has a row "wgmma.sp[auto] ok" for each type, its check exact=1.0000.
+set -u
+OUT="${OUT:?set OUT to the folder for the results}"
+mkdir -p "$OUT"
+cd "$(dirname "$0")/../.." || exit 2
+: > "$OUT/summary.txt"
+step() {   # step NAME LOG COMMAND...: run COMMAND with its output in $OUT/LOG, then record its exit status
+  local name=$1 log=$2
+  shift 2
+  timeout 900 "$@" > "$OUT/$log" 2>&1
+  echo "$name: exit $?" | tee -a "$OUT/summary.txt"
+}
+step tests tests.log python3 -m pytest -q -n 8 tests/test_cuda_gemm.py -k "tf32 or e4m3 or e5m2 or int8"
+step fp8-probe fp8.log python3 -m lab.fp8_accumulation --json "$OUT/fp8.json"
+step bench bench.log python3 -m lab.bench_cuda_sparse --paths wgmma,cusparselt --dtype fp16,e4m3,int8,tf32 \
+  --shapes 8192x8192x8192 --json "$OUT/bench.json"
+tail -n 3 "$OUT/tests.log"
+grep -E "bits=" "$OUT/fp8.log"
+grep -E "^(wgmma|cuSPARSELt)" "$OUT/bench.log"
