@@ -17,11 +17,11 @@ py=${PYTHON:-python3}
 out=${OUT:-/tmp/typelibs-check}
 mkdir -p "$out"
 
-timeout 150 "$py" -m pytest -p no:cacheprovider -p no:benchmark -q -rfEs -n 4 --dist load -m "gpu or cuda" \
+timeout 130 "$py" -m pytest -p no:cacheprovider -p no:benchmark -q -rfEs -n 4 --dist load -m "gpu or cuda" \
   tests/test_cuda_typed_libraries.py tests/test_bench_types.py >"$out/typelibs-pytest.log" 2>&1
 tests=$?
 
-timeout 170 "$py" -m vkcoop bench sparse --dtype e4m3,int8,tf32 --sizes 8192 --shapes square \
+timeout 160 "$py" -m vkcoop bench sparse --dtype e4m3,int8,tf32 --sizes 8192 --shapes square \
   --paths vk-coopmat2-dense,cuSPARSELt,cuSPARSELt-nvmath,torch-semi-structured,cuBLAS --search quick --progress none \
   --json "$out/typelibs-bench.json" >"$out/typelibs-bench.log" 2>&1
 bench=$?
