@@ -1,5 +1,8 @@
-"""Bad input to the vkcoop command, run as a subprocess as a user would: each gets its documented exit code and
-one line ``vkcoop: error: <what>; <what to do>`` naming the bad thing, and never a traceback."""
+"""Bad input to the vkcoop command: each gets its documented exit code and one line ``vkcoop: error: <what>;
+<what to do>`` naming the bad thing, and never a traceback. The many cases run through ``cli.main`` in this process
+with the file descriptors captured (what the user's terminal would show, the Vulkan loader's own lines included);
+what only a process shows runs as one, ``python -m vkcoop`` as a user would: one refusal of each kind (argparse's
+and the command's own), the module entry, Ctrl-C and a closed pipe."""
 from __future__ import annotations
 
 import json
@@ -10,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import child_env
 
-from vkcoop import vk
+from vkcoop import cli, vk
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,10 +29,29 @@ def _has_vulkan() -> bool:
 needs_vulkan = pytest.mark.skipif(not _has_vulkan(), reason="no Vulkan device (lavapipe is enough)")
 
 
-def vkcoop(*argv, env=None, cwd=None):
+def vkcoop_process(*argv, env=None):
+    """``python -m vkcoop ARGV`` from the checkout, as a user runs it."""
     environment = child_env(drop=("VKCOOP_DEVICE",), **(env or {}))
     return subprocess.run([sys.executable, "-m", "vkcoop", *argv], capture_output=True, text=True,
-                          env=environment, cwd=cwd or REPO, timeout=300)
+                          env=environment, cwd=REPO, timeout=300)
+
+
+@pytest.fixture
+def vkcoop(monkeypatch, capfd):
+    """``vkcoop ARGV`` through cli.main in this process, from the checkout, with ``env`` set for the call: a
+    CompletedProcess of its exit code and what reached file descriptors 1 and 2."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("VKCOOP_DEVICE", raising=False)
+
+    def run(*argv, env=None):
+        with monkeypatch.context() as scoped:
+            for name, value in (env or {}).items():
+                scoped.setenv(name, value)
+            capfd.readouterr()
+            code = cli.main(list(argv))
+            out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["vkcoop", *argv], code, out, err)
+    return run
 
 
 def assert_one_line_error(proc, code: int, *names: str):
@@ -71,7 +93,7 @@ USAGE = [
 
 
 @pytest.mark.parametrize("argv, code, names", USAGE, ids=[" ".join(a) or "-" for a, _, _ in USAGE])
-def test_usage_errors_are_one_line(argv, code, names):
+def test_usage_errors_are_one_line(vkcoop, argv, code, names):
     assert_one_line_error(vkcoop(*argv), code, *names)
 
 
@@ -86,14 +108,35 @@ PARSER_ERRORS = [
 
 
 @pytest.mark.parametrize("argv, words, command", PARSER_ERRORS, ids=[" ".join(a) for a, _, _ in PARSER_ERRORS])
-def test_parser_errors_say_vkcoop_once_and_point_at_the_command_s_help(argv, words, command):
+def test_parser_errors_say_vkcoop_once_and_point_at_the_command_s_help(vkcoop, argv, words, command):
     proc = vkcoop(*argv)
     assert_one_line_error(proc, 2, *words, f"; see `{command} --help`")
     line = proc.stderr.strip()
     assert line.count("vkcoop:") == 1 and not line.startswith("vkcoop: error: vkcoop"), line
 
 
-def test_no_toolchain_is_an_environment_error(tmp_path):
+#: One refusal of each kind as a process: argparse's (it leaves main through SystemExit) and the command's own.
+AS_PROCESS = [(["frobnicate"], ["unknown command 'frobnicate'", "; see `vkcoop --help`"]),
+              (["bench", "sparse", "--sizes", "100"], ["--sizes", "multiple of 64"])]
+
+
+@pytest.mark.parametrize("argv, words", AS_PROCESS, ids=[" ".join(a) for a, _ in AS_PROCESS])
+def test_a_refusal_as_a_process_exits_2_with_one_line_and_no_traceback(argv, words):
+    assert_one_line_error(vkcoop_process(*argv), 2, *words)
+
+
+@pytest.fixture
+def no_toolchain_found():
+    """The toolchain search runs again for the test (this process cached what it found) and after it."""
+    from spirv_tools import compiler, toolchain
+    for cached in (toolchain.find_toolchain, compiler.backend):
+        cached.cache_clear()
+    yield
+    for cached in (toolchain.find_toolchain, compiler.backend):
+        cached.cache_clear()
+
+
+def test_no_toolchain_is_an_environment_error(vkcoop, no_toolchain_found, tmp_path):
     env = {"VKCOOP_TOOLCHAIN_DIR": str(tmp_path / "none"), "PATH": "/usr/bin:/bin", "VULKAN_SDK": ""}
     for argv in (["shaders", "check"], ["demo"], ["fuzz", "--target", "portable", "--cases", "10"]):
         assert_one_line_error(vkcoop(*argv, env=env), 3, "toolchain", "vkcoop toolchain install")
@@ -102,7 +145,7 @@ def test_no_toolchain_is_an_environment_error(tmp_path):
 
 
 @pytest.mark.toolchain
-def test_reflect_needs_one_variant_and_lists_them():
+def test_reflect_needs_one_variant_and_lists_them(vkcoop):
     assert_one_line_error(vkcoop("shaders", "reflect", "tensor/load_store"), 2, "variants match", "-D")
     listed = vkcoop("shaders", "list", "tensor/load_store", "--json")
     variants = json.loads(listed.stdout)
@@ -115,7 +158,7 @@ def test_reflect_needs_one_variant_and_lists_them():
 
 
 @pytest.mark.toolchain
-def test_broken_shader_and_dangling_link(tmp_path):
+def test_broken_shader_and_dangling_link(vkcoop, tmp_path):
     root = tmp_path / "shaders"
     (root / "include").mkdir(parents=True)
     (root / "broken.comp").write_text("#version 450\nvoid main() { this is not glsl; }\n")
@@ -131,19 +174,19 @@ def test_broken_shader_and_dangling_link(tmp_path):
 @pytest.mark.vulkan
 @pytest.mark.parametrize("argv", [["run", "--all", "--device", "7"], ["info", "--device", "7"],
                                   ["bench", "sparse", "--device", "7"], ["fuzz", "--device", "7"]])
-def test_a_device_that_does_not_exist_is_refused_before_anything_runs(argv):
+def test_a_device_that_does_not_exist_is_refused_before_anything_runs(vkcoop, argv):
     assert_one_line_error(vkcoop(*argv), 3, "index 7")
 
 
 @needs_vulkan
 @pytest.mark.vulkan
-def test_the_device_variable_is_checked_too():
+def test_the_device_variable_is_checked_too(vkcoop):
     assert_one_line_error(vkcoop("run", "--all", env={"VKCOOP_DEVICE": "7"}), 3, "$VKCOOP_DEVICE", "index 7")
 
 
 @needs_vulkan
 @pytest.mark.vulkan
-def test_json_to_a_directory_fails_before_the_run_and_folders_are_created(tmp_path):
+def test_json_to_a_directory_fails_before_the_run_and_folders_are_created(vkcoop, tmp_path):
     assert_one_line_error(vkcoop("run", "--all", "--json", str(tmp_path)), 2, "is a directory")
     target = tmp_path / "new" / "folder" / "r.json"
     made = vkcoop("run", "tensor-views", "--json", str(target))
@@ -155,7 +198,7 @@ def test_json_to_a_directory_fails_before_the_run_and_folders_are_created(tmp_pa
 
 @needs_vulkan
 @pytest.mark.vulkan
-def test_info_all_and_a_closed_pipe():
+def test_info_all_and_a_closed_pipe(vkcoop):
     listed = vkcoop("info", "--all")
     assert listed.returncode == 0 and "Traceback" not in listed.stderr
     piped = subprocess.run(f"{sys.executable} -m vkcoop info --all --json | head -c 100", shell=True,
@@ -165,7 +208,7 @@ def test_info_all_and_a_closed_pipe():
 
 @needs_vulkan
 @pytest.mark.vulkan
-def test_nothing_can_run_so_no_rate_and_no_plot(tmp_path):
+def test_nothing_can_run_so_no_rate_and_no_plot(vkcoop, tmp_path):
     from test_fuzz_hw import _coopmat2_device
     if _coopmat2_device():
         pytest.skip("this machine has a coopmat2 device: the hardware target and the Vulkan path can run")
@@ -181,9 +224,9 @@ def test_nothing_can_run_so_no_rate_and_no_plot(tmp_path):
 
 def test_version_and_module_entry():
     from vkcoop import __version__
-    proc = vkcoop("--version")
+    proc = vkcoop_process("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"vkcoop {__version__}"
-    helped = vkcoop("--help")
+    helped = vkcoop_process("--help")
     assert helped.returncode == 0 and "exit codes:" in helped.stdout and "130" in helped.stdout
 
 
@@ -249,7 +292,7 @@ def test_ctrl_c_stops_a_long_fuzz_run_with_a_partial_summary(tmp_path):
     assert data["interrupted"] and done <= data["cases"] < 5000000, (first, data["cases"])
 
 
-def test_a_bad_json_path_fails_before_the_fuzz_runs(tmp_path):
+def test_a_bad_json_path_fails_before_the_fuzz_runs(vkcoop, tmp_path):
     assert_one_line_error(vkcoop("fuzz", "--cases", "10", "--json", str(tmp_path)), 2, "is a directory")
 
 
@@ -290,7 +333,7 @@ def test_a_second_setup_run_does_no_work():
 @pytest.mark.parametrize("argv", [["bench", "peak", "--no-cuda"], ["bench", "attention"],
                                   ["inspect", "--shader", "test/increment.comp"], ["sanitize", "vulkan"],
                                   ["sanitize", "cuda"]])
-def test_every_json_output_refuses_a_directory_before_any_work(argv, tmp_path):
+def test_every_json_output_refuses_a_directory_before_any_work(vkcoop, argv, tmp_path):
     proc = vkcoop(*argv, "--json", str(tmp_path))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
