@@ -23,9 +23,17 @@ def _run(*args):
     (("--config", "9x9", "--ks", "8192,16384"), "is not INVOCATIONS:MxNxK"),
     (("--dtype", "fp8", "--ks", "8192,16384"), "dtype must be one of"),
     (("--kernel", "khr16",), "invalid choice")])
-def test_bad_arguments_get_one_line_and_exit_2(args, message):
-    proc = _run(*args)
-    assert proc.returncode == 2 and message in proc.stderr
+def test_bad_arguments_get_one_line_and_exit_2(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_:     # argparse's refusal, before any GPU work
+        gemm_fixed_cost.main(list(args))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err
+    assert "Traceback" not in err
+
+
+def test_a_bad_argument_as_a_process_exits_2_without_a_traceback():
+    proc = _run("--ks", "8192,100")
+    assert proc.returncode == 2 and "K a multiple of 32" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
