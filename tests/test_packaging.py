@@ -32,9 +32,13 @@ def _repo_shader_files() -> set[str]:
 
 
 def test_wheel_contains_every_shader_and_both_packages_and_not_the_lab(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
     shipped = {n.removeprefix("vkcoop/_shaders/") for n in names if n.startswith("vkcoop/_shaders/")}
     assert _repo_shader_files() <= shipped
+    changed = [name for name in _repo_shader_files()
+               if archive.read(f"vkcoop/_shaders/{name}") != (REPO / "shaders" / name).read_bytes()]
+    assert changed == []
     assert "spirv_tools/__init__.py" in names and "vkcoop/cli/__init__.py" in names
     # the library searches' shipped winners, byte for byte as in the checkout
     shipped = REPO / "vkcoop" / "bench" / "library_seeds.json"
@@ -88,17 +92,17 @@ def test_installed_package_finds_and_compiles_its_shaders_outside_the_repo(wheel
     shipped_file, devices = json.loads(proc.stdout)
     assert shipped_file.startswith(str(env_dir)) and {"NVIDIA H100 80GB HBM3", "NVIDIA H200"} <= set(devices)
 
-    # First use with no toolchain: every command that compiles says so in one line and exits 3.
+    # First use with no toolchain, through the installed console script: the demo says so in one line and exits 3
+    # (test_cli_errors has every command that compiles say so).
     empty = tmp_path / "no-toolchain"
     empty.mkdir()
     bare = {**env, "VKCOOP_TOOLCHAIN_DIR": str(empty)}
-    for argv in (["shaders", "check"], ["demo"], ["fuzz", "--target", "portable"]):
-        first = subprocess.run([str(env_dir / "bin" / "vkcoop"), *argv], capture_output=True, text=True,
-                               cwd=tmp_path, env=bare)
-        assert first.returncode == 3, (argv, first.stderr[-2000:])
-        assert "Traceback" not in first.stderr and first.stderr.count("\n") == 1, first.stderr
-        assert first.stderr.startswith("vkcoop: error: no coopmat2-capable shader toolchain")
-        assert "vkcoop toolchain install" in first.stderr and "--yes" in first.stderr
+    first = subprocess.run([str(env_dir / "bin" / "vkcoop"), "demo"], capture_output=True, text=True, cwd=tmp_path,
+                           env=bare)
+    assert first.returncode == 3, first.stderr[-2000:]
+    assert "Traceback" not in first.stderr and first.stderr.count("\n") == 1, first.stderr
+    assert first.stderr.startswith("vkcoop: error: no coopmat2-capable shader toolchain")
+    assert "vkcoop toolchain install" in first.stderr and "--yes" in first.stderr
     assert list(empty.iterdir()) == []   # nothing installed without being asked
 
     # Compile and validate the installed shaders (with their includes) through the installed console script.
@@ -110,14 +114,17 @@ def test_installed_package_finds_and_compiles_its_shaders_outside_the_repo(wheel
         env["VKCOOP_TOOLCHAIN_DIR"] = str(tc.bin_dir.parent.parent)
     elif tc.bin_dir is not None:
         env["PATH"] = f"{tc.bin_dir}:{env['PATH']}"
-    # the first variant of each file: every include a file names is found in the wheel (the repository's tests
-    # compile and validate every variant of every file)
-    probe = ("import json, vkcoop.shaders as s; print(json.dumps([[r.variant.label, r.ok, r.error] for r in "
-             "(s.check_variant(s.declared_variants(f)[0]) for f in s.shader_files())]))")
-    check = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
+    # The first variant of each file that includes another: every include a file names is found in the wheel.
+    # The wheel's files are the repository's, byte for byte (the wheel test), and the repository's tests compile
+    # and validate every variant of every file.
+    including = [name for name in expected if "#include" in (REPO / "shaders" / name).read_text()]
+    assert including
+    probe = ("import json, sys, vkcoop.shaders as s; print(json.dumps([[r.variant.label, r.ok, r.error] for r in "
+             "(s.check_variant(s.declared_variants(f)[0]) for f in sys.argv[1:])]))")
+    check = subprocess.run([str(py), "-c", probe, *including], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert check.returncode == 0, check.stderr[-2000:]
     results = json.loads(check.stdout)
-    assert len(results) == len(expected) and all(ok for _, ok, _ in results), [r for r in results if not r[1]]
+    assert len(results) == len(including) and all(ok for _, ok, _ in results), [r for r in results if not r[1]]
 
 
 # --- first use of an installed wheel with no toolchain (the toolchain part) ------------------------------
