@@ -83,12 +83,12 @@ def child_env(*first_paths, drop=(), **variables) -> dict:
     return environment
 
 
-def kernel_cubin(tmp_path_factory, stem: str) -> tuple[bytes, str]:
+def kernel_cubin(tmp_path_factory, stem: str, *, wait: bool = True) -> tuple[bytes, str] | None:
     """(cubin, ptxas -v log) of ``vkcoop/cuda/kernels/<stem>.cu``, compiled once for its sources as they are: the
     pytest-xdist workers share the folder above their own temporary ones, and a lock makes the first one compile and
-    the others wait for it (nvcc takes 20-40 s for the larger sources on two cores). The files are named by the
-    build's own key (the source, every kernel header, the flags), so a run never reads a cubin of other sources, as
-    an earlier run, or one in another checkout, would have left."""
+    the others wait for it (nvcc takes 20-40 s for the larger sources on two cores); ``wait=False`` returns None
+    instead of waiting. The files are named by the build's own key (the source, every kernel header, the flags), so
+    a run never reads a cubin of other sources, as an earlier run, or one in another checkout, would have left."""
     import fcntl
     from pathlib import Path
 
@@ -99,10 +99,20 @@ def kernel_cubin(tmp_path_factory, stem: str) -> tuple[bytes, str]:
     name = f"{stem}-{build._digest(build.KERNEL_DIR / f'{stem}.cu', ' '.join(build.NVCC_FLAGS))}"
     cubin, log = shared / f"{name}.cubin", shared / f"{name}.ptxas.log"
     with open(shared / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return None
         if not (cubin.is_file() and log.is_file()):
             text = build.nvcc_compile(build.KERNEL_DIR / f"{stem}.cu", cubin.with_suffix(".tmp"),
                                       extra_flags=("-Xptxas", "-v"))
             log.write_text(text)
             cubin.with_suffix(".tmp").replace(cubin)
     return cubin.read_bytes(), log.read_text()
+
+
+def kernel_cubins(tmp_path_factory, stems) -> dict[str, tuple[bytes, str]]:
+    """:func:`kernel_cubin` of each stem, one nvcc at a time (each already runs on every core: several at once only
+    cost memory and cache): first those no other worker is compiling, then the ones it was."""
+    built = {stem: kernel_cubin(tmp_path_factory, stem, wait=False) for stem in stems}
+    return {stem: built[stem] or kernel_cubin(tmp_path_factory, stem) for stem in stems}

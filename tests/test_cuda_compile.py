@@ -33,13 +33,9 @@ def _expected_names(family) -> set[str]:
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     """Each .cu compiled once with ptxas -v: {stem: (cubin bytes, ptxas log)}."""
-    from concurrent.futures import ThreadPoolExecutor
+    from support import kernel_cubins
 
-    from support import kernel_cubin
-
-    with ThreadPoolExecutor() as pool:   # one nvcc per source at once
-        stems = [source.stem for source in build.kernel_sources()]
-        return dict(zip(stems, pool.map(lambda stem: kernel_cubin(tmp_path_factory, stem), stems)))
+    return kernel_cubins(tmp_path_factory, [source.stem for source in build.kernel_sources()])
 
 
 def test_there_are_kernel_sources():
