@@ -78,13 +78,17 @@ def test_inspect_cuda_beside_a_vulkan_report(tmp_path, capsys):
     assert json.loads(out.read_text())["target"] == "CUDA 128x128k32s3t128g4 fp16"
 
 
-def test_bad_cuda_requests_exit_2(tmp_path, capsys):
+def test_bad_cuda_requests_exit_2(tmp_path, capsys, monkeypatch):
     assert cli.main(["inspect", "--cuda", "nope"]) == 2
     assert cli.main(["inspect", "--gemm", "vk-coopmat2-dense", "--beside", str(RECORDED)]) == 2
     assert cli.main(["inspect", "--cuda", "128x128k32s3", "--dtype", "fp8"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("vkcoop: error:") for line in lines)
-    if TOOLS:
-        bad = tmp_path / "bad.json"
-        bad.write_text("{}")
-        assert cli.main(["inspect", "--cuda", "128x128k32s3", "--beside", str(bad)]) == 2
+    # a --beside file that is no report, and an output path that is a folder, are refused before the kernel is built
+    monkeypatch.setattr(build, "compile_kernel", lambda stem: pytest.fail("the kernel was built first"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for argv, words in ((["--beside", str(bad)], f"--beside {bad}: not a"), (["--json", str(tmp_path)], "a directory")):
+        assert cli.main(["inspect", "--cuda", "128x128k32s3", *argv]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("vkcoop: error: ") and words in err and err.count("\n") == 1, err

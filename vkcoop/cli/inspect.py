@@ -228,11 +228,8 @@ def print_side_by_side(vulkan_path: str, result: core.InspectResult, console=Non
     from rich.markup import escape
     from rich.table import Table
 
-    try:
-        vulkan = json.loads(Path(vulkan_path).read_text())
-        titles, rows = cuda_twin.side_by_side(vulkan, result)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise InputError(f"--beside {vulkan_path}: not a `vkcoop inspect --json` report ({error})") from None
+    vulkan = read_beside(vulkan_path)
+    titles, rows = cuda_twin.side_by_side(vulkan, result)
     console = console or Console(width=None if sys.stdout.isatty() else 180)
     table = Table(title=f"{escape(vulkan.get('target', vulkan_path))} beside {escape(result.target)} (static counts)")
     for title in ("counter", *titles):
@@ -242,12 +239,25 @@ def print_side_by_side(vulkan_path: str, result: core.InspectResult, console=Non
     console.print(table)
 
 
+def read_beside(vulkan_path: str) -> dict:
+    """The Vulkan report ``--beside`` names; InputError for a file that is not one."""
+    try:
+        vulkan = json.loads(Path(vulkan_path).read_text())
+        cuda_twin.vulkan_columns(vulkan)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InputError(f"--beside {vulkan_path}: not a `vkcoop inspect --json` report ({error})") from None
+    return vulkan
+
+
 def _inspect(args) -> tuple[core.InspectResult, Path | None, Path | None]:
     if args.beside and not args.cuda:
         raise InputError("--beside goes with --cuda: it puts a Vulkan report beside a CUDA kernel")
     if args.cuda:
-        result = cuda_twin.inspect_cuda(args.cuda, args.dtype, nvdisasm=args.nvdisasm)
-        return result, output_file(args.json_path), output_file(args.sass_path, "--sass")
+        # a bad --beside report or output path fails before nvcc and nvdisasm run
+        if args.beside:
+            read_beside(args.beside)
+        json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")
+        return cuda_twin.inspect_cuda(args.cuda, args.dtype, nvdisasm=args.nvdisasm), json_path, sass_path
     target = None if args.cache else target_from_args(args)
     # bad output paths fail before the pipeline is built, with their folders made
     json_path, sass_path = output_file(args.json_path), output_file(args.sass_path, "--sass")

@@ -114,15 +114,21 @@ def pipeline_shared_memory(report: dict) -> list[int]:
             for x in e.get("executables", []) for s in x.get("statistics", []) if s.get("name") == "Shared Memory Size"]
 
 
-def side_by_side(vulkan: dict, cuda: InspectResult) -> tuple[list[str], list[tuple]]:
-    """(column titles, rows of (counter, value per column)): every kernel of a Vulkan inspect report, then the CUDA
-    kernel, with the same counters."""
+def vulkan_columns(vulkan: dict) -> list[tuple[str, dict]]:
+    """(column title, counters) of every kernel of a Vulkan inspect report; ValueError (or the error of the part
+    that does not read) for a file that is not one."""
     kernels = [k for obj in vulkan.get("objects", []) for k in obj.get("kernels", [])]
     if not kernels:
         raise ValueError("it holds no kernel")
     shared = pipeline_shared_memory(vulkan)
-    columns = [(f"Vulkan {i + 1}: {k.get('name') or '(raw)'}", counters(k, shared[i] if i < len(shared) else None))
-               for i, k in enumerate(kernels)]
+    return [(f"Vulkan {i + 1}: {k.get('name') or '(raw)'}", counters(k, shared[i] if i < len(shared) else None))
+            for i, k in enumerate(kernels)]
+
+
+def side_by_side(vulkan: dict, cuda: InspectResult) -> tuple[list[str], list[tuple]]:
+    """(column titles, rows of (counter, value per column)): every kernel of a Vulkan inspect report, then the CUDA
+    kernel, with the same counters."""
+    columns = vulkan_columns(vulkan)
     twin = cuda.objects[0].kernels[0]
     columns.append((f"CUDA: {twin.name}", counters(twin.to_dict(), cuda.pipelines[0]["smem"])))
     names = list(dict.fromkeys(name for _, rows in columns for name in rows))
