@@ -18,6 +18,15 @@ TOOLS = build.find_nvcc() is not None and sass.find_nvdisasm() is not None
 needs_tools = pytest.mark.skipif(not TOOLS, reason="needs nvcc and nvdisasm")
 
 
+@pytest.fixture(autouse=True)
+def session_cubins(monkeypatch, tmp_path_factory):
+    """build.compile_kernel answers with the session's cubin of the same source and flags (support.kernel_cubin,
+    compiled once under a lock for test_cuda_compile and test_cuda_dense; ptxas -v changes only its notes), where
+    nvcc would compile mma_dense again into an empty user cache: 20-40 s on two cores."""
+    from support import kernel_cubin
+    monkeypatch.setattr(build, "compile_kernel", lambda stem: (kernel_cubin(tmp_path_factory, stem)[0], "test session"))
+
+
 def test_a_never_true_guard_is_a_placeholder_not_a_shared_load():
     listing = ("        /*1ce0*/              @!PT LDS RZ, [RZ] ;\n"
                "        /*1cf0*/              @!P0 LDS R1, [R2] ;\n")
