@@ -19,25 +19,29 @@ def _run(*args):
                           timeout=120, env=child_env(), cwd=REPO)
 
 
-def test_unknown_shape_and_dtype_are_rejected():
-    proc = _run("--shapes", "cube")
-    assert proc.returncode == 2 and "unknown shape 'cube'" in proc.stderr
-    proc = _run("--dtype", "fp8")
-    assert proc.returncode == 2 and "unknown dtype 'fp8'" in proc.stderr
+def _refusal(capsys, *args) -> str:
+    """What main(ARGS) writes to stderr as it refuses them (argparse's exit 2, before any GPU work)."""
+    with pytest.raises(SystemExit) as exit_:
+        bench_cuda_sparse.main(list(args))
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
 
 
-def test_explicit_shapes_are_read_and_malformed_ones_rejected():
+def test_unknown_shape_and_dtype_are_rejected(capsys):
+    assert "unknown shape 'cube'" in _refusal(capsys, "--shapes", "cube")
+    assert "unknown dtype 'fp8'" in _refusal(capsys, "--dtype", "fp8")
+
+
+def test_explicit_shapes_are_read_and_malformed_ones_rejected(capsys):
     assert bench_cuda_sparse.shape_of("4096x32x4096") == (4096, 32, 4096)
     assert bench_cuda_sparse.shape_of("llm") == (14336, 16, 4096)
     for bad in ("4096x32", "4096x0x4096", "4096x-32x4096", "axbxc", "4096x32x4096x1"):
         assert bench_cuda_sparse.shape_of(bad) is None, bad
-    proc = _run("--shapes", "8192x32x8192,4096x32")
-    assert proc.returncode == 2 and "unknown shape '4096x32'" in proc.stderr
+    assert "unknown shape '4096x32'" in _refusal(capsys, "--shapes", "8192x32x8192,4096x32")
 
 
-def test_unknown_kernel_config_is_rejected_by_name():
-    proc = _run("--configs", "auto,256x128k128p,9x9")
-    assert proc.returncode == 2 and "unknown config(s) 9x9" in proc.stderr
+def test_unknown_kernel_config_is_rejected_by_name(capsys):
+    assert "unknown config(s) 9x9" in _refusal(capsys, "--configs", "auto,256x128k128p,9x9")
 
 
 def test_configs_name_diagnostic_entries_by_kernel_name_and_each_path_takes_its_own():
