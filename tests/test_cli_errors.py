@@ -222,11 +222,11 @@ def test_nothing_can_run_so_no_rate_and_no_plot(vkcoop, tmp_path):
     assert not plot.exists()
 
 
-def test_version_and_module_entry():
+def test_version_and_module_entry(vkcoop):
     from vkcoop import __version__
     proc = vkcoop_process("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"vkcoop {__version__}"
-    helped = vkcoop_process("--help")
+    helped = vkcoop("--help")
     assert helped.returncode == 0 and "exit codes:" in helped.stdout and "130" in helped.stdout
 
 
