@@ -83,6 +83,15 @@ def child_env(*first_paths, drop=(), **variables) -> dict:
     return environment
 
 
+def _shared_folder(tmp_path_factory):
+    """The folder the pytest-xdist workers of one run share: the one above their own temporary folders."""
+    from pathlib import Path
+
+    shared = Path(tmp_path_factory.getbasetemp()).parent / "kernel-cubins"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
 def kernel_cubin(tmp_path_factory, stem: str, *, wait: bool = True) -> tuple[bytes, str] | None:
     """(cubin, ptxas -v log) of ``vkcoop/cuda/kernels/<stem>.cu``, compiled once for its sources as they are: the
     pytest-xdist workers share the folder above their own temporary ones, and a lock makes the first one compile and
@@ -94,8 +103,7 @@ def kernel_cubin(tmp_path_factory, stem: str, *, wait: bool = True) -> tuple[byt
 
     from vkcoop.cuda import build
 
-    shared = Path(tmp_path_factory.getbasetemp()).parent / "kernel-cubins"
-    shared.mkdir(exist_ok=True)
+    shared = _shared_folder(tmp_path_factory)
     name = f"{stem}-{build._digest(build.KERNEL_DIR / f'{stem}.cu', ' '.join(build.NVCC_FLAGS))}"
     cubin, log = shared / f"{name}.cubin", shared / f"{name}.ptxas.log"
     with open(shared / f"{name}.lock", "w") as lock:
@@ -116,3 +124,23 @@ def kernel_cubins(tmp_path_factory, stems) -> dict[str, tuple[bytes, str]]:
     cost memory and cache): first those no other worker is compiling, then the ones it was."""
     built = {stem: kernel_cubin(tmp_path_factory, stem, wait=False) for stem in stems}
     return {stem: built[stem] or kernel_cubin(tmp_path_factory, stem) for stem in stems}
+
+
+def kernel_listing(tmp_path_factory, stem: str, disassemble=None) -> str:
+    """nvdisasm's listing of :func:`kernel_cubin`'s cubin, made once for the run like the cubin (nvdisasm takes
+    seconds on the larger ones) by ``disassemble`` (vkcoop.inspect.sass.disassemble)."""
+    import fcntl
+    import hashlib
+
+    from vkcoop.inspect import sass
+
+    disassemble = disassemble or sass.disassemble
+    cubin, _log = kernel_cubin(tmp_path_factory, stem)
+    listing = _shared_folder(tmp_path_factory) / f"{stem}-{hashlib.sha256(cubin).hexdigest()[:20]}.sass"
+    with open(listing.with_name(listing.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not listing.is_file():
+            partial = listing.with_name(listing.name + ".tmp")
+            partial.write_text(disassemble(cubin))
+            partial.replace(listing)
+    return listing.read_text()

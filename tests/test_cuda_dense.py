@@ -275,9 +275,10 @@ def dense_listing(tmp_path_factory):
     from vkcoop.inspect import elf, sass
     if NVCC is None or sass.find_nvdisasm() is None:
         pytest.skip("needs nvcc and nvdisasm")
-    from support import kernel_cubin
+    from support import kernel_cubin, kernel_listing
     data, _log = kernel_cubin(tmp_path_factory, "mma_dense")
-    return {k.name: k for k in sass.parse_listing(sass.disassemble(data))}, {k.name: k for k in elf.parse(data).kernels}
+    listing = kernel_listing(tmp_path_factory, "mma_dense")
+    return {k.name: k for k in sass.parse_listing(listing)}, {k.name: k for k in elf.parse(data).kernels}
 
 
 def _configs_and_names():
