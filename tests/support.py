@@ -1,6 +1,8 @@
 """Helpers shared by the test modules (imported as ``support``; pytest puts tests/ on sys.path)."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 
@@ -84,12 +86,51 @@ def child_env(*first_paths, drop=(), **variables) -> dict:
 
 
 def _shared_folder(tmp_path_factory):
-    """The folder the pytest-xdist workers of one run share: the one above their own temporary folders."""
+    """The folder one run's processes share: under pytest-xdist the one above the workers' own temporary folders,
+    else the run's own (the folder above that one is every run's)."""
+    import os
     from pathlib import Path
 
-    shared = Path(tmp_path_factory.getbasetemp()).parent / "kernel-cubins"
+    base = Path(tmp_path_factory.getbasetemp())
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kernel-cubins"
     shared.mkdir(exist_ok=True)
     return shared
+
+
+class LockReentered(RuntimeError):
+    """A thread asked for a file lock it already holds."""
+
+
+_holders: dict[str, int] = {}       # lock file -> the thread of this process that holds it
+
+
+@contextlib.contextmanager
+def exclusive(path, *, wait: bool = True):
+    """Hold ``path``'s flock (the pytest-xdist workers share it) and give True, or give False where ``wait`` is
+    False and another holds it. Each request opens the file anew, so other threads of this process wait their turn
+    as other processes do; so would a nested request in the holding thread, for itself, forever: it raises
+    LockReentered instead."""
+    import fcntl
+    import threading
+    from pathlib import Path
+
+    key, me = str(Path(path).resolve()), threading.get_ident()
+    if _holders.get(key) == me:
+        raise LockReentered(f"{path} is held by this thread already: a nested request would wait for itself")
+    with open(path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            taken = True
+        except BlockingIOError:
+            taken = False
+        if not taken:
+            yield False
+            return
+        _holders[key] = me
+        try:
+            yield True
+        finally:
+            del _holders[key]
 
 
 def kernel_cubin(tmp_path_factory, stem: str, *, wait: bool = True) -> tuple[bytes, str] | None:
@@ -97,19 +138,14 @@ def kernel_cubin(tmp_path_factory, stem: str, *, wait: bool = True) -> tuple[byt
     pytest-xdist workers share the folder above their own temporary ones, and a lock makes the first one compile and
     the others wait for it (nvcc takes 20-40 s for the larger sources on two cores); ``wait=False`` returns None
     instead of waiting. The files are named by the build's own key (the source, every kernel header, the flags), so
-    a run never reads a cubin of other sources, as an earlier run, or one in another checkout, would have left."""
-    import fcntl
-    from pathlib import Path
-
+    a run never reads a cubin of other sources."""
     from vkcoop.cuda import build
 
     shared = _shared_folder(tmp_path_factory)
     name = f"{stem}-{build._digest(build.KERNEL_DIR / f'{stem}.cu', ' '.join(build.NVCC_FLAGS))}"
     cubin, log = shared / f"{name}.cubin", shared / f"{name}.ptxas.log"
-    with open(shared / f"{name}.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
+    with exclusive(shared / f"{name}.lock", wait=wait) as got:
+        if not got:
             return None
         if not (cubin.is_file() and log.is_file()):
             text = build.nvcc_compile(build.KERNEL_DIR / f"{stem}.cu", cubin.with_suffix(".tmp"),
@@ -129,7 +165,6 @@ def kernel_cubins(tmp_path_factory, stems) -> dict[str, tuple[bytes, str]]:
 def kernel_listing(tmp_path_factory, stem: str, disassemble=None) -> str:
     """nvdisasm's listing of :func:`kernel_cubin`'s cubin, made once for the run like the cubin (nvdisasm takes
     seconds on the larger ones) by ``disassemble`` (vkcoop.inspect.sass.disassemble)."""
-    import fcntl
     import hashlib
 
     from vkcoop.inspect import sass
@@ -137,8 +172,7 @@ def kernel_listing(tmp_path_factory, stem: str, disassemble=None) -> str:
     disassemble = disassemble or sass.disassemble
     cubin, _log = kernel_cubin(tmp_path_factory, stem)
     listing = _shared_folder(tmp_path_factory) / f"{stem}-{hashlib.sha256(cubin).hexdigest()[:20]}.sass"
-    with open(listing.with_name(listing.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(listing.with_name(listing.name + ".lock")):
         if not listing.is_file():
             partial = listing.with_name(listing.name + ".tmp")
             partial.write_text(disassemble(cubin))
