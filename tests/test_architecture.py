@@ -3,6 +3,7 @@ cycles, modules under 450 lines, functions under 80 lines, and nothing of the la
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -43,10 +44,20 @@ def python_files(root: Path):
         yield from sorted((root / package).rglob("*.py"))
 
 
+def syntax_tree(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once per text: each check below reads every file of the product."""
+    return _parsed(path, path.read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path, text: str) -> ast.Module:
+    return ast.parse(text, str(path))
+
+
 def imports_of(path: Path, name: str, files) -> set[str]:
     """Every module of ours that ``name`` imports, at any depth of the file (lazy imports inside functions
     count). ``from pkg import x`` is an edge to ``pkg.x`` where that is a module, else to ``pkg``."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = syntax_tree(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
@@ -181,8 +192,7 @@ def test_a_planted_upward_import_and_cycle_are_caught(tmp_path):
 
 
 def _function_lengths(path: Path):
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
+    for node in ast.walk(syntax_tree(path)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield node.name, node.lineno, node.end_lineno - node.lineno + 1
 
@@ -203,7 +213,7 @@ def lab_imports(root: Path) -> list[str]:
     """Every import of the lab (lab/: developer tools, not in the wheel) by a module of the product."""
     found = []
     for path in python_files(root):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(syntax_tree(path)):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
