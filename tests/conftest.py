@@ -20,6 +20,15 @@ def pytest_configure(config):
     os.environ["PYTHONPYCACHEPREFIX"] = str((base if config.option.basetemp else base.parent) / "bytecode")
 
 
+def pytest_sessionstart(session):
+    """The compiled CUDA kernels are kept in pytest's cache folder of this checkout, where pytest keeps one
+    (support.KERNEL_CACHE): a run compiles only the sources that changed since the last."""
+    cache = getattr(session.config, "cache", None)
+    if cache is not None:
+        import support
+        support.KERNEL_CACHE = cache.mkdir("kernel-cubins")
+
+
 def pytest_unconfigure(config):
     """A caller of pytest.main() gets its environment back."""
     if _SET_HERE:

@@ -85,16 +85,48 @@ def child_env(*first_paths, drop=(), **variables) -> dict:
     return environment
 
 
+#: Where the compiled kernels and their listings are kept across runs: pytest's cache folder of this checkout
+#: (tests/conftest.py sets it; ``pytest --cache-clear`` empties it). None: each run's own temporary folder.
+KERNEL_CACHE = None
+
+
 def _shared_folder(tmp_path_factory):
-    """The folder one run's processes share: under pytest-xdist the one above the workers' own temporary folders,
-    else the run's own (the folder above that one is every run's)."""
+    """The folder the compiled kernels are kept in: :data:`KERNEL_CACHE`, else the one this run's processes share
+    (under pytest-xdist the one above the workers' own temporary folders, else the run's own)."""
     import os
     from pathlib import Path
 
-    base = Path(tmp_path_factory.getbasetemp())
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kernel-cubins"
-    shared.mkdir(exist_ok=True)
+    if KERNEL_CACHE is not None:
+        shared = Path(KERNEL_CACHE)
+    else:
+        base = Path(tmp_path_factory.getbasetemp())
+        shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kernel-cubins"
+    shared.mkdir(parents=True, exist_ok=True)
     return shared
+
+
+def tool_identity(tool: str | None) -> str:
+    """What names a tool's output beside its input: the tool's resolved path and what its ``--version`` says."""
+    import os
+    import subprocess
+
+    if tool is None:
+        return "none"
+    if tool not in _identities:
+        version = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60).stdout
+        _identities[tool] = f"{os.path.realpath(tool)}\n{version.strip()}"
+    return _identities[tool]
+
+
+_identities: dict[str, str] = {}
+
+
+def _drop_others(shared, stem: str, keep: str, suffixes) -> None:
+    """Remove the files of ``stem`` that other sources or tools made (``keep`` is this one's name)."""
+    for suffix in suffixes:
+        for old in shared.glob(f"{stem}-*{suffix}"):
+            if not old.name.startswith(f"{keep}.") and old.name.count("-") == keep.count("-"):
+                old.unlink(missing_ok=True)
 
 
 class LockReentered(RuntimeError):
@@ -134,15 +166,17 @@ def exclusive(path, *, wait: bool = True):
 
 
 def kernel_cubin(tmp_path_factory, stem: str, *, wait: bool = True) -> tuple[bytes, str] | None:
-    """(cubin, ptxas -v log) of ``vkcoop/cuda/kernels/<stem>.cu``, compiled once for its sources as they are: the
-    pytest-xdist workers share the folder above their own temporary ones, and a lock makes the first one compile and
-    the others wait for it (nvcc takes 20-40 s for the larger sources on two cores); ``wait=False`` returns None
-    instead of waiting. The files are named by the build's own key (the source, every kernel header, the flags), so
-    a run never reads a cubin of other sources."""
+    """(cubin, ptxas -v log) of ``vkcoop/cuda/kernels/<stem>.cu``, compiled once for its sources as they are and
+    kept (:func:`_shared_folder`): a lock makes the first pytest-xdist worker compile and the others wait for it
+    (nvcc takes 20-40 s for the larger sources on two cores); ``wait=False`` returns None instead of waiting. The
+    files are named by all that makes them (the source, every kernel header, the flags, nvcc's path and version),
+    so a run never reads a cubin that its own nvcc would not make from these sources; the ones of other sources
+    are removed when a new one is made."""
     from vkcoop.cuda import build
 
     shared = _shared_folder(tmp_path_factory)
-    name = f"{stem}-{build._digest(build.KERNEL_DIR / f'{stem}.cu', ' '.join(build.NVCC_FLAGS))}"
+    made_by = " ".join(build.NVCC_FLAGS) + "\n" + tool_identity(build.find_nvcc())
+    name = f"{stem}-{build._digest(build.KERNEL_DIR / f'{stem}.cu', made_by)}"
     cubin, log = shared / f"{name}.cubin", shared / f"{name}.ptxas.log"
     with exclusive(shared / f"{name}.lock", wait=wait) as got:
         if not got:
@@ -152,6 +186,7 @@ def kernel_cubin(tmp_path_factory, stem: str, *, wait: bool = True) -> tuple[byt
                                       extra_flags=("-Xptxas", "-v"))
             log.write_text(text)
             cubin.with_suffix(".tmp").replace(cubin)
+            _drop_others(shared, stem, name, (".cubin", ".ptxas.log"))
     return cubin.read_bytes(), log.read_text()
 
 
@@ -163,18 +198,22 @@ def kernel_cubins(tmp_path_factory, stems) -> dict[str, tuple[bytes, str]]:
 
 
 def kernel_listing(tmp_path_factory, stem: str, disassemble=None) -> str:
-    """nvdisasm's listing of :func:`kernel_cubin`'s cubin, made once for the run like the cubin (nvdisasm takes
-    seconds on the larger ones) by ``disassemble`` (vkcoop.inspect.sass.disassemble)."""
+    """nvdisasm's listing of :func:`kernel_cubin`'s cubin, made once and kept like the cubin (nvdisasm takes
+    seconds on the larger ones) by ``disassemble`` (vkcoop.inspect.sass.disassemble), named by the cubin and
+    nvdisasm's path and version."""
     import hashlib
 
     from vkcoop.inspect import sass
 
     disassemble = disassemble or sass.disassemble
     cubin, _log = kernel_cubin(tmp_path_factory, stem)
-    listing = _shared_folder(tmp_path_factory) / f"{stem}-{hashlib.sha256(cubin).hexdigest()[:20]}.sass"
+    shared = _shared_folder(tmp_path_factory)
+    key = hashlib.sha256(cubin + tool_identity(sass.find_nvdisasm()).encode()).hexdigest()[:20]
+    listing = shared / f"{stem}-{key}.sass"
     with exclusive(listing.with_name(listing.name + ".lock")):
         if not listing.is_file():
             partial = listing.with_name(listing.name + ".tmp")
             partial.write_text(disassemble(cubin))
             partial.replace(listing)
+            _drop_others(shared, stem, listing.stem, (".sass",))
     return listing.read_text()

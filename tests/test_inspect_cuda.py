@@ -20,10 +20,10 @@ needs_tools = pytest.mark.skipif(not TOOLS, reason="needs nvcc and nvdisasm")
 
 @pytest.fixture(autouse=True)
 def session_cubins(monkeypatch, tmp_path_factory):
-    """build.compile_kernel answers with the session's cubin of the same source and flags (support.kernel_cubin,
-    compiled once under a lock for test_cuda_compile and test_cuda_dense; ptxas -v changes only its notes), where
-    nvcc would compile mma_dense again into an empty user cache: 20-40 s on two cores. That cubin's nvdisasm
-    listing is made once for the run too (support.kernel_listing; test_cuda_dense reads it)."""
+    """build.compile_kernel answers with the tests' kept cubin of the same source, flags and nvcc
+    (support.kernel_cubin, compiled once under a lock for test_cuda_compile and test_cuda_dense; ptxas -v changes
+    only its notes), where nvcc would compile mma_dense again into an empty user cache: 20-40 s on two cores. That
+    cubin's nvdisasm listing is made once and kept too (support.kernel_listing; test_cuda_dense reads it)."""
     from support import kernel_cubin, kernel_listing
     monkeypatch.setattr(build, "compile_kernel", lambda stem: (kernel_cubin(tmp_path_factory, stem)[0], "test session"))
     disassemble = sass.disassemble

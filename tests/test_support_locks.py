@@ -61,8 +61,9 @@ def test_another_thread_and_another_process_wait_their_turn(tmp_path, hang_fails
 
 
 def test_a_listing_whose_disassembler_asks_for_the_listing_again_fails_instead_of_hanging(
-        tmp_path_factory, monkeypatch, hang_fails):
+        tmp_path_factory, tmp_path, monkeypatch, hang_fails):
     """As a sass.disassemble patched to answer from the shared listing would, if kernel_listing called it."""
+    monkeypatch.setattr(support, "KERNEL_CACHE", tmp_path)
     monkeypatch.setattr(support, "kernel_cubin", lambda factory, stem: (b"\x7fELF cubin of " + stem.encode(), ""))
 
     def answers_from_the_listing(data):
