@@ -89,20 +89,22 @@ def test_wrong_shared_memory_size_fails_compilation(stem, tmp_path):
 
 @needs_nvcc
 @pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float32"])
-@pytest.mark.parametrize("check", ["SMEM_BYTES", "BM", "BK"])
-def test_a_wgmma_type_whose_launcher_numbers_disagree_fails_compilation(dtype, check, tmp_path):
+def test_a_wgmma_type_whose_launcher_numbers_disagree_fails_compilation(dtype, tmp_path):
     """Each generated static_assert of a tile of another type (8-bit: two metadata words a slice and 128-deep slices;
-    tf32: 32-deep slices) catches the launcher's number off by one slice's worth."""
+    tf32: 32-deep slices) catches the launcher's number off by one slice's worth, each number in turn."""
     family = FAMILIES["wgmma_sp"]
     inst = next(i for i in family.instances() if i.name == WgmmaSpGemm.CONFIGS["64x16"].kernel_name(dtype))
-    bad = dataclasses.replace(inst, checks=tuple((member, prop, value + (64 if member == check else 0))
-                                                 for member, prop, value in inst.checks))
     header = tmp_path / "one_instance.cuh"
-    header.write_text(gen_instances.render(family, [bad]))
     source = tmp_path / "wgmma_sp_wrong.cu"
     source.write_text(f'#define VK_WGMMA_SP_INSTANCES "{header}"\n#include "wgmma_sp.cu"\n')
-    with pytest.raises(build.KernelBuildError, match=rf"{inst.name}: WgmmaSpConfig.smem_bytes != SMEM_BYTES"):
-        build.nvcc_compile(source, tmp_path / "wrong.cubin")
+    checks = [member for member, _, _ in inst.checks]
+    assert {"SMEM_BYTES", "BM", "BK"} <= set(checks)
+    for check in checks:
+        bad = dataclasses.replace(inst, checks=tuple((member, prop, value + (64 if member == check else 0))
+                                                     for member, prop, value in inst.checks))
+        header.write_text(gen_instances.render(family, [bad]))
+        with pytest.raises(build.KernelBuildError, match=rf"{inst.name}: WgmmaSpConfig.smem_bytes != SMEM_BYTES"):
+            build.nvcc_compile(source, tmp_path / "wrong.cubin")
     header.write_text(gen_instances.render(family, [inst]))     # the same instance with the right numbers builds
     build.nvcc_compile(source, tmp_path / "right.cubin")
 
