@@ -22,6 +22,7 @@ A bound op may carry ``close()`` (resources freed when the measurement releases 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import re
 import threading
 from dataclasses import dataclass
@@ -318,6 +319,16 @@ BLAS_LIBRARIES = ("cublas", "cublaslt")
 
 #: What to install for the nvmath-python paths.
 NVMATH_EXTRA = "pip install 'vkcoop[cuda]' (nvmath-python>=1.0)"
+
+
+def nvmath_bindings(library: str):
+    """``nvmath.bindings.<library>`` (``cusparseLt``, ``cublasLt``); ImportError naming the extra where
+    nvmath-python cannot be imported."""
+    try:
+        return importlib.import_module(f"nvmath.bindings.{library}")
+    except Exception as error:  # noqa: BLE001 - missing, or missing its CUDA Python dependencies
+        raise ImportError(f"nvmath-python cannot be imported ({type(error).__name__}: {error}); install it "
+                          f"with {NVMATH_EXTRA}") from None
 
 
 def nvmath_version() -> str | None:

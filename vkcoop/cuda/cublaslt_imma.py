@@ -21,7 +21,7 @@ import contextlib
 
 import numpy as np
 
-from .baselines import NVMATH_EXTRA
+from .baselines import nvmath_bindings
 from .gemm import _torch
 
 CUDA_R_8I, CUDA_R_32I = 3, 10        # cudaDataType
@@ -34,13 +34,8 @@ AUTOTUNE_WARMUP, AUTOTUNE_RUNS = 2, 5
 
 
 def bindings():
-    """``nvmath.bindings.cublasLt``; ImportError naming the extra where nvmath-python cannot be imported."""
-    try:
-        from nvmath.bindings import cublasLt
-    except Exception as error:  # noqa: BLE001 - missing, or missing its CUDA Python dependencies
-        raise ImportError(f"nvmath-python cannot be imported ({type(error).__name__}: {error}); install it "
-                          f"with {NVMATH_EXTRA}") from None
-    return cublasLt
+    """``nvmath.bindings.cublasLt`` (:func:`nvmath_bindings`)."""
+    return nvmath_bindings("cublasLt")
 
 
 def _set(setter, owner, attribute, value, dtype) -> None:

@@ -24,7 +24,7 @@ import contextlib
 
 import numpy as np
 
-from .baselines import NVMATH_EXTRA, CsltConfig, _column_major, capture_graph, nvmath_version
+from .baselines import CsltConfig, nvmath_bindings, _column_major, capture_graph, nvmath_version
 from .gemm import SUPPORTED, DeviceSparse, _dtype_name, _supported_shape, _torch, unsupported_dtype
 
 ORDER_COL, ORDER_ROW = 1, 2            # cusparseOrder_t
@@ -35,13 +35,8 @@ VERSION_PROPERTIES = (0, 1, 2)         # libraryPropertyType: MAJOR_VERSION, MIN
 
 
 def bindings():
-    """``nvmath.bindings.cusparseLt``; ImportError naming the extra where nvmath-python cannot be imported."""
-    try:
-        from nvmath.bindings import cusparseLt
-    except Exception as error:  # noqa: BLE001 - missing, or missing its CUDA Python dependencies
-        raise ImportError(f"nvmath-python cannot be imported ({type(error).__name__}: {error}); install it "
-                          f"with {NVMATH_EXTRA}") from None
-    return cusparseLt
+    """``nvmath.bindings.cusparseLt`` (:func:`nvmath_bindings`)."""
+    return nvmath_bindings("cusparseLt")
 
 
 def library_version(cslt) -> str:
