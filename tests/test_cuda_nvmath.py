@@ -54,6 +54,17 @@ def test_a_library_nvmath_cannot_load_is_a_reason_too(monkeypatch):
     assert library.calls == []
 
 
+@pytest.mark.parametrize("dtype", ["float16", "int8"])
+def test_a_shape_off_sixteen_is_refused_naming_each_bad_dimension(monkeypatch, dtype):
+    from vkcoop.cuda.typed_libraries import TypedNvmathCuSparseLtGemm
+    install(monkeypatch, FakeTorch())
+    fake_nvmath.install(monkeypatch)
+    ok, why = TypedNvmathCuSparseLtGemm().supports(64, 24, 136, dtype)
+    assert not ok and why == "cuSPARSELt needs multiples of 16: N=24, K=136"
+    ok, why = TypedNvmathCuSparseLtGemm().supports(64, 32, 128, dtype)
+    assert ok and why.startswith("nvmath-python, ")
+
+
 def test_a_bind_makes_its_descriptors_and_plan_in_order_and_destroys_each_once(monkeypatch):
     install(monkeypatch, FakeTorch(max_alg=6, broken_alg=None))
     library = fake_nvmath.install(monkeypatch, cusparselt={"max_alg": 6})

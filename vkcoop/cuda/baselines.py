@@ -124,6 +124,13 @@ def _cslt_available(torch) -> tuple[bool, str]:
     return True, f"cuSPARSELt {version_text(backends.version())}"
 
 
+def sixteen_refusal(refusal: str, **dims: int) -> tuple[bool, str] | None:
+    """(False, ``refusal`` naming each of ``dims`` that is not a multiple of 16), or None where all are: the shape
+    rule of cuSPARSELt's routes."""
+    bad = [f"{name}={value}" for name, value in dims.items() if value % 16]
+    return (False, refusal + ", ".join(bad)) if bad else None
+
+
 class CuSparseLtGemm:
     """cuSPARSELt through torch: ``_cslt_compress`` once per A, then ``_cslt_sparse_mm`` with a configuration
     (default: the library's own search, as users get it)."""
@@ -141,10 +148,7 @@ class CuSparseLtGemm:
             return ok, what
         if _dtype_name(dtype) not in SUPPORTED:
             return False, unsupported_dtype(dtype)
-        bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
-        if bad:
-            return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)
-        return True, what
+        return sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k) or (True, what)
 
     def version(self) -> str:
         torch = _torch()
@@ -256,10 +260,8 @@ class SemiStructuredGemm:
             return False, "this torch has no torch.sparse.to_sparse_semi_structured"
         if _dtype_name(dtype) not in SUPPORTED:
             return False, unsupported_dtype(dtype)
-        bad = [f"{nm}={v}" for nm, v in (("M", m), ("K", k)) if v % 16]
-        if bad:
-            return False, "the semi-structured cuSPARSELt tensor needs M and K multiples of 16: " + ", ".join(bad)
-        return True, f"torch.sparse.to_sparse_semi_structured ({what})"
+        refused = sixteen_refusal("the semi-structured cuSPARSELt tensor needs M and K multiples of 16: ", M=m, K=k)
+        return refused or (True, f"torch.sparse.to_sparse_semi_structured ({what})")
 
     def version(self) -> str:
         torch = _torch()

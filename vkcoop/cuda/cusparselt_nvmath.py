@@ -24,7 +24,7 @@ import contextlib
 
 import numpy as np
 
-from .baselines import CsltConfig, nvmath_bindings, _column_major, capture_graph, nvmath_version
+from .baselines import CsltConfig, nvmath_bindings, sixteen_refusal, _column_major, capture_graph, nvmath_version
 from .gemm import SUPPORTED, DeviceSparse, _dtype_name, _supported_shape, _torch, unsupported_dtype
 
 ORDER_COL, ORDER_ROW = 1, 2            # cusparseOrder_t
@@ -66,21 +66,26 @@ class NvmathCuSparseLtGemm:
         self._handle = None
         self._compressed = (None, None)        # (A, (compressed, buffer))
 
-    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
+    @staticmethod
+    def loaded_library() -> tuple[bool, str]:
+        """(True, libcusparseLt's version) where nvmath-python loads it, else (False, why)."""
         try:
             cslt = bindings()
         except ImportError as error:
             return False, str(error)
         try:
-            loaded = library_version(cslt)
+            return True, library_version(cslt)
         except Exception as error:  # noqa: BLE001 - the library is looked for on first use
             return False, f"nvmath-python cannot load libcusparseLt ({type(error).__name__}: {error})"
+
+    def supports(self, m, n, k, dtype) -> tuple[bool, str]:
+        ok, loaded = self.loaded_library()
+        if not ok:
+            return ok, loaded
         if _dtype_name(dtype) not in SUPPORTED:
             return False, unsupported_dtype(dtype)
-        bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
-        if bad:
-            return False, "cuSPARSELt needs multiples of 16: " + ", ".join(bad)
-        return True, f"nvmath-python, {loaded}"
+        refused = sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k)
+        return refused or (True, f"nvmath-python, {loaded}")
 
     def version(self) -> str:
         text = f"nvmath-python {nvmath_version()}, {library_version(bindings())}"

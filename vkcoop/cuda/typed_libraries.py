@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .baselines import (BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm, _cslt_available,
-                        _nvmath_matmul, nvmath_version)
-from .cusparselt_nvmath import NvmathCuSparseLtGemm, bindings, library_version
+                        _nvmath_matmul, nvmath_version, sixteen_refusal)
+from .cusparselt_nvmath import NvmathCuSparseLtGemm
 from .gemm import SUPPORTED, _dtype_name, _torch
 
 #: The bench dtypes as torch names them.
@@ -80,18 +80,13 @@ def _refusal(dtype) -> tuple[bool, str] | None:
     return False, NO_KERNELS.get(name, f"dtype {name} unsupported here")
 
 
-def _multiples(m: int, n: int, k: int, what: str) -> tuple[bool, str] | None:
-    bad = [f"{nm}={v}" for nm, v in (("M", m), ("N", n), ("K", k)) if v % 16]
-    return (False, f"{what} needs multiples of 16: " + ", ".join(bad)) if bad else None
-
-
 class TypedCuSparseLtGemm(CuSparseLtGemm):
     """cuSPARSELt through torch (``_cslt_sparse_mm``) with ``out_dtype`` for the 8-bit types."""
 
     def supports(self, m, n, k, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) in SUPPORTED:
             return super().supports(m, n, k, dtype)
-        refused = _refusal(dtype) or _multiples(m, n, k, "cuSPARSELt")
+        refused = _refusal(dtype) or sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k)
         ok, what = _cslt_available(_torch())
         if not ok or refused:
             return refused or (ok, what)
@@ -108,14 +103,12 @@ class TypedNvmathCuSparseLtGemm(NvmathCuSparseLtGemm):
     def supports(self, m, n, k, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) in SUPPORTED:
             return super().supports(m, n, k, dtype)
-        refused = _refusal(dtype) or _multiples(m, n, k, "cuSPARSELt")
+        refused = _refusal(dtype) or sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k)
         if refused:
             return refused
-        try:
-            loaded = library_version(bindings())
-        except Exception as error:  # noqa: BLE001 - missing nvmath, or a library it cannot load: the reason
-            return False, str(error) if isinstance(error, ImportError) else (
-                f"nvmath-python cannot load libcusparseLt ({type(error).__name__}: {error})")
+        ok, loaded = self.loaded_library()
+        if not ok:
+            return ok, loaded
         return True, f"nvmath-python, {loaded}, {_dtype_name(dtype)} -> {library_type(dtype).out}"
 
     def types(self, dtype) -> tuple[int, int, str, str]:
