@@ -52,5 +52,11 @@ def deinterleave_2to4(blocks: np.ndarray, k: int, meta_words: int, dtype) -> tup
     words = k // sparse24.K_ALIGNMENT
     meta = blocks[:, :, :meta_words].reshape(m, -1)[:, :words]
     pairs = blocks[:, :, meta_words:].reshape(m, -1)[:, :words * 8]
+    return words_as_values(pairs, m, k, dtype), np.ascontiguousarray(meta)
+
+
+def words_as_values(pairs: np.ndarray, m: int, k: int, dtype) -> np.ndarray:
+    """values [M][K/2] of ``dtype`` from uint32 words each holding two consecutive 16-bit values (the first in the
+    low half): the inverse of :func:`_pairs_as_words`."""
     halves = np.stack([pairs & 0xFFFF, pairs >> 16], axis=-1).astype(np.uint16).reshape(m, k // 2)
-    return halves.view(np.dtype(dtype)), np.ascontiguousarray(meta)
+    return halves.view(np.dtype(dtype))

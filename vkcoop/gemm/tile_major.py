@@ -35,6 +35,7 @@ import numpy as np
 
 from ..sparse import metadata_nibbles, validate_compressed
 from ..sparse.common import pack_nibbles
+from .interleave import words_as_values
 from .types import GemmInputError
 
 CODES = ("patterns", "nibbles")
@@ -205,10 +206,9 @@ def untile_2to4(blocks: np.ndarray, m: int, k: int, layout: TileMajorLayout, dty
     nibbles = fields if code == "nibbles" else _NIBBLE_OF[fields]
     if code == "patterns":
         pairs = np.where(_SWAPPED[nibbles], _rotated(pairs), pairs)
-    halves = np.stack([pairs & 0xFFFF, pairs >> 16], axis=-1).astype(np.uint16).reshape(m, k // 2)
-    metadata = pack_nibbles(nibbles)
-    validate_compressed(halves.view(np.dtype(dtype)), metadata)
-    return halves.view(np.dtype(dtype)), metadata
+    values, metadata = words_as_values(pairs, m, k, dtype), pack_nibbles(nibbles)
+    validate_compressed(values, metadata)
+    return values, metadata
 
 
 def expand_tile_major(blocks: np.ndarray, m: int, k: int, layout: TileMajorLayout, code: str = "patterns") -> np.ndarray:
