@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .configs import MmaDenseConfig
-from .gemm import SUPPORTED, ShapeError, _b_column_major, _dtype_name, _torch, bind_plan
+from .gemm import SUPPORTED, ShapeError, _b_column_major, _dtype_name, _torch, bind_plan, unsupported_dtype
 from .launches import mma_dense_plan
 
 #: N up to this runs a split-K tile in "auto" (a skinny problem leaves most SMs idle without it).
@@ -113,7 +113,7 @@ class MmaDenseGemm:
 
     def supports(self, m: int, n: int, k: int, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) not in SUPPORTED:
-            return False, f"dtype {_dtype_name(dtype)} unsupported (fp16, bf16 only)"
+            return False, unsupported_dtype(dtype)
         if min(m, n, k) < 1:
             return False, f"{self.name}: M, N and K must be positive (got {m}x{n}x{k})"
         if k % K_MULTIPLE:

@@ -45,6 +45,13 @@ def unsupported_dtype(dtype) -> str:
     return f"dtype {_dtype_name(dtype)} unsupported here (fp16, bf16 only)"
 
 
+def tile_misfits(cfg, m: int, n: int, k: int) -> list[str]:
+    """What keeps an M x N x K problem from whole tiles of ``cfg`` (a cluster's rows, the tile's columns, one K
+    slice), one phrase each; empty where it fits."""
+    steps = (("M", m, cfg.bm * getattr(cfg, "cluster", 1)), ("N", n, cfg.bn), ("K", k, getattr(cfg, "bk", 64)))
+    return [f"{dim}={v} is not a multiple of {step}" for dim, v, step in steps if v % step]
+
+
 class ShapeError(InputError):
     """A problem shape or dtype a path cannot run (raised before any launch)."""
 
@@ -130,12 +137,8 @@ class HandWrittenSpGemm:
             return self.config
         if self.config != "auto":
             return self.CONFIGS[self.config]
-        for key in self.AUTO_ORDER:
-            cfg = self.CONFIGS[key]
-            if (m % (cfg.bm * getattr(cfg, "cluster", 1)) == 0 and n % cfg.bn == 0
-                    and k % getattr(cfg, "bk", 64) == 0):
-                return cfg
-        return self.CONFIGS[self.AUTO_ORDER[-1]]
+        fits = (cfg for cfg in map(self.CONFIGS.get, self.AUTO_ORDER) if not tile_misfits(cfg, m, n, k))
+        return next(fits, self.CONFIGS[self.AUTO_ORDER[-1]])
 
     def supports(self, m: int, n: int, k: int, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) not in SUPPORTED:
@@ -143,10 +146,7 @@ class HandWrittenSpGemm:
         cfg = self._pick(m, n, k)
         if getattr(cfg, "fp16_only", False) and _dtype_name(dtype) != "float16":
             return False, f"{cfg.kernel_name('float16')} is instantiated for fp16 only"
-        bk = getattr(cfg, "bk", 64)
-        m_step = cfg.bm * getattr(cfg, "cluster", 1)
-        problems = [f"{name}={v} is not a multiple of {req}"
-                    for name, v, req in (("M", m, m_step), ("N", n, cfg.bn), ("K", k, bk)) if v % req]
+        problems = tile_misfits(cfg, m, n, k)
         if problems:
             return False, f"{self.name} tile {cfg.bm}x{cfg.bn}: " + "; ".join(problems)
         return True, f"tile {cfg.bm}x{cfg.bn}, {cfg.stages} stages"
@@ -288,7 +288,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
         ``dtype_name``'s slices); bound to ``dtype_name`` where it is instantiated for it."""
         if self.config == "auto":
             typed = [cfg.of(dtype_name) for cfg in map(self.CONFIGS.get, self.AUTO_ORDER) if dtype_name in cfg.dtypes]
-            fits = (cfg for cfg in typed if not (m % (cfg.bm * cfg.cluster) or n % cfg.bn or k % cfg.bk))
+            fits = (cfg for cfg in typed if not tile_misfits(cfg, m, n, k))
             return next(fits, typed[-1])
         cfg = self.CONFIGS[self.config] if isinstance(self.config, str) else self.config
         return cfg.of(dtype_name) if dtype_name in cfg.dtypes else cfg
@@ -300,8 +300,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
         cfg = self._pick(m, n, k, name)
         if name not in cfg.dtypes:
             return False, f"{cfg.kernel_name(name)} is not instantiated: that tile runs {', '.join(cfg.dtypes)} only"
-        problems = [f"{dim}={v} is not a multiple of {req}" for dim, v, req in
-                    (("M", m, cfg.bm * cfg.cluster), ("N", n, cfg.bn), ("K", k, cfg.bk)) if v % req]
+        problems = tile_misfits(cfg, m, n, k)
         if problems:
             return False, f"{self.name} {cfg.element.ptx} tile {cfg.bm}x{cfg.bn}: " + "; ".join(problems)
         return True, f"tile {cfg.bm}x{cfg.bn}, {cfg.stages} stages"
