@@ -16,7 +16,7 @@ PACKAGES = ("spirv_tools", "vkcoop")
 LAYERS = [
     ["spirv_tools"],
     ["vkcoop.errors"],
-    ["vkcoop.paths", "vkcoop.progress", "vkcoop.tensor", "vkcoop.sparse"],
+    ["vkcoop.paths", "vkcoop.progress", "vkcoop.lazy", "vkcoop.tensor", "vkcoop.sparse"],
     ["vkcoop.vk", "vkcoop.shaders"],
     ["vkcoop.gemm", "vkcoop.portable"],
     ["vkcoop.attention"],

@@ -19,20 +19,25 @@
 * :mod:`.path` -- the ``GemmPath`` protocol (Vulkan and CUDA): ``supports`` -> ``bind`` -> ``output_rows``/``time``;
   :mod:`.paths` -- the Vulkan paths and their seed configurations.
 """
-from .expanded import ExpandedSparse24Kernel, decompress_dispatch
-from .exact import (check_output, check_rows, eighths_inputs, exact_inputs, reference_gemm,
-                    sparse24_reference)
-from .interleave import META_WORDS_CHOICES, deinterleave_2to4, interleave_2to4
-from .launch import CoopMat2Kernel, Dispatch, Launch, Sparse24Kernel
-from .staging import KhrKernel, StagedKernel, StagedSparse24Kernel, TiledSparse24Kernel
-from .tile_major import TileMajorLayout, expand_tile_major, tile_major_2to4, untile_2to4
-from .path import BoundGemm, GemmOperands, GemmPath, GemmProblem
-from .tiles import (SUBGROUP_SIZE, SubgroupTile, WorkgroupTile, check_subgroup_tile, check_workgroup_tile,
-                    choose_subgroup_tile, choose_workgroup_tile, granularity_rows, parse_tile)
-from .types import (BF16, DTYPES, GEMM_TYPES, RESULT_TOLERANCE, SPARSE24_TYPES, GemmInputError, GemmTypes,
-                    accumulating_types, features_for, gemm_types)
-from .vulkan import (WARMUP_SECONDS, CoopMat2Gemm, KhrSharedMemoryGemm, L2Flush, Sparse24Gemm, StagedCoopMat2Gemm,
-                     StagedSparse24Gemm)
+from ..lazy import exports, homes
+
+# Each public name and the module it lives in, loaded on first use: the CUDA paths need only the types and
+# the exact inputs, not the Vulkan kernels and their device code.
+_HOMES = homes({
+    ".expanded": "ExpandedSparse24Kernel decompress_dispatch",
+    ".exact": "check_output check_rows eighths_inputs exact_inputs reference_gemm sparse24_reference",
+    ".interleave": "META_WORDS_CHOICES deinterleave_2to4 interleave_2to4",
+    ".launch": "CoopMat2Kernel Dispatch Launch Sparse24Kernel",
+    ".staging": "KhrKernel StagedKernel StagedSparse24Kernel TiledSparse24Kernel",
+    ".tile_major": "TileMajorLayout expand_tile_major tile_major_2to4 untile_2to4",
+    ".path": "BoundGemm GemmOperands GemmPath GemmProblem",
+    ".tiles": "SUBGROUP_SIZE SubgroupTile WorkgroupTile check_subgroup_tile check_workgroup_tile choose_subgroup_tile "
+              "choose_workgroup_tile granularity_rows parse_tile",
+    ".types": "BF16 DTYPES GEMM_TYPES RESULT_TOLERANCE SPARSE24_TYPES GemmInputError GemmTypes accumulating_types "
+              "features_for gemm_types",
+    ".vulkan": "WARMUP_SECONDS CoopMat2Gemm KhrSharedMemoryGemm L2Flush Sparse24Gemm StagedCoopMat2Gemm "
+               "StagedSparse24Gemm",
+})
 
 __all__ = [
     "check_output", "check_rows", "eighths_inputs", "exact_inputs", "reference_gemm", "sparse24_reference",
@@ -48,3 +53,6 @@ __all__ = [
     "WARMUP_SECONDS", "CoopMat2Gemm", "KhrSharedMemoryGemm", "L2Flush", "Sparse24Gemm",
     "StagedCoopMat2Gemm", "StagedSparse24Gemm",
 ]
+
+
+__getattr__, __dir__ = exports(__name__, _HOMES)
