@@ -19,8 +19,9 @@ elif [ -x "$root/.venv/bin/python" ]; then
 else
   py=python3
 fi
-if ! PYTHONPATH=$root "$py" -c 'import spirv_tools.debian, spirv_tools.lock' 2>/dev/null; then
-  echo "gpu_bundle: $py cannot import spirv_tools (it needs vkcoop's dependencies, cffi among them);" \
+# What this script runs: spirv_tools's Debian and lock readers, and pip for the wheels.
+if ! PYTHONPATH=$root "$py" -c 'import spirv_tools.debian, spirv_tools.lock, spirv_tools.toolchain, pip' 2>/dev/null; then
+  echo "gpu_bundle: $py cannot import spirv_tools and pip (the bundle needs vkcoop's environment);" \
        "run scripts/setup.sh first, or set PYTHON to an interpreter that has them" >&2
   exit 1
 fi
