@@ -75,3 +75,21 @@ def _argparse_says_version(argv: list[str]) -> bool:
                                   ["--", "--version"], ["--debug"], []])
 def test_the_early_answer_agrees_with_argparse(argv):
     assert cli.asks_version(argv) == _argparse_says_version(argv), argv
+
+
+def test_the_command_list_and_a_usage_error_load_no_command_module():
+    """Only the named command's module loads: the list of commands and an unknown command answer without numpy."""
+    for argv in (["--help"], ["frobnicate"], ["toolchain", "--help"]):
+        _, result = _child(*argv)
+        assert result["loaded"] == [], f"`vkcoop {' '.join(argv)}` imported {result['loaded']}"
+    _, result = _child("frobnicate")
+    assert result["code"] == 2
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["frobnicate"], ["--debug", "run", "--help"], ["list"], ["shaders"]])
+def test_the_commands_listed_without_their_modules_read_as_when_every_module_is_loaded(argv):
+    """The one-line help of each command in cli.COMMANDS is the one its module's parser carries: the listing built
+    for one command (the others as placeholders) is the listing of the parser with every command."""
+    assert cli.build_parser(argv).format_help() == cli.build_parser().format_help()
+    full = cli.build_parser()._subparsers._group_actions[0].choices
+    assert list(full) == list(cli.COMMANDS)

@@ -7,6 +7,7 @@ import os
 import sys
 
 from .. import __version__
+from .commands import COMMANDS
 
 # The command modules (and numpy, Vulkan, torch below them) load when a parser or handler needs them, not with
 # this package: `vkcoop --version` loads none of them (tests/test_startup.py).
@@ -57,15 +58,17 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from . import explain as explain_command
-    from . import inspect as inspect_app
-    from .bench import add_bench_parser, add_fuzz_parser
-    from .common import EXIT_CODES_HELP, add_module_command
-    from .demo import add_demo_parser
-    from .device import add_device_parsers
-    from .sanitize import add_sanitize_parser
-    from .toolchain import add_shaders_parser, add_toolchain_parser
+def command_word(argv) -> str | None:
+    """The command ``argv`` names: its first word that is not one of the options before it (none take values)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(argv=None) -> argparse.ArgumentParser:
+    """The parser of every command, or with ``argv`` only of the command it names: the others are listed with
+    their help, and their modules are not loaded."""
+    import importlib
+
+    from .common import EXIT_CODES_HELP
 
     parser = Parser(prog="vkcoop", description="Vulkan cooperative_matrix2 samples, reference and benchmarks",
                     epilog=EXIT_CODES_HELP)
@@ -75,20 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="install what is missing (the shader toolchain) without asking; "
                              "also $VKCOOP_AUTO_TOOLCHAIN=1")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    add_toolchain_parser(sub)
-    add_shaders_parser(sub)
-    add_device_parsers(sub)
-    add_bench_parser(sub)
-    add_fuzz_parser(sub)
-    add_demo_parser(sub)
-    add_sanitize_parser(sub)
-    add_module_command(sub, "explain", explain_command, "see what a tensor layout and view do to each matrix cell",
-                       explain_command.DESCRIPTION)
-    add_module_command(sub, "inspect", inspect_app, "the machine code the NVIDIA driver built for a pipeline of ours",
-                       "Create a pipeline of ours (a shader variant, a sample's cases, a benchmark GEMM) with the "
-                       "driver's shader disk cache in a private folder, disassemble what the driver compiled "
-                       "(nvdisasm) and report its instruction mix, registers and loops; or read a driver shader "
-                       "cache already on disk (--cache).")
+    chosen = COMMANDS.get(command_word(argv)) if argv is not None else None
+    for name, (module, function, help) in COMMANDS.items():
+        if name in sub.choices:            # added with another command of its module's function
+            continue
+        if argv is None or (chosen and chosen[:2] == (module, function)):
+            getattr(importlib.import_module(module, __name__), function)(sub)
+        else:
+            sub.add_parser(name, help=help)
     return parser
 
 
@@ -107,7 +104,7 @@ def require_toolchain(auto_install: bool) -> None:
 
 
 def _dispatch(argv) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     # Each command that compiles shaders says so (`needs_toolchain`, a flag or a test of its arguments).
     needs = getattr(args, "needs_toolchain", False)
     if needs(args) if callable(needs) else needs:

@@ -7,6 +7,7 @@ import json
 
 from . import attention
 from . import peak as peak_command
+from .commands import command_help
 from .common import (CliError, Exit, add_device_argument, add_module_command, add_progress_arguments,
                      add_validate_argument, check_device, choice_list, chosen_progress, console, emit_json,
                      err_console, non_negative_int, nothing_ran, nothing_ran_error, output_path, positive_int,
@@ -285,7 +286,7 @@ def _add_sparse_parser(kinds) -> None:
 
 
 def add_bench_parser(sub) -> None:
-    bench = sub.add_parser("bench", help="benchmarks: `vkcoop bench sparse --help`")
+    bench = sub.add_parser("bench", help=command_help("bench"))
     kinds = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     _add_sparse_parser(kinds)
     p = kinds.add_parser("compare", help="per-case throughput ratios B/A of two `bench sparse --json` runs, or of "
@@ -356,7 +357,7 @@ def cmd_fuzz(args) -> int:
 
 
 def add_fuzz_parser(sub) -> None:
-    p = sub.add_parser("fuzz", help="differential fuzzing of tensor addressing against the reference",
+    p = sub.add_parser("fuzz", help=command_help("fuzz"),
                        description="Random tensor layouts and views, run on the hardware (hw) and/or the portable "
                                    "GLSL port, compared element by element with vkcoop.tensor.")
     p.add_argument("--cases", type=positive_int, default=1000, help="cases per target")

@@ -23,6 +23,7 @@ from rich.rule import Rule
 
 from ..portable import AddressingCase, AddressingResult, PortableRunner, reference_arrays
 from ..tensor import ClampMode, TensorLayout, TensorView
+from .commands import command_help
 from .common import Exit, add_device_argument, add_validate_argument, check_device, console, nothing_ran_error
 from .device import choose_samples, device_reports, print_results, run_samples
 from .toolchain import check_shaders, print_toolchain, select_variants, toolchain_report
@@ -182,7 +183,7 @@ def cmd_demo(args) -> int:
 
 
 def add_demo_parser(sub) -> None:
-    p = sub.add_parser("demo", help="compile every shader, then dispatch what this machine's Vulkan can run",
+    p = sub.add_parser("demo", help=command_help("demo"),
                        description="Compile and validate every shader variant, dispatch the portable tensor-"
                                    "addressing port on any Vulkan device (lavapipe will do), and on a device with "
                                    "VK_NV_cooperative_matrix2 run the sample suite. Exit 0 when all that could run "

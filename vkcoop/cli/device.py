@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from .commands import command_help
 from .common import (CliError, Exit, add_device_argument, add_progress_arguments, add_validate_argument,
                      check_device, chosen_progress, console, emit_json, err_console, nothing_ran, nothing_ran_error,
                      output_path)
@@ -205,18 +206,18 @@ def run_exit_code(results) -> Exit:
 
 
 def add_device_parsers(sub) -> None:
-    p = sub.add_parser("info", help="the Vulkan device(s): coopmat extensions, coopmat2 features and properties")
+    p = sub.add_parser("info", help=command_help("info"))
     add_device_argument(p)
     p.add_argument("--all", action="store_true", help="every device")
     add_validate_argument(p, "query the device")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("list", help="the samples and what each needs")
+    p = sub.add_parser("list", help=command_help("list"))
     p.add_argument("--json", action="store_true", help="print the list as JSON")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("run", help="dispatch samples and check them against the Python reference",
+    p = sub.add_parser("run", help=command_help("run"),
                        description="Dispatch samples and check them against the Python reference. A sample this "
                                    "device cannot run is skipped with the reason; when every one is, nothing was "
                                    "checked and the exit code is 3.")

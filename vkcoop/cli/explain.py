@@ -81,6 +81,14 @@ _SWITCH_HELP = (
 )
 
 
+def add_command(sub) -> None:
+    """``vkcoop explain`` among the commands."""
+    from .commands import command_help
+    from .common import add_module_command
+
+    add_module_command(sub, "explain", sys.modules[__name__], command_help("explain"), DESCRIPTION)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Register every option of ``vkcoop explain`` on ``parser``. Values are checked by :func:`run`, so
     the errors read the same whichever parser took them."""

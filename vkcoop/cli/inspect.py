@@ -29,6 +29,19 @@ from ..paths import output_file
 _WIDTH_COLUMNS = (8, 16, 32, 64, 128)
 
 
+DESCRIPTION = ("Create a pipeline of ours (a shader variant, a sample's cases, a benchmark GEMM) with the driver's "
+               "shader disk cache in a private folder, disassemble what the driver compiled (nvdisasm) and report its "
+               "instruction mix, registers and loops; or read a driver shader cache already on disk (--cache).")
+
+
+def add_command(sub) -> None:
+    """``vkcoop inspect`` among the commands."""
+    from .commands import command_help
+    from .common import add_module_command
+
+    add_module_command(sub, "inspect", sys.modules[__name__], command_help("inspect"), DESCRIPTION)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--shader", help="a shader under shaders/, e.g. gemm/coopmat2_gemm.comp")

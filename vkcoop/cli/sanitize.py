@@ -8,6 +8,7 @@ import re
 
 from rich.table import Table
 
+from .commands import command_help
 from .common import (CliError, Exit, add_device_argument, check_device, choice_list, console, emit_json,
                      err_console, nothing_ran, nothing_ran_error, output_path, positive_int, positive_seconds)
 
@@ -141,7 +142,7 @@ def add_sanitize_parser(sub) -> None:
     from ..cuda.sanitizer import DEFAULT_TIMEOUT_S, TOOLS
     from ..sanitize.vulkan import PARTS
 
-    sanitize = sub.add_parser("sanitize", help="run what ships under GPU-AV (vulkan) or compute-sanitizer (cuda)",
+    sanitize = sub.add_parser("sanitize", help=command_help("sanitize"),
                               description="docs/sanitizers.md: what each tool covers and what it cannot.")
     targets = sanitize.add_subparsers(dest="target", required=True, metavar="TARGET")
     p = targets.add_parser("vulkan", help="every sample, GEMM seed and attention seed under GPU-assisted validation",

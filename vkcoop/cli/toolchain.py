@@ -5,6 +5,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from .commands import command_help
 from .common import CliError, Exit, console, emit_json, err_console
 
 
@@ -79,7 +80,7 @@ def cmd_toolchain(args) -> int:
 
 
 def add_toolchain_parser(sub) -> None:
-    p = sub.add_parser("toolchain", help="show (or install) the coopmat2-capable shader toolchain")
+    p = sub.add_parser("toolchain", help=command_help("toolchain"))
     p.add_argument("action", nargs="?", choices=["show", "install"], default="show",
                    help="show the search (default) or install the private prefix")
     p.add_argument("--dest", help="install: private prefix directory (default: .toolchain/ or "
@@ -223,7 +224,7 @@ def print_reflection(label: str, info: dict) -> None:
 
 
 def add_shaders_parser(sub) -> None:
-    p = sub.add_parser("shaders", help="list, build, check (compile + validate), disassemble or reflect shaders")
+    p = sub.add_parser("shaders", help=command_help("shaders"))
     p.add_argument("action", choices=["list", "build", "check", "dis", "reflect"],
                    help="list variants; build: compile; check: compile + spirv-val; dis/reflect: one variant")
     p.add_argument("pattern", nargs="?", help="only shaders whose path contains this (default: all)")
