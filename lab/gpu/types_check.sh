@@ -8,9 +8,11 @@
 #                    control (record them in docs/spec-notes.md, W1)
 #   bench.json, .log lab/bench_cuda_sparse: wgmma.sp and cuSPARSELt at 8192^3, fp16 first as the reference point,
 #                    then e4m3, int8 and tf32 (cuSPARSELt skips those, saying why)
+#   peak.json, .log  vkcoop bench peak --no-vulkan for the types: each type's register-only wgmma and wgmma.sp
 #   summary.txt      each step's exit status
 # Success: every step "exit 0"; tests.log ends "N passed" with no "failed"; fp8.json gives each case's "bits";
-# bench.log has a row "wgmma.sp[auto] ok" for each type, its check exact=1.0000.
+# bench.log has a row "wgmma.sp[auto] ok" for each type, its check exact=1.0000; peak.log a line "ok" for each
+# wgmma form of each type.
 set -u
 OUT="${OUT:?set OUT to the folder for the results}"
 mkdir -p "$OUT"
@@ -26,6 +28,9 @@ step tests tests.log python3 -m pytest -q -n 8 tests/test_cuda_gemm.py -k "tf32 
 step fp8-probe fp8.log python3 -m lab.fp8_accumulation --json "$OUT/fp8.json"
 step bench bench.log python3 -m lab.bench_cuda_sparse --paths wgmma,cusparselt --dtype fp16,e4m3,int8,tf32 \
   --shapes 8192x8192x8192 --json "$OUT/bench.json"
+step peak peak.log python3 -m vkcoop bench peak --no-vulkan --types 'fp16->fp32,tf32->fp32,e4m3->fp32,e5m2->fp32,s8->s32,u8->s32' \
+  --target-ms 2 --repeats 3 --bandwidth-mib 256 --json "$OUT/peak.json"
 tail -n 3 "$OUT/tests.log"
 grep -E "bits=" "$OUT/fp8.log"
 grep -E "^(wgmma|cuSPARSELt)" "$OUT/bench.log"
+grep -E "^CUDA wgmma" "$OUT/peak.log"

@@ -6,7 +6,8 @@
   device's flexible-dimensions table admits them), ``coopmat2-subgroup`` (flexible-dimension subgroup matrices)
   and ``khr-subgroup`` (every shape of the KHR table); types fp16->fp16, fp16->fp32, bf16->fp32, s8->s32.
 * **Bandwidth.** ``shaders/peak/bandwidth.comp`` streams a buffer (READ) or copies it (COPY).
-* **CUDA** (:mod:`vkcoop.cuda.peak`, where it runs): mma.sync, mma.sp, wgmma, wgmma.sp, a cudaMemcpy-class copy.
+* **CUDA** (:mod:`vkcoop.cuda.peak`, where it runs): mma.sync, mma.sp, wgmma and wgmma.sp (the last two in every
+  type of the wgmma.sp kernel: fp16, bf16, tf32, e4m3, e5m2, s8, u8), a cudaMemcpy-class copy.
 
 Work is counted exactly. An MMA row does, per dispatch,
 ``groups x instances x iterations x chains x 2*M*N*K`` operations, where ``instances`` is 1 for a workgroup-scope
@@ -45,6 +46,8 @@ TYPES = {"fp16->fp16": ("F16_F16", COMPONENT_FLOAT16, COMPONENT_FLOAT16, np.floa
          "fp16->fp32": ("F16_F32", COMPONENT_FLOAT16, COMPONENT_FLOAT32, np.float32),
          "bf16->fp32": ("BF16_F32", COMPONENT_BFLOAT16, COMPONENT_FLOAT32, np.float32),
          "s8->s32": ("S8_S32", COMPONENT_SINT8, COMPONENT_SINT32, np.int32)}
+#: The types only CUDA's wgmma forms run (vkcoop.cuda.peak.FORMS; a test holds the two lists together).
+CUDA_ONLY_TYPES = ("tf32->fp32", "e4m3->fp32", "e5m2->fp32", "u8->s32")
 FORMS = ("coopmat2-workgroup", "coopmat2-subgroup", "khr-subgroup")
 #: What A and B hold while a form is timed: "zeros" (uniform) or "random" (loaded; see the module docstring).
 OPERANDS = ("zeros", "random")
@@ -394,8 +397,8 @@ def _sm_count() -> int:
 
 
 def _check_inputs(types, forms, modes, target_ms, repeats, megabytes, sms, operands=()) -> None:
-    for values, known, what in ((types, TYPES, "--types"), (forms, FORMS, "--forms"), (modes, MODES, "--modes"),
-                                (operands, OPERANDS, "--operands")):
+    for values, known, what in ((types, (*TYPES, *CUDA_ONLY_TYPES), "--types"), (forms, FORMS, "--forms"),
+                                (modes, MODES, "--modes"), (operands, OPERANDS, "--operands")):
         for value in values or ():
             if value not in known:
                 raise ValueError(f"{what} {value!r}: choose from {', '.join(known)}")

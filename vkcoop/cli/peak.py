@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..paths import output_file
-from ..bench.peak import FORMS, MODES, OPERANDS, TYPES, PeakResult, PeakRow, run_peak
+from ..bench.peak import CUDA_ONLY_TYPES, FORMS, MODES, OPERANDS, TYPES, PeakResult, PeakRow, run_peak
 from .common import Exit, ending_after_output
 
 
@@ -32,7 +32,8 @@ def _list(text: str) -> list[str]:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--types", type=_list, default=None,
-                        help="type combinations to measure, of " + ",".join(TYPES) + " (default: all the driver lists)")
+                        help="type combinations to measure, of " + ",".join(TYPES) + " and, CUDA's wgmma forms only, "
+                             + ",".join(CUDA_ONLY_TYPES) + " (default: all the driver lists)")
     parser.add_argument("--forms", type=_list, default=None,
                         help="matrix forms to measure, of " + ",".join(FORMS) + " (default: all)")
     parser.add_argument("--modes", type=_list, default=list(MODES), help="bandwidth: read,copy")

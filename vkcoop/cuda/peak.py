@@ -1,5 +1,7 @@
 """CUDA ceilings for ``vkcoop bench peak``: register-only mma.sync, mma.sp, wgmma and wgmma.sp throughput
-(``kernels/peak.cu``), a cudaMemcpy-class device-to-device copy (torch ``copy_``) and a streaming read.
+(``kernels/peak.cu``; wgmma and wgmma.sp in every type of :data:`.wgmma_types.WGMMA_SP_TYPES`, so that each type of
+the sparse comparison has its dense and sparse ceiling), a cudaMemcpy-class device-to-device copy (torch ``copy_``)
+and a streaming read.
 
 Work per launch (exact): ``grid x instances x iters x per_iteration x 2*M*N*K`` where ``instances`` is the warps
 (mma) or warpgroups (wgmma) of a block and ``per_iteration`` the instructions each issues per loop trip (8 chains
@@ -19,8 +21,11 @@ from dataclasses import dataclass
 
 from . import build, driver
 from .timing import time_cuda
+from .wgmma_types import WGMMA_SP_TYPES, WgmmaSpType
 
-ONES = {"fp16": 0x3C003C00, "bf16": 0x3F803F80, "s8": 0x01010101}   # 1.0 (or 1) in every lane of a register
+#: 1.0 (or 1) in every lane of a register: one tf32, two 16-bit or four 8-bit values
+ONES = {"fp16": 0x3C003C00, "bf16": 0x3F803F80, "tf32": 0x3F800000, "e4m3": 0x38383838, "e5m2": 0x3C3C3C3C,
+        "s8": 0x01010101, "u8": 0x01010101}
 META_POSITIONS_0_1 = 0x44444444                                       # 2:4 metadata: keep elements 0 and 1 of 4
 WARMUP_SECONDS = 0.25
 
@@ -59,11 +64,22 @@ class CudaForm:
         return grid * self.instances * iters * self.per_iteration * 2 * self.m * self.n * self.k
 
     def expected_sum(self, iters: int) -> float:
-        """What each thread stores with A = B = 1: wgmma, 128 accumulators from 0; mma, 4 elements of each of 8
-        chains, chain j from j."""
+        """What each thread stores with A = B = 1: wgmma, 128 accumulators from 0 (fp32, or s32 for the integer
+        types); mma, 4 elements of each of 8 chains, chain j from j."""
         if self.wgmma:
             return 128.0 * iters * self.per_iteration * self.products
         return 4.0 * (8 * 7 // 2) + 4.0 * 8 * iters * self.products
+
+
+def wgmma_forms(sparse: bool) -> list[CudaForm]:
+    """The m64n256 wgmma (dense K half the sparse instruction's) or wgmma.sp form of every type, named as the
+    kernels of peak.cu are: peak_wgmma[_sp]_<ptx>_<accumulator>."""
+    def form(t: WgmmaSpType) -> CudaForm:
+        types = f"{'fp16' if t.ptx == 'f16' else t.ptx}->{'s32' if t.accumulator == 's32' else 'fp32'}"
+        k = t.k if sparse else t.k // 2
+        return CudaForm("wgmma.sp" if sparse else "wgmma", types,
+                        f"peak_wgmma_{'sp_' if sparse else ''}{t.ptx}_{t.accumulator}", 64, 256, k, t.k // 2)
+    return [form(t) for t in WGMMA_SP_TYPES.values()]
 
 
 FORMS = (
@@ -73,10 +89,8 @@ FORMS = (
     CudaForm("mma.sync", "s8->s32", "peak_mma_s8_s32", 16, 8, 32, 32),
     CudaForm("mma.sp", "fp16->fp32", "peak_mma_sp_f16_f32", 16, 8, 32, 16),
     CudaForm("mma.sp", "bf16->fp32", "peak_mma_sp_bf16_f32", 16, 8, 32, 16),
-    CudaForm("wgmma", "fp16->fp32", "peak_wgmma_f16_f32", 64, 256, 16, 16),
-    CudaForm("wgmma", "bf16->fp32", "peak_wgmma_bf16_f32", 64, 256, 16, 16),
-    CudaForm("wgmma.sp", "fp16->fp32", "peak_wgmma_sp_f16_f32", 64, 256, 32, 16),
-    CudaForm("wgmma.sp", "bf16->fp32", "peak_wgmma_sp_bf16_f32", 64, 256, 32, 16),
+    *wgmma_forms(sparse=False),
+    *wgmma_forms(sparse=True),
 )
 
 
@@ -101,7 +115,7 @@ def measure_form(module: driver.Module, form: CudaForm, sms: int, *, target_ms: 
     func = module.function(form.kernel)
     stream = torch.cuda.current_stream().cuda_stream
     shape = f"m{form.m}n{form.n}k{form.k}"
-    unit = "TOP/s" if form.types == "s8->s32" else "TFLOP/s"
+    unit = "TOP/s" if form.types.endswith("s32") else "TFLOP/s"
 
     def launch(blocks: int, iters: int, ones: int, store: int):
         args = [ctypes.c_void_p(out.data_ptr()), ctypes.c_int(iters), ctypes.c_uint32(ones),

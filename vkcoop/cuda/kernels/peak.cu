@@ -2,13 +2,14 @@
 //
 // Matrix-multiply kernels keep every operand in registers (mma.sync, mma.sp) or in a small shared-memory
 // tile written once before the loop (wgmma, wgmma.sp), and issue `iters` x (chains, or wgmmas per iteration)
-// instructions with no memory traffic in the loop. A and B hold the runtime bit pattern `ones` (two packed
-// 16-bit values or four int8 values); sparse A keeps positions 0 and 1 of every group of four (metadata
-// 0x44444444). Each thread stores the sum of its accumulators when `store` is set (the host's check, run with
-// A = B = 1), so the loop cannot be dropped; timed runs pass store = 0.
+// instructions with no memory traffic in the loop. A and B hold the runtime bit pattern `ones` (a register of
+// 1.0 or 1 in the type: one tf32, two 16-bit values or four 8-bit ones); sparse A keeps positions 0 and 1 of
+// every group of four (metadata 0x44444444; for tf32's 1:2, element 0 of each pair, the same nibbles). Each thread
+// stores the sum of its accumulators when `store` is set (the host's check, run with A = B = 1), so the loop
+// cannot be dropped; timed runs pass store = 0.
 //   mma.sync / mma.sp: 8 independent accumulator chains per warp (chain j starts at j), 8 warps per block;
-//   wgmma / wgmma.sp:  one m64n256 fp32 accumulator per warpgroup (starts at 0), 4 wgmmas per iteration,
-//                      2 warpgroups per block.
+//   wgmma / wgmma.sp:  one m64n256 accumulator (fp32, s32 for the integer types) per warpgroup (starts at 0),
+//                      4 wgmmas per iteration, 2 warpgroups per block; every type of wgmma_types.py.
 // stream_read: a grid-stride read of `count` 16-byte vectors, xor-folded, stored only when `write_all` is set.
 #include "common.cuh"
 
@@ -91,73 +92,45 @@ VK_PEAK_MMA_KERNEL(peak_mma_s8_s32, int, 4, mma_s8_s32)
 VK_PEAK_MMA_KERNEL(peak_mma_sp_f16_f32, float, 4, mma_sp_f16_f32)
 VK_PEAK_MMA_KERNEL(peak_mma_sp_bf16_f32, float, 4, mma_sp_bf16_f32)
 
-// ---- wgmma m64n256: 128 fp32 accumulator registers per thread, spelled out by the preprocessor ----------------
-#define VK_OPS10(p) \
-  "%" #p "0, %" #p "1, %" #p "2, %" #p "3, %" #p "4, %" #p "5, %" #p "6, %" #p "7, %" #p "8, %" #p "9, "
-#define VK_OPS128                                                                                            \
-  VK_OPS10() VK_OPS10(1) VK_OPS10(2) VK_OPS10(3) VK_OPS10(4) VK_OPS10(5) VK_OPS10(6) VK_OPS10(7) VK_OPS10(8) \
-  VK_OPS10(9) VK_OPS10(10) VK_OPS10(11) "%120, %121, %122, %123, %124, %125, %126, %127"
-#define VK_RW10(p)                                                                                           \
-  "+f"(d[p##0]), "+f"(d[p##1]), "+f"(d[p##2]), "+f"(d[p##3]), "+f"(d[p##4]), "+f"(d[p##5]), "+f"(d[p##6]), \
-  "+f"(d[p##7]), "+f"(d[p##8]), "+f"(d[p##9])
-#define VK_RW128                                                                                             \
-  VK_RW10(), VK_RW10(1), VK_RW10(2), VK_RW10(3), VK_RW10(4), VK_RW10(5), VK_RW10(6), VK_RW10(7), VK_RW10(8), \
-  VK_RW10(9), VK_RW10(10), VK_RW10(11), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),             \
-  "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+// ---- wgmma m64n256 of every type: the generated instructions and traits of the wgmma.sp kernel ----------------
+#include "wgmma_sp_ops.cuh"
 
 namespace peak {
 
-// Dense: A [64][16] and B [256][16], both K-major, no swizzle. Sparse: A [64][16] values of a [64][32]
-// 2:4 matrix, B [256][32]. Core matrices (8 rows x 16 bytes) lie 128 B apart along K and 128 B x (K / 8)
-// apart along M/N; with every element equal the layout only has to stay inside the tile.
-template <bool kSparse, bool kBf16>
-VK_DEVICE void wgmma_m64n256(float (&d)[128], u64 desc_a, u64 desc_b, u32 meta) {
-  const int accumulate = 1;  // scale-d: D = A * B + D
-  if constexpr (!kSparse && !kBf16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" VK_OPS128 "}, %128, %129, p, 1, 1, 0, 0;\n}"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  } else if constexpr (!kSparse && kBf16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" VK_OPS128 "}, %128, %129, p, 1, 1, 0, 0;\n}"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-  } else if constexpr (kSparse && !kBf16) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %131, 0;\n"
-                 "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16 {" VK_OPS128 "}, %128, %129, %130, 0, "
-                 "p, 1, 1, 0, 0;\n}"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(meta), "r"(accumulate));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %131, 0;\n"
-                 "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.bf16.bf16 {" VK_OPS128 "}, %128, %129, %130, 0, "
-                 "p, 1, 1, 0, 0;\n}"
-                 : VK_RW128 : "l"(desc_a), "l"(desc_b), "r"(meta), "r"(accumulate));
-  }
-}
-
+// Every type moves the same bytes an instruction (wgmma_types.py): A is 64 rows of 32 bytes (a dense K, or the
+// kept half of a sparse K), B 256 rows of 32 bytes (dense) or 64 (sparse), both K-major, no swizzle. Core
+// matrices (8 rows x 16 bytes) lie 128 B apart along K and 8 rows x the row's bytes apart along M/N; with every
+// element equal the layout only has to stay inside the tile.
 VK_DEVICE u64 descriptor(const void* tile, u32 leading_bytes, u32 stride_bytes) {
   const u32 address = smem_addr(tile);
   return static_cast<u64>((address & 0x3FFFF) >> 4) | (static_cast<u64>(leading_bytes >> 4) << 16) |
          (static_cast<u64>(stride_bytes >> 4) << 32);
 }
 
-template <bool kSparse, bool kBf16>
+template <class T, bool kSparse>
 VK_DEVICE void wgmma_peak(float* out, int iters, u32 ones, u32 meta, int store) {
-  constexpr int kK = kSparse ? 32 : 16;  // B's K (A holds 16 values per row either way)
-  __shared__ alignas(128) u32 tile_a[64 * 16 / 2];
-  __shared__ alignas(128) u32 tile_b[256 * kK / 2];
-  for (int i = threadIdx.x; i < 64 * 16 / 2; i += blockDim.x) tile_a[i] = ones;
-  for (int i = threadIdx.x; i < 256 * kK / 2; i += blockDim.x) tile_b[i] = ones;
+  constexpr int kBRowBytes = kSparse ? 64 : 32;
+  __shared__ alignas(128) u32 tile_a[64 * 32 / 4];
+  __shared__ alignas(128) u32 tile_b[256 * kBRowBytes / 4];
+  for (int i = threadIdx.x; i < 64 * 32 / 4; i += blockDim.x) tile_a[i] = ones;
+  for (int i = threadIdx.x; i < 256 * kBRowBytes / 4; i += blockDim.x) tile_b[i] = ones;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic-proxy writes -> wgmma's async proxy
   __syncthreads();
-  const u64 desc_a = descriptor(tile_a, 128, 256);
-  const u64 desc_b = descriptor(tile_b, 128, 128 * (kK / 8));
-  float d[128];
+  const u64 desc_a = descriptor(tile_a, 128, 8 * 32);
+  const u64 desc_b = descriptor(tile_b, 128, 8 * kBRowBytes);
+  typename T::Acc d[128];
 #pragma unroll
-  for (int e = 0; e < 128; ++e) d[e] = 0.f;
+  for (int e = 0; e < 128; ++e) d[e] = 0;
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   for (int i = 0; i < iters; ++i) {
 #pragma unroll
-    for (int w = 0; w < 4; ++w) wgmma_m64n256<kSparse, kBf16>(d, desc_a, desc_b, meta);
+    for (int w = 0; w < 4; ++w) {
+      if constexpr (kSparse) {
+        T::template mma<256, 0>(d, desc_a, desc_b, meta, 1);  // scale-d 1: D = A * B + D
+      } else {
+        T::dense_mma_n256(d, desc_a, desc_b, 1);
+      }
+    }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
   }
@@ -165,23 +138,30 @@ VK_DEVICE void wgmma_peak(float* out, int iters, u32 ones, u32 meta, int store) 
   if (store) {
     float sum = 0.f;
 #pragma unroll
-    for (int e = 0; e < 128; ++e) sum += d[e];
+    for (int e = 0; e < 128; ++e) sum += static_cast<float>(d[e]);
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
   }
 }
 
 }  // namespace peak
 
-#define VK_PEAK_WGMMA_KERNEL(NAME, SPARSE, BF16)                                                            \
+#define VK_PEAK_WGMMA_KERNEL(NAME, TRAITS, SPARSE)                                                          \
   extern "C" __global__ void __launch_bounds__(256, 1)                                                       \
       NAME(float* out, int iters, u32 ones, u32 meta, int store) {                                          \
-    peak::wgmma_peak<SPARSE, BF16>(out, iters, ones, meta, store);                                          \
+    peak::wgmma_peak<TRAITS, SPARSE>(out, iters, ones, meta, store);                                        \
   }
+// One dense and one sparse kernel a type of WGMMA_SP_TYPES: peak_wgmma[_sp]_<ptx>_<accumulator>.
+#define VK_PEAK_WGMMA_TYPE(PTX, ACC, TRAITS)                                                                \
+  VK_PEAK_WGMMA_KERNEL(peak_wgmma_##PTX##_##ACC, TRAITS, false)                                            \
+  VK_PEAK_WGMMA_KERNEL(peak_wgmma_sp_##PTX##_##ACC, TRAITS, true)
 
-VK_PEAK_WGMMA_KERNEL(peak_wgmma_f16_f32, false, false)
-VK_PEAK_WGMMA_KERNEL(peak_wgmma_bf16_f32, false, true)
-VK_PEAK_WGMMA_KERNEL(peak_wgmma_sp_f16_f32, true, false)
-VK_PEAK_WGMMA_KERNEL(peak_wgmma_sp_bf16_f32, true, true)
+VK_PEAK_WGMMA_TYPE(f16, f32, wgsp::F16)
+VK_PEAK_WGMMA_TYPE(bf16, f32, wgsp::BF16)
+VK_PEAK_WGMMA_TYPE(tf32, f32, wgsp::TF32)
+VK_PEAK_WGMMA_TYPE(e4m3, f32, wgsp::E4M3)
+VK_PEAK_WGMMA_TYPE(e5m2, f32, wgsp::E5M2)
+VK_PEAK_WGMMA_TYPE(s8, s32, wgsp::S8)
+VK_PEAK_WGMMA_TYPE(u8, s32, wgsp::U8)
 
 // ---- device-memory read bandwidth ------------------------------------------------------------------------------
 struct alignas(16) Vec4 {
