@@ -33,6 +33,26 @@ def test_square_cases_meet_the_form_ceiling_and_narrow_ones_the_bandwidth():
     assert roofline.attainable_tflops("cuSPARSELt", "bf16", 64, 64, 64, CEILINGS) is None
 
 
+def test_the_other_types_move_their_own_bytes_and_meet_their_own_rows():
+    m, n, k = 128, 64, 256
+    # e4m3 2:4: half of A's bytes kept, 4 bits of metadata a group of four; C in bf16
+    assert roofline.bytes_moved("cuda-wgmma.sp", m, n, k, "e4m3") == m * k // 2 + m * k // 8 + k * n + m * n * 2
+    # tf32 1:2: half of A's 4-byte values, a 4-bit index a pair
+    assert roofline.bytes_moved("cuSPARSELt", m, n, k, "tf32") == m * k * 2 + m * k // 4 + k * n * 4 + m * n * 2
+    # int8 into int32, on both APIs
+    assert roofline.bytes_moved("cuBLAS", m, n, k, "int8") == m * k + k * n + m * n * 4
+    assert roofline.bytes_moved("vk-coopmat2-dense", m, n, k, "int8") == m * k + k * n + m * n * 4
+    typed = {"cuda": {"mma": {"wgmma.sp": {"e4m3->fp32": {"tflops": 3000.0}, "s8->s32": {"tflops": 3100.0}},
+                              "wgmma": {"u8->s32": {"tflops": 1900.0}}},
+                      "bandwidth": {"read": {"gb_per_s": 4500.0}}}}
+    assert roofline.attainable_tflops("cuda-wgmma.sp", "e4m3", 8192, 8192, 8192, typed) == pytest.approx(3000.0)
+    assert roofline.attainable_tflops("cuSPARSELt", "int8", 8192, 8192, 8192, typed) == pytest.approx(3100.0)
+    assert roofline.attainable_tflops("cuBLAS", "uint8", 8192, 8192, 8192, typed) == pytest.approx(1900.0)
+    # a type whose row was not measured, and a planted one under another type's name, give no ceiling
+    assert roofline.attainable_tflops("cuda-wgmma.sp", "e5m2", 8192, 8192, 8192, typed) is None
+    assert roofline.attainable_tflops("cuBLAS", "int8", 8192, 8192, 8192, typed) is None
+
+
 def test_ratios_are_set_on_timed_results_only():
     timed = PathResult("cuBLAS", "c", "fp16", "square", 8192, 8192, 8192, status="ok", tflops=450.0)
     skipped = PathResult("cuBLAS", "c", "fp16", "square", 8192, 8192, 8192, status="skipped")

@@ -27,32 +27,52 @@ SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "cuda-mma.sp", "cuda-mm
             "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured"}
 #: Paths that also write A dense into a workspace and read it back (vkcoop.gemm.expanded).
 EXPANDED_A = {"vk-coopmat2-2:4-expand"}
-#: Bytes of one C element: the Vulkan paths store fp32, the CUDA ones the input type.
-C_BYTES = {"vulkan": 4, "cuda": 2}
+#: Each --dtype as the peak rows name its inputs (vkcoop.bench.peak, vkcoop.cuda.peak), and the bytes of an element.
+PEAK_INPUT = {"fp16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "int8": "s8",
+              "uint8": "u8"}
+ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "int8": 1, "uint8": 1}
 #: Paths that accumulate in (and store) another type than fp32: its ceiling is the form's row of that type.
 ACCUMULATOR = {"vk-coopmat2-dense-fp16acc": "fp16"}
 
 
-def bytes_moved(path: str, m: int, n: int, k: int) -> int:
-    """The bytes a GEMM must read and write at least once: A (dense fp16/bf16 or 2:4), B, C."""
-    a = m * k * 2 if path not in SPARSE_A else m * k + m * (k // 32) * 4
+def _accumulator(path: str, dtype: str) -> str:
+    return ACCUMULATOR.get(path) or ("s32" if dtype in ("int8", "uint8") else "fp32")
+
+
+def c_bytes(path: str, dtype: str) -> int:
+    """Bytes of one C element: the Vulkan paths store fp32 (s32 for int8); the CUDA ones the input type for fp16
+    and bf16, int32 for the integers, and at least the two bytes of the bf16 our kernel writes for the others."""
+    if path in ACCUMULATOR:
+        return 2
+    if PATH_FORMS[path][0] == "vulkan" or dtype in ("int8", "uint8"):
+        return 4
+    return 2
+
+
+def bytes_moved(path: str, m: int, n: int, k: int, dtype: str = "fp16") -> int:
+    """The bytes a GEMM must read and write at least once: A (dense, or its kept half and metadata: 4 bits a group
+    of four for 2:4, a pair for tf32's 1:2), B and C."""
+    size = ELEMENT_BYTES[dtype]
+    a = m * k * size
+    if path in SPARSE_A:
+        a = m * k * size // 2 + m * k // (4 if dtype == "tf32" else 8)
     if path in EXPANDED_A:
-        a += 2 * (m * k * 2)    # the workspace written, then read by the dense kernel
-    c = 2 if path in ACCUMULATOR else C_BYTES[PATH_FORMS[path][0]]
-    return a + k * n * 2 + m * n * c
+        a += 2 * (m * k * size)    # the workspace written, then read by the dense kernel
+    return a + k * n * size + m * n * c_bytes(path, dtype)
 
 
 def attainable_tflops(path: str, dtype: str, m: int, n: int, k: int, ceilings: dict) -> float | None:
-    """min(form ceiling, intensity x bandwidth) in TFLOP/s; None where the ceilings lack this path's form."""
-    if path not in PATH_FORMS:
+    """min(form ceiling, intensity x bandwidth) in TFLOP/s (TOP/s for the integers); None where the ceilings lack
+    this path's form in its type."""
+    if path not in PATH_FORMS or dtype not in PEAK_INPUT:
         return None
     api, form = PATH_FORMS[path]
     measured = ceilings.get(api, {})
-    peak = measured.get("mma", {}).get(form, {}).get(f"{dtype}->{ACCUMULATOR.get(path, 'fp32')}")
+    peak = measured.get("mma", {}).get(form, {}).get(f"{PEAK_INPUT[dtype]}->{_accumulator(path, dtype)}")
     bandwidth = measured.get("bandwidth", {}).get("read")
     if peak is None or bandwidth is None:
         return None
-    intensity = 2.0 * m * n * k / bytes_moved(path, m, n, k)          # FLOP per byte
+    intensity = 2.0 * m * n * k / bytes_moved(path, m, n, k, dtype)   # operations per byte
     return min(peak["tflops"], intensity * bandwidth["gb_per_s"] * 1e9 / 1e12)
 
 
