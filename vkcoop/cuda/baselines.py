@@ -131,6 +131,11 @@ def sixteen_refusal(refusal: str, **dims: int) -> tuple[bool, str] | None:
     return (False, refusal + ", ".join(bad)) if bad else None
 
 
+def cslt_shape_refusal(m: int, n: int, k: int) -> tuple[bool, str] | None:
+    """:func:`sixteen_refusal` of cuSPARSELt's matmul: M, N and K multiples of 16."""
+    return sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k)
+
+
 class CuSparseLtGemm:
     """cuSPARSELt through torch: ``_cslt_compress`` once per A, then ``_cslt_sparse_mm`` with a configuration
     (default: the library's own search, as users get it)."""
@@ -148,7 +153,7 @@ class CuSparseLtGemm:
             return ok, what
         if _dtype_name(dtype) not in SUPPORTED:
             return False, unsupported_dtype(dtype)
-        return sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k) or (True, what)
+        return cslt_shape_refusal(m, n, k) or (True, what)
 
     def version(self) -> str:
         torch = _torch()
@@ -320,6 +325,8 @@ BLAS_LIBRARIES = ("cublas", "cublaslt")
 
 
 #: What to install for the nvmath-python paths.
+#: cudaDataType (library_types.h), the element types the libraries' descriptors name.
+CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF, CUDA_R_8I, CUDA_R_32I, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2 = 0, 2, 14, 3, 10, 28, 29
 NVMATH_EXTRA = "pip install 'vkcoop[cuda]' (nvmath-python>=1.0)"
 
 

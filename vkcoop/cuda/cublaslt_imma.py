@@ -21,10 +21,9 @@ import contextlib
 
 import numpy as np
 
-from .baselines import nvmath_bindings
+from .baselines import CUDA_R_8I, CUDA_R_32I, nvmath_bindings
 from .gemm import _torch
 
-CUDA_R_8I, CUDA_R_32I = 3, 10        # cudaDataType
 COMPUTE_32I = 72                     # cublasComputeType_t CUBLAS_COMPUTE_32I
 OP_N, OP_T = 0, 1                    # cublasOperation_t
 HEURISTIC_COUNT = 8

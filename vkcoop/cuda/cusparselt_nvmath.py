@@ -24,12 +24,13 @@ import contextlib
 
 import numpy as np
 
-from .baselines import CsltConfig, nvmath_bindings, sixteen_refusal, _column_major, capture_graph, nvmath_version
+from .baselines import (CUDA_R_16BF, CUDA_R_16F, CsltConfig, _column_major, capture_graph, cslt_shape_refusal,
+                        nvmath_bindings, nvmath_version)
 from .gemm import SUPPORTED, DeviceSparse, _dtype_name, _supported_shape, _torch, unsupported_dtype
 
 ORDER_COL, ORDER_ROW = 1, 2            # cusparseOrder_t
 OP_N, OP_T = 0, 1                      # cusparseOperation_t
-CUDA_TYPES = {"float16": 2, "bfloat16": 14}   # cudaDataType: CUDA_R_16F, CUDA_R_16BF
+CUDA_TYPES = {"float16": CUDA_R_16F, "bfloat16": CUDA_R_16BF}   # cudaDataType
 ALIGNMENT = 16                         # bytes, as torch passes
 VERSION_PROPERTIES = (0, 1, 2)         # libraryPropertyType: MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
 
@@ -84,7 +85,7 @@ class NvmathCuSparseLtGemm:
             return ok, loaded
         if _dtype_name(dtype) not in SUPPORTED:
             return False, unsupported_dtype(dtype)
-        refused = sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k)
+        refused = cslt_shape_refusal(m, n, k)
         return refused or (True, f"nvmath-python, {loaded}")
 
     def version(self) -> str:

@@ -29,15 +29,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .baselines import (BlasConfig, CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm, _cslt_available,
-                        _nvmath_matmul, nvmath_version, sixteen_refusal)
+from .baselines import (CUDA_R_8F_E4M3, CUDA_R_8F_E5M2, CUDA_R_8I, CUDA_R_16BF, CUDA_R_32F, CUDA_R_32I, BlasConfig,
+                        CsltConfig, CublasGemm, CuSparseLtGemm, SemiStructuredGemm, _cslt_available, _nvmath_matmul,
+                        cslt_shape_refusal, nvmath_version)
 from .cusparselt_nvmath import NvmathCuSparseLtGemm
 from .gemm import SUPPORTED, _dtype_name, _torch
 
 #: The bench dtypes as torch names them.
 TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "tf32": "float32", "e4m3": "float8_e4m3fn",
                "e5m2": "float8_e5m2", "int8": "int8", "uint8": "uint8"}
-CUDA_R_32F, CUDA_R_16BF, CUDA_R_8I, CUDA_R_32I, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2 = 0, 14, 3, 10, 28, 29
 #: cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 (nvmath's ComputeType member of that name).
 COMPUTE_32F_FAST_TF32 = 77
 
@@ -86,7 +86,7 @@ class TypedCuSparseLtGemm(CuSparseLtGemm):
     def supports(self, m, n, k, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) in SUPPORTED:
             return super().supports(m, n, k, dtype)
-        refused = _refusal(dtype) or sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k)
+        refused = _refusal(dtype) or cslt_shape_refusal(m, n, k)
         ok, what = _cslt_available(_torch())
         if not ok or refused:
             return refused or (ok, what)
@@ -103,7 +103,7 @@ class TypedNvmathCuSparseLtGemm(NvmathCuSparseLtGemm):
     def supports(self, m, n, k, dtype) -> tuple[bool, str]:
         if _dtype_name(dtype) in SUPPORTED:
             return super().supports(m, n, k, dtype)
-        refused = _refusal(dtype) or sixteen_refusal("cuSPARSELt needs multiples of 16: ", M=m, N=n, K=k)
+        refused = _refusal(dtype) or cslt_shape_refusal(m, n, k)
         if refused:
             return refused
         ok, loaded = self.loaded_library()
