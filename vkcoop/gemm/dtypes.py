@@ -51,6 +51,11 @@ class BenchType:
     def integer(self) -> bool:
         return self.input_dtype.kind in "iu"
 
+    @property
+    def value_array(self) -> np.ndarray:
+        """:attr:`values` in the input type, the array the exact inputs are drawn from."""
+        return np.array(self.values, dtype=np.float64).astype(self.input_dtype)
+
     def to_dict(self) -> dict:
         """What a run's JSON records of the type (``environment["dtypes"]``)."""
         return {"input": self.input_dtype.name, "reference": self.reference_dtype.name, "pattern": self.pattern,

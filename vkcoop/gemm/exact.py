@@ -85,9 +85,8 @@ def _draw_values(rng: np.random.Generator, shape: tuple, values: np.ndarray) -> 
 def _typed_a(dtype: str, m: int, k: int, seed: int):
     """:func:`_eighths_a` for the other bench types: A drawn from the type's values, pruned to its pattern."""
     kind = bench_type(dtype)
-    values = np.array(kind.values, dtype=np.float64).astype(kind.input_dtype)
     rng = np.random.default_rng(seed)
-    a = _draw_values(rng, (m, k), values)
+    a = _draw_values(rng, (m, k), kind.value_array)
     compress = sparse24.compress_1to2 if kind.pattern == "1:2" else sparse24.compress_2to4
     compressed, pruned = compress(a, return_pruned=True)
     for array in (pruned, compressed.values, compressed.metadata):
@@ -108,8 +107,7 @@ def bench_inputs(dtype: str, m: int, n: int, k: int, *, seed: int = 0):
     pruned, compressed, state = _typed_a(dtype, int(m), int(k), int(seed))
     rng = np.random.default_rng()
     rng.bit_generator.state = state
-    values = np.array(kind.values, dtype=np.float64).astype(kind.input_dtype)
-    return pruned, compressed, _draw_values(rng, (k, n), values)
+    return pruned, compressed, _draw_values(rng, (k, n), kind.value_array)
 
 
 def bench_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
