@@ -26,12 +26,13 @@ read off its kernel name.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+from vkcoop.cli.common import emit_json
 
 SHAPES = {
     "square": (8192, 8192, 8192),
@@ -302,9 +303,7 @@ def main(argv=None) -> int:
             parser.error(f"unknown config(s) {', '.join(unknown)}; choose from {', '.join(sorted(known))}")
     report = run(args)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2)
-        print(f"\nwrote {args.json}")
+        emit_json(report, args.json)
     return 0
 
 

@@ -20,10 +20,11 @@ largest addend (fp32's is 23). Exit 2 without a usable CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
+
+from vkcoop.cli.common import emit_json
 
 TYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "tf32": "float32"}
 #: Per type: the large terms' exponents s, and the smallest normal power of two as 2^-LOWEST, which i (over a case's
@@ -131,9 +132,7 @@ def main(argv=None) -> int:
         report["types"][name] = measure(TYPES[name])
         _print(name, report["types"][name])
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump(report, out, indent=2)
-        print(f"\nwrote {args.json}")
+        emit_json(report, args.json)
     return 0
 
 
