@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..gemm.dtypes import bench_type
+
 #: (API, instruction form in vkcoop.bench.peak) that bounds each path. cuBLAS and cuSPARSELt issue wgmma on
 #: Hopper; the Vulkan paths get what the driver emits for their matrices (HMMA, GPU_HOST.md).
 PATH_FORMS = {"vk-coopmat2-dense": ("vulkan", "coopmat2-workgroup"),
@@ -27,16 +29,15 @@ SPARSE_A = {"vk-coopmat2-2:4", "vk-coopmat2-2:4-expand", "cuda-mma.sp", "cuda-mm
             "cuSPARSELt", "cuSPARSELt-nvmath", "torch-semi-structured"}
 #: Paths that also write A dense into a workspace and read it back (vkcoop.gemm.expanded).
 EXPANDED_A = {"vk-coopmat2-2:4-expand"}
-#: Each --dtype as the peak rows name its inputs (vkcoop.bench.peak, vkcoop.cuda.peak), and the bytes of an element.
+#: Each --dtype as the peak rows name its inputs (vkcoop.bench.peak, vkcoop.cuda.peak).
 PEAK_INPUT = {"fp16": "fp16", "bf16": "bf16", "tf32": "tf32", "e4m3": "e4m3", "e5m2": "e5m2", "int8": "s8",
               "uint8": "u8"}
-ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "int8": 1, "uint8": 1}
 #: Paths that accumulate in (and store) another type than fp32: its ceiling is the form's row of that type.
 ACCUMULATOR = {"vk-coopmat2-dense-fp16acc": "fp16"}
 
 
 def _accumulator(path: str, dtype: str) -> str:
-    return ACCUMULATOR.get(path) or ("s32" if dtype in ("int8", "uint8") else "fp32")
+    return ACCUMULATOR.get(path) or ("s32" if bench_type(dtype).integer else "fp32")
 
 
 def c_bytes(path: str, dtype: str) -> int:
@@ -44,7 +45,7 @@ def c_bytes(path: str, dtype: str) -> int:
     and bf16, int32 for the integers, and at least the two bytes of the bf16 our kernel writes for the others."""
     if path in ACCUMULATOR:
         return 2
-    if PATH_FORMS[path][0] == "vulkan" or dtype in ("int8", "uint8"):
+    if PATH_FORMS[path][0] == "vulkan" or bench_type(dtype).integer:
         return 4
     return 2
 
@@ -52,10 +53,11 @@ def c_bytes(path: str, dtype: str) -> int:
 def bytes_moved(path: str, m: int, n: int, k: int, dtype: str = "fp16") -> int:
     """The bytes a GEMM must read and write at least once: A (dense, or its kept half and metadata: 4 bits a group
     of four for 2:4, a pair for tf32's 1:2), B and C."""
-    size = ELEMENT_BYTES[dtype]
+    kind = bench_type(dtype)
+    size = kind.input_dtype.itemsize
     a = m * k * size
     if path in SPARSE_A:
-        a = m * k * size // 2 + m * k // (4 if dtype == "tf32" else 8)
+        a = m * k * size // 2 + m * k // (4 if kind.pattern == "1:2" else 8)
     if path in EXPANDED_A:
         a += 2 * (m * k * size)    # the workspace written, then read by the dense kernel
     return a + k * n * size + m * n * c_bytes(path, dtype)
