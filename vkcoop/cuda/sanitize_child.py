@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+from ..gemm.dtypes import numpy_dtype
 from . import build, driver, launches
 from .dense import MmaDenseGemm
 from .gemm import MmaSpGemm
@@ -29,12 +30,6 @@ from .wgmma_types import wgmma_type
 VALUES = np.array([-1.0, -0.5, -0.0, 0.0, 0.5, 1.0])   # every product and fp32 partial sum stays exact
 #: The 8-bit integers' values: small enough that every s32 sum is exact, and the float reference too.
 INTEGER_VALUES = {"int8": np.array([-2, -1, 0, 1, 2]), "uint8": np.array([0, 1, 2, 3])}
-
-
-def _np_dtype(name: str) -> np.dtype:
-    """numpy's dtype of a job's type (ml_dtypes for bf16 and the 8-bit floats)."""
-    import ml_dtypes
-    return np.dtype(getattr(ml_dtypes, name, None) or name)
 
 
 class _Buffers:
@@ -61,7 +56,7 @@ class _Buffers:
 
 def _exact_operands(job: dict):
     """A [M][K] and B [K][N] in the job's type, their elements drawn from VALUES (seeded by the shape)."""
-    m, n, k, dtype = job["m"], job["n"], job["k"], _np_dtype(job["dtype"])
+    m, n, k, dtype = job["m"], job["n"], job["k"], numpy_dtype(job["dtype"])
     rng = np.random.default_rng(m + n + k)
     values = INTEGER_VALUES.get(job["dtype"], VALUES)
     a = rng.choice(values, size=(m, k)).astype(dtype)
@@ -83,7 +78,7 @@ def _gemm_operands(job: dict, buffers: _Buffers):
     tf32 = dense_a.dtype == np.float32
     a = compress_1to2(dense_a) if tf32 else compress_2to4(dense_a)
     pruned = decompress_1to2(a) if tf32 else decompress_2to4(a)
-    expected = _exact_product(pruned, b, _np_dtype(wgmma_type(job["dtype"]).output))
+    expected = _exact_product(pruned, b, numpy_dtype(wgmma_type(job["dtype"]).output))
     reorder, _ = lane_order(dense_a.dtype)
     c = buffers.empty(job["m"] * job["n"] * expected.itemsize)
     return (buffers.holding(a.values), buffers.holding(reorder(a.metadata)),
