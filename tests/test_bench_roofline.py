@@ -80,3 +80,14 @@ def test_the_fixed_cost_fit_refuses_what_has_no_line():
         roofline.fit_fixed_cost([1 << 20, 2 << 20], [1e-5])
     with pytest.raises(ValueError, match="does not grow"):
         roofline.fit_fixed_cost([1 << 20, 2 << 20], [2e-5, 1e-5])
+
+
+def test_every_bench_type_names_a_peak_row_of_its_wgmma_forms():
+    """The roofline's names of the types are those of the CUDA peak rows (vkcoop.cuda.peak.FORMS), so each type's
+    CUDA paths find their ceiling."""
+    from vkcoop.cuda import peak as cuda_peak
+    from vkcoop.gemm.dtypes import BENCH_DTYPES
+
+    rows = {form.types for form in cuda_peak.FORMS if form.form == "wgmma.sp"}
+    assert set(roofline.PEAK_INPUT) == set(BENCH_DTYPES)
+    assert {f"{roofline.PEAK_INPUT[d]}->{roofline._accumulator('cuBLAS', d)}" for d in BENCH_DTYPES} == rows
