@@ -163,6 +163,21 @@ def test_peak_with_both_apis_left_out_is_a_usage_error(command):
     assert code == Exit.USAGE and err.count("\n") == 1 and "leave nothing to measure" in err
 
 
+def test_peak_refuses_an_unknown_type_in_one_line_naming_the_cuda_only_ones(command):
+    code, _, err = command("bench", "peak", "--no-vulkan", "--types", "fp16->fp32,fp17->fp32")
+    assert code == Exit.USAGE and err.count("\n") == 1
+    assert "--types 'fp17->fp32': choose from" in err and "tf32->fp32" in err and "u8->s32" in err
+
+
+def test_peak_takes_the_types_only_cuda_runs():
+    from vkcoop.bench import peak
+
+    peak._check_inputs(["tf32->fp32", "e4m3->fp32", "e5m2->fp32", "u8->s32", "s8->s32"], None, ("read",), 1.0, 1,
+                       1, None)     # no error: each is a row of CUDA's wgmma forms
+    with pytest.raises(ValueError, match="--types 'u8->fp32'"):
+        peak._check_inputs(["u8->s32", "u8->fp32"], None, ("read",), 1.0, 1, 1, None)
+
+
 def test_an_attention_run_with_no_result_ran_nothing(monkeypatch, command):
     _attention(monkeypatch, [])
     code, _, err = command("bench", "attention")
