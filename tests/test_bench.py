@@ -176,8 +176,10 @@ def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
     from vkcoop.samples.fixtures import H200_CAPS
     flex = H200_CAPS.flexible
     for path_name, table in SEED_CONFIGS.items():
-        # the seed families (vkcoop.gemm.configs.seed_family); the expand path runs compute-bound shapes only
-        assert set(table) == ({"square"} if path_name == "vk-coopmat2-2:4-expand" else {"square", "llm"})
+        # the seed families (vkcoop.gemm.configs.seed_family); the expand path runs compute-bound shapes only; the
+        # 2:4 path's narrow classes take the H100's tile-major seeds
+        narrow = {"narrow16", "narrow32", "narrow64"} if path_name == "vk-coopmat2-2:4" else set()
+        assert set(table) == ({"square"} if path_name == "vk-coopmat2-2:4-expand" else {"square", "llm"} | narrow)
         for configs in table.values():
             for config in configs:
                 gemm.check_workgroup_tile(flex, path_types(path_name, "fp16"), config.tile)
@@ -185,8 +187,11 @@ def test_default_vulkan_configs_are_valid_tiles_for_the_h200():
                 assert config.meta_words in gemm.META_WORDS_CHOICES
                 assert parse_config(config.label()) == config   # labels round-trip (the tuning cache keeps them)
     assert all(c.meta_words == 0 for configs in SEED_CONFIGS["vk-coopmat2-dense"].values() for c in configs)
-    labels = [c.label() for configs in SEED_CONFIGS["vk-coopmat2-2:4"].values() for c in configs]
-    assert len(labels) == len(set(labels))
+    for configs in SEED_CONFIGS["vk-coopmat2-2:4"].values():
+        assert len({c.label() for c in configs}) == len(configs)
+    from vkcoop.gemm.paths import H100_SEED_CONFIGS
+    for cls in ("narrow16", "narrow32", "narrow64"):
+        assert SEED_CONFIGS["vk-coopmat2-2:4"][cls] == H100_SEED_CONFIGS["vk-coopmat2-2:4"][cls]
 
 
 def test_tuning_times_every_config_checks_first_and_keeps_the_fastest():

@@ -376,10 +376,13 @@ def test_the_h100_seeds_are_labels_of_real_tiles_and_its_default_is_the_measured
     assert square[0].b_column_major and square[0].tile.workgroup_size == 128   # two workgroups an SM
     assert square[0].tile.tail and square[1].label() == "128:128x128x64u8g4c"   # the tail split
     narrow = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 32, 8192))
-    assert narrow[0].label() == "128:64x32x64u4g1s2w3t" and narrow[0].staged
-    # a class the table names wins over its family; one it does not name falls back to the family
+    # the narrow 2:4 classes lead with the staged kernel on the tile-major layout (docs/gemm.md G54)
+    assert narrow[0].label() == "128:64x32x64u4g1w3tp" and narrow[0].staged and narrow[0].tile_major == "p"
     n16 = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 16, 8192))
-    assert n16[0].label() == "128:64x16x64u3g1w4t" and n16[0].tile.tile_n == 16
+    assert n16[0].label() == "128:64x16x64u4g1w4tp" and n16[0].tile.tile_n == 16
+    # a class the table names wins over its family; one it does not name falls back to the family
+    n128 = seed_configs(h100, "vk-coopmat2-2:4", GemmProblem("fp16", "llm", 8192, 128, 8192))
+    assert n128[0].label() == "128:64x32x64u4g1s2w3t"
     n64 = seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 64, 8192))
     assert n64[0].tile.tile_n == 64
     assert seed_configs(h100, "vk-coopmat2-dense", GemmProblem("fp16", "llm", 8192, 128, 8192)) == \

@@ -459,7 +459,7 @@ TYPE_VALUES = {"int8": [-2, -1, 0, 1, 2], "uint8": [0, 1, 2, 3]}
 def _typed_problem(m, n, k, dtype_name, seed=0):
     """A (2:4, or 1:2 for tf32) and B of one wgmma.sp type from exact values. The problems keep K <= 1408: an
     output sums at most 704 products, each a multiple of 0.25 of magnitude <= 1, so every partial sum is exact in
-    12 bits of significand, and an fp8 accumulation of reduced precision (docs/spec-notes.md, C1) is exact too."""
+    12 bits of significand, and an fp8 accumulation of reduced precision (docs/spec-notes.md, W1: 13 fraction bits kept) is exact too."""
     from vkcoop.cuda import DeviceSparse
     from vkcoop.cuda.gemm import to_torch
     rng = np.random.default_rng(seed)

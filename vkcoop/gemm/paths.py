@@ -107,11 +107,19 @@ H100_SEED_CONFIGS = {
     "vk-coopmat2-2:4": {
         "square": _seeds("128:128x128x32u1g8t", "256:128x256x32u8g8i1"),
         "small": _seeds("128:64x64x64u4g1w2t", "128:128x128x32u1g8t"),
-        "narrow16": _seeds("128:64x16x64u3g1w4t", "128:64x16x64u4g1w4t", "64:32x16x128u2g1w4i4c"),
+        "narrow16": _seeds("128:64x16x64u4g1w4tp", "128:64x16x64u4g1w4tn", "128:64x16x64u3g1w4t"),
+        "narrow32": _seeds("128:64x32x64u4g1w3tp", "128:64x32x64u8g1w3tp", "128:64x32x64u4g1s2w3t"),
         "llm": _seeds("128:64x32x64u4g1s2w3t", "64:32x32x128u2g1s2w4i4c", "64:32x32x128u2g1s4i4c"),
-        "narrow64": _seeds("128:64x64x64u4g1w2t", "128:64x64x64u3g1w2t", "64:32x32x128u2g1s2w4i4c"),
+        "narrow64": _seeds("128:64x64x64u4g1w2tp", "128:64x64x64u4g1w2tn", "128:64x64x64u4g1w2t"),
     },
 }
+#: The narrow 2:4 seeds run the staged kernel on the tile-major layout (tp, tn). H100, fp16, µs after an L2 flush
+#: (lab/sweep_sparse24_narrow.py; docs/gemm.md G54), fastest tile-major against the row-layout seed and dense:
+#: 8192xNx8192 N = 16 / 32 / 64 37.0 / 43.9 / 62.0 against 47.0 / 55.1 / 73.3 and 52.1 / 55.5 / 62.0; 14336xNx4096
+#: 37.8 / 44.4 / 56.5 against 59.3 / 59.4 / 68.3; 4096xNx4096 16.3 / 18.5 / 25.2 against 17.7 / 20.7 / 27.3. The
+#: H200's narrow 2:4 classes take the same seeds (not measured there).
+for _cls in ("narrow16", "narrow32", "narrow64"):
+    SEED_CONFIGS["vk-coopmat2-2:4"][_cls] = H100_SEED_CONFIGS["vk-coopmat2-2:4"][_cls]
 # The expand path runs the dense kernel after its expansion pass: the dense compute-bound seeds, less the staged ones.
 for _table in (SEED_CONFIGS, H100_SEED_CONFIGS):
     _table["vk-coopmat2-2:4-expand"] = {family: [c for c in configs if not c.staged]
