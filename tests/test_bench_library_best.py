@@ -138,3 +138,33 @@ def test_the_bench_table_names_what_found_each_library_row():
     report.print_table(bench.BenchResult([row, vulkan], {}, {}), Console(file=text, width=200))
     assert "torch.mm mm [shipped]" in text.getvalue() and "128:64x32 [seed]" in text.getvalue()
     assert "[search]" not in text.getvalue()
+
+
+class RefusingLibrary(StubLibrary):
+    """A library whose search ends every candidate in the library's own error, or (``wrong``) one in a wrong
+    result."""
+
+    def __init__(self, exact, wrong: str = ""):
+        super().__init__(exact, probe={}, series={})
+        self.wrong = wrong
+
+    def configs(self, problem, tune):
+        return ["alg 0", "alg 1"]
+
+    def search(self, operands, configs, *, deadline=None, progress=None, **options):
+        return [], [{"config": c, "status": "failed" if c == self.wrong else "error",
+                     "reason": "wrong result" if c == self.wrong else "RuntimeError: CUDA error: internal error",
+                     "where": "search process"} for c in configs]
+
+
+def test_a_library_that_refuses_every_candidate_is_skipped_in_its_own_words(operands):
+    result = _measure(RefusingLibrary(_exact(operands)), operands, None)
+    assert result.status == "skipped"
+    assert "library refused every candidate" in result.reason and "internal error" in result.reason
+    assert not bench.BenchResult(results=[result], environment={}, settings=None).failed   # exit 0, not 1
+
+
+def test_a_wrong_result_among_library_errors_still_fails(operands):
+    result = _measure(RefusingLibrary(_exact(operands), wrong="alg 1"), operands, None)
+    assert result.status != "skipped"
+    assert bench.BenchResult(results=[result], environment={}, settings=None).failed   # exit 1

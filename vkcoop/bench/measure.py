@@ -185,6 +185,12 @@ class _Search:
             self.on_config(self.searched + done, self.searched + self.total, entry.get("config", ""))
 
 
+def _refused(tried: list) -> bool:
+    """Whether a library's candidates all stopped in the library's own error: no wrong result, nothing timed. The
+    row then says that the library cannot run the combination here, in its own words (not a failure of ours)."""
+    return bool(tried) and all(e.get("status") == "error" for e in tried)
+
+
 def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: int, flush_l2: bool,
                  tune: bool, configs=None, deadline: float | None = None, on_config=None,
                  search: bool | dict = True) -> PathResult:
@@ -222,6 +228,8 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
                                                {"status": "error", "reason": "no configuration to try", "config": ""})
         result.status = "failed" if failure.get("status") == "failed" else "error"
         result.reason, result.config = failure["reason"], failure["config"]
+        if library and _refused(record + search.tried):
+            result.status, result.reason = "skipped", f"the library refused every candidate: {failure['reason']}"
         result.max_abs_error = failure.get("max_abs_error")
         return result
     config, (_, max_abs, bound_label, times) = search.best
