@@ -46,9 +46,9 @@ def unsupported_dtype(dtype) -> str:
 
 
 def tile_misfits(cfg, m: int, n: int, k: int) -> list[str]:
-    """What keeps an M x N x K problem from whole tiles of ``cfg`` (a cluster's rows, the tile's columns, one K
-    slice), one phrase each; empty where it fits."""
-    steps = (("M", m, cfg.bm * getattr(cfg, "cluster", 1)), ("N", n, cfg.bn), ("K", k, getattr(cfg, "bk", 64)))
+    """What keeps an M x N x K problem from whole tiles of ``cfg`` (the tile's rows and columns, one K slice), one
+    phrase each; empty where it fits."""
+    steps = (("M", m, cfg.bm), ("N", n, cfg.bn), ("K", k, getattr(cfg, "bk", 64)))
     return [f"{dim}={v} is not a multiple of {step}" for dim, v, step in steps if v % step]
 
 

@@ -4,355 +4,355 @@
 // launcher's numbers.  Included by wgmma_sp.cu, which defines the entry macros.
 
 // WgmmaSpGemm.CONFIGS["128x256"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s4, 384, wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 169024 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s4, 384, wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, false>::SMEM_BYTES == 169024 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn256_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn256_c2_s4, 384, wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 169024 &&
-              wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn256_c2_s4, 384, wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, false>::SMEM_BYTES == 169024 &&
+              wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::BF16, 256, 2, 4, true, 1, 1, false>::BK == 64,
               "wgmma_sp_bf16_bn256_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn256_c2_s4, 384, wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 169024 &&
-              wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, 1, false>::BK == 32,
+VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn256_c2_s4, 384, wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, false>::SMEM_BYTES == 169024 &&
+              wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::TF32, 256, 2, 4, true, 1, 1, false>::BK == 32,
               "wgmma_sp_tf32_bn256_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn256_c2_s4, 384, wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 173120 &&
-              wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn256_c2_s4, 384, wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, false>::SMEM_BYTES == 173120 &&
+              wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::E4M3, 256, 2, 4, true, 1, 1, false>::BK == 128,
               "wgmma_sp_e4m3_bn256_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn256_c2_s4, 384, wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 173120 &&
-              wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn256_c2_s4, 384, wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, false>::SMEM_BYTES == 173120 &&
+              wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::E5M2, 256, 2, 4, true, 1, 1, false>::BK == 128,
               "wgmma_sp_e5m2_bn256_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn256_c2_s4, 384, wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 173120 &&
-              wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn256_c2_s4, 384, wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, false>::SMEM_BYTES == 173120 &&
+              wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::S8, 256, 2, 4, true, 1, 1, false>::BK == 128,
               "wgmma_sp_s8_bn256_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn256_c2_s4, 384, wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 173120 &&
-              wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn256_c2_s4, 384, wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, false>::SMEM_BYTES == 173120 &&
+              wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::U8, 256, 2, 4, true, 1, 1, false>::BK == 128,
               "wgmma_sp_u8_bn256_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["256x128"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s4_m2, 384, wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 2, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 2, false>::SMEM_BYTES == 140352 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 2, false>::BM == 256 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 2, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s4_m2, 384, wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 2, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 2, false>::SMEM_BYTES == 140352 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 2, false>::BM == 256 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 2, false>::BK == 64,
               "wgmma_sp_f16_bn128_c2_s4_m2: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s4_m2, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 1, 2, false>)
-static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 1, 2, false>::SMEM_BYTES == 140352 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 1, 2, false>::BM == 256 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 1, 2, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s4_m2, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 2, false>)
+static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 2, false>::SMEM_BYTES == 140352 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 2, false>::BM == 256 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 4, true, 1, 2, false>::BK == 64,
               "wgmma_sp_bf16_bn128_c2_s4_m2: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["256x128s5"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s5_m2, 384, wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 1, 2, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 1, 2, false>::SMEM_BYTES == 175184 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 1, 2, false>::BM == 256 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 1, 2, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s5_m2, 384, wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 2, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 2, false>::SMEM_BYTES == 175184 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 2, false>::BM == 256 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 5, true, 1, 2, false>::BK == 64,
               "wgmma_sp_f16_bn128_c2_s5_m2: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s5_m2, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 1, 2, false>)
-static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 1, 2, false>::SMEM_BYTES == 175184 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 1, 2, false>::BM == 256 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 1, 2, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s5_m2, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 2, false>)
+static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 2, false>::SMEM_BYTES == 175184 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 2, false>::BM == 256 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 5, true, 1, 2, false>::BK == 64,
               "wgmma_sp_bf16_bn128_c2_s5_m2: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["256x128s6"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6_m2, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 2, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 2, false>::SMEM_BYTES == 210016 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 2, false>::BM == 256 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 2, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6_m2, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 2, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 2, false>::SMEM_BYTES == 210016 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 2, false>::BM == 256 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 2, false>::BK == 64,
               "wgmma_sp_f16_bn128_c2_s6_m2: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s6_m2, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 2, false>)
-static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 2, false>::SMEM_BYTES == 210016 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 2, false>::BM == 256 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 2, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s6_m2, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 2, false>)
+static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 2, false>::SMEM_BYTES == 210016 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 2, false>::BM == 256 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 2, false>::BK == 64,
               "wgmma_sp_bf16_bn128_c2_s6_m2: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["128x128"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 1, false>::SMEM_BYTES == 154720 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, false>::SMEM_BYTES == 154720 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn128_c2_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s6, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 1, false>::SMEM_BYTES == 154720 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn128_c2_s6, 384, wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, false>::SMEM_BYTES == 154720 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::BF16, 128, 2, 6, true, 1, 1, false>::BK == 64,
               "wgmma_sp_bf16_bn128_c2_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn128_c2_s6, 384, wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, 1, false>::SMEM_BYTES == 154720 &&
-              wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, 1, false>::BK == 32,
+VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn128_c2_s6, 384, wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, false>::SMEM_BYTES == 154720 &&
+              wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::TF32, 128, 2, 6, true, 1, 1, false>::BK == 32,
               "wgmma_sp_tf32_bn128_c2_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn128_c2_s6, 384, wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, 1, false>::SMEM_BYTES == 160864 &&
-              wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn128_c2_s6, 384, wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, false>::SMEM_BYTES == 160864 &&
+              wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::E4M3, 128, 2, 6, true, 1, 1, false>::BK == 128,
               "wgmma_sp_e4m3_bn128_c2_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn128_c2_s6, 384, wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, 1, false>::SMEM_BYTES == 160864 &&
-              wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn128_c2_s6, 384, wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, false>::SMEM_BYTES == 160864 &&
+              wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::E5M2, 128, 2, 6, true, 1, 1, false>::BK == 128,
               "wgmma_sp_e5m2_bn128_c2_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn128_c2_s6, 384, wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, 1, false>::SMEM_BYTES == 160864 &&
-              wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn128_c2_s6, 384, wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, false>::SMEM_BYTES == 160864 &&
+              wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::S8, 128, 2, 6, true, 1, 1, false>::BK == 128,
               "wgmma_sp_s8_bn128_c2_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn128_c2_s6, 384, wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, 1, false>::SMEM_BYTES == 160864 &&
-              wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn128_c2_s6, 384, wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, false>::SMEM_BYTES == 160864 &&
+              wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::U8, 128, 2, 6, true, 1, 1, false>::BK == 128,
               "wgmma_sp_u8_bn128_c2_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["128x16"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn16_c2_s8, 384, wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, false>::SMEM_BYTES == 91264 &&
-              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn16_c2_s8, 384, wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, false>::SMEM_BYTES == 91264 &&
+              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn16_c2_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn16_c2_s8, 384, wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, false>::SMEM_BYTES == 91264 &&
-              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn16_c2_s8, 384, wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, false>::SMEM_BYTES == 91264 &&
+              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, false>::BK == 64,
               "wgmma_sp_bf16_bn16_c2_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["64x16"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn16_c1_s8, 256, wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 58496 &&
-              wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn16_c1_s8, 256, wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, false>::SMEM_BYTES == 58496 &&
+              wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::F16, 16, 1, 8, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn16_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn16_c1_s8, 256, wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 58496 &&
-              wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn16_c1_s8, 256, wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, false>::SMEM_BYTES == 58496 &&
+              wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::BF16, 16, 1, 8, true, 1, 1, false>::BK == 64,
               "wgmma_sp_bf16_bn16_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn16_c1_s8, 256, wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 58496 &&
-              wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, 1, false>::BK == 32,
+VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn16_c1_s8, 256, wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, false>::SMEM_BYTES == 58496 &&
+              wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::TF32, 16, 1, 8, true, 1, 1, false>::BK == 32,
               "wgmma_sp_tf32_bn16_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn16_c1_s8, 256, wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 58496 &&
-              wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn16_c1_s8, 256, wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, false>::SMEM_BYTES == 58496 &&
+              wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::E4M3, 16, 1, 8, true, 1, 1, false>::BK == 128,
               "wgmma_sp_e4m3_bn16_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn16_c1_s8, 256, wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 58496 &&
-              wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn16_c1_s8, 256, wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, false>::SMEM_BYTES == 58496 &&
+              wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::E5M2, 16, 1, 8, true, 1, 1, false>::BK == 128,
               "wgmma_sp_e5m2_bn16_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn16_c1_s8, 256, wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 58496 &&
-              wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn16_c1_s8, 256, wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, false>::SMEM_BYTES == 58496 &&
+              wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::S8, 16, 1, 8, true, 1, 1, false>::BK == 128,
               "wgmma_sp_s8_bn16_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn16_c1_s8, 256, wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 58496 &&
-              wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, 1, false>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn16_c1_s8, 256, wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, false>::SMEM_BYTES == 58496 &&
+              wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::U8, 16, 1, 8, true, 1, 1, false>::BK == 128,
               "wgmma_sp_u8_bn16_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["128x16cs"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 91264 &&
-              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, 1, true>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, true>::SMEM_BYTES == 91264 &&
+              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 16, 2, 8, true, 1, 1, true>::BK == 64,
               "wgmma_sp_f16_bn16_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 91264 &&
-              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, 1, true>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, true>::SMEM_BYTES == 91264 &&
+              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::BF16, 16, 2, 8, true, 1, 1, true>::BK == 64,
               "wgmma_sp_bf16_bn16_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 91264 &&
-              wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, 1, true>::BK == 32,
+VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, true>::SMEM_BYTES == 91264 &&
+              wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::TF32, 16, 2, 8, true, 1, 1, true>::BK == 32,
               "wgmma_sp_tf32_bn16_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 99456 &&
-              wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, true>::SMEM_BYTES == 99456 &&
+              wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::E4M3, 16, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_e4m3_bn16_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 99456 &&
-              wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, true>::SMEM_BYTES == 99456 &&
+              wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::E5M2, 16, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_e5m2_bn16_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 99456 &&
-              wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, true>::SMEM_BYTES == 99456 &&
+              wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::S8, 16, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_s8_bn16_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 99456 &&
-              wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn16_c2_s8_cs, 384, wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, true>::SMEM_BYTES == 99456 &&
+              wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::U8, 16, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_u8_bn16_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["128x32cs"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 107648 &&
-              wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, 1, true>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, true>::SMEM_BYTES == 107648 &&
+              wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 32, 2, 8, true, 1, 1, true>::BK == 64,
               "wgmma_sp_f16_bn32_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 107648 &&
-              wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, 1, true>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, true>::SMEM_BYTES == 107648 &&
+              wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::BF16, 32, 2, 8, true, 1, 1, true>::BK == 64,
               "wgmma_sp_bf16_bn32_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 107648 &&
-              wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, 1, true>::BK == 32,
+VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, true>::SMEM_BYTES == 107648 &&
+              wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::TF32, 32, 2, 8, true, 1, 1, true>::BK == 32,
               "wgmma_sp_tf32_bn32_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 115840 &&
-              wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, true>::SMEM_BYTES == 115840 &&
+              wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::E4M3, 32, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_e4m3_bn32_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 115840 &&
-              wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, true>::SMEM_BYTES == 115840 &&
+              wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::E5M2, 32, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_e5m2_bn32_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 115840 &&
-              wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, true>::SMEM_BYTES == 115840 &&
+              wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::S8, 32, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_s8_bn32_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 115840 &&
-              wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn32_c2_s8_cs, 384, wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, true>::SMEM_BYTES == 115840 &&
+              wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::U8, 32, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_u8_bn32_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.CONFIGS["128x64cs"]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 140416 &&
-              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, true>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, true>::SMEM_BYTES == 140416 &&
+              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, true>::BK == 64,
               "wgmma_sp_f16_bn64_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 140416 &&
-              wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, 1, true>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_bf16_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, true>::SMEM_BYTES == 140416 &&
+              wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::BF16, 64, 2, 8, true, 1, 1, true>::BK == 64,
               "wgmma_sp_bf16_bn64_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 140416 &&
-              wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, 1, true>::BK == 32,
+VK_WGMMA_SP_ENTRY(wgmma_sp_tf32_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, true>::SMEM_BYTES == 140416 &&
+              wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::TF32, 64, 2, 8, true, 1, 1, true>::BK == 32,
               "wgmma_sp_tf32_bn64_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 148608 &&
-              wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e4m3_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, true>::SMEM_BYTES == 148608 &&
+              wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::E4M3, 64, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_e4m3_bn64_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 148608 &&
-              wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_e5m2_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, true>::SMEM_BYTES == 148608 &&
+              wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::E5M2, 64, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_e5m2_bn64_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 148608 &&
-              wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_s8_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, true>::SMEM_BYTES == 148608 &&
+              wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::S8, 64, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_s8_bn64_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
-VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, 1, true>)
-static_assert(wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, 1, true>::SMEM_BYTES == 148608 &&
-              wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, 1, true>::BM == 128 &&
-              wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, 1, true>::BK == 128,
+VK_WGMMA_SP_ENTRY(wgmma_sp_u8_bn64_c2_s8_cs, 384, wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, true>)
+static_assert(wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, true>::SMEM_BYTES == 148608 &&
+              wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, true>::BM == 128 &&
+              wgsp::Kernel<wgsp::U8, 64, 2, 8, true, 1, 1, true>::BK == 128,
               "wgmma_sp_u8_bn64_c2_s8_cs: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[0]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn64_c1_s8, 256, wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, 1, false>::SMEM_BYTES == 107648 &&
-              wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn64_c1_s8, 256, wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, false>::SMEM_BYTES == 107648 &&
+              wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::F16, 64, 1, 8, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn64_c1_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[1]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c1_s6, 256, wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, 1, false>::SMEM_BYTES == 130144 &&
-              wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c1_s6, 256, wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, false>::SMEM_BYTES == 130144 &&
+              wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::F16, 128, 1, 6, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn128_c1_s6: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[2]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c1_s4, 256, wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, 1, false>::SMEM_BYTES == 152640 &&
-              wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c1_s4, 256, wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, false>::SMEM_BYTES == 152640 &&
+              wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::F16, 256, 1, 4, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn256_c1_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[3]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn64_c2_s8, 384, wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, false>::SMEM_BYTES == 140416 &&
-              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn64_c2_s8, 384, wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, false>::SMEM_BYTES == 140416 &&
+              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 64, 2, 8, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn64_c2_s8: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[4]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6_nr, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, 1, false>::SMEM_BYTES == 154720 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6_nr, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, false>::SMEM_BYTES == 154720 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, false, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn128_c2_s6_nr: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[5]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s4_nr, 384, wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, 1, false>::SMEM_BYTES == 169024 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s4_nr, 384, wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, false>::SMEM_BYTES == 169024 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 4, false, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn256_c2_s4_nr: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[6]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s4, 384, wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 1, false>::SMEM_BYTES == 103488 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s4, 384, wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, false>::SMEM_BYTES == 103488 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 4, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn128_c2_s4: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[7]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s3, 384, wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, 1, false>::SMEM_BYTES == 127024 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s3, 384, wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, false>::SMEM_BYTES == 127024 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 3, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn256_c2_s3: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[8]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c1_s5, 256, wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, 1, false>::SMEM_BYTES == 190544 &&
-              wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, 1, false>::BM == 64 &&
-              wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c1_s5, 256, wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, false>::SMEM_BYTES == 190544 &&
+              wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, false>::BM == 64 &&
+              wgsp::Kernel<wgsp::F16, 256, 1, 5, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn256_c1_s5: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[9]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6_w0, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, 1, false>::SMEM_BYTES == 154720 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn128_c2_s6_w0, 384, wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, false>::SMEM_BYTES == 154720 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 128, 2, 6, true, 0, 1, false>::BK == 64,
               "wgmma_sp_f16_bn128_c2_s6_w0: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[10]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s4_w0, 384, wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, 1, false>::SMEM_BYTES == 169024 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s4_w0, 384, wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, false>::SMEM_BYTES == 169024 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 4, true, 0, 1, false>::BK == 64,
               "wgmma_sp_f16_bn256_c2_s4_w0: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
 
 // WgmmaSpGemm.DIAGNOSTIC_CONFIGS[11]
-VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s5, 384, wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, 1, false>)
-static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, 1, false>::SMEM_BYTES == 211024 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, 1, false>::BM == 128 &&
-              wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, 1, false>::BK == 64,
+VK_WGMMA_SP_ENTRY(wgmma_sp_f16_bn256_c2_s5, 384, wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, false>)
+static_assert(wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, false>::SMEM_BYTES == 211024 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, false>::BM == 128 &&
+              wgsp::Kernel<wgsp::F16, 256, 2, 5, true, 1, 1, false>::BK == 64,
               "wgmma_sp_f16_bn256_c2_s5: WgmmaSpConfig.smem_bytes != SMEM_BYTES, WgmmaSpConfig.bm != BM, WgmmaSpConfig.bk != BK (vkcoop/cuda/gemm.py vs the kernel template)");
