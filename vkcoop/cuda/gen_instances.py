@@ -33,7 +33,7 @@ class Instance:
     numbers the Python launcher uses, which the generated static_asserts check."""
 
     name: str
-    macro: str  # the entry macro of the .cu (launch bounds, cluster shape, parameters)
+    macro: str  # the entry macro of the .cu (launch bounds, parameters)
     kernel_type: str
     threads: int
     checks: tuple[tuple[str, str, int], ...]  # (kernel constexpr, config property, the property's value)
