@@ -16,7 +16,7 @@ median of --iters runs, optionally flushing L2 before each.  Throughput counts
 cuSPARSELt runs its own search's pick replayed as a CUDA graph (what the bench's best cuSPARSELt row times).
 
     python -m lab.bench_cuda_sparse --paths cusparselt,wgmma --dtype fp16 --shapes 8192x8192x8192 \
-        --configs 128x256,wgmma_sp_bn256_c2_s4_x2 --repeat 2 --kernel-names
+        --configs 128x256,wgmma_sp_bn256_c2_s5 --repeat 2 --kernel-names
 
 ``--configs`` takes the kernels' CONFIGS keys and the fp16 diagnostic entries by kernel name without the dtype;
 ``--repeat`` times every path that many times in turn (drift shows as the rounds disagree); ``--kernel-names``
@@ -115,7 +115,7 @@ def _make_problem(m, n, k, dtype_name, seed):
 
 
 def diagnostic_configs() -> dict:
-    """The fp16 diagnostic wgmma.sp entries by kernel name without the dtype (``wgmma_sp_bn128_c2_s6_x2``)."""
+    """The fp16 diagnostic wgmma.sp entries by kernel name without the dtype (``wgmma_sp_bn128_c2_s6_nr``)."""
     from vkcoop.cuda import WgmmaSpGemm
     return {cfg.kernel_name("float16").replace("_f16", ""): cfg for cfg in WgmmaSpGemm.DIAGNOSTIC_CONFIGS}
 

@@ -41,14 +41,15 @@ def test_wgmma_other_types_need_k_in_their_slices(dtype, bk):
 
 
 def test_a_tile_refusal_names_every_dimension_off_its_step():
-    """M against the tile's rows times its cluster, N against its columns, K against its slice; each named once."""
+    """M against the tile's rows (256 where a consumer warpgroup owns two m64 sub-tiles), N against its columns, K
+    against its slice; each named once."""
     ok, reason = MmaSpGemm("128x256").supports(200, 300, 100, "float16")
     assert not ok and reason == ("mma.sp tile 128x256: M=200 is not a multiple of 128; N=300 is not a multiple of "
                                  "256; K=100 is not a multiple of 64")
-    pair = next(c for c in WgmmaSpGemm.DIAGNOSTIC_CONFIGS if c.cluster == 2)
-    ok, reason = WgmmaSpGemm(pair).supports(128 * 3, pair.bn, 128, "float16")
-    assert not ok and reason.endswith(f"M=384 is not a multiple of {2 * pair.bm}")
-    assert WgmmaSpGemm(pair).supports(2 * pair.bm, pair.bn, 128, "float16")[0]
+    two_sub_tiles = WgmmaSpGemm("256x128")
+    ok, reason = two_sub_tiles.supports(384, 128, 128, "float16")
+    assert not ok and reason.endswith("M=384 is not a multiple of 256")
+    assert two_sub_tiles.supports(512, 128, 128, "float16")[0]
 
 
 def _ptx(dtype: str) -> str:

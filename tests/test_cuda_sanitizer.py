@@ -221,7 +221,8 @@ def test_wgmma_sp_problems_wrap_the_ring_and_fit(cfg):
         assert UNEVEN_SLICES - (splits - 1) * per_split < per_split, "the last split is short"
         assert cfg.splits(m1, n1, k1, 132) == k1 // 64 == 2
         return
-    assert k // 64 > cfg.stages and k1 == 64 and (m // cfg.bm) % cfg.cluster == 0
+    assert k // 64 > cfg.stages and (m // cfg.bm, n // cfg.bn) == (3, 2)   # the ring wraps; a partial raster group
+    assert (m1, n1, k1) == (cfg.bm, cfg.bn, 64)                           # one tile of one slice
 
 
 @pytest.mark.parametrize("key", [key for key, cfg in WgmmaSpGemm.CONFIGS.items() if cfg.every_type])

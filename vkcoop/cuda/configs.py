@@ -100,7 +100,6 @@ class WgmmaSpConfig:
     setmaxnreg: bool = True  # rebalance registers from producer to consumer warpgroups
     fp16_only: bool = False  # diagnostic instantiations exist for fp16 only
     wait_depth: int = 1  # wgmma groups left in flight before releasing a slice
-    cluster: int = 1  # 2: CTA pairs along M share B through TMA multicast
     msub: int = 1  # m64 sub-tiles per consumer warpgroup (2: 128 rows each)
     #: > 0: split-K for skinny problems, as many K splits as fill one wave of per_sm CTAs per SM; the splits of a
     #: tile are one thread-block cluster and add their partials up through distributed shared memory
@@ -153,7 +152,6 @@ class WgmmaSpConfig:
         """The entry point for ``dtype_name`` (this configuration's own type where None)."""
         short = wgmma_type(dtype_name or self.dtype).ptx
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
-                  + ("" if self.cluster == 1 else f"_x{self.cluster}")
                   + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else ""))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 

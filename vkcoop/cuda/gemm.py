@@ -46,9 +46,9 @@ def unsupported_dtype(dtype) -> str:
 
 
 def tile_misfits(cfg, m: int, n: int, k: int) -> list[str]:
-    """What keeps an M x N x K problem from whole tiles of ``cfg`` (a cluster's rows, the tile's columns, one K
-    slice), one phrase each; empty where it fits."""
-    steps = (("M", m, cfg.bm * getattr(cfg, "cluster", 1)), ("N", n, cfg.bn), ("K", k, getattr(cfg, "bk", 64)))
+    """What keeps an M x N x K problem from whole tiles of ``cfg`` (the tile's rows and columns, one K slice), one
+    phrase each; empty where it fits."""
+    steps = (("M", m, cfg.bm), ("N", n, cfg.bn), ("K", k, getattr(cfg, "bk", 64)))
     return [f"{dim}={v} is not a multiple of {step}" for dim, v, step in steps if v % step]
 
 
@@ -280,8 +280,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
             (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
-            (256, 2, 5, True, 1))) + tuple(
-        WgmmaSpConfig(bn, 2, st, fp16_only=True, cluster=2) for bn, st in ((256, 4), (256, 5), (128, 6)))
+            (256, 2, 5, True, 1)))
 
     def _pick(self, m: int, n: int, k: int = 0, dtype_name: str = "float16") -> WgmmaSpConfig:
         """The configured tile, or for "auto" the first of AUTO_ORDER that divides the problem (K in

@@ -33,7 +33,7 @@ class Instance:
     numbers the Python launcher uses, which the generated static_asserts check."""
 
     name: str
-    macro: str  # the entry macro of the .cu (launch bounds, cluster shape, parameters)
+    macro: str  # the entry macro of the .cu (launch bounds, parameters)
     kernel_type: str
     threads: int
     checks: tuple[tuple[str, str, int], ...]  # (kernel constexpr, config property, the property's value)
@@ -113,14 +113,8 @@ def mma_sp_instance(cfg: MmaSpConfig, dtype: str, origin: str) -> Instance:
 def wgmma_sp_instance(cfg: WgmmaSpConfig, dtype: str, origin: str) -> Instance:
     cfg = cfg.of(dtype)
     kernel_type = (f"wgsp::Kernel<{cfg.element.traits}, {cfg.bn}, {cfg.consumers}, {cfg.stages}, "
-                   f"{_cxx_bool(cfg.setmaxnreg)}, {cfg.wait_depth}, {cfg.cluster}, {cfg.msub}, "
-                   f"{_cxx_bool(bool(cfg.per_sm))}>")
-    if cfg.cluster not in (1, 2):
-        raise ValueError(f"{origin}: cluster must be 1 or 2, got {cfg.cluster}")
-    if cfg.per_sm and cfg.cluster != 1:
-        raise ValueError(f"{origin}: split-K clusters cannot also share B (cluster {cfg.cluster})")
-    macro = "VK_WGMMA_SP_ENTRY" if cfg.cluster == 1 else "VK_WGMMA_SP_ENTRY_X2"
-    return Instance(cfg.kernel_name(), macro, kernel_type, cfg.threads,
+                   f"{_cxx_bool(cfg.setmaxnreg)}, {cfg.wait_depth}, {cfg.msub}, {_cxx_bool(bool(cfg.per_sm))}>")
+    return Instance(cfg.kernel_name(), "VK_WGMMA_SP_ENTRY", kernel_type, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes), ("BM", "bm", cfg.bm), ("BK", "bk", cfg.bk)),
                     origin)
 

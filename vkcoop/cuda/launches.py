@@ -148,7 +148,7 @@ def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int,
     size = element.elem_bytes
     tm_a = driver.encode_tiled_2d(element.tma_data_type, values, k // 2, m, k // 2 * size, bk // 2, cfg.bm,
                                   driver.SWIZZLE_64B)
-    tm_b = driver.encode_tiled_2d(element.tma_data_type, b_t, k, n, k * size, bk, cfg.bn // cfg.cluster,
+    tm_b = driver.encode_tiled_2d(element.tma_data_type, b_t, k, n, k * size, bk, cfg.bn,
                                   driver.SWIZZLE_128B)
     words = 32 * element.meta_words      # metadata words a 16-row group takes per slice
     meta_cols = (k // bk) * words

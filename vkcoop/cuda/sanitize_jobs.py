@@ -7,10 +7,10 @@ the grouped raster) over ``stages + 2`` K slices (the ring of shared-memory stag
 slice (fewer slices than stages: with three or more, the prologue commits empty groups). Split-K (``wN``) and
 cluster-summed (``wNcs``) configurations: three tiles over 23 slices (the last split gets fewer: 12 splits of 2 where
 they sum in global memory, one short; 8 of 3 in a cluster, the last of 2) and two tiles of two slices (one slice a
-split). wgmma.sp (``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``, CTA pairs among them): three row tiles (of pairs)
-by two column tiles over ``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice;
-its cluster-summed split-K configurations the uneven and the one-slice splits of mma.sp's, in the type's slices (64
-deep for fp16 and bf16, 128 for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run tf32,
+split). wgmma.sp (``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``): three row tiles by two column tiles over
+``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice; its cluster-summed split-K
+configurations the uneven and the one-slice splits of mma.sp's, in the type's slices (64 deep for fp16 and bf16, 128
+for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run tf32,
 e4m3, e5m2, int8 and uint8 on their first problem (an odd count of slices: the 8-bit types' loop of slice pairs
 and its last slice), and e4m3 on the second too (one slice, or one a split: that last slice alone).
 The dense mma.sync kernel (``MmaDenseGemm.CONFIGS``, kernel "mma.sync"): the mma.sp problems, and one more with
@@ -54,14 +54,12 @@ def mma_dense_problems(cfg: MmaDenseConfig) -> list[tuple[str, int, int, int]]:
 
 
 def wgmma_sp_problems(cfg: WgmmaSpConfig) -> list[tuple[str, int, int, int]]:
-    """(what it reaches, M, N, K) for a wgmma.sp configuration, K in slices of its type (rows in whole CTA pairs
-    where it has them)."""
+    """(what it reaches, M, N, K) for a wgmma.sp configuration, K in slices of its type."""
     if cfg.per_sm:
         return [("uneven K splits", 3 * cfg.bm, cfg.bn, UNEVEN_SLICES * cfg.bk),
                 ("one slice a split", cfg.bm, 2 * cfg.bn, 2 * cfg.bk)]
-    rows = cfg.bm * cfg.cluster
-    return [("ring wraps, partial raster group", 3 * rows, 2 * cfg.bn, (cfg.stages + 3) * cfg.bk),
-            ("one slice", rows, cfg.bn, cfg.bk)]
+    return [("ring wraps, partial raster group", 3 * cfg.bm, 2 * cfg.bn, (cfg.stages + 3) * cfg.bk),
+            ("one slice", cfg.bm, cfg.bn, cfg.bk)]
 
 
 def _other_type_jobs(key: str, cfg: WgmmaSpConfig) -> list[dict]:

@@ -63,26 +63,6 @@ VK_DEVICE void mbar_wait(u32 bar, u32 parity) {
   } while (!done);
 }
 
-// The same box written to the same shared-memory offset of every CTA in `mask`
-// (cluster ranks), each CTA's mbarrier at `bar` receiving the byte count.
-VK_DEVICE void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar,
-                                     unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-      "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-
-// Arrive on the mbarrier at the same offset in cluster CTA `rank` (cluster_rank, cluster_sync: common.cuh).
-// The default .release.cta semantics: what the arrival hands over is a slot this warp's retired wgmma
-// groups no longer read.  `.release.cluster` compiled to MEMBAR.ALL.GPU before every arrival and ran the
-// B-sharing pairs at 0.38x of the one-CTA kernel (docs/cuda-sparse.md, experiment C7).
-VK_DEVICE void mbar_arrive_cluster(u32 bar, u32 rank) {
-  const u32 remote = cluster_map(bar, rank);
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-
 VK_DEVICE void tma_load_2d(u32 dst, const TmaDesc* map, int c0, int c1, u32 bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -144,9 +124,6 @@ VK_DEVICE void store_pair(int* p, int lo, int hi) {
   *reinterpret_cast<int2*>(p) = make_int2(lo, hi);
 }
 
-// CLUSTER = 2: two CTAs on vertically adjacent tiles share B.  Each loads half of
-// the B slice and multicasts it to both, halving B's L2 traffic; a slice is
-// refilled only when the consumers of both CTAs have released it.
 // MSUB = 2: each consumer warpgroup owns 128 rows as two m64 sub-tiles (two
 // accumulator sets), so a 256 x BN tile needs less L2 traffic per FLOP.
 // kSplitK: split-K for skinny problems.  The K splits of a tile are one
@@ -155,10 +132,9 @@ VK_DEVICE void store_pair(int* p, int lo, int hi) {
 // and after a cluster barrier CTA r adds fragments r, r + splits, ... of every
 // CTA's partial through distributed shared memory, in split order from zero
 // (the same bits whichever CTA finishes first), and stores them.
-template <class T, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1,
-          int CLUSTER = 1, int MSUB = 1, bool kSplitK = false>
+template <class T, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1, int MSUB = 1,
+          bool kSplitK = false>
 struct Kernel {
-  static_assert(!(kSplitK && CLUSTER > 1), "split-K clusters and B-sharing pairs are different clusters");
   typedef typename T::Acc Acc;
   typedef typename T::Out Out;
   typedef decltype(quad(static_cast<const Acc*>(nullptr))) Quad;
@@ -175,9 +151,7 @@ struct Kernel {
   // +1024 for aligning the ring, +16 per stage for the two mbarriers
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + STAGES * 16;
   static constexpr int ACC = BN / 2;             // accumulators of a thread per m64 sub-tile
-  // empty[s] collects every consumer thread (one CTA) or one lane per consumer
-  // warp of every CTA in the cluster
-  static constexpr u32 EMPTY_COUNT = CLUSTER == 1 ? CONSUMERS * 128 : CLUSTER * CONSUMERS * 4;
+  static constexpr u32 EMPTY_COUNT = CONSUMERS * 128;  // empty[s] collects every consumer thread
   static constexpr int CONSUMER_THREADS = CONSUMERS * 128;
   static constexpr int FRAGMENTS = MSUB * ACC / 4;  // float4s of a consumer thread's accumulators
   static constexpr int MAX_SPLITS = 8;              // a portable cluster
@@ -202,18 +176,13 @@ struct Kernel {
     VK_DEVICE u32 slot(int s) const { return base + s * STAGE_BYTES; }
   };
 
-  // This CTA's tile: a grouped raster, or for CTA pairs the pair's tile and row tile `rank` of it.
+  // This CTA's tile: a grouped raster (for split-K, of the clusters, `rank` the CTA's split).
   static VK_DEVICE void tile_of_cta(int M, int N, int& tile_m, int& tile_n, u32& rank) {
     if constexpr (kSplitK) {
       rank = cluster_rank();  // this CTA's split
       grouped_tile(blockIdx.x / cluster_size(), M / BM, N / BN, 16, tile_m, tile_n);
-    } else if constexpr (CLUSTER == 1) {
-      grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
     } else {
-      rank = cluster_rank();
-      int pair_m;
-      grouped_tile(blockIdx.x / CLUSTER, M / BM / CLUSTER, N / BN, 8, pair_m, tile_n);
-      tile_m = pair_m * CLUSTER + rank;
+      grouped_tile(blockIdx.x, M / BM, N / BN, 16, tile_m, tile_n);
     }
   }
 
@@ -227,34 +196,21 @@ struct Kernel {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
 
-  // Every thread (in a pair: of both CTAs, as the peer multicasts into these
-  // barriers) waits until the barriers exist.
-  static VK_DEVICE void barriers_created() {
-    if constexpr (CLUSTER == 1) {
-      __syncthreads();
-    } else {
-      cluster_sync();
-    }
-  }
+  // Every thread waits until the barriers exist.
+  static VK_DEVICE void barriers_created() { __syncthreads(); }
 
   // Producer (one thread): K slice kt, this CTA's slice number `it`, into slot
   // it % STAGES once the consumers have released the slot's previous slice;
   // full[s] counts the bytes as they land.
   static VK_DEVICE void load_slice(const Ring& ring, int it, int kt, const TmaDesc* tm_a, const TmaDesc* tm_b,
-                                   const TmaDesc* tm_meta, int m0, int n0, u32 rank) {
+                                   const TmaDesc* tm_meta, int m0, int n0) {
     const int s = it % STAGES;
     if (it >= STAGES) mbar_wait(ring.empty(s), ((it / STAGES) + 1) & 1);
     const u32 full = ring.full(s);
     const u32 stage = ring.slot(s);
     mbar_expect_tx(full, TX_BYTES);
     tma_load_2d(stage, tm_a, kt * (BK / 2), m0, full);
-    if constexpr (CLUSTER == 1) {
-      tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
-    } else {  // each CTA of the pair loads half of B's rows into both
-      constexpr int ROWS = BN / CLUSTER;
-      tma_load_2d_multicast(stage + A_BYTES + rank * ROWS * 128, tm_b, kt * BK,
-                            n0 + rank * ROWS, full, (1u << CLUSTER) - 1);
-    }
+    tma_load_2d(stage + A_BYTES, tm_b, kt * BK, n0, full);
     tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32 * META_WORDS, m0 / 16, full);
   }
 
@@ -295,7 +251,7 @@ struct Kernel {
 
   // kWaitDepth = 1 keeps slice kt's group in flight and retires slice kt-1's; 0
   // waits for slice kt's.  The retired slice's slot goes back to the producer.
-  static VK_DEVICE void retire(const Ring& ring, int kt, const u32 (&other_meta)[MSUB][META_WORDS], int lane) {
+  static VK_DEVICE void retire(const Ring& ring, int kt, const u32 (&other_meta)[MSUB][META_WORDS]) {
     wgmma_wait<kWaitDepth>();
 #pragma unroll
     for (int h = 0; h < MSUB; ++h)
@@ -307,15 +263,7 @@ struct Kernel {
       release = kt % STAGES;
     else if (kt > 0)
       release = (kt - 1) % STAGES;
-    if (release >= 0) {
-      const u32 empty = ring.empty(release);
-      if constexpr (CLUSTER == 1) {
-        mbar_arrive(empty);
-      } else {
-        __syncwarp();
-        if (lane < CLUSTER) mbar_arrive_cluster(empty, lane);  // lane r signals CTA r
-      }
-    }
+    if (release >= 0) mbar_arrive(ring.empty(release));
   }
 
   // One K slice: wait for its data, issue two wgmma, commit, then retire the
@@ -328,7 +276,7 @@ struct Kernel {
     const u32 b_base = stage + A_BYTES;
     load_slice_meta(ring, s, meta, consumer, warp, lane);
     issue_mma(acc, stage, b_base, meta, consumer);
-    retire(ring, kt, other_meta, lane);
+    retire(ring, kt, other_meta);
   }
 
   // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
@@ -471,7 +419,7 @@ struct Kernel {
     if (warpgroup == 0) {  // the producer: gives registers away, one thread issues the loads
       if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
       if (tid == 0)
-        for (int it = 0; it < k_tiles; ++it) load_slice(ring, it, k_first + it, tm_a, tm_b, tm_meta, m0, n0, rank);
+        for (int it = 0; it < k_tiles; ++it) load_slice(ring, it, k_first + it, tm_a, tm_b, tm_meta, m0, n0);
       if constexpr (kSplitK) {  // the consumers' two cluster barriers (sum_partials)
         cluster_sync();
         cluster_sync();
@@ -480,8 +428,6 @@ struct Kernel {
     }
 
     consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup, rank);
-    // The peer may still arrive on this CTA's barriers: leave together.
-    if constexpr (CLUSTER > 1) cluster_sync();
   }
 };
 
@@ -490,7 +436,7 @@ struct Kernel {
 // One extern "C" entry point per (type, config), listed in the generated
 // wgmma_sp_instances.cuh from WgmmaSpGemm.CONFIGS and DIAGNOSTIC_CONFIGS
 // (vkcoop/cuda/gemm.py).  KERNEL... is a wgsp::Kernel<...>; NTHREADS is the
-// launcher's block size, checked against the kernel's own.  _X2: CTA pairs.
+// launcher's block size, checked against the kernel's own.
 // C is the kernel's output type (u16: fp16 or bf16; int: s32).
 #define VK_WGMMA_SP_PARAMS(...)                                                                    \
   const __grid_constant__ wgsp::TmaDesc tm_a, const __grid_constant__ wgsp::TmaDesc tm_b,          \
@@ -498,12 +444,6 @@ struct Kernel {
 #define VK_WGMMA_SP_ENTRY(NAME, NTHREADS, ...)                                                   \
   static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
   extern "C" __global__ void __launch_bounds__(NTHREADS, 1) NAME(VK_WGMMA_SP_PARAMS(__VA_ARGS__)) { \
-    __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
-  }
-#define VK_WGMMA_SP_ENTRY_X2(NAME, NTHREADS, ...)                                                \
-  static_assert(__VA_ARGS__::THREADS == NTHREADS, #NAME ": launcher and kernel block sizes differ"); \
-  extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(NTHREADS, 1)             \
-      NAME(VK_WGMMA_SP_PARAMS(__VA_ARGS__)) {                                                     \
     __VA_ARGS__::run(&tm_a, &tm_b, &tm_meta, c, M, N, K);                                         \
   }
 #ifndef VK_WGMMA_SP_INSTANCES  // tests point this at a header of their own
