@@ -157,6 +157,11 @@ struct Kernel {
   static constexpr int MAX_SPLITS = 8;              // a portable cluster
   static_assert(!kSplitK || FRAGMENTS * 16 * CONSUMER_THREADS <= STAGES * STAGE_BYTES,
                 "the partial tile must fit the ring");
+  // A staged row of C: BN outputs and 16 bytes, so that a warp's fragment stores (8 rows, 4 lanes a row) meet
+  // distinct banks.
+  static constexpr int C_PITCH = BN * (int)sizeof(Out) + 16;
+  static constexpr int C_CHUNKS = BN * (int)sizeof(Out) / 16;  // 16-byte pieces of a row of C
+  static_assert(kSplitK || BM * C_PITCH <= STAGES * STAGE_BYTES, "the staged C tile must fit the ring");
 
   // The STAGES slots, 1024-byte aligned for the swizzled TMA boxes, then the
   // mbarriers: full[s] at bars + 8s (slot s's bytes have landed), empty[s] after
@@ -292,13 +297,29 @@ struct Kernel {
     store_pair<T>(c + (size_t)(row + 8) * N + col, v[2], v[3]);
   }
 
-  static VK_DEVICE void store(Out* __restrict__ c, int N, const Acc (&acc)[MSUB][ACC], int m0, int n0,
-                              int consumer, int warp, int lane) {
+  // C through shared memory, once every consumer's groups have retired (the ring is idle: the producer loads no
+  // slice past the last): the fragments, converted, into rows of C_PITCH bytes, then each row out in 16-byte
+  // pieces, a warp writing 512 contiguous bytes where a fragment store writes 16 bytes in each of 8 rows.
+  static VK_DEVICE void store(const Ring& ring, Out* __restrict__ c, int N, const Acc (&acc)[MSUB][ACC],
+              int m0, int n0, int consumer, int warp, int lane) {
+    unsigned char* tile = const_cast<unsigned char*>(ring.ptr);
+    asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
 #pragma unroll
     for (int f = 0; f < FRAGMENTS; ++f) {
-      const Acc* r = &acc[f / (BN / 8)][4 * (f % (BN / 8))];
-      const Acc v[4] = {r[0], r[1], r[2], r[3]};
-      store_fragment(c, N, v, f, m0, n0, consumer, warp, lane);
+      const int h = f / (BN / 8), j = f % (BN / 8);
+      const int row = (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2);
+      const int col = j * 8 + 2 * (lane & 3);
+      const Acc* r = &acc[h][4 * j];
+      store_pair<T>(reinterpret_cast<Out*>(tile + row * C_PITCH) + col, r[0], r[1]);
+      store_pair<T>(reinterpret_cast<Out*>(tile + (row + 8) * C_PITCH) + col, r[2], r[3]);
+    }
+    asm volatile("bar.sync 1, %0;" ::"n"(CONSUMER_THREADS) : "memory");
+    const int ctid = consumer * 128 + warp * 32 + lane;
+#pragma unroll 4
+    for (int i = ctid; i < BM * C_CHUNKS; i += CONSUMER_THREADS) {
+      const int row = i / C_CHUNKS, piece = i % C_CHUNKS;
+      const uint4 v = *reinterpret_cast<const uint4*>(tile + row * C_PITCH + piece * 16);
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(c + (size_t)(m0 + row) * N + n0) + piece * 16) = v;
     }
   }
 
@@ -390,7 +411,7 @@ struct Kernel {
       write_partial(ring, acc, consumer * 128 + warp * 32 + lane);
       sum_partials(ring, c, N, m0, n0, consumer, warp, lane, split, cluster_size());
     } else {
-      store(c, N, acc, m0, n0, consumer, warp, lane);
+      store(ring, c, N, acc, m0, n0, consumer, warp, lane);
     }
   }
 
