@@ -144,17 +144,17 @@ class RefusingLibrary(StubLibrary):
     """A library whose search ends every candidate in the library's own error, or (``wrong``) one in a wrong
     result."""
 
-    def __init__(self, exact, wrong: str = ""):
+    def __init__(self, exact, wrong: str = "", raised: str = "RuntimeError"):
         super().__init__(exact, probe={}, series={})
-        self.wrong = wrong
+        self.wrong, self.raised = wrong, raised
 
     def configs(self, problem, tune):
         return ["alg 0", "alg 1"]
 
     def search(self, operands, configs, *, deadline=None, progress=None, **options):
         return [], [{"config": c, "status": "failed" if c == self.wrong else "error",
-                     "reason": "wrong result" if c == self.wrong else "RuntimeError: CUDA error: internal error",
-                     "where": "search process"} for c in configs]
+                     "reason": "wrong result" if c == self.wrong else f"{self.raised}: CUDA error: internal error",
+                     "raised": self.raised, "where": "search process"} for c in configs]
 
 
 def test_a_library_that_refuses_every_candidate_is_skipped_in_its_own_words(operands):
@@ -168,3 +168,10 @@ def test_a_wrong_result_among_library_errors_still_fails(operands):
     result = _measure(RefusingLibrary(_exact(operands), wrong="alg 1"), operands, None)
     assert result.status != "skipped"
     assert bench.BenchResult(results=[result], environment={}, settings=None).failed   # exit 1
+
+
+@pytest.mark.parametrize("raised", ["TypeError", "", "AttributeError"])
+def test_errors_of_our_own_code_or_of_a_search_process_still_fail(operands, raised):
+    """A programming error, or an error no library call raised (a search process that died), is not a refusal."""
+    result = _measure(RefusingLibrary(_exact(operands), raised=raised), operands, None)
+    assert result.status == "error"

@@ -185,10 +185,17 @@ class _Search:
             self.on_config(self.searched + done, self.searched + self.total, entry.get("config", ""))
 
 
+#: Exceptions that name a fault of our own code, never a library's refusal.
+PROGRAMMING_ERRORS = frozenset({"AssertionError", "AttributeError", "ImportError", "IndexError", "KeyError",
+                                "ModuleNotFoundError", "NameError", "TypeError", "UnboundLocalError"})
+
+
 def _refused(tried: list) -> bool:
-    """Whether a library's candidates all stopped in the library's own error: no wrong result, nothing timed. The
-    row then says that the library cannot run the combination here, in its own words (not a failure of ours)."""
-    return bool(tried) and all(e.get("status") == "error" for e in tried)
+    """Whether a library's candidates all stopped in an exception the library call raised (``raised``; not a search
+    process that died or could not start, not one of :data:`PROGRAMMING_ERRORS`): no wrong result, nothing timed.
+    The row then says that the library cannot run the combination here, in its own words."""
+    return bool(tried) and all(e.get("status") == "error" and e.get("raised")
+                               and e["raised"] not in PROGRAMMING_ERRORS for e in tried)
 
 
 def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: int, flush_l2: bool,
@@ -220,7 +227,7 @@ def measure_path(path: GemmPath, operands: GemmOperands, *, iters: int, warmup: 
             entry, measured = _try_config(path, operands, config, probe_iters, warmup, flush_l2)
         except Exception as error:  # noqa: BLE001 - report the configuration and go on with the next
             entry, measured = {"config": config_label(config), "status": "error",
-                               "reason": f"{type(error).__name__}: {error}"}, None
+                               "reason": f"{type(error).__name__}: {error}", "raised": type(error).__name__}, None
         search.record(config, entry, measured)
     result.tuning, result.library = record + search.tried, _library(path)   # (after binding: what it loaded)
     if search.best is None:

@@ -73,7 +73,7 @@ def _batch(batch: dict, path, operands, setup: dict, emit, state: dict) -> None:
         except BaseException as error:  # noqa: BLE001 - recorded, then this process ends (maybe poisoned)
             message = str(error).strip().replace("\n", " ") or "(no message)"
             emit("result", entry={"status": "error", "reason": f"{what_of(config)}: {type(error).__name__}: "
-                                  f"{message}"[:2000]}, info=_info(path))
+                                  f"{message}"[:2000], "raised": type(error).__name__}, info=_info(path))
             os._exit(POISONED_EXIT)
         state["ok"] = state["ok"] or entry["status"] == "ok"
         state["failed"] += entry["status"] != "ok"

@@ -39,7 +39,8 @@ from ..gemm.tiles import MIN_TAIL_WAVES
 GEMM_PATHS = VULKAN_PATH_NAMES
 #: The aligned problem (M, N, K) of each seed family or class; the ragged one has RAGGED fewer of each.
 FAMILY_SHAPES = {"square": (512, 512, 512), "small": (512, 512, 512), "medium": (1024, 1024, 256),
-                 "llm": (1024, 32, 2048), "narrow16": (1024, 16, 2048), "narrow64": (1024, 64, 2048)}
+                 "llm": (1024, 32, 2048), "narrow16": (1024, 16, 2048), "narrow32": (1024, 32, 2048),
+                 "narrow64": (1024, 64, 2048)}
 #: Rows, columns and K taken off the aligned problem: no tile divides it, and K stays whole 2:4 metadata words.
 RAGGED = (5, 3, 32)
 #: Attention shapes of each kind: (batch, q_heads, kv_heads, seq_q, seq_kv) aligned, and the ragged seq lengths.
