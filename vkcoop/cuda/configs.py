@@ -106,6 +106,8 @@ class WgmmaSpConfig:
     per_sm: int = 0
     #: instantiated for every type of WGMMA_SP_TYPES (tf32, the 8-bit floats and integers too), not only fp16, bf16
     every_type: bool = False
+    #: C from the registers in 16-byte pieces after a lane exchange, not through shared memory (16-bit C)
+    shuffle_store: bool = False
     dtype: str = "float16"
 
     @property
@@ -152,7 +154,8 @@ class WgmmaSpConfig:
         """The entry point for ``dtype_name`` (this configuration's own type where None)."""
         short = wgmma_type(dtype_name or self.dtype).ptx
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
-                  + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else ""))
+                  + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else "")
+                  + ("_sh" if self.shuffle_store else ""))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
     @property

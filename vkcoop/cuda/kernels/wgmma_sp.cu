@@ -132,8 +132,10 @@ VK_DEVICE void store_pair(int* p, int lo, int hi) {
 // and after a cluster barrier CTA r adds fragments r, r + splits, ... of every
 // CTA's partial through distributed shared memory, in split order from zero
 // (the same bits whichever CTA finishes first), and stores them.
+// kShuffleStore (16-bit C): C leaves from the registers in 16-byte pieces
+// (store_shuffled), without the shared-memory round trip of store.
 template <class T, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1, int MSUB = 1,
-          bool kSplitK = false>
+          bool kSplitK = false, bool kShuffleStore = false>
 struct Kernel {
   typedef typename T::Acc Acc;
   typedef typename T::Out Out;
@@ -323,6 +325,40 @@ struct Kernel {
     }
   }
 
+  // C from the registers in 16-byte pieces: for each four fragments 4q..4q+3 of a row, the four lanes of the row
+  // (t = lane % 4) trade their pairs so that lane t holds all eight columns of fragment 4q + t (a 4 x 4 transpose over
+  // lanes and registers: in round r lane t sends its pair t ^ r and files what lane t ^ r sends at t ^ r), then
+  // stores them as one 16-byte piece: a warp store fills whole 32-byte sectors of 8 rows, as store's copy does, with
+  // no barrier and no shared memory (a persistent kernel's ring is still loading then).
+  static VK_DEVICE u32 pick(const u32 (&v)[4], int i) { return (i & 2) ? ((i & 1) ? v[3] : v[2]) : ((i & 1) ? v[1] : v[0]); }
+  static VK_DEVICE void store_shuffled(Out* __restrict__ c, int N, const Acc (&acc)[MSUB][ACC], int m0, int n0,
+                                       int consumer, int warp, int lane) {
+    static_assert(sizeof(Out) == 2 && BN % 32 == 0, "16-bit C, whole groups of four fragments");
+    const int t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < MSUB; ++h)
+#pragma unroll
+      for (int q = 0; q < BN / 32; ++q)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // row g (registers 4j, 4j+1) or g + 8 (4j+2, 4j+3)
+          u32 pairs[4], piece[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            pairs[u] = pack2<T::OUT_BF16>(acc[h][4 * (4 * q + u) + 2 * half], acc[h][4 * (4 * q + u) + 2 * half + 1]);
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            u32 got = pick(pairs, t ^ r);
+            if (r != 0) asm volatile("shfl.sync.bfly.b32 %0, %0, %1, 0x1f, 0xffffffff;" : "+r"(got) : "r"(r));
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              if (i == (t ^ r)) piece[i] = got;
+          }
+          const int row = m0 + (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2) + 8 * half;
+          const int col = n0 + (4 * q + t) * 8;
+          *reinterpret_cast<uint4*>(c + (size_t)row * N + col) = make_uint4(piece[0], piece[1], piece[2], piece[3]);
+        }
+  }
+
   // Split-K: this CTA's partial tile into its ring as [fragment][consumer thread] quads
   // of accumulators (a warp's stores are 512 contiguous bytes), once every consumer's
   // MMAs have retired.
@@ -410,6 +446,8 @@ struct Kernel {
     if constexpr (kSplitK) {
       write_partial(ring, acc, consumer * 128 + warp * 32 + lane);
       sum_partials(ring, c, N, m0, n0, consumer, warp, lane, split, cluster_size());
+    } else if constexpr (kShuffleStore) {
+      store_shuffled(c, N, acc, m0, n0, consumer, warp, lane);
     } else {
       store(ring, c, N, acc, m0, n0, consumer, warp, lane);
     }
