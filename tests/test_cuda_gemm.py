@@ -431,6 +431,25 @@ def test_wgmma_variants_bit_exact(config):
 
 @pytest.mark.cuda
 @needs_cuda
+@pytest.mark.parametrize("config", [c for c in WgmmaSpGemm.DIAGNOSTIC_CONFIGS if c.persistent],
+                         ids=lambda c: c.kernel_name("float16"))
+def test_a_persistent_wgmma_walks_more_tiles_than_sms_bit_exact(config):
+    """256 tiles on at most 132 SMs: every CTA runs two tiles or more, the ring's slice count running on across them
+    (a wrong phase or a slot released twice shows as wrong tiles or a hang)."""
+    import torch
+    from vkcoop.cuda import compare, reference
+    m, n, k = 16 * config.bm, 16 * config.bn, 512
+    assert (m // config.bm) * (n // config.bn) > torch.cuda.get_device_properties(0).multi_processor_count
+    a, b = _problem(m, n, k, "float16", seed=13)
+    c = WgmmaSpGemm(config).bind(a, b)()
+    torch.cuda.synchronize()
+    ref = reference(a, b)
+    stats = compare(c, ref)
+    assert stats["exact_fraction"] == 1.0, (stats, _error_locality(c, ref, config.bm, config.bn))
+
+
+@pytest.mark.cuda
+@needs_cuda
 @pytest.mark.parametrize("k", [64, 128, 384, 1024])
 @pytest.mark.parametrize("config", ["128x128", "128x256"])
 def test_wgmma_two_consumers_k_sweep(config, k):

@@ -108,6 +108,8 @@ class WgmmaSpConfig:
     every_type: bool = False
     #: C from the registers in 16-byte pieces after a lane exchange, not through shared memory (16-bit C)
     shuffle_store: bool = False
+    #: one CTA an SM walks the tiles, the next tile's slices loading while C is stored (needs shuffle_store)
+    persistent: bool = False
     dtype: str = "float16"
 
     @property
@@ -155,7 +157,7 @@ class WgmmaSpConfig:
         short = wgmma_type(dtype_name or self.dtype).ptx
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
                   + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else "")
-                  + ("_sh" if self.shuffle_store else ""))
+                  + ("_sh" if self.shuffle_store else "") + ("_p" if self.persistent else ""))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
     @property

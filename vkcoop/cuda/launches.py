@@ -164,5 +164,9 @@ def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int,
         splits = splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), cfg.splits(m, n, k, sms))
     args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
     grid = tiles * splits
+    if cfg.persistent:   # one CTA an SM walks the tiles
+        if sms <= 0:
+            raise ValueError(f"{name}: a persistent launch needs the device's SM count")
+        grid = min(tiles, sms)
     description = f"{name} grid={grid}" + (f" splits={splits} (one cluster a tile)" if cfg.per_sm else "")
     return KernelLaunch(func, name, grid, cfg.threads, cfg.smem_bytes, args, splits, description)

@@ -134,9 +134,15 @@ VK_DEVICE void store_pair(int* p, int lo, int hi) {
 // (the same bits whichever CTA finishes first), and stores them.
 // kShuffleStore (16-bit C): C leaves from the registers in 16-byte pieces
 // (store_shuffled), without the shared-memory round trip of store.
+// kPersistent: one CTA an SM walks the tiles (blockIdx.x, + gridDim.x, ...);
+// the ring's slice count runs on across tiles, so the producer loads the next
+// tile's first slices while the consumers store C (store_shuffled: the ring is
+// busy then).
 template <class T, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1, int MSUB = 1,
-          bool kSplitK = false, bool kShuffleStore = false>
+          bool kSplitK = false, bool kShuffleStore = false, bool kPersistent = false>
 struct Kernel {
+  static_assert(!kPersistent || (kShuffleStore && !kSplitK && kWaitDepth == 1),
+                "a persistent kernel stores from registers, runs whole K and keeps one group in flight");
   typedef typename T::Acc Acc;
   typedef typename T::Out Out;
   typedef decltype(quad(static_cast<const Acc*>(nullptr))) Quad;
@@ -258,7 +264,7 @@ struct Kernel {
 
   // kWaitDepth = 1 keeps slice kt's group in flight and retires slice kt-1's; 0
   // waits for slice kt's.  The retired slice's slot goes back to the producer.
-  static VK_DEVICE void retire(const Ring& ring, int kt, const u32 (&other_meta)[MSUB][META_WORDS]) {
+  static VK_DEVICE void retire(const Ring& ring, int kt, int base, const u32 (&other_meta)[MSUB][META_WORDS]) {
     wgmma_wait<kWaitDepth>();
 #pragma unroll
     for (int h = 0; h < MSUB; ++h)
@@ -267,23 +273,24 @@ struct Kernel {
         asm volatile("" ::"r"(other_meta[h][w]));  // previous group retired: its registers may go
     int release = -1;
     if (kWaitDepth == 0)
-      release = kt % STAGES;
+      release = (base + kt) % STAGES;
     else if (kt > 0)
-      release = (kt - 1) % STAGES;
+      release = (base + kt - 1) % STAGES;
     if (release >= 0) mbar_arrive(ring.empty(release));
   }
 
-  // One K slice: wait for its data, issue two wgmma, commit, then retire the
-  // previous slice.
-  static VK_DEVICE void consume_slice(Acc (&acc)[MSUB][ACC], const Ring& ring, int kt, u32 (&meta)[MSUB][META_WORDS],
-                                      const u32 (&other_meta)[MSUB][META_WORDS], int consumer, int warp, int lane) {
-    const int s = kt % STAGES;
-    mbar_wait(ring.full(s), (kt / STAGES) & 1);
+  // One K slice (slice kt of a tile whose first is the ring's slice `base`): wait
+  // for its data, issue two wgmma, commit, then retire the previous slice.
+  static VK_DEVICE void consume_slice(Acc (&acc)[MSUB][ACC], const Ring& ring, int kt, int base,
+                                      u32 (&meta)[MSUB][META_WORDS], const u32 (&other_meta)[MSUB][META_WORDS],
+                                      int consumer, int warp, int lane) {
+    const int s = (base + kt) % STAGES;
+    mbar_wait(ring.full(s), ((base + kt) / STAGES) & 1);
     const u32 stage = ring.slot(s);
     const u32 b_base = stage + A_BYTES;
     load_slice_meta(ring, s, meta, consumer, warp, lane);
     issue_mma(acc, stage, b_base, meta, consumer);
-    retire(ring, kt, other_meta);
+    retire(ring, kt, base, other_meta);
   }
 
   // Accumulator layout of m64nN (PTX ISA 9.7.15.5): warp w of the warpgroup owns
@@ -398,8 +405,7 @@ struct Kernel {
   // Consumer warpgroups 1..CONSUMERS, each owning MSUB x 64 rows of the tile:
   // take registers from the producer, run the K loop, store C.
   static VK_DEVICE void consume(const Ring& ring, Out* __restrict__ c, int N, int m0, int n0, int k_tiles,
-                                int tid, int warpgroup, u32 split) {
-    if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+                                int tid, int warpgroup, u32 split, int base = 0) {
     const int consumer = warpgroup - 1;
     const int warp = (tid / 32) & 3, lane = tid & 31;
 
@@ -420,8 +426,8 @@ struct Kernel {
     u32 meta_even[MSUB][META_WORDS] = {}, meta_odd[MSUB][META_WORDS] = {};
     if constexpr (META_WORDS == 1) {
       for (int kt = 0; kt < k_tiles; kt += 2) {
-        consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
-        if (kt + 1 < k_tiles) consume_slice(acc, ring, kt + 1, meta_odd, meta_even, consumer, warp, lane);
+        consume_slice(acc, ring, kt, base, meta_even, meta_odd, consumer, warp, lane);
+        if (kt + 1 < k_tiles) consume_slice(acc, ring, kt + 1, base, meta_odd, meta_even, consumer, warp, lane);
       }
     } else {
       // Two registers a slice (8-bit types): where the loop's back edge may follow
@@ -431,10 +437,10 @@ struct Kernel {
       // follows it.
       int kt = 0;
       for (; kt + 1 < k_tiles; kt += 2) {
-        consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
-        consume_slice(acc, ring, kt + 1, meta_odd, meta_even, consumer, warp, lane);
+        consume_slice(acc, ring, kt, base, meta_even, meta_odd, consumer, warp, lane);
+        consume_slice(acc, ring, kt + 1, base, meta_odd, meta_even, consumer, warp, lane);
       }
-      if (kt < k_tiles) consume_slice(acc, ring, kt, meta_even, meta_odd, consumer, warp, lane);
+      if (kt < k_tiles) consume_slice(acc, ring, kt, base, meta_even, meta_odd, consumer, warp, lane);
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -443,6 +449,7 @@ struct Kernel {
       for (int w = 0; w < META_WORDS; ++w) asm volatile("" ::"r"(meta_even[h][w]), "r"(meta_odd[h][w]));
       fence_accumulators(acc[h]);
     }
+    if constexpr (kPersistent) mbar_arrive(ring.empty((base + k_tiles - 1) % STAGES));  // the last slice's slot
     if constexpr (kSplitK) {
       write_partial(ring, acc, consumer * 128 + warp * 32 + lane);
       sum_partials(ring, c, N, m0, n0, consumer, warp, lane, split, cluster_size());
@@ -477,6 +484,10 @@ struct Kernel {
 
     if (warpgroup == 0) {  // the producer: gives registers away, one thread issues the loads
       if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      if constexpr (kPersistent) {
+        if (tid == 0) produce_tiles(ring, tm_a, tm_b, tm_meta, M, N, k_tiles);
+        return;
+      }
       if (tid == 0)
         for (int it = 0; it < k_tiles; ++it) load_slice(ring, it, k_first + it, tm_a, tm_b, tm_meta, m0, n0);
       if constexpr (kSplitK) {  // the consumers' two cluster barriers (sum_partials)
@@ -486,7 +497,26 @@ struct Kernel {
       return;
     }
 
-    consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup, rank);
+    if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    if constexpr (kPersistent) {
+      int base = 0;
+      for (int tile = blockIdx.x; tile < (M / BM) * (N / BN); tile += gridDim.x, base += k_tiles) {
+        grouped_tile(tile, M / BM, N / BN, 16, tile_m, tile_n);
+        consume(ring, c, N, tile_m * BM, tile_n * BN, k_tiles, tid, warpgroup, rank, base);
+      }
+    } else {
+      consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup, rank);
+    }
+  }
+
+  // The persistent producer: every slice of this CTA's tiles in turn, the ring's count running on.
+  static VK_DEVICE void produce_tiles(const Ring& ring, const TmaDesc* tm_a, const TmaDesc* tm_b,
+                                      const TmaDesc* tm_meta, int M, int N, int k_tiles) {
+    int it = 0, tile_m, tile_n;
+    for (int tile = blockIdx.x; tile < (M / BM) * (N / BN); tile += gridDim.x) {
+      grouped_tile(tile, M / BM, N / BN, 16, tile_m, tile_n);
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) load_slice(ring, it, kt, tm_a, tm_b, tm_meta, tile_m * BM, tile_n * BN);
+    }
   }
 };
 
