@@ -418,10 +418,14 @@ def _error_locality(c, ref, bm, bn) -> str:
 @pytest.mark.parametrize("config", WgmmaSpGemm.DIAGNOSTIC_CONFIGS, ids=lambda c: c.kernel_name("float16"))
 def test_wgmma_variants_bit_exact(config):
     """Extra wgmma.sp instantiations (BN x consumer warpgroups x setmaxnreg) that localise layout bugs."""
+    _assert_fp16_exact(config, 2 * config.bm, 2 * config.bn, 512, seed=11)
+
+
+def _assert_fp16_exact(config, m, n, k, seed):
+    """``config``'s kernel on an exact fp16 problem of M x N x K: every output bit-exact."""
     import torch
     from vkcoop.cuda import compare, reference
-    m, n, k = 2 * config.bm, 2 * config.bn, 512
-    a, b = _problem(m, n, k, "float16", seed=11)
+    a, b = _problem(m, n, k, "float16", seed=seed)
     c = WgmmaSpGemm(config).bind(a, b)()
     torch.cuda.synchronize()
     ref = reference(a, b)
@@ -437,15 +441,9 @@ def test_a_persistent_wgmma_walks_more_tiles_than_sms_bit_exact(config):
     """256 tiles on at most 132 SMs: every CTA runs two tiles or more, the ring's slice count running on across them
     (a wrong phase or a slot released twice shows as wrong tiles or a hang)."""
     import torch
-    from vkcoop.cuda import compare, reference
-    m, n, k = 16 * config.bm, 16 * config.bn, 512
+    m, n = 16 * config.bm, 16 * config.bn
     assert (m // config.bm) * (n // config.bn) > torch.cuda.get_device_properties(0).multi_processor_count
-    a, b = _problem(m, n, k, "float16", seed=13)
-    c = WgmmaSpGemm(config).bind(a, b)()
-    torch.cuda.synchronize()
-    ref = reference(a, b)
-    stats = compare(c, ref)
-    assert stats["exact_fraction"] == 1.0, (stats, _error_locality(c, ref, config.bm, config.bn))
+    _assert_fp16_exact(config, m, n, 512, seed=13)
 
 
 @pytest.mark.cuda
