@@ -120,6 +120,20 @@ def test_a_type_a_tile_does_not_run_is_refused_before_the_driver(encoded):
     assert encoded == ([], [])
 
 
+def test_a_split_k_or_persistent_launch_without_the_sm_count_is_refused_before_the_driver(encoded):
+    persistent = next(c for c in WgmmaSpGemm.DIAGNOSTIC_CONFIGS if c.persistent)
+    for cfg, kind in ((WgmmaSpGemm.CONFIGS["128x16cs"], "split-K"), (persistent, "persistent")):
+        with pytest.raises(ValueError, match=rf"^wgmma_sp_f16_\w+: a {kind} launch needs the device's SM count$"):
+            launches.wgmma_sp_launch(cfg, "float16", 4096, cfg.bn, 4096, 0, 0, 0, 0)
+    assert encoded == ([], [])
+
+
+def test_a_persistent_launch_runs_one_cta_an_sm_at_most(encoded):
+    persistent = next(c for c in WgmmaSpGemm.DIAGNOSTIC_CONFIGS if c.persistent)
+    assert launches.wgmma_sp_launch(persistent, "float16", 4096, 4096, 512, 0, 0, 0, 0, sms=132).grid == 132
+    assert launches.wgmma_sp_launch(persistent, "float16", 256, 512, 512, 0, 0, 0, 0, sms=132).grid == 4
+
+
 def _slice_word(view: np.ndarray, kt: int, words: int, row16: int, step: int, lane: int) -> int:
     """The kernel's read (wgmma_sp.cu: load_slice_meta, issue_mma) from the TMA box of slice kt: box columns
     kt*32*words .. +32*words of the [M/16][...] view land as one row of 32*words words per 16-row group; step s

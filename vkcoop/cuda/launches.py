@@ -144,6 +144,9 @@ def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int,
     splits K for ``sms`` SMs, one cluster a tile. A slice's boxes: 64 bytes of each row of A, 128 of each column of
     B, and the metadata words of ``bk`` columns (one 32-word block a 16-row group, two for the 8-bit types)."""
     cfg = cfg.of(dtype_name)
+    if (cfg.per_sm or cfg.persistent) and sms <= 0:
+        kind = "split-K" if cfg.per_sm else "persistent"
+        raise ValueError(f"{cfg.kernel_name()}: a {kind} launch needs the device's SM count")
     element, bk = cfg.element, cfg.bk
     size = element.elem_bytes
     tm_a = driver.encode_tiled_2d(element.tma_data_type, values, k // 2, m, k // 2 * size, bk // 2, cfg.bm,
@@ -159,14 +162,10 @@ def wgmma_sp_launch(cfg: WgmmaSpConfig, dtype_name: str, m: int, n: int, k: int,
     tiles = (m // cfg.bm) * (n // cfg.bn)
     splits = 1
     if cfg.per_sm:
-        if sms <= 0:
-            raise ValueError(f"{name}: a split-K launch needs the device's SM count")
         splits = splits_whose_clusters_fit(func, cfg, name, tiles, (m, n, k, sms), cfg.splits(m, n, k, sms))
     args = [tm_a, tm_b, tm_meta, ctypes.c_void_p(c), ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
     grid = tiles * splits
     if cfg.persistent:   # one CTA an SM walks the tiles
-        if sms <= 0:
-            raise ValueError(f"{name}: a persistent launch needs the device's SM count")
         grid = min(tiles, sms)
     description = f"{name} grid={grid}" + (f" splits={splits} (one cluster a tile)" if cfg.per_sm else "")
     return KernelLaunch(func, name, grid, cfg.threads, cfg.smem_bytes, args, splits, description)
