@@ -297,10 +297,13 @@ struct Kernel {
   // rows 16w..16w+15; register 4j+{0,1} holds row g, columns 8j+2t+{0,1}, and
   // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).  Fragment f
   // of a thread is registers 4j..4j+3 of sub-tile h = f / (BN/8), j = f % (BN/8).
+  static VK_DEVICE int fragment_row(int consumer, int h, int warp, int lane) {
+    return (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2);
+  }
   static VK_DEVICE void store_fragment(Out* __restrict__ c, int N, const Acc (&v)[4], int f, int m0, int n0,
                                        int consumer, int warp, int lane) {
     const int h = f / (BN / 8), j = f % (BN / 8);
-    const int row = m0 + (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2);
+    const int row = m0 + fragment_row(consumer, h, warp, lane);
     const int col = n0 + j * 8 + 2 * (lane & 3);
     store_pair<T>(c + (size_t)row * N + col, v[0], v[1]);
     store_pair<T>(c + (size_t)(row + 8) * N + col, v[2], v[3]);
@@ -316,7 +319,7 @@ struct Kernel {
 #pragma unroll
     for (int f = 0; f < FRAGMENTS; ++f) {
       const int h = f / (BN / 8), j = f % (BN / 8);
-      const int row = (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2);
+      const int row = fragment_row(consumer, h, warp, lane);
       const int col = j * 8 + 2 * (lane & 3);
       const Acc* r = &acc[h][4 * j];
       store_pair<T>(reinterpret_cast<Out*>(tile + row * C_PITCH) + col, r[0], r[1]);
@@ -360,7 +363,7 @@ struct Kernel {
             for (int i = 0; i < 4; ++i)
               if (i == (t ^ r)) piece[i] = got;
           }
-          const int row = m0 + (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2) + 8 * half;
+          const int row = m0 + fragment_row(consumer, h, warp, lane) + 8 * half;
           const int col = n0 + (4 * q + t) * 8;
           *reinterpret_cast<uint4*>(c + (size_t)row * N + col) = make_uint4(piece[0], piece[1], piece[2], piece[3]);
         }
@@ -501,8 +504,9 @@ struct Kernel {
     if constexpr (kPersistent) {
       int base = 0;
       for (int tile = blockIdx.x; tile < (M / BM) * (N / BN); tile += gridDim.x, base += k_tiles) {
-        grouped_tile(tile, M / BM, N / BN, 16, tile_m, tile_n);
-        consume(ring, c, N, tile_m * BM, tile_n * BN, k_tiles, tid, warpgroup, rank, base);
+        int tm0, tn0;
+        tile_origin(tile, M, N, tm0, tn0);
+        consume(ring, c, N, tm0, tn0, k_tiles, tid, warpgroup, rank, base);
       }
     } else {
       consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup, rank);
@@ -512,11 +516,20 @@ struct Kernel {
   // The persistent producer: every slice of this CTA's tiles in turn, the ring's count running on.
   static VK_DEVICE void produce_tiles(const Ring& ring, const TmaDesc* tm_a, const TmaDesc* tm_b,
                                       const TmaDesc* tm_meta, int M, int N, int k_tiles) {
-    int it = 0, tile_m, tile_n;
+    int it = 0;
     for (int tile = blockIdx.x; tile < (M / BM) * (N / BN); tile += gridDim.x) {
-      grouped_tile(tile, M / BM, N / BN, 16, tile_m, tile_n);
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) load_slice(ring, it, kt, tm_a, tm_b, tm_meta, tile_m * BM, tile_n * BN);
+      int tm0, tn0;
+      tile_origin(tile, M, N, tm0, tn0);
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) load_slice(ring, it, kt, tm_a, tm_b, tm_meta, tm0, tn0);
     }
+  }
+
+  // Tile `linear` of the grouped raster, as its first row and column of C.
+  static VK_DEVICE void tile_origin(int linear, int M, int N, int& m0, int& n0) {
+    int tile_m, tile_n;
+    grouped_tile(linear, M / BM, N / BN, 16, tile_m, tile_n);
+    m0 = tile_m * BM;
+    n0 = tile_n * BN;
   }
 };
 
