@@ -129,9 +129,9 @@ for _table in (SEED_CONFIGS, H100_SEED_CONFIGS):
 SEEDS = {SEED_DEVICE: SEED_CONFIGS, "NVIDIA H100 80GB HBM3": H100_SEED_CONFIGS}
 #: The dense path's int8 seeds (s8 x s8 -> s32), compute-bound shapes only: first guesses from the fp16 seeds, not yet
 #: tuned; the first ran at 635.1 TOP/s at 8192^3 on the H100 (about half the s8 ceiling). The fp16 square seed's tile
-#: reads 64 K columns of 2 bytes a step; int8 reads the same bytes in 128 columns (128x128x128, K unroll 4), then the fp16 tile itself and the 256-invocation tile. The staged kernel copies
-#: 16-bit elements only, so no ``t`` label is here; narrow int8 problems run the first candidate derived from the
-#: driver's S8 rows (K granularity 32).
+#: reads 64 K columns of 2 bytes a step; int8 reads the same bytes in 128 columns (128x128x128, K unroll 4), then the
+#: fp16 tile itself and the 256-invocation tile. The staged kernel copies 16-bit elements only, so no ``t`` label is
+#: here; narrow int8 problems run the first candidate derived from the driver's S8 rows (K granularity 32).
 INT8_SEED_CONFIGS = {"vk-coopmat2-dense": {"square": _seeds("128:128x128x128u4g4c", "128:128x128x64u8g4c",
                                                             "256:128x256x64u8g8")}}
 #: Seeds of the dtypes whose tables are their own (the others share the fp16 and bf16 table of their device).

@@ -340,7 +340,9 @@ struct Kernel {
   // lanes and registers: in round r lane t sends its pair t ^ r and files what lane t ^ r sends at t ^ r), then
   // stores them as one 16-byte piece: a warp store fills whole 32-byte sectors of 8 rows, as store's copy does, with
   // no barrier and no shared memory (a persistent kernel's ring is still loading then).
-  static VK_DEVICE u32 pick(const u32 (&v)[4], int i) { return (i & 2) ? ((i & 1) ? v[3] : v[2]) : ((i & 1) ? v[1] : v[0]); }
+  static VK_DEVICE u32 pick(const u32 (&v)[4], int i) {  // v[i] for a runtime i, kept in registers
+    return (i & 2) ? ((i & 1) ? v[3] : v[2]) : ((i & 1) ? v[1] : v[0]);
+  }
   static VK_DEVICE void store_shuffled(Out* __restrict__ c, int N, const Acc (&acc)[MSUB][ACC], int m0, int n0,
                                        int consumer, int warp, int lane) {
     static_assert(sizeof(Out) == 2 && BN % 32 == 0, "16-bit C, whole groups of four fragments");
