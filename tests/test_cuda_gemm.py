@@ -37,7 +37,7 @@ def test_wgmma_other_types_need_k_in_their_slices(dtype, bk):
     assert path.supports(256, 512, 3 * bk, dtype)[0]
     ok, reason = path.supports(256, 512, 3 * bk + bk // 2, dtype)
     assert not ok and f"K={3 * bk + bk // 2} is not a multiple of {bk}" in reason
-    assert WgmmaSpGemm()._pick(8192, 8192, 8192, dtype).kernel_name() == f"wgmma_sp_{_ptx(dtype)}_bn256_c2_s4"
+    assert WgmmaSpGemm()._pick(8192, 8192, 8192, dtype).kernel_name() == f"wgmma_sp_{_ptx(dtype)}_bn256_c2_s4_ws_p"
 
 
 def test_a_tile_refusal_names_every_dimension_off_its_step():
@@ -435,8 +435,8 @@ def _assert_fp16_exact(config, m, n, k, seed):
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.parametrize("config", [c for c in WgmmaSpGemm.DIAGNOSTIC_CONFIGS if c.persistent],
-                         ids=lambda c: c.kernel_name("float16"))
+@pytest.mark.parametrize("config", [c for c in (*WgmmaSpGemm.CONFIGS.values(), *WgmmaSpGemm.DIAGNOSTIC_CONFIGS)
+                                    if c.persistent], ids=lambda c: c.kernel_name("float16"))
 def test_a_persistent_wgmma_walks_more_tiles_than_sms_bit_exact(config):
     """256 tiles on at most 132 SMs: every CTA runs two tiles or more, the ring's slice count running on across them
     (a wrong phase or a slot released twice shows as wrong tiles or a hang)."""
@@ -491,9 +491,9 @@ def _typed_problem(m, n, k, dtype_name, seed=0):
 
 # (config, M, N, slices): the ring wrapping with an odd count of slices (the 8-bit types' slice pairs and their
 # last slice), an even count, one slice, the small-N tile, and split-K: 8 splits of 2 slices, uneven shares (11
-# slices in 6 splits of 2), three tiles of 3 slices.
-TYPE_CASES = [("128x256", 256, 512, 7), ("128x256", 128, 256, 1), ("128x128", 128, 256, 6), ("64x16", 192, 16, 8),
-              ("128x16cs", 256, 16, 8), ("128x32cs", 128, 32, 11), ("128x64cs", 384, 64, 3)]
+# slices in 6 splits of 2), three tiles of 3 slices; 256 tiles, more than the SMs a persistent tile walks.
+TYPE_CASES = [("128x256", 256, 512, 7), ("128x256", 128, 256, 1), ("128x256", 2048, 4096, 3), ("128x128", 128, 256, 6),
+              ("64x16", 192, 16, 8), ("128x16cs", 256, 16, 8), ("128x32cs", 128, 32, 11), ("128x64cs", 384, 64, 3)]
 
 
 @pytest.mark.cuda

@@ -97,7 +97,7 @@ def test_a_launch_maps_one_slice_of_each_operand_per_type(dtype, encoded):
     maps, functions = encoded
     m, n, k = 256, 512, 1024
     launch = launches.wgmma_sp_launch(WgmmaSpGemm.CONFIGS["128x256"], dtype, m, n, k, 0x1000, 0x2000, 0x3000,
-                                      0x4000)
+                                      0x4000, sms=132)
     size, words = WGMMA_SP_TYPES[dtype].elem_bytes, WGMMA_SP_TYPES[dtype].meta_words
     tma_type = {1: driver.TENSOR_MAP_UINT8, 2: driver.TENSOR_MAP_UINT16, 4: driver.TENSOR_MAP_UINT32}[size]
     bk = 128 // size
@@ -108,9 +108,12 @@ def test_a_launch_maps_one_slice_of_each_operand_per_type(dtype, encoded):
                        driver.SWIZZLE_NONE)
     short = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2",
              "int8": "s8", "uint8": "u8"}[dtype]
-    # four stages of 128 x 64 bytes of A, 256 x 128 of B, 8 x 128 x words of metadata, each rounded up to 1 KiB
+    # four stages of 128 x 64 bytes of A, 256 x 128 of B, 8 x 128 x words of metadata, each rounded up to 1 KiB;
+    # then 16 rows of 256 bytes and a pad of 8 outputs for each of the 8 consumer warps
     stage = -(-(128 * 64 + 256 * 128 + 8 * 128 * words) // 1024) * 1024
-    assert functions == [(f"wgmma_sp_{short}_bn256_c2_s4", 4 * stage + 1024 + 4 * 16)]
+    out_bytes = 4 if dtype in ("int8", "uint8") else 2
+    warp_regions = 8 * 16 * (256 + 8 * out_bytes)
+    assert functions == [(f"wgmma_sp_{short}_bn256_c2_s4_ws_p", 4 * stage + 1024 + 4 * 16 + warp_regions)]
     assert launch.smem == functions[0][1] and launch.grid == (m // 128) * (n // 256)
 
 
@@ -121,7 +124,7 @@ def test_a_type_a_tile_does_not_run_is_refused_before_the_driver(encoded):
 
 
 def test_a_split_k_or_persistent_launch_without_the_sm_count_is_refused_before_the_driver(encoded):
-    persistent = next(c for c in WgmmaSpGemm.DIAGNOSTIC_CONFIGS if c.persistent)
+    persistent = WgmmaSpGemm.CONFIGS["128x256"]
     for cfg, kind in ((WgmmaSpGemm.CONFIGS["128x16cs"], "split-K"), (persistent, "persistent")):
         with pytest.raises(ValueError, match=rf"^wgmma_sp_f16_\w+: a {kind} launch needs the device's SM count$"):
             launches.wgmma_sp_launch(cfg, "float16", 4096, cfg.bn, 4096, 0, 0, 0, 0)
@@ -129,7 +132,7 @@ def test_a_split_k_or_persistent_launch_without_the_sm_count_is_refused_before_t
 
 
 def test_a_persistent_launch_runs_one_cta_an_sm_at_most(encoded):
-    persistent = next(c for c in WgmmaSpGemm.DIAGNOSTIC_CONFIGS if c.persistent)
+    persistent = WgmmaSpGemm.CONFIGS["128x256"]
     assert launches.wgmma_sp_launch(persistent, "float16", 4096, 4096, 512, 0, 0, 0, 0, sms=132).grid == 132
     assert launches.wgmma_sp_launch(persistent, "float16", 256, 512, 512, 0, 0, 0, 0, sms=132).grid == 4
 

@@ -106,9 +106,10 @@ class WgmmaSpConfig:
     per_sm: int = 0
     #: instantiated for every type of WGMMA_SP_TYPES (tf32, the 8-bit floats and integers too), not only fp16, bf16
     every_type: bool = False
-    #: C from the registers in 16-byte pieces after a lane exchange, not through shared memory (16-bit C)
-    shuffle_store: bool = False
-    #: one CTA an SM walks the tiles, the next tile's slices loading while C is stored (needs shuffle_store)
+    #: C staged by each warp on its own, 16 rows x 256 bytes at a time, in a region after the ring
+    warp_store: bool = False
+    #: one CTA an SM walks the tiles, the next tile's slices loading while C is stored (needs warp_store: the ring
+    #: is busy then)
     persistent: bool = False
     dtype: str = "float16"
 
@@ -150,14 +151,20 @@ class WgmmaSpConfig:
         and metadata word a lane, rounded up to 1024 bytes."""
         stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128 * self.element.meta_words
         stage = (stage + 1023) // 1024 * 1024
-        return self.stages * stage + 1024 + self.stages * 16
+        return self.stages * stage + 1024 + self.stages * 16 + self.warp_stage_bytes
+
+    @property
+    def warp_stage_bytes(self) -> int:
+        """warp_store's region: 16 rows of 256 bytes and a pad (8 output elements: distinct banks) per warp."""
+        out_bytes = 4 if self.element.output == "int32" else 2
+        return self.consumers * 4 * 16 * (256 + 8 * out_bytes) if self.warp_store else 0
 
     def kernel_name(self, dtype_name: str | None = None) -> str:
         """The entry point for ``dtype_name`` (this configuration's own type where None)."""
         short = wgmma_type(dtype_name or self.dtype).ptx
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
                   + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else "")
-                  + ("_sh" if self.shuffle_store else "") + ("_p" if self.persistent else ""))
+                  + ("_ws" if self.warp_store else "") + ("_p" if self.persistent else ""))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
     @property

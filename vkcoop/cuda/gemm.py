@@ -257,7 +257,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
     # with DIAGNOSTIC_CONFIGS, wgmma_sp.cu's kernel list (generated: kernels/wgmma_sp_instances.cuh)
     # every_type: the tiles of AUTO_ORDER run every type of vkcoop.cuda.wgmma_types (tf32, e4m3, e5m2, s8, u8 too)
     CONFIGS = {
-        "128x256": WgmmaSpConfig(256, 2, 4, every_type=True),
+        "128x256": WgmmaSpConfig(256, 2, 4, every_type=True, warp_store=True, persistent=True),
         "256x128": WgmmaSpConfig(128, 2, 4, msub=2),
         "256x128s5": WgmmaSpConfig(128, 2, 5, msub=2),
         "256x128s6": WgmmaSpConfig(128, 2, 6, msub=2),
@@ -280,8 +280,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
             (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
-            (256, 2, 5, True, 1))) + tuple(
-        WgmmaSpConfig(256, 2, 4, fp16_only=True, shuffle_store=True, persistent=p) for p in (False, True))
+            (256, 2, 5, True, 1)))
 
     def _pick(self, m: int, n: int, k: int = 0, dtype_name: str = "float16") -> WgmmaSpConfig:
         """The configured tile, or for "auto" the first of AUTO_ORDER that divides the problem (K in

@@ -132,17 +132,17 @@ VK_DEVICE void store_pair(int* p, int lo, int hi) {
 // and after a cluster barrier CTA r adds fragments r, r + splits, ... of every
 // CTA's partial through distributed shared memory, in split order from zero
 // (the same bits whichever CTA finishes first), and stores them.
-// kShuffleStore (16-bit C): C leaves from the registers in 16-byte pieces
-// (store_shuffled), without the shared-memory round trip of store.
+// kWarpStore: each warp stages its rows of C on its own (store_by_warp), in a
+// region of shared memory after the ring, with no barrier between warps.
 // kPersistent: one CTA an SM walks the tiles (blockIdx.x, + gridDim.x, ...);
 // the ring's slice count runs on across tiles, so the producer loads the next
-// tile's first slices while the consumers store C (store_shuffled: the ring is
+// tile's first slices while the consumers store C (store_by_warp: the ring is
 // busy then).
 template <class T, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1, int MSUB = 1,
-          bool kSplitK = false, bool kShuffleStore = false, bool kPersistent = false>
+          bool kSplitK = false, bool kWarpStore = false, bool kPersistent = false>
 struct Kernel {
-  static_assert(!kPersistent || (kShuffleStore && !kSplitK && kWaitDepth == 1),
-                "a persistent kernel stores from registers, runs whole K and keeps one group in flight");
+  static_assert(!kPersistent || (kWarpStore && !kSplitK && kWaitDepth == 1),
+                "a persistent kernel stores without the ring, runs whole K and keeps one group in flight");
   typedef typename T::Acc Acc;
   typedef typename T::Out Out;
   typedef decltype(quad(static_cast<const Acc*>(nullptr))) Quad;
@@ -156,8 +156,12 @@ struct Kernel {
   static constexpr int META_BYTES = (BM / 16) * 128 * META_WORDS;
   static constexpr int STAGE_BYTES = (A_BYTES + B_BYTES + META_BYTES + 1023) / 1024 * 1024;
   static constexpr int TX_BYTES = A_BYTES + B_BYTES + META_BYTES;
+  // store_by_warp's region: per warp 16 rows of 256 bytes, each padded by 8 outputs so that a warp's pair stores
+  // (8 rows, 4 lanes a row) meet distinct banks
+  static constexpr int WARP_PITCH = 256 + 8 * (int)sizeof(typename T::Out);
+  static constexpr int WARP_STAGE_BYTES = kWarpStore ? 16 * WARP_PITCH : 0;
   // +1024 for aligning the ring, +16 per stage for the two mbarriers
-  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + STAGES * 16;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + STAGES * 16 + CONSUMERS * 4 * WARP_STAGE_BYTES;
   static constexpr int ACC = BN / 2;             // accumulators of a thread per m64 sub-tile
   static constexpr u32 EMPTY_COUNT = CONSUMERS * 128;  // empty[s] collects every consumer thread
   static constexpr int CONSUMER_THREADS = CONSUMERS * 128;
@@ -335,40 +339,37 @@ struct Kernel {
     }
   }
 
-  // C from the registers in 16-byte pieces: for each four fragments 4q..4q+3 of a row, the four lanes of the row
-  // (t = lane % 4) trade their pairs so that lane t holds all eight columns of fragment 4q + t (a 4 x 4 transpose over
-  // lanes and registers: in round r lane t sends its pair t ^ r and files what lane t ^ r sends at t ^ r), then
-  // stores them as one 16-byte piece: a warp store fills whole 32-byte sectors of 8 rows, as store's copy does, with
-  // no barrier and no shared memory (a persistent kernel's ring is still loading then).
-  static VK_DEVICE u32 pick(const u32 (&v)[4], int i) {  // v[i] for a runtime i, kept in registers
-    return (i & 2) ? ((i & 1) ? v[3] : v[2]) : ((i & 1) ? v[1] : v[0]);
-  }
-  static VK_DEVICE void store_shuffled(Out* __restrict__ c, int N, const Acc (&acc)[MSUB][ACC], int m0, int n0,
-                                       int consumer, int warp, int lane) {
-    static_assert(sizeof(Out) == 2 && BN % 32 == 0, "16-bit C, whole groups of four fragments");
-    const int t = lane & 3;
+  // C through this warp's own region: for each m64 sub-tile and each 256 bytes of its columns, the warp's fragments
+  // (16 rows) converted into rows of WARP_PITCH bytes, then out in 16-byte pieces (a warp store: two whole rows of
+  // 256 bytes).  Only __syncwarp orders them, and the ring is untouched, so a persistent kernel's next tile loads.
+  static VK_DEVICE void store_by_warp(const Ring& ring, Out* __restrict__ c, int N, const Acc (&acc)[MSUB][ACC],
+                                      int m0, int n0, int consumer, int warp, int lane) {
+    constexpr int COLS = 256 / (int)sizeof(Out);  // columns a round
+    static_assert(BN % COLS == 0, "whole rounds of 256 bytes");
+    unsigned char* region = const_cast<unsigned char*>(ring.ptr) + STAGES * STAGE_BYTES + STAGES * 16 +
+                            (consumer * 4 + warp) * WARP_STAGE_BYTES;
 #pragma unroll
     for (int h = 0; h < MSUB; ++h)
 #pragma unroll
-      for (int q = 0; q < BN / 32; ++q)
+      for (int round = 0; round < BN / COLS; ++round) {
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {  // row g (registers 4j, 4j+1) or g + 8 (4j+2, 4j+3)
-          u32 pairs[4], piece[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            pairs[u] = pack2<T::OUT_BF16>(acc[h][4 * (4 * q + u) + 2 * half], acc[h][4 * (4 * q + u) + 2 * half + 1]);
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            u32 got = pick(pairs, t ^ r);
-            if (r != 0) asm volatile("shfl.sync.bfly.b32 %0, %0, %1, 0x1f, 0xffffffff;" : "+r"(got) : "r"(r));
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              if (i == (t ^ r)) piece[i] = got;
-          }
-          const int row = m0 + fragment_row(consumer, h, warp, lane) + 8 * half;
-          const int col = n0 + (4 * q + t) * 8;
-          *reinterpret_cast<uint4*>(c + (size_t)row * N + col) = make_uint4(piece[0], piece[1], piece[2], piece[3]);
+        for (int jj = 0; jj < COLS / 8; ++jj) {
+          const Acc* r = &acc[h][4 * (round * COLS / 8 + jj)];
+          Out* at = reinterpret_cast<Out*>(region + (lane >> 2) * WARP_PITCH) + jj * 8 + 2 * (lane & 3);
+          store_pair<T>(at, r[0], r[1]);
+          store_pair<T>(reinterpret_cast<Out*>(reinterpret_cast<unsigned char*>(at) + 8 * WARP_PITCH), r[2], r[3]);
         }
+        __syncwarp();
+        const int row0 = m0 + fragment_row(consumer, h, warp, 0);
+#pragma unroll
+        for (int i = lane; i < 16 * 16; i += 32) {  // 16 rows of 16 pieces
+          const int row = i / 16, piece = i % 16;
+          const uint4 v = *reinterpret_cast<const uint4*>(region + row * WARP_PITCH + piece * 16);
+          *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(c + (size_t)(row0 + row) * N + n0 + round * COLS) +
+                                    piece * 16) = v;
+        }
+        __syncwarp();
+      }
   }
 
   // Split-K: this CTA's partial tile into its ring as [fragment][consumer thread] quads
@@ -458,8 +459,8 @@ struct Kernel {
     if constexpr (kSplitK) {
       write_partial(ring, acc, consumer * 128 + warp * 32 + lane);
       sum_partials(ring, c, N, m0, n0, consumer, warp, lane, split, cluster_size());
-    } else if constexpr (kShuffleStore) {
-      store_shuffled(c, N, acc, m0, n0, consumer, warp, lane);
+    } else if constexpr (kWarpStore) {
+      store_by_warp(ring, c, N, acc, m0, n0, consumer, warp, lane);
     } else {
       store(ring, c, N, acc, m0, n0, consumer, warp, lane);
     }
