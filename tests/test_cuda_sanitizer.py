@@ -449,6 +449,30 @@ def test_the_child_runs_each_dense_job_on_its_operands(stand_in_gpu):
     assert line["status"] == "failed" and f"1 of {jobs[0]['m'] * jobs[0]['n']} elements of C differ" in line["detail"]
 
 
+def test_the_child_walks_each_persistent_wgmma_job_on_fewer_ctas_than_its_tiles(stand_in_gpu, monkeypatch):
+    """A persistent kernel launched with the GPU's SM count would give each of a small problem's tiles a CTA of its
+    own; the child launches it on PERSISTENT_CTAS, so every CTA walks tiles (and ping-pong consumers take turns)."""
+    import io
+    from vkcoop.cuda import launches, sanitize_child
+    from vkcoop.cuda.sanitize_jobs import PERSISTENT_CTAS, wgmma_config
+    launched = []
+    from types import SimpleNamespace
+    c = SimpleNamespace(address=0)
+    monkeypatch.setattr(sanitize_child, "_gemm_operands", lambda job, buffers: (0, 0, 0, c, None))
+    monkeypatch.setattr(sanitize_child, "_run_twice", lambda launch, c, expected: ("ok", ""))
+    monkeypatch.setattr(launches, "wgmma_sp_launch", lambda cfg, dtype, m, n, k, *ops: launched.append(
+        (cfg, m // cfg.bm * (n // cfg.bn), ops[-1])))
+    jobs = [job for job in shipped_jobs() if job["kernel"] == "wgmma.sp"]
+    assert sanitize_child.run_jobs(jobs, io.StringIO())
+    assert len(launched) == len(jobs)
+    walks = [(cfg, tiles) for cfg, tiles, sms in launched if cfg.persistent]
+    assert {cfg for cfg, _ in walks} == {wgmma_config(job["config"]) for job in jobs
+                                         if wgmma_config(job["config"]).persistent}
+    assert {cfg.pingpong for cfg, _ in walks} == {False, True}
+    assert any(tiles >= 3 * PERSISTENT_CTAS for _, tiles in walks)
+    assert all(sms == (PERSISTENT_CTAS if cfg.persistent else 132) for cfg, _, sms in launched)
+
+
 def _jobs():
     return shipped_jobs()[:3]
 

@@ -24,7 +24,7 @@ from .dense import MmaDenseGemm
 from .gemm import MmaSpGemm
 from .layout import lane_order
 from .peak import FORMS, META_POSITIONS_0_1
-from .sanitize_jobs import job_label, wgmma_config
+from .sanitize_jobs import PERSISTENT_CTAS, job_label, wgmma_config
 from .wgmma_types import wgmma_type
 
 VALUES = np.array([-1.0, -0.5, -0.0, 0.0, 0.5, 1.0])   # every product and fp32 partial sum stays exact
@@ -128,8 +128,11 @@ def _mma_sync(job: dict, buffers: _Buffers) -> tuple[str, str]:
 
 def _wgmma_sp(job: dict, buffers: _Buffers) -> tuple[str, str]:
     values, meta, b_t, c, expected = _gemm_operands(job, buffers)
-    launch = launches.wgmma_sp_launch(wgmma_config(job["config"]), job["dtype"], job["m"], job["n"], job["k"],
-                                      values, b_t, meta, c.address, driver.sm_count())
+    cfg = wgmma_config(job["config"])
+    # A persistent walk on PERSISTENT_CTAS CTAs, so that each walks several of the problem's tiles.
+    sms = PERSISTENT_CTAS if cfg.persistent else driver.sm_count()
+    launch = launches.wgmma_sp_launch(cfg, job["dtype"], job["m"], job["n"], job["k"], values, b_t, meta, c.address,
+                                      sms)
     return _run_twice(launch, c, expected)
 
 

@@ -8,7 +8,9 @@ slice (fewer slices than stages: with three or more, the prologue commits empty 
 cluster-summed (``wNcs``) configurations: three tiles over 23 slices (the last split gets fewer: 12 splits of 2 where
 they sum in global memory, one short; 8 of 3 in a cluster, the last of 2) and two tiles of two slices (one slice a
 split). wgmma.sp (``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``): three row tiles by two column tiles over
-``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice; its cluster-summed split-K
+``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice, a persistent walk on
+``PERSISTENT_CTAS`` CTAs (each walks three of the six tiles, the ring's count running on; ping-pong consumers take
+turns); its cluster-summed split-K
 configurations the uneven and the one-slice splits of mma.sp's, in the type's slices (64 deep for fp16 and bf16, 128
 for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run tf32,
 e4m3, e5m2, int8 and uint8 on their first problem (an odd count of slices: the 8-bit types' loop of slice pairs
@@ -28,6 +30,8 @@ from .wgmma_types import SIXTEEN_BIT
 from .peak import FORMS
 
 UNEVEN_SLICES = 23
+#: The CTAs a persistent wgmma.sp job launches, whatever the GPU's SM count: fewer than its problem's tiles.
+PERSISTENT_CTAS = 2
 #: The type whose tiles run both problems: an 8-bit type, two metadata words a slice.
 TWO_WORD_PROBE = "float8_e4m3fn"
 
