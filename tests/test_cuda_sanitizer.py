@@ -453,10 +453,10 @@ def test_the_child_walks_each_persistent_wgmma_job_on_fewer_ctas_than_its_tiles(
     """A persistent kernel launched with the GPU's SM count would give each of a small problem's tiles a CTA of its
     own; the child launches it on PERSISTENT_CTAS, so every CTA walks tiles (and ping-pong consumers take turns)."""
     import io
+    from types import SimpleNamespace
     from vkcoop.cuda import launches, sanitize_child
     from vkcoop.cuda.sanitize_jobs import PERSISTENT_CTAS, wgmma_config
     launched = []
-    from types import SimpleNamespace
     c = SimpleNamespace(address=0)
     monkeypatch.setattr(sanitize_child, "_gemm_operands", lambda job, buffers: (0, 0, 0, c, None))
     monkeypatch.setattr(sanitize_child, "_run_twice", lambda launch, c, expected: ("ok", ""))

@@ -14,16 +14,8 @@
 # bench.log has a row "wgmma.sp[auto] ok" for each type, its check exact=1.0000; peak.log a line "ok" for each
 # wgmma form of each type.
 set -u
-OUT="${OUT:?set OUT to the folder for the results}"
-mkdir -p "$OUT"
 cd "$(dirname "$0")/../.." || exit 2
-: > "$OUT/summary.txt"
-step() {   # step NAME LOG COMMAND...: run COMMAND with its output in $OUT/LOG, then record its exit status
-  local name=$1 log=$2
-  shift 2
-  timeout 900 "$@" > "$OUT/$log" 2>&1
-  echo "$name: exit $?" | tee -a "$OUT/summary.txt"
-}
+source lab/gpu/steps.sh
 step tests tests.log python3 -m pytest -q -n 8 tests/test_cuda_gemm.py -k "tf32 or e4m3 or e5m2 or int8"
 step fp8-probe fp8.log python3 -m lab.fp8_accumulation --json "$OUT/fp8.json"
 step bench bench.log python3 -m lab.bench_cuda_sparse --paths wgmma,cusparselt --dtype fp16,e4m3,int8,tf32 \

@@ -10,16 +10,9 @@
 # Success: every step "exit 0"; tests.log ends "N passed"; sanitize.log reports 0 errors for every tool; every row of
 # compute.log exact=1.0000.
 set -u
-OUT="${OUT:?set OUT to the folder for the results}"
-mkdir -p "$OUT"
 cd "$(dirname "$0")/../.." || exit 2
-: > "$OUT/summary.txt"
-step() {   # step NAME LOG COMMAND...: run COMMAND with its output in $OUT/LOG, then record its exit status
-  local name=$1 log=$2
-  shift 2
-  timeout 300 "$@" > "$OUT/$log" 2>&1
-  echo "$name: exit $?" | tee -a "$OUT/summary.txt"
-}
+STEP_TIMEOUT=300
+source lab/gpu/steps.sh
 step tests tests.log python3 -m pytest -q -n 16 tests/test_cuda_gemm.py tests/test_cuda_wgmma_types.py -k "wgmma or Wgmma"
 step sanitize sanitize.log python3 -m vkcoop sanitize cuda --kernels "_ws_pp?\b" --logs "$OUT/sanitizer-logs"
 step compute compute.log python3 -m lab.bench_cuda_sparse --paths cusparselt,wgmma --dtype fp16 --repeat 2 \

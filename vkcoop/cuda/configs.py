@@ -153,11 +153,12 @@ class WgmmaSpConfig:
         and metadata word a lane, rounded up to 1024 bytes."""
         stage = self.bm * 64 + self.bn * 128 + (self.bm // 16) * 128 * self.element.meta_words
         stage = (stage + 1023) // 1024 * 1024
-        return self.stages * stage + 1024 + self.stages * 16 + self.warp_stage_bytes
+        return self.stages * stage + 1024 + self.stages * 16 + self.warp_regions_bytes
 
     @property
-    def warp_stage_bytes(self) -> int:
-        """warp_store's region: 16 rows of 256 bytes and a pad (8 output elements: distinct banks) per warp."""
+    def warp_regions_bytes(self) -> int:
+        """warp_store's regions, one a consumer warp: 16 rows of 256 bytes, each padded by 8 outputs (distinct
+        banks)."""
         out_bytes = 4 if self.element.output == "int32" else 2
         return self.consumers * 4 * 16 * (256 + 8 * out_bytes) if self.warp_store else 0
 
