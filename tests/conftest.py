@@ -21,12 +21,10 @@ def pytest_configure(config):
 
 
 def pytest_sessionstart(session):
-    """The compiled CUDA kernels are kept in pytest's cache folder of this checkout, where pytest keeps one
-    (support.KERNEL_CACHE): a run compiles only the sources that changed since the last."""
-    cache = getattr(session.config, "cache", None)
-    if cache is not None:
-        import support
-        support.KERNEL_CACHE = cache.mkdir("kernel-cubins")
+    """The compiled CUDA kernels are kept in the user's vkcoop cache (support.kernel_cache_folder): a run compiles
+    only the sources that changed since the last run of any checkout on this machine."""
+    import support
+    support.KERNEL_CACHE = support.kernel_cache_folder(session.config)
 
 
 def pytest_unconfigure(config):

@@ -85,9 +85,30 @@ def child_env(*first_paths, drop=(), **variables) -> dict:
     return environment
 
 
-#: Where the compiled kernels and their listings are kept across runs: pytest's cache folder of this checkout
-#: (tests/conftest.py sets it; ``pytest --cache-clear`` empties it). None: each run's own temporary folder.
+#: Where the compiled kernels and their listings are kept across runs (tests/conftest.py sets it from
+#: :func:`kernel_cache_folder`). None: each run's own temporary folder.
 KERNEL_CACHE = None
+
+
+def kernel_cache_folder(config):
+    """``kernel-cubins`` in the user's vkcoop cache (vkcoop.paths.cache_root(): VKCOOP_CACHE_DIR, else
+    $XDG_CACHE_HOME/vkcoop), shared by every checkout on the machine, since a file's name says all that made it
+    (:func:`kernel_cubin`); ``--cache-clear`` empties it, once, in the process that starts the workers. Where that
+    folder cannot be made: pytest's cache of this checkout, else None."""
+    import os
+    import shutil
+
+    from vkcoop import paths
+
+    folder = paths.cache_root() / "kernel-cubins"
+    try:
+        if config.getoption("cacheclear", False) and not os.environ.get("PYTEST_XDIST_WORKER"):
+            shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    except OSError:
+        cache = getattr(config, "cache", None)
+        return None if cache is None else cache.mkdir("kernel-cubins")
 
 
 def _shared_folder(tmp_path_factory):

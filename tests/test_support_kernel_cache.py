@@ -48,3 +48,57 @@ def test_a_kept_kernel_is_read_back_until_its_source_a_header_or_nvcc_changes(ke
     assert support.kernel_cubin(tmp_path_factory, "k")[0] == b"cubin 3" and len(compiles) == 3
     # only the latest is kept
     assert sorted(p.suffix for p in cache.iterdir() if p.suffix != ".lock") == [".cubin", ".log"]
+
+
+class _Config:
+    """What kernel_cache_folder reads of a pytest config: the --cache-clear option and pytest's own cache."""
+
+    def __init__(self, cacheclear, pytest_cache):
+        self.cacheclear, self.cache = cacheclear, pytest_cache
+
+    def getoption(self, name, default=None):
+        return self.cacheclear if name == "cacheclear" else default
+
+
+class _PytestCache:
+    def __init__(self, root):
+        self.root = root
+
+    def mkdir(self, name):
+        (self.root / name).mkdir(parents=True, exist_ok=True)
+        return self.root / name
+
+
+def test_the_kept_kernels_live_in_the_user_cache_that_every_checkout_shares(tmp_path, monkeypatch):
+    monkeypatch.setenv("VKCOOP_CACHE_DIR", str(tmp_path / "user"))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    checkout = _PytestCache(tmp_path / "checkout")
+    folder = support.kernel_cache_folder(_Config(False, checkout))
+    assert folder == tmp_path / "user" / "kernel-cubins" and folder.is_dir()
+    (folder / "k-0123.cubin").write_bytes(b"kept")
+    # another checkout of the same sources finds it
+    assert support.kernel_cache_folder(_Config(False, _PytestCache(tmp_path / "other"))) == folder
+    assert (folder / "k-0123.cubin").read_bytes() == b"kept"
+
+
+def test_cache_clear_empties_the_kept_kernels_once_in_the_process_that_starts_the_workers(tmp_path, monkeypatch):
+    monkeypatch.setenv("VKCOOP_CACHE_DIR", str(tmp_path / "user"))
+    kept = tmp_path / "user" / "kernel-cubins" / "k-0123.cubin"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"kept")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")   # a worker leaves what the others may be compiling
+    support.kernel_cache_folder(_Config(True, None))
+    assert kept.is_file()
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    assert support.kernel_cache_folder(_Config(True, None)) == kept.parent
+    assert not kept.exists() and kept.parent.is_dir()
+
+
+def test_an_unwritable_user_cache_falls_back_to_the_checkouts_pytest_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "user"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("VKCOOP_CACHE_DIR", str(blocker))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    checkout = _PytestCache(tmp_path / "checkout")
+    assert support.kernel_cache_folder(_Config(False, checkout)) == tmp_path / "checkout" / "kernel-cubins"
+    assert support.kernel_cache_folder(_Config(False, None)) is None
