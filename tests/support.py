@@ -127,15 +127,19 @@ def _shared_folder(tmp_path_factory):
 
 
 def tool_identity(tool: str | None) -> str:
-    """What names a tool's output beside its input: the tool's resolved path and what its ``--version`` says."""
-    import os
+    """What names a tool's output beside its input: a digest of the tool's executable and what its ``--version``
+    says; not its path, so the same tool in another checkout's environment (the nvdisasm of each ``.venv``) names
+    the same output."""
+    import hashlib
     import subprocess
+    from pathlib import Path
 
     if tool is None:
         return "none"
     if tool not in _identities:
         version = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60).stdout
-        _identities[tool] = f"{os.path.realpath(tool)}\n{version.strip()}"
+        digest = hashlib.sha256(Path(tool).resolve().read_bytes()).hexdigest()[:20]
+        _identities[tool] = f"{digest}\n{version.strip()}"
     return _identities[tool]
 
 

@@ -102,3 +102,18 @@ def test_an_unwritable_user_cache_falls_back_to_the_checkouts_pytest_cache(tmp_p
     checkout = _PytestCache(tmp_path / "checkout")
     assert support.kernel_cache_folder(_Config(False, checkout)) == tmp_path / "checkout" / "kernel-cubins"
     assert support.kernel_cache_folder(_Config(False, None)) is None
+
+
+def test_a_tool_is_named_by_its_contents_and_version_not_its_place(tmp_path, monkeypatch):
+    monkeypatch.setattr(support, "_identities", {})
+    tools = []
+    for place, release in (("one", "13.0"), ("two", "13.0"), ("three", "13.1")):
+        tool = tmp_path / place / "nvdisasm"
+        tool.parent.mkdir()
+        tool.write_text(f"#!/bin/sh\necho 'Cuda disassembler, release {release}'\n")
+        tool.chmod(0o755)
+        tools.append(str(tool))
+    one, two, three = map(support.tool_identity, tools)
+    assert one == two                  # the same tool in another checkout's environment
+    assert one != three                # another release
+    assert support.tool_identity(None) == "none"
