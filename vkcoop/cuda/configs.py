@@ -111,8 +111,6 @@ class WgmmaSpConfig:
     #: one CTA an SM walks the tiles, the next tile's slices loading while C is stored (needs warp_store: the ring
     #: is busy then)
     persistent: bool = False
-    #: persistent: the consumers take turns, each a whole tile of 64 * msub rows, one's C store under the other's MMAs
-    pingpong: bool = False
     dtype: str = "float16"
 
     @property
@@ -135,7 +133,7 @@ class WgmmaSpConfig:
 
     @property
     def bm(self) -> int:
-        return 64 * (1 if self.pingpong else self.consumers) * self.msub
+        return 64 * self.consumers * self.msub
 
     @property
     def bk(self) -> int:
@@ -167,8 +165,7 @@ class WgmmaSpConfig:
         short = wgmma_type(dtype_name or self.dtype).ptx
         suffix = (("" if self.setmaxnreg else "_nr") + ("" if self.wait_depth == 1 else f"_w{self.wait_depth}")
                   + ("" if self.msub == 1 else f"_m{self.msub}") + ("_cs" if self.per_sm else "")
-                  + ("_ws" if self.warp_store else "") + ("_p" if self.persistent else "")
-                  + ("p" if self.pingpong else ""))
+                  + ("_ws" if self.warp_store else "") + ("_p" if self.persistent else ""))
         return f"wgmma_sp_{short}_bn{self.bn}_c{self.consumers}_s{self.stages}{suffix}"
 
     @property

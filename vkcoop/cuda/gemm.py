@@ -280,9 +280,7 @@ class WgmmaSpGemm(HandWrittenSpGemm):
             (64, 1, 8, True, 1), (128, 1, 6, True, 1), (256, 1, 4, True, 1),
             (64, 2, 8, True, 1), (128, 2, 6, False, 1), (256, 2, 4, False, 1), (128, 2, 4, True, 1),
             (256, 2, 3, True, 1), (256, 1, 5, True, 1), (128, 2, 6, True, 0), (256, 2, 4, True, 0),
-            (256, 2, 5, True, 1))) + tuple(
-        WgmmaSpConfig(128, 2, st, msub=2, fp16_only=True, warp_store=True, persistent=True, pingpong=True)
-        for st in (6, 7))
+            (256, 2, 5, True, 1)))
 
     def _pick(self, m: int, n: int, k: int = 0, dtype_name: str = "float16") -> WgmmaSpConfig:
         """The configured tile, or for "auto" the first of AUTO_ORDER that divides the problem (K in

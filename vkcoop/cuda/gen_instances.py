@@ -114,7 +114,7 @@ def wgmma_sp_instance(cfg: WgmmaSpConfig, dtype: str, origin: str) -> Instance:
     cfg = cfg.of(dtype)
     kernel_type = (f"wgsp::Kernel<{cfg.element.traits}, {cfg.bn}, {cfg.consumers}, {cfg.stages}, "
                    f"{_cxx_bool(cfg.setmaxnreg)}, {cfg.wait_depth}, {cfg.msub}, {_cxx_bool(bool(cfg.per_sm))}, "
-                   f"{_cxx_bool(cfg.warp_store)}, {_cxx_bool(cfg.persistent)}, {_cxx_bool(cfg.pingpong)}>")
+                   f"{_cxx_bool(cfg.warp_store)}, {_cxx_bool(cfg.persistent)}>")
     return Instance(cfg.kernel_name(), "VK_WGMMA_SP_ENTRY", kernel_type, cfg.threads,
                     (("SMEM_BYTES", "smem_bytes", cfg.smem_bytes), ("BM", "bm", cfg.bm), ("BK", "bk", cfg.bk)),
                     origin)

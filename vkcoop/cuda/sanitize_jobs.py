@@ -9,9 +9,9 @@ cluster-summed (``wNcs``) configurations: three tiles over 23 slices (the last s
 they sum in global memory, one short; 8 of 3 in a cluster, the last of 2) and two tiles of two slices (one slice a
 split). wgmma.sp (``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``): three row tiles by two column tiles over
 ``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice, a persistent walk on
-``PERSISTENT_CTAS`` CTAs (each walks three of the six tiles, the ring's count running on; ping-pong consumers take
-turns); its cluster-summed split-K configurations the uneven and the one-slice splits of mma.sp's, in the type's
-slices (64 deep for fp16 and bf16, 128 for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run
+``PERSISTENT_CTAS`` CTAs (each walks three of the six tiles, the ring's count running on); its cluster-summed
+split-K configurations the uneven and the one-slice splits of mma.sp's, in the type's slices (64 deep for fp16 and
+bf16, 128 for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run
 tf32, e4m3, e5m2, int8 and uint8 on their first problem (an odd count of slices: the 8-bit types' loop of slice pairs
 and its last slice), and e4m3 on the second too (one slice, or one a split: that last slice alone).
 The dense mma.sync kernel (``MmaDenseGemm.CONFIGS``, kernel "mma.sync"): the mma.sp problems, and one more with

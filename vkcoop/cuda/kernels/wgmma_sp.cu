@@ -138,26 +138,18 @@ VK_DEVICE void store_pair(int* p, int lo, int hi) {
 // the ring's slice count runs on across tiles, so the producer loads the next
 // tile's first slices while the consumers store C (store_by_warp: the ring is
 // busy then).
-// kPingPong (persistent): the consumers take turns, each a whole tile of its own
-// (64 * MSUB rows): consumer c the CTA's tiles c, c + CONSUMERS, ...  A consumer
-// starts a tile's slices once the other has waited for all of its previous
-// tile's (named barriers PINGPONG_BAR + c), so no consumer waits a ring phase
-// ahead and each one's C store runs under the other's MMAs.
 template <class T, int BN, int CONSUMERS, int STAGES, bool kSetMaxNReg, int kWaitDepth = 1, int MSUB = 1,
-          bool kSplitK = false, bool kWarpStore = false, bool kPersistent = false, bool kPingPong = false>
+          bool kSplitK = false, bool kWarpStore = false, bool kPersistent = false>
 struct Kernel {
   static_assert(!kPersistent || (kWarpStore && !kSplitK && kWaitDepth == 1),
                 "a persistent kernel stores without the ring, runs whole K and keeps one group in flight");
-  static_assert(!kPingPong || (kPersistent && CONSUMERS == 2),
-                "two ping-pong consumers take turns in a persistent walk");
   typedef typename T::Acc Acc;
   typedef typename T::Out Out;
   typedef decltype(quad(static_cast<const Acc*>(nullptr))) Quad;
   static constexpr int META_WORDS = T::META_WORDS;
   static constexpr int BK = 128 / T::ELEM_BYTES;  // dense K of a slice: a 128-byte row of B
   static_assert(2 * T::K_STEP == BK, "a slice is two instructions");
-  static constexpr int TILE_OWNERS = kPingPong ? 1 : CONSUMERS;  // consumer warpgroups sharing a tile
-  static constexpr int BM = 64 * MSUB * TILE_OWNERS;
+  static constexpr int BM = 64 * MSUB * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int A_BYTES = BM * 64;        // BM rows x BK/2 compressed elements
   static constexpr int B_BYTES = BN * 128;       // BN rows x BK elements
@@ -171,8 +163,7 @@ struct Kernel {
   // +1024 for aligning the ring, +16 per stage for the two mbarriers
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 + STAGES * 16 + CONSUMERS * 4 * WARP_STAGE_BYTES;
   static constexpr int ACC = BN / 2;             // accumulators of a thread per m64 sub-tile
-  static constexpr u32 EMPTY_COUNT = TILE_OWNERS * 128;  // empty[s] collects every thread that read slot s
-  static constexpr int PINGPONG_BAR = 2;  // named barriers 2, 3: a consumer's turn (1: store's, 0: __syncthreads)
+  static constexpr u32 EMPTY_COUNT = CONSUMERS * 128;  // empty[s] collects every consumer thread
   static constexpr int CONSUMER_THREADS = CONSUMERS * 128;
   static constexpr int FRAGMENTS = MSUB * ACC / 4;  // float4s of a consumer thread's accumulators
   static constexpr int MAX_SPLITS = 8;              // a portable cluster
@@ -240,9 +231,6 @@ struct Kernel {
     tma_load_2d(stage + A_BYTES + B_BYTES, tm_meta, kt * 32 * META_WORDS, m0 / 16, full);
   }
 
-  // A consumer's share of the tile's rows: its own 64 * MSUB, or all of them when it owns the tile (ping-pong).
-  static VK_DEVICE int part(int consumer) { return kPingPong ? 0 : consumer; }
-
   // This thread's metadata registers of each sub-tile, from the slice in slot s.
   static VK_DEVICE void load_slice_meta(const Ring& ring, int s, u32 (&meta)[MSUB][META_WORDS], int consumer,
                                         int warp, int lane) {
@@ -251,7 +239,7 @@ struct Kernel {
     for (int h = 0; h < MSUB; ++h)
 #pragma unroll
       for (int w = 0; w < META_WORDS; ++w) {
-        meta[h][w] = meta_stage[(((part(consumer) * MSUB + h) * 4 + warp) * META_WORDS + w) * 32 + lane];
+        meta[h][w] = meta_stage[(((consumer * MSUB + h) * 4 + warp) * META_WORDS + w) * 32 + lane];
         asm volatile("" : "+r"(meta[h][w]));  // a fresh value the compiler cannot forward or copy
       }
   }
@@ -265,7 +253,7 @@ struct Kernel {
     for (int h = 0; h < MSUB; ++h) fence_accumulators(acc[h]);
 #pragma unroll
     for (int h = 0; h < MSUB; ++h) {
-      const u32 a_base = stage + (part(consumer) * MSUB + h) * 64 * 64;  // this sub-tile's 64 rows
+      const u32 a_base = stage + (consumer * MSUB + h) * 64 * 64;  // this sub-tile's 64 rows
       // step 0: bytes 0..31 of each compressed A row, bytes 0..63 of each B row
       T::template mma<BN, 0>(acc[h], smem_desc(a_base, 512, 2), smem_desc(b_base, 1024, 1), meta[h][0], 1);
       // step 1: A bytes 32..63, B bytes 64..127; the same register with selector 1
@@ -314,7 +302,7 @@ struct Kernel {
   // 4j+{2,3} the same columns of row g+8 (g = lane/4, t = lane%4).  Fragment f
   // of a thread is registers 4j..4j+3 of sub-tile h = f / (BN/8), j = f % (BN/8).
   static VK_DEVICE int fragment_row(int consumer, int h, int warp, int lane) {
-    return (part(consumer) * MSUB + h) * 64 + warp * 16 + (lane >> 2);
+    return (consumer * MSUB + h) * 64 + warp * 16 + (lane >> 2);
   }
   static VK_DEVICE void store_fragment(Out* __restrict__ c, int N, const Acc (&v)[4], int f, int m0, int n0,
                                        int consumer, int warp, int lane) {
@@ -423,7 +411,7 @@ struct Kernel {
   // Consumer warpgroups 1..CONSUMERS, each owning MSUB x 64 rows of the tile:
   // take registers from the producer, run the K loop, store C.
   static VK_DEVICE void consume(const Ring& ring, Out* __restrict__ c, int N, int m0, int n0, int k_tiles,
-                                int tid, int warpgroup, u32 split, int base = 0, bool pass_turn = false) {
+                                int tid, int warpgroup, u32 split, int base = 0) {
     const int consumer = warpgroup - 1;
     const int warp = (tid / 32) & 3, lane = tid & 31;
 
@@ -459,9 +447,6 @@ struct Kernel {
         consume_slice(acc, ring, kt + 1, base, meta_odd, meta_even, consumer, warp, lane);
       }
       if (kt < k_tiles) consume_slice(acc, ring, kt, base, meta_even, meta_odd, consumer, warp, lane);
-    }
-    if constexpr (kPingPong) {  // every slice of this tile has landed: the other consumer's next tile may start
-      if (pass_turn) asm volatile("bar.arrive %0, %1;" ::"r"(PINGPONG_BAR + 1 - consumer), "n"(2 * 128) : "memory");
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -520,18 +505,11 @@ struct Kernel {
 
     if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     if constexpr (kPersistent) {
-      constexpr int TURNS = kPingPong ? CONSUMERS : 1;  // consumers walking in turn
-      const int turn = kPingPong ? warpgroup - 1 : 0;
-      const int tiles = (M / BM) * (N / BN);
-      int base = turn * k_tiles;
-      for (int tile = blockIdx.x + turn * gridDim.x; tile < tiles; tile += TURNS * gridDim.x, base += TURNS * k_tiles) {
+      int base = 0;
+      for (int tile = blockIdx.x; tile < (M / BM) * (N / BN); tile += gridDim.x, base += k_tiles) {
         int tm0, tn0;
         tile_origin(tile, M, N, tm0, tn0);
-        if constexpr (kPingPong) {  // the other consumer has waited for its previous tile's every slice
-          if (tile != (int)blockIdx.x)
-            asm volatile("bar.sync %0, %1;" ::"r"(PINGPONG_BAR + turn), "n"(2 * 128) : "memory");
-        }
-        consume(ring, c, N, tm0, tn0, k_tiles, tid, warpgroup, rank, base, tile + (int)gridDim.x < tiles);
+        consume(ring, c, N, tm0, tn0, k_tiles, tid, warpgroup, rank, base);
       }
     } else {
       consume(ring, c, N, m0, n0, k_tiles, tid, warpgroup, rank);
