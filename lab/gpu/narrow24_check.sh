@@ -4,7 +4,7 @@
 # root, after `source scripts/gpu_env.sh`:  OUT=/some/folder bash lab/gpu/narrow24_check.sh   (about 6 minutes)
 # Everything goes to $OUT:
 #   sweep.log, s/     lab/sweep_sparse24_narrow, fp16, the nine skinny shapes after an L2 flush: every tile-major
-#                     candidate (128-row tiles among them) against the 2:4 seeds and Vulkan dense, then the K loops
+#                     candidate (128-row tiles at N = 32) against the 2:4 seeds and Vulkan dense, then the K loops
 #                     of the seeds and the fastest (vkcoop inspect)
 #   skinny.log, .json the measure itself: vkcoop bench sparse on benchmarks/shapes-skinny.csv, the Vulkan dense and
 #                     2:4 paths, fp16 and bf16, --flush-l2, with the seeds as shipped
