@@ -11,9 +11,9 @@ split). wgmma.sp (``CONFIGS`` and the fp16 ``DIAGNOSTIC_CONFIGS``): three row ti
 ``stages + 3`` slices (the mbarrier ring wraps, parities flip), and one tile of one slice, a persistent walk on
 ``PERSISTENT_CTAS`` CTAs (each walks three of the six tiles, the ring's count running on); its cluster-summed
 split-K configurations the uneven and the one-slice splits of mma.sp's, in the type's slices (64 deep for fp16 and
-bf16, 128 for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run
-tf32, e4m3, e5m2, int8 and uint8 on their first problem (an odd count of slices: the 8-bit types' loop of slice pairs
-and its last slice), and e4m3 on the second too (one slice, or one a split: that last slice alone).
+bf16, 128 for the 8-bit types, 32 for tf32). The tiles that run every wgmma.sp type run tf32, e4m3, e5m2, int8 and
+uint8 on their first problem (an odd count of slices: the 8-bit types' loop of slice pairs and its last slice), and
+e4m3 on the second too (one slice, or one a split: that last slice alone).
 The dense mma.sync kernel (``MmaDenseGemm.CONFIGS``, kernel "mma.sync"): the mma.sp problems, and one more with
 edges: M and N past whole tiles (the rows past them zero-filled and not stored), N odd (C stored an element at a
 time), K a multiple of 8 but not of the slice (the last slice's tail zero-filled); whole-K tiles over three
