@@ -17,7 +17,8 @@
 #   sparse-grid
 #            the 2:4 targets' grid, every path, the libraries searched deep: sparse-compute-<dtype>.json (vkcoop bench
 #            sparse on benchmarks/shapes-compute.csv) and sparse-skinny-<dtype>.json (benchmarks/shapes-skinny.csv,
-#            with --flush-l2), for fp16 and bf16
+#            with --flush-l2), for each dtype of $DTYPES (default: fp16 bf16; on a 10-minute budget run one a call,
+#            DTYPES=fp16 ... sparse-grid, the same set each time)
 #   sparse-types
 #            the types beyond fp16 and bf16, every path (those without a type skip at once), the libraries searched
 #            deep: sparse-types-compute-<dtype>.json (vkcoop bench sparse --dtype <dtype> on
@@ -127,7 +128,7 @@ for part in "${parts[@]}"; do
     peak)
       STEP_TIMEOUT=120 step peak -- "$py" -m vkcoop bench peak --json "$dir/peak.json" ;;
     sparse-grid)
-      for dtype in fp16 bf16; do
+      for dtype in ${DTYPES:-fp16 bf16}; do
         step "sparse-compute-$dtype" -- "$py" -m vkcoop bench sparse --dtype "$dtype" \
           --shapes benchmarks/shapes-compute.csv --search deep --search-budget 2 --json "$dir/sparse-compute-$dtype.json"
         step "sparse-skinny-$dtype" -- "$py" -m vkcoop bench sparse --dtype "$dtype" --flush-l2 \
