@@ -56,7 +56,7 @@ def test_the_summary_says_what_each_file_says(tmp_path):
     assert "314 passed, 5 skipped in 171.20s (0:02:51)" in text
     assert "| bench | 61 | 0 | `python3 -m vkcoop bench sparse` |" in text
     assert "![each path over cuBLAS](bench-default.png)" in text
-    assert "Not in this set: the part(s) grid, peak, attention, core, waterfall, gpu-av, sanitizer of" in text     # what the folder lacks is said
+    assert "Not in this set: the part(s) grid, peak, sparse-grid, attention, core, waterfall, gpu-av, sanitizer of" in text     # what the folder lacks is said
 
 
 def test_the_readme_block_is_replaced_and_a_readme_without_one_is_refused(tmp_path):
