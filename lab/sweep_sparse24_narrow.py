@@ -45,14 +45,13 @@ WIDTHS = (16, 32, 64)
 #: 64-invocation tile with more workgroups an SM, or (N = 32) a 128-row tile, which won at 14336x32x4096 and lost at
 #: 8192 and 4096 rows. 128-row tiles at N = 64 lost 30-80 % (docs/gemm.md G55). At N = 64 the seed's loop holds
 #: 194 registers, room for two workgroups an SM, so its w3 grid (sized for three) needs two waves: 79.5 against 61.0
-#: µs at 8192 rows. Fewer prefetch register sets (u2, u3) may let three fit.
+#: µs at 8192 rows; a ring of three sets (u3) still holds 170 and lost (G56).
 TILE_MAJOR_CONFIGS = {
     16: ("128:64x16x64u4g1w4tp", "128:64x16x64u4g1w4tn", "128:64x16x64u8g1w3tp", "128:32x16x128u4g1w4tp",
          "64:32x16x64u6g1w6tp"),
     32: ("128:64x32x64u4g1w3tp", "128:64x32x64u4g1w3tn", "128:64x32x64u8g1w3tp", "128:32x32x128u4g1w4tp",
          "64:32x32x64u6g1w6tp", "128:128x32x32u8g1w1tp", "128:128x32x32u8g1w2tp"),
-    64: ("128:64x64x64u4g1w2tp", "128:64x64x64u4g1w2tn", "128:64x64x64u8g1w2tp", "64:32x64x64u4g1w4tp",
-         "128:64x64x64u3g1w3tp", "128:64x64x64u2g1w3tp"),
+    64: ("128:64x64x64u4g1w2tp", "128:64x64x64u4g1w2tn", "128:64x64x64u8g1w2tp", "64:32x64x64u4g1w4tp"),
 }
 #: The target: 2:4 over dense, geometric mean over the shapes of at least LARGE_ROWS rows, the least of them, and
 #: each shape below that.
