@@ -4,6 +4,7 @@ only from the checkout the script names. It once failed there: its apt helper ra
 ``.bundle/host-debs``."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -109,4 +110,14 @@ def test_the_results_script_refuses_an_unknown_part_before_touching_the_host():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == ("results.sh: unknown part 'everything' (fresh, grid, peak, sparse-grid, "
-                                   "sparse-types, attention, core, waterfall, tests, gpu-av, sanitizer)")
+                                   "sparse-types, attention, core, waterfall, tests, gpu-av, sanitizer, before-after)")
+
+
+@pytest.mark.parametrize("before, commit", [("", "bd9d9b0"), ("docs", "bd9d9b0"), (".", "")])
+def test_the_before_after_part_needs_an_earlier_tree_and_its_name_before_touching_the_host(tmp_path, before, commit):
+    env = {**os.environ, "BEFORE": str(REPO / before) if before else "", "BEFORE_COMMIT": commit}
+    proc = subprocess.run(["bash", "benchmarks/gpu/results.sh", "core", "before-after"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith("results.sh: before-after needs BEFORE, a folder holding the earlier commit's tree")

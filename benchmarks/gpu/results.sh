@@ -26,6 +26,12 @@
 #            (benchmarks/shapes-types-skinny.csv: 8192x16x8192, 8192x64x8192, with --flush-l2), for each type of
 #            $TYPES (default: tf32 e4m3 e5m2 int8 uint8). A type takes up to two 280-second steps: on a 10-minute
 #            budget run one type a call (TYPES=e4m3 ... sparse-types), the same set each time
+#   before-after
+#            before-<BEFORE_COMMIT>.json, after.json, compare-before-after.json: the default bench (vkcoop bench
+#            sparse, no options) of an earlier commit, then of this tree, on one machine one after the other, and
+#            vkcoop bench compare of the two (its exit 1: a path beyond its noise band). BEFORE: a folder holding
+#            that commit's tree, since the host has no git (carry `git archive REV | tar -x -C .before`, a folder
+#            git ignores); BEFORE_COMMIT: its name. Never part of the default list
 #   attention
 #            attention.json / .png: vkcoop bench attention --ceilings (prefill and decode, fp16 and bf16)
 #   core     capabilities.json (vkcoop info --json), facts.log, inspect-*.json (vkcoop inspect: the driver's
@@ -52,12 +58,18 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 parts=("$@")
 all_parts="fresh grid peak sparse-grid sparse-types attention core waterfall tests gpu-av sanitizer"
+known_parts="$all_parts before-after"
 [ ${#parts[@]} -gt 0 ] || read -ra parts <<<"$all_parts"
 for part in "${parts[@]}"; do
-  case " $all_parts " in
+  case " $known_parts " in
     *" $part "*) ;;
-    *) echo "results.sh: unknown part '$part' (${all_parts// /, })" >&2; exit 2 ;;
+    *) echo "results.sh: unknown part '$part' (${known_parts// /, })" >&2; exit 2 ;;
   esac
+  if [ "$part" = before-after ] && { [ ! -f "${BEFORE:-}/vkcoop/__init__.py" ] || [ -z "${BEFORE_COMMIT:-}" ]; }; then
+    echo "results.sh: before-after needs BEFORE, a folder holding the earlier commit's tree (no vkcoop/__init__.py" \
+         "in '${BEFORE:-}'), and BEFORE_COMMIT, its name" >&2
+    exit 2
+  fi
 done
 # shellcheck disable=SC1091
 [ -n "${VK_ADD_LAYER_PATH:-}" ] || source scripts/gpu_env.sh   # once per host: not twice at once
@@ -143,6 +155,12 @@ for part in "${parts[@]}"; do
           --shapes benchmarks/shapes-types-skinny.csv --search deep --search-budget 2 \
           --json "$dir/sparse-types-skinny-$dtype.json"
       done ;;
+    before-after)   # -P: the working folder does not come first, so the earlier tree's package is the one found
+      STEP_TIMEOUT=280 step before -- env PYTHONPATH="$BEFORE${PYTHONPATH:+:$PYTHONPATH}" "$py" -P -m vkcoop \
+        bench sparse --json "$dir/before-$BEFORE_COMMIT.json"
+      STEP_TIMEOUT=250 step after -- "$py" -m vkcoop bench sparse --json "$dir/after.json"
+      step compare-before-after -- "$py" -m vkcoop bench compare "$dir/before-$BEFORE_COMMIT.json" "$dir/after.json" \
+        --json "$dir/compare-before-after.json" ;;
     attention)
       step attention -- "$py" -m vkcoop bench attention --kinds prefill,decode --dtype fp16,bf16 \
         --head-dims 64,128 --seqs 4096 --ceilings --json "$dir/attention.json" --plot "$dir/attention.png" ;;
