@@ -95,7 +95,8 @@ def test_every_option_of_bench_sparse_reaches_its_setting(tmp_path):
                "flush_l2": ["--flush-l2"], "tune": ["--tune"], "retune": ["--retune"],
                "tune_budget_s": ["--tune-budget", "9"], "search": ["--search", "deep"],
                "search_budget_s": ["--search-budget", "2"], "baseline": ["--baseline", "cuda-mma.sync"],
-               "ceilings": ["--ceilings"], "device": ["--device", "1"], "validate": ["--validate"]}
+               "ceilings": ["--ceilings"], "clock_trace": ["--no-clock-trace"], "device": ["--device", "1"],
+               "validate": ["--validate"]}
     assert sorted(changes) == sorted(_init_fields(SparseBenchSettings))
     _every_option_changed(changes, bench_command.bench_sparse_settings, parse)
     assert bench_command.bench_sparse_settings(parse(changes["shapes"])).shapes[1].label == "qkv"

@@ -76,6 +76,7 @@ class PathResult(Outcome):
     library: str = ""                # a library path: the library and version it ran on (``path.version()``)
     found_by: str = ""               # a library path: what found the winner (library_cache.FOUND_BY)
     cusparselt_reference: str = ""   # which cuSPARSELt row ratio_cusparselt is over ("path (library)")
+    clocks: dict | None = None       # the GPU's clocks while this path measured this case (vkcoop.bench.clocks)
 
 
 #: The two routes to cuSPARSELt, each with the word a table names it by.

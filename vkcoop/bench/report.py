@@ -113,6 +113,8 @@ def print_table(outcome, console=None) -> None:
         console.print(f"[yellow]{UNSTEADY_NOTE}[/]")
     for line in library_notes(outcome.results):
         console.print(f"[dim]{escape(line)}[/]")
+    for line in clock_notes(outcome.results, outcome.environment.get("clocks") or {}):
+        console.print(f"[yellow]{escape(line)}[/]")
     for message in outcome.environment.get("tuning", {}).get("messages", []):
         console.print(f"[yellow]{escape(message)}[/]")
     if outcome.failed:
@@ -132,6 +134,19 @@ def library_notes(results) -> list[str]:
     return lines
 
 
+def clock_notes(results, clocks: dict) -> list[str]:
+    """The line under the table naming each figure measured while the memory clock was below its maximum (the
+    results' ``clocks``), or why no clock was sampled; nothing when every sample was at the top."""
+    if clocks.get("reason"):
+        return [clocks["reason"]]
+    low = [r for r in results if (getattr(r, "clocks", None) or {}).get("mem_below_max")]
+    if not low:
+        return []
+    cells = [f"{r.case} {r.path} (least {r.clocks['mem_mhz_min']} MHz, {100 * r.clocks['mem_below_max']:.0f} % of "
+             f"{r.clocks['samples']} samples)" for r in low]
+    return [f"memory clock below its maximum ({clocks.get('max_mem_mhz')} MHz) while measuring: " + "; ".join(cells)]
+
+
 #: The format of the JSON ``bench sparse`` and ``bench attention`` write. 1 (a file without the field): results may
 #: lack the percentiles (``vkcoop bench compare`` then takes median - min as the spread). 2: every result has its
 #: percentiles and series; ``settings`` names the preset and the search depth, ``environment`` the search processes
@@ -140,8 +155,10 @@ def library_notes(results) -> list[str]:
 #: :class:`~vkcoop.bench.attention_settings.AttentionBenchSettings`: the device and the validation mode too);
 #: bench attention's figures its ratios are over are ``environment["ratios_over"]``. 4: a library row says what found
 #: its winner (``found_by``: quick, deep, cached, shipped or default; ``vkcoop.bench.library_cache.FOUND_BY``) and
-#: reports the fastest of its candidates timed in the measuring process (``vkcoop.bench.measure``).
-SCHEMA_VERSION = 4
+#: reports the fastest of its candidates timed in the measuring process (``vkcoop.bench.measure``). 5: a ``bench
+#: sparse`` result has ``clocks``, the GPU's clocks while it measured (``vkcoop.bench.clocks``; null without NVML),
+#: and ``environment["clocks"]`` the sampling interval, the memory clock's maximum and why nothing was sampled.
+SCHEMA_VERSION = 5
 
 
 def write_json(outcome, path) -> Path:

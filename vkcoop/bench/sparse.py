@@ -60,6 +60,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from ..errors import InputError
 from ..gemm.dtypes import bench_type
 from ..gemm.path import GemmOperands
+from .clocks import ClockTrace
 from .measure import PathResult, fastest_cusparselt, measure_path, path_result
 from ..progress import PROGRESS_MODES, RunProgress, progress_mode
 from .shapes import LLM_TOKENS, PRESETS, SHAPES, make_cases
@@ -199,9 +200,11 @@ def summary_line(result: PathResult) -> str:
 
 
 def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, settings: SparseBenchSettings, *,
-              console=None, progress: str | bool = "auto") -> tuple[list[PathResult], bool]:
+              console=None, progress: str | bool = "auto", trace=None) -> tuple[list[PathResult], bool]:
     """Measure every wanted path on every case: (results, interrupted). ``objects``: name -> GemmPath;
-    ``skipped``: name -> why it cannot run here; ``progress``: a :data:`PROGRESS_MODES` mode (True: auto)."""
+    ``skipped``: name -> why it cannot run here; ``progress``: a :data:`PROGRESS_MODES` mode (True: auto);
+    ``trace``: a running :class:`~vkcoop.bench.clocks.ClockTrace`, whose window over each measurement becomes
+    the result's ``clocks``."""
     results: list[PathResult] = []
     try:
         with RunProgress(len(cases) * len(wanted), progress, console=console, title="bench sparse") as shown:
@@ -214,7 +217,10 @@ def run_cases(cases, objects: dict, skipped: dict, wanted, tuner: Tuner, setting
                 for name in wanted:
                     shown.step(f"{problem.label}: {name}")
                     if name in objects:
+                        began = time.monotonic()
                         results.append(_measure(objects[name], operands, tuner, shown, settings))
+                        if trace is not None and results[-1].status == "ok":
+                            results[-1].clocks = trace.window(began, time.monotonic())
                     else:
                         results.append(path_result(name, problem, "skipped", skipped[name]))
                     shown.finished(summary_line(results[-1]))
@@ -289,6 +295,15 @@ def _prepare_vulkan(available: "_Paths", wanted, cases, tuner: Tuner, console=No
                     f"({len(makers)} kernels{f', {failed} failed: their paths report why' if failed else ''})")
 
 
+def _traced_uuid(available: _Paths) -> str:
+    """The UUID of the GPU the run measures (Vulkan's, else CUDA's), for the clock trace."""
+    for api in ("vulkan", "cuda"):
+        identity = available.identities.get(api)
+        if identity is not None and identity.uuid:
+            return identity.uuid
+    return ""
+
+
 def _environment(available: _Paths) -> dict:
     """Where the run ran: the devices each API reports, why an API's paths are skipped, the CUDA paths' cap."""
     from . import report
@@ -333,8 +348,13 @@ def run_sparse_bench(settings: SparseBenchSettings = SparseBenchSettings(), *, c
     try:
         searcher = _start_searcher(available.objects, cases, tuner)
         _prepare_vulkan(available, settings.paths, cases, tuner, console if progress != "none" else None)
-        results, interrupted = run_cases(cases, available.objects, available.skipped, settings.paths, tuner,
-                                         settings, console=console, progress=progress)
+        trace = ClockTrace.open(_traced_uuid(available)) if settings.clock_trace else \
+            ClockTrace(reason="no clock samples: --no-clock-trace")
+        with trace:
+            results, interrupted = run_cases(cases, available.objects, available.skipped, settings.paths, tuner,
+                                             settings, console=console, progress=progress, trace=trace)
+        environment["clocks"] = {"interval_s": trace.interval_s, "max_mem_mhz": trace.max_mem_mhz,
+                                 "reason": trace.reason}
     finally:
         if searcher is not None:
             searcher.close()

@@ -39,7 +39,8 @@ class SparseBenchSettings:
     where a field is None; ``paths`` None is every path of :data:`PATH_NAMES`. ``tune`` tunes what the tuning cache
     lacks, ``retune`` tunes again, both within ``tune_budget_s``; ``search`` says how far the library paths search
     where the library cache has nothing (a deep search: up to ``search_budget_s`` per case and path); ``baseline``:
-    the path the plot divides by; ``ceilings``: afterwards measure ``bench peak``'s ceilings in this process.
+    the path the plot divides by; ``ceilings``: afterwards measure ``bench peak``'s ceilings in this process;
+    ``clock_trace``: sample the GPU's clocks beside the run (:mod:`vkcoop.bench.clocks`).
     ``timing`` says what every figure measures (not an option)."""
     preset: str = "default"
     dtypes: tuple[str, ...] | None = None
@@ -57,6 +58,7 @@ class SparseBenchSettings:
     search_budget_s: float = DEFAULT_SEARCH_BUDGET
     baseline: str = "cuBLAS"
     ceilings: bool = False
+    clock_trace: bool = True
     device: int | str | None = None
     validate: bool | str = False
     timing: str = field(default=TIMING, init=False)

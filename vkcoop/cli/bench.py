@@ -50,7 +50,7 @@ def bench_sparse_settings(args):
                                flush_l2=args.flush_l2, tune=args.tune, retune=args.retune,
                                tune_budget_s=args.tune_budget, search=args.search,
                                search_budget_s=args.search_budget, baseline=args.baseline, ceilings=args.ceilings,
-                               device=args.device, validate=args.validate)
+                               clock_trace=not args.no_clock_trace, device=args.device, validate=args.validate)
 
 
 def refuse_when_nothing_ran(outcome) -> None:
@@ -248,6 +248,8 @@ def _add_sparse_parser(kinds) -> None:
     p.add_argument("--iters", type=positive_int, default=20, help="timed runs per path")
     p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed runs first")
     p.add_argument("--flush-l2", action="store_true", help="flush the L2 cache before every timed run")
+    p.add_argument("--no-clock-trace", action="store_true",
+                   help="do not sample the GPU's clocks through NVML beside the run (each result's `clocks`)")
     p.add_argument("--ceilings", action="store_true",
                    help="then measure the register-only and bandwidth ceilings (bench peak) and add x own ceiling")
     p.add_argument("--tune", action="store_true",
