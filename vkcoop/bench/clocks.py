@@ -128,10 +128,8 @@ class ClockTrace:
         """What the samples between ``begin`` and ``end`` (``time.monotonic()``) saw: {"samples", "sm_mhz_min",
         "mem_mhz_min", "mem_below_max" (the share of samples under ``max_mem_mhz``), "states"}. A window shorter
         than the interval takes the first sample after it began. None where no sample falls in or after it."""
-        inside = [s for s in list(self.samples) if begin <= s[0] <= end]
-        if not inside:
-            after = [s for s in list(self.samples) if s[0] >= begin]
-            inside = after[:1]
+        samples = list(self.samples)   # the sampling thread appends meanwhile
+        inside = [s for s in samples if begin <= s[0] <= end] or [s for s in samples if s[0] >= begin][:1]
         if not inside:
             return None
         sm = [s[1] for s in inside if s[1] is not None]

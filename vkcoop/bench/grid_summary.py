@@ -7,13 +7,12 @@ process on one machine. ``SUMMARY.md`` holds the section; a set without the part
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
 from .measure import CUSPARSELT_ROUTES
+from .types_summary import case_label, read_json
 
 GRID_RUNS = {"compute": "sparse-compute-{dtype}.json", "skinny": "sparse-skinny-{dtype}.json"}
 DTYPES = ("fp16", "bf16")
@@ -64,17 +63,10 @@ def _case_in(cases: str, m: int, n: int, k: int) -> bool:
             "square": m == n == k and m in (6144, 8192)}[cases]
 
 
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except ValueError as error:
-        raise InputError(f"{path}: not JSON ({error})") from None
-
-
 def runs(folder) -> dict:
     """(run, dtype) -> the run's JSON, for each grid file in ``folder``."""
     folder = Path(folder)
-    return {(run, dtype): _read(folder / pattern.format(dtype=dtype))
+    return {(run, dtype): read_json(folder / pattern.format(dtype=dtype))
             for run, pattern in GRID_RUNS.items() for dtype in DTYPES
             if (folder / pattern.format(dtype=dtype)).is_file()}
 
@@ -122,10 +114,6 @@ def _x(value) -> str:
     return "-" if value is None else f"{value:.2f}×"
 
 
-def _case_label(m: int, n: int, k: int) -> str:
-    return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
-
-
 def _case_rows(found: dict) -> list[str]:
     lines = ["| dtype | case | wgmma.sp | mma.sp | cuSPARSELt | × | Vulkan dense | Vulkan 2:4 | × |",
              "|---|---|---:|---:|---|---:|---:|---:|---:|"]
@@ -133,7 +121,7 @@ def _case_rows(found: dict) -> list[str]:
         for (m, n, k), times in cases(data).items():
             library = fastest(times, CUSPARSELT_ROUTES)
             route = "-" if library is None else f"{library[1]:.1f} ({CUSPARSELT_ROUTES[library[0]]})"
-            cells = [dtype, _case_label(m, n, k), _us(fastest(times, HAND_WRITTEN[:1])),
+            cells = [dtype, case_label(m, n, k), _us(fastest(times, HAND_WRITTEN[:1])),
                      _us(fastest(times, HAND_WRITTEN[1:])), route,
                      _x(ratio(times, HAND_WRITTEN, CUSPARSELT_ROUTES)), _us(fastest(times, VULKAN_DENSE)),
                      _us(fastest(times, VULKAN_SPARSE)), _x(ratio(times, VULKAN_SPARSE, VULKAN_DENSE))]
@@ -148,7 +136,7 @@ def _goal_rows(found: dict) -> list[str]:
             continue
         result = evaluate(goal, found[(goal.run, goal.dtype)])
         least = "-" if result["least_case"] is None else \
-            f"{result['least']:.3f}× ({_case_label(*result['least_case'])})"
+            f"{result['least']:.3f}× ({case_label(*result['least_case'])})"
         needs = (f"geomean ≥ {goal.geomean:.2f}×, " if goal.geomean is not None else "") + f"least ≥ {goal.least:.2f}×"
         geomean = "-" if result["geomean"] is None else f"{result['geomean']:.3f}×"
         lines.append(f"| {goal.what} | {goal.dtype} | {goal.run}, {_CASE_WORDS[goal.cases]} | {geomean} | {least} | "
@@ -162,7 +150,7 @@ def grid_table(folder, link: str = ".") -> str:
     found = runs(folder)
     if not found:
         return ""
-    steps = _read(folder / "steps.json") if (folder / "steps.json").is_file() else []
+    steps = read_json(folder / "steps.json") if (folder / "steps.json").is_file() else []
     commits = sorted({s.get("commit") or "?" for s in steps if s.get("name", "").startswith(("sparse-compute-",
                                                                                               "sparse-skinny-"))})
     first = next(iter(found.values()))

@@ -66,10 +66,6 @@ def _fmt(value, spec=".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _case(m: int, n: int, k: int) -> str:
-    return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
-
-
 def found_by(result: dict, settings: dict) -> str:
     """What found a library row's configuration (:data:`FOUND_WORDS`); "" for any other row."""
     if result.get("path") not in LIBRARY_PATHS:
@@ -92,7 +88,7 @@ def headline(folder) -> list[dict]:
     for result in bench["results"]:
         shape = (result["m"], result["n"], result["k"])
         if shape in HEADLINE_SHAPES and result.get("tflops"):
-            by_case.setdefault(f"{result['dtype']} {_case(*shape)}", {})[result["path"]] = result
+            by_case.setdefault(f"{result['dtype']} {types_summary.case_label(*shape)}", {})[result["path"]] = result
     settings = bench.get("settings") or {}
     rows = []
     for paths, what in HEADLINE_ROWS:
@@ -113,7 +109,7 @@ def headline(folder) -> list[dict]:
 
 
 def _columns() -> list[str]:
-    return [f"{dtype} {_case(*shape)}" for shape in HEADLINE_SHAPES for dtype in ("fp16", "bf16")]
+    return [f"{dtype} {types_summary.case_label(*shape)}" for shape in HEADLINE_SHAPES for dtype in ("fp16", "bf16")]
 
 
 def meta(folder) -> dict:
@@ -260,7 +256,7 @@ def _comparison(folder: Path, name: str, what: str) -> list[str]:
     compare = _load(folder, name)
     if not compare:
         return []
-    moved = [f"{c['dtype']} {_case(c['m'], c['n'], c['k'])} {c['path']} {c['ratio']:.3f}" for c in compare["cases"]
+    moved = [f"{c['dtype']} {types_summary.case_label(c['m'], c['n'], c['k'])} {c['path']} {c['ratio']:.3f}" for c in compare["cases"]
              if c["verdict"] in ("regression", "faster")]
     means = ", ".join(f"{path} {ratio:.3f}" for path, ratio in compare["geometric_mean_ratio"].items())
     return [f"- {what} (`{name}`): geometric mean B/A per path {means}; beyond the noise band: "

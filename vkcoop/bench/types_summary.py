@@ -27,7 +27,8 @@ def case_label(m: int, n: int, k: int) -> str:
     return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
 
 
-def _read(path: Path):
+def read_json(path: Path):
+    """A result-set file's JSON; an InputError naming the file where it is not JSON."""
     try:
         return json.loads(path.read_text())
     except ValueError as error:
@@ -42,7 +43,7 @@ def runs(folder) -> list[tuple[str, dict]]:
         for pattern in TYPES_RUNS:
             path = folder / pattern.format(dtype=dtype)
             if path.is_file():
-                found.append((path.name, _read(path)))
+                found.append((path.name, read_json(path)))
     return found
 
 
@@ -78,10 +79,10 @@ def table_rows(folder) -> tuple[list[str], list[dict], dict]:
 
 
 def _header(folder: Path, names: list[str], link: str) -> str:
-    stamp = _read(folder / "set.json") if (folder / "set.json").is_file() else {}
-    first = _read(folder / names[0])
+    stamp = read_json(folder / "set.json") if (folder / "set.json").is_file() else {}
+    first = read_json(folder / names[0])
     driver = ((first.get("environment") or {}).get("nvidia_smi") or {}).get("driver_version", "?")
-    made = {s.get("name"): s.get("commit") for s in (_read(folder / "steps.json") if (folder / "steps.json").is_file()
+    made = {s.get("name"): s.get("commit") for s in (read_json(folder / "steps.json") if (folder / "steps.json").is_file()
                                                      else [])}
     commit = next((c for name, c in made.items() if name and name.startswith("sparse-types") and c),
                   stamp.get("commit", "?"))
